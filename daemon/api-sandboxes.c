@@ -1,0 +1,587 @@
+/* api-sandboxes.c: the sandbox resource (create, list, get, patch, delete, stop, start) and
+ * its events, including the live SSE stream. */
+#include "api-internal.h"
+#include "events.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "request.h"
+#include "sandboxd.h"
+#include "server.h"
+#include "store.h"
+#include "util.h"
+
+#define EVENTS_LIST_MAX 5000
+#define EVENTS_REPLAY_MAX 10000
+
+static void
+reply_not_found(struct api_call *call)
+{
+	/* the same bytes whether it never existed or belongs to someone else */
+	api_reply_error(call->c, 404, "not_found", "sandbox '%s' not found", call->ref);
+}
+
+static void
+reply_api_err(struct api_call *call, const struct api_err *err)
+{
+	api_reply_error(call->c, err->status, err->code, "%s", err->message);
+}
+
+static void
+reply_sandbox(struct conn *c, int status, const struct sandbox *sb)
+{
+	conn_reply(c, status, "application/json", sb->json, sb->json_len, NULL);
+}
+
+/* A live sandbox the caller may see, by id or name. */
+static struct sandbox *
+lookup_live(struct api_call *call)
+{
+	return registry_find(&call->d->reg, call->ref, api_owner_filter(call));
+}
+
+/* A terminated sandbox the caller may see, by id only (names resolve among live ones). */
+static struct sandbox *
+lookup_ended(struct api_call *call)
+{
+	struct sandbox *sb = NULL;
+	const char *owner = api_owner_filter(call);
+
+	if (!sandbox_id_valid(call->ref) || store_load(call->d->store, call->ref, &sb) < 0)
+		return NULL;
+	if (owner && !streq(owner, sb->owner))
+		return sandbox_free(sb);
+	return sb;
+}
+
+/* ---- waiting for a state ---- */
+
+enum wait_kind {
+	WAIT_CREATE,
+	WAIT_START,
+	WAIT_STOP,
+	WAIT_DELETE,
+};
+
+struct pending {
+	struct sandbox_waiter w;
+	struct conn *c;
+	enum wait_kind kind;
+};
+
+static void
+pending_free(struct pending *p)
+{
+	sandbox_remove_waiter(&p->w);
+	free(p);
+}
+
+static void
+pending_conn_closed(struct conn *c _unused_, void *data)
+{
+	/* the client left; the operation carries on without it */
+	pending_free(data);
+}
+
+/* Whether the wait of this kind is over in state s. */
+static bool
+wait_done(enum wait_kind kind, enum sandbox_state s)
+{
+	switch (kind) {
+	case WAIT_CREATE:
+	case WAIT_START:
+		return s == SANDBOX_RUNNING || s == SANDBOX_FAILED || s == SANDBOX_TERMINATED;
+	case WAIT_STOP:
+		return s == SANDBOX_STOPPED || s == SANDBOX_FAILED || s == SANDBOX_TERMINATED;
+	case WAIT_DELETE:
+		return s == SANDBOX_TERMINATED || s == SANDBOX_FAILED;
+	}
+	return true;
+}
+
+static void
+reply_done(struct conn *c, enum wait_kind kind, struct sandbox *sb)
+{
+	switch (kind) {
+	case WAIT_CREATE:
+		reply_sandbox(c, 201, sb);
+		break;
+	case WAIT_START:
+	case WAIT_STOP:
+		reply_sandbox(c, 200, sb);
+		break;
+	case WAIT_DELETE:
+		if (sb->state == SANDBOX_FAILED)
+			api_reply_error(c, 500, "internal", "sandbox '%s' could not be ended: %s",
+					sb->id, sb->reason ? sb->reason : "unknown error");
+		else
+			conn_reply(c, 204, NULL, NULL, 0, NULL);
+		break;
+	}
+}
+
+static void
+pending_changed(struct sandbox_waiter *w, struct sandbox *sb, bool gone)
+{
+	struct pending *p = w->data;
+
+	if (!gone && !wait_done(p->kind, sb->state))
+		return;
+	conn_on_close(p->c, NULL, NULL);
+	reply_done(p->c, p->kind, sb);
+	pending_free(p);
+}
+
+/* Replies now if the state already fits, else when it does. */
+static void
+wait_for(struct api_call *call, struct sandbox *sb, enum wait_kind kind)
+{
+	struct pending *p;
+
+	if (wait_done(kind, sb->state) && sb->op == SANDBOX_OP_NONE) {
+		reply_done(call->c, kind, sb);
+		return;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		api_reply_error(call->c, 500, "internal", "out of memory");
+		return;
+	}
+	p->c = call->c;
+	p->kind = kind;
+	p->w.fn = pending_changed;
+	p->w.data = p;
+	sandbox_add_waiter(sb, &p->w);
+	conn_on_close(call->c, pending_conn_closed, p);
+}
+
+/* ---- handlers ---- */
+
+void
+api_sandbox_list(struct api_call *call)
+{
+	_cleanup_buf_ struct buf out = BUF_INIT(256u << 20);
+	const char *owner = api_owner_filter(call);
+	json_t *filter = json_object();
+	char key[64], value[512];
+	struct api_err err;
+	struct list_node *n;
+	size_t pos = 0;
+	bool first = true;
+	int r;
+
+	if (!filter) {
+		api_reply_error(call->c, 500, "internal", "out of memory");
+		return;
+	}
+	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
+				    sizeof(value))) > 0) {
+		if (!streq(key, "label")) {
+			api_reply_error(call->c, 400, "invalid_request",
+					"unknown query parameter '%s'", key);
+			goto out;
+		}
+		if (request_add_label_filter(filter, value, &err) < 0) {
+			reply_api_err(call, &err);
+			goto out;
+		}
+	}
+	if (r < 0) {
+		api_reply_error(call->c, 400, "invalid_request", "the query string is malformed");
+		goto out;
+	}
+	/* the list is the cached objects joined: no JSON is built per request */
+	r = buf_puts(&out, "{\"sandboxes\":[");
+	LIST_FOREACH(n, &call->d->reg.all) {
+		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
+		if (owner && !streq(owner, sb->owner))
+			continue;
+		if (json_object_size(filter) && !sandbox_matches_labels(sb, filter))
+			continue;
+		if (!first)
+			r |= buf_putc(&out, ',');
+		r |= buf_append(&out, sb->json, sb->json_len);
+		first = false;
+	}
+	r |= buf_puts(&out, "]}");
+	if (r < 0) {
+		api_reply_error(call->c, 500, "internal", "the list does not fit in memory");
+		goto out;
+	}
+	conn_reply(call->c, 200, "application/json", out.data, out.len, NULL);
+out:
+	json_decref(filter);
+}
+
+void
+api_sandbox_create(struct api_call *call)
+{
+	_cleanup_(sandbox_freep) struct sandbox *sb = sandbox_new();
+	struct api_err err = { 0 };
+	char hex[17];
+	bool wait = true;
+	int r;
+
+	if (!sb || random_hex(hex, 8) < 0) {
+		api_reply_error(call->c, 500, "internal", "out of memory");
+		return;
+	}
+	snprintf(sb->id, sizeof(sb->id), "sbx_%s", hex);
+	sb->owner = strdup(call->who.name); /* from the credential, never from the body */
+	if (!sb->owner) {
+		api_reply_error(call->c, 500, "internal", "out of memory");
+		return;
+	}
+	r = request_decode_create(&call->d->policy, call->body, sb, &wait, &err);
+	if (r < 0) {
+		if (r == -ENOMEM)
+			api_err_set(&err, 500, "internal", "out of memory");
+		reply_api_err(call, &err);
+		return;
+	}
+	r = lifecycle_create(call->d, sb, &err);
+	if (r < 0) {
+		reply_api_err(call, &err);
+		return;
+	}
+	/* the registry owns it now */
+	if (!wait) {
+		reply_sandbox(call->c, 201, sb);
+		TAKE_PTR(sb);
+		return;
+	}
+	wait_for(call, TAKE_PTR(sb), WAIT_CREATE);
+}
+
+void
+api_sandbox_get(struct api_call *call)
+{
+	struct sandbox *sb = lookup_live(call);
+
+	if (sb) {
+		reply_sandbox(call->c, 200, sb);
+		return;
+	}
+	sb = lookup_ended(call);
+	if (!sb) {
+		reply_not_found(call);
+		return;
+	}
+	reply_sandbox(call->c, 200, sb);
+	sandbox_free(sb);
+}
+
+void
+api_sandbox_patch(struct api_call *call)
+{
+	struct sandbox_patch patch = { 0 };
+	struct sandbox *sb = lookup_live(call);
+	struct api_err err;
+	char *old_name;
+	json_t *old_labels, *old_network, *fields;
+	uint64_t old_idle;
+	int r;
+
+	if (!sb) {
+		struct sandbox *ended = lookup_ended(call);
+		if (ended) {
+			api_reply_error(call->c, 409, "conflict",
+					"sandbox '%s' is terminated and cannot change", ended->id);
+			sandbox_free(ended);
+		} else {
+			reply_not_found(call);
+		}
+		return;
+	}
+	r = request_decode_patch(&call->d->policy, call->body, &patch, &err);
+	if (r < 0) {
+		if (r == -ENOMEM)
+			api_err_set(&err, 500, "internal", "out of memory");
+		reply_api_err(call, &err);
+		return;
+	}
+	if (patch.set_name && patch.name && !(sb->name && streq(sb->name, patch.name)) &&
+	    registry_find_name(&call->d->reg, patch.name, sb->owner)) {
+		api_reply_error(call->c, 409, "conflict", "the name '%s' is already in use",
+				patch.name);
+		sandbox_patch_done(&patch);
+		return;
+	}
+	if (patch.network && !json_equal(patch.network, sb->network)) {
+		/* changing a running sandbox's network needs host egress enforcement */
+		api_reply_error(call->c, 501, "unsupported",
+				"this server cannot change a sandbox's network policy");
+		sandbox_patch_done(&patch);
+		return;
+	}
+	lifecycle_touch(sb);
+	/* apply, commit, and put everything back if the commit fails */
+	old_name = sb->name;
+	old_labels = sb->labels;
+	old_network = sb->network;
+	old_idle = sb->idle_timeout_secs;
+	fields = json_array();
+	if (patch.set_name) {
+		sb->name = TAKE_PTR(patch.name);
+		json_array_append_new(fields, json_string("name"));
+	}
+	if (patch.labels) {
+		sb->labels = TAKE_PTR(patch.labels);
+		json_array_append_new(fields, json_string("labels"));
+	}
+	if (patch.network) {
+		sb->network = TAKE_PTR(patch.network);
+		json_array_append_new(fields, json_string("network"));
+	}
+	if (patch.set_idle) {
+		sb->idle_timeout_secs = patch.idle_timeout_secs;
+		json_array_append_new(fields, json_string("idle_timeout_secs"));
+	}
+	r = sandbox_commit(call->d, sb, false, "updated", json_pack("{s:o}", "fields", fields));
+	if (r < 0) {
+		if (sb->name != old_name)
+			free(sb->name);
+		if (sb->labels != old_labels)
+			json_decref(sb->labels);
+		if (sb->network != old_network)
+			json_decref(sb->network);
+		sb->name = old_name;
+		sb->labels = old_labels;
+		sb->network = old_network;
+		sb->idle_timeout_secs = old_idle;
+		(void)sandbox_refresh_json(sb);
+		sandbox_patch_done(&patch);
+		api_reply_error(call->c, r == -EEXIST ? 409 : 500,
+				r == -EEXIST ? "conflict" : "internal", "could not update '%s': %s",
+				sb->id, r == -EEXIST ? "the name is in use" : strerror(-r));
+		return;
+	}
+	if (sb->name != old_name)
+		free(old_name);
+	if (sb->labels != old_labels)
+		json_decref(old_labels);
+	if (sb->network != old_network)
+		json_decref(old_network);
+	sandbox_patch_done(&patch);
+	reply_sandbox(call->c, 200, sb);
+}
+
+void
+api_sandbox_delete(struct api_call *call)
+{
+	struct sandbox *sb = lookup_live(call);
+	struct api_err err;
+
+	if (!sb) {
+		struct sandbox *ended = lookup_ended(call);
+		if (ended) {
+			/* idempotent: ending an ended sandbox succeeds */
+			conn_reply(call->c, 204, NULL, NULL, 0, NULL);
+			sandbox_free(ended);
+		} else {
+			reply_not_found(call);
+		}
+		return;
+	}
+	if (lifecycle_delete(call->d, sb, "deleted", &err) < 0) {
+		reply_api_err(call, &err);
+		return;
+	}
+	wait_for(call, sb, WAIT_DELETE);
+}
+
+static void
+stop_or_start(struct api_call *call, bool stop)
+{
+	struct sandbox *sb = lookup_live(call);
+	struct api_err err;
+	int r;
+
+	if (call->body && json_object_size(call->body) > 0) {
+		api_reply_error(call->c, 400, "invalid_request", "unknown field in the body");
+		return;
+	}
+	if (!sb) {
+		struct sandbox *ended = lookup_ended(call);
+		if (ended) {
+			api_reply_error(call->c, 409, "conflict", "sandbox '%s' is terminated",
+					ended->id);
+			sandbox_free(ended);
+		} else {
+			reply_not_found(call);
+		}
+		return;
+	}
+	r = stop ? lifecycle_stop(call->d, sb, &err) : lifecycle_start(call->d, sb, &err);
+	if (r < 0) {
+		reply_api_err(call, &err);
+		return;
+	}
+	wait_for(call, sb, stop ? WAIT_STOP : WAIT_START);
+}
+
+void
+api_sandbox_stop(struct api_call *call)
+{
+	stop_or_start(call, true);
+}
+
+void
+api_sandbox_start(struct api_call *call)
+{
+	stop_or_start(call, false);
+}
+
+static int
+append_event(const struct store_event *e, void *data)
+{
+	json_t *arr = data;
+	json_t *j = event_to_json(e);
+
+	return j && json_array_append_new(arr, j) == 0 ? 0 : -ENOMEM;
+}
+
+void
+api_sandbox_events(struct api_call *call)
+{
+	struct sandbox *live = lookup_live(call), *ended = NULL;
+	const char *id;
+	bool truncated = false;
+	json_t *arr;
+	int r;
+
+	if (!live) {
+		ended = lookup_ended(call);
+		if (!ended) {
+			reply_not_found(call);
+			return;
+		}
+	}
+	id = live ? live->id : ended->id;
+	arr = json_array();
+	r = arr ? store_list_events(call->d->store, id, EVENTS_LIST_MAX, append_event, arr,
+				    &truncated)
+		: -ENOMEM;
+	sandbox_free(ended);
+	if (r < 0) {
+		json_decref(arr);
+		api_reply_error(call->c, 500, "internal", "could not read the events: %s",
+				strerror(-r));
+		return;
+	}
+	api_reply_json(call->c, 200,
+		       json_pack("{s:o, s:b}", "events", arr, "truncated", truncated));
+}
+
+/* ---- the live stream ---- */
+
+struct stream {
+	struct event_sub sub;
+	struct conn *c;
+	char owner[128];
+};
+
+static void
+stream_closed(struct conn *c _unused_, void *data)
+{
+	struct stream *s = data;
+
+	events_unsubscribe(&s->sub);
+	free(s);
+}
+
+static void
+stream_event(struct event_sub *sub, const char *text, size_t len)
+{
+	struct stream *s = sub->data;
+
+	/* a client too far behind is closed (and stream_closed frees s) */
+	(void)conn_stream_write(s->c, text, len);
+}
+
+static int
+replay_event(const struct store_event *e, void *data)
+{
+	struct stream *s = data;
+	_cleanup_buf_ struct buf msg = BUF_INIT(1u << 20);
+	_cleanup_free_ char *text = NULL;
+	json_t *j = event_to_json(e);
+
+	if (!j)
+		return -ENOMEM;
+	text = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!text || event_format_sse(&msg, e->seq, e->type, text) < 0)
+		return -ENOMEM;
+	return conn_stream_write(s->c, msg.data, msg.len);
+}
+
+void
+api_events_stream(struct api_call *call)
+{
+	const char *last = http_req_header(call->req, "last-event-id");
+	const char *owner = api_owner_filter(call);
+	char key[32], value[32];
+	uint64_t since = 0;
+	bool replay = false;
+	struct stream *s;
+	size_t pos = 0;
+	int r;
+
+	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
+				    sizeof(value))) > 0) {
+		if (!streq(key, "since") || parse_u64(value, &since) < 0) {
+			api_reply_error(call->c, 400, "invalid_request",
+					"the only query parameter is since=<event seq>");
+			return;
+		}
+		replay = true;
+	}
+	if (r < 0) {
+		api_reply_error(call->c, 400, "invalid_request", "the query string is malformed");
+		return;
+	}
+	if (last) {
+		if (parse_u64(last, &since) < 0) {
+			api_reply_error(call->c, 400, "invalid_request",
+					"Last-Event-ID must be an event sequence number");
+			return;
+		}
+		replay = true;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		api_reply_error(call->c, 500, "internal", "out of memory");
+		return;
+	}
+	s->c = call->c;
+	list_init(&s->sub.link);
+	if (owner)
+		snprintf(s->owner, sizeof(s->owner), "%s", owner);
+	s->sub.owner = owner ? s->owner : NULL;
+	s->sub.fn = stream_event;
+	s->sub.data = s;
+	conn_on_close(call->c, stream_closed, s);
+	if (conn_stream_start(call->c, 200, "text/event-stream") < 0)
+		return; /* closed: stream_closed freed s */
+	if (conn_stream_write(call->c, "retry: 2000\n\n", 13) < 0)
+		return;
+	/* what happened while the client was away, then everything new, with nothing lost in
+	 * between: the loop is single-threaded, so no event lands between the two */
+	if (replay &&
+	    store_events_since(call->d->store, (int64_t)since, owner, EVENTS_REPLAY_MAX,
+			       replay_event, s) < 0)
+		return;
+	events_subscribe(call->d, &s->sub);
+}
+
+void
+api_events_heartbeat(struct sandboxd *d)
+{
+	struct list_node *n, *tmp;
+
+	LIST_FOREACH_SAFE(n, tmp, &d->subscribers) {
+		struct event_sub *sub = list_entry(n, struct event_sub, link);
+		struct stream *s = sub->data;
+		(void)conn_stream_write(s->c, ": keep-alive\n\n", 14);
+	}
+}

@@ -1,0 +1,25 @@
+/* api.h: API v1: routing, authentication, the request guard and the handlers' shared
+ * helpers. Errors become an HTTP status and {"error":{"code","message"}} in exactly one
+ * place: api_reply_error(). */
+#pragma once
+
+#include <jansson.h>
+#include <stdint.h>
+#include "http.h"
+
+struct sandboxd;
+struct conn;
+
+#define API_JSON_MAX (1u << 20)  /* JSON bodies */
+#define API_FILE_MAX (64u << 20) /* file and stdin bodies */
+
+/* Handles one complete request on c. Replies now or later (a waiting create). */
+void api_handle(struct sandboxd *d, struct conn *c, struct http_request *req);
+/* How many body bytes a request may carry (http_body_limit_fn). */
+uint64_t api_body_limit(const struct http_request *req, void *data);
+
+/* The one place that formats an error. Logs 5xx (a bug or an outage); 4xx is the client's. */
+void api_reply_error(struct conn *c, int status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Replies with a JSON value (stolen). */
+void api_reply_json(struct conn *c, int status, json_t *body);

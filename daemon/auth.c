@@ -1,0 +1,157 @@
+/* auth.c: see auth.h. */
+#include <ctype.h>
+#include <strings.h>
+#include "auth.h"
+#include "options.h"
+#include "sandboxd.h"
+#include "server.h"
+#include "util.h"
+
+const char *
+role_to_string(enum role r)
+{
+	return r == ROLE_ADMIN ? "admin" : "user";
+}
+
+static void
+set_operator(struct principal *p)
+{
+	*p = (struct principal){ .role = ROLE_ADMIN, .operator= true };
+	snprintf(p->name, sizeof(p->name), "operator");
+}
+
+/* A token in the query string counts only on an Upgrade handshake (browsers cannot set
+ * headers on a WebSocket), never on an ordinary request. */
+static const char *
+query_token(const struct http_request *req, char *buf, size_t size)
+{
+	char key[16];
+	size_t pos = 0;
+	int r;
+
+	if (!req->upgrade || req->method != HTTP_GET)
+		return NULL;
+	while ((r = http_query_next(req->query, &pos, key, sizeof(key), buf, size)) > 0)
+		if (streq(key, "token"))
+			return buf;
+	return NULL;
+}
+
+int
+auth_authenticate(struct sandboxd *d, struct conn *c, const struct http_request *req,
+		  struct principal *ret)
+{
+	const char *authz = http_req_header(req, "authorization");
+	const char *token = NULL;
+	char qbuf[512];
+
+	if (authz) {
+		if (strncasecmp(authz, "Bearer ", 7) != 0)
+			return -EACCES;
+		token = authz + 7;
+		while (*token == ' ')
+			token++;
+	} else {
+		token = query_token(req, qbuf, sizeof(qbuf));
+	}
+	if (token) {
+		/* a presented credential is checked even on the unix socket: a wrong one is
+		 * never silently replaced by the peer's uid */
+		if (d->token && secret_equal(token, strlen(token), d->token, d->token_len)) {
+			set_operator(ret);
+			return 0;
+		}
+		return -EACCES;
+	}
+	if (conn_is_unix(c)) {
+		uid_t uid = conn_peer_uid(c);
+		if (uid == d->uid || uid == 0) {
+			set_operator(ret);
+			return 0;
+		}
+	}
+	return -EACCES;
+}
+
+int
+auth_host_part(const char *hostport, char *out, size_t size)
+{
+	const char *end;
+	size_t n;
+
+	if (!hostport || !*hostport)
+		return -EINVAL;
+	if (hostport[0] == '[') {
+		end = strchr(hostport, ']');
+		if (!end || (end[1] != '\0' && end[1] != ':'))
+			return -EINVAL;
+		hostport++;
+		n = (size_t)(end - hostport);
+	} else {
+		end = strchr(hostport, ':');
+		n = end ? (size_t)(end - hostport) : strlen(hostport);
+		if (end && strchr(end + 1, ':'))
+			return -EINVAL;
+	}
+	if (n == 0 || n >= size)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)hostport[i];
+		if (!isalnum(ch) && ch != '.' && ch != '-' && ch != ':' && ch != '_')
+			return -EINVAL;
+		out[i] = (char)tolower(ch);
+	}
+	out[n] = '\0';
+	/* "example.com." is "example.com" */
+	if (n > 1 && out[n - 1] == '.')
+		out[n - 1] = '\0';
+	return 0;
+}
+
+static bool
+host_allowed(struct sandboxd *d, const char *host)
+{
+	if (streq(host, "localhost") || streq(host, "127.0.0.1") || streq(host, "::1"))
+		return true;
+	for (size_t i = 0; i < d->opts->n_allowed_hosts; i++)
+		if (strcasecmp(host, d->opts->allowed_hosts[i]) == 0)
+			return true;
+	return false;
+}
+
+int
+auth_check_origin(struct sandboxd *d, const struct http_request *req, const char **ret_why)
+{
+	const char *hosthdr = http_req_header(req, "host");
+	const char *origin = http_req_header(req, "origin");
+	char host[256], ohost[256];
+	const char *rest;
+
+	if (!hosthdr) {
+		/* HTTP/1.0 without Host: nothing was named, so nothing can be rebound */
+		if (!origin)
+			return 0;
+		*ret_why = "a request with an Origin must name a Host";
+		return -EPERM;
+	}
+	if (auth_host_part(hosthdr, host, sizeof(host)) < 0 || !host_allowed(d, host)) {
+		*ret_why = "the Host header names a host this server does not answer for; add it "
+			   "with --allowed-host";
+		return -EPERM;
+	}
+	if (!origin)
+		return 0;
+	/* same origin only: the scheme, and host[:port] equal to the Host header */
+	if (str_has_prefix(origin, "http://"))
+		rest = origin + 7;
+	else if (str_has_prefix(origin, "https://"))
+		rest = origin + 8;
+	else
+		rest = NULL;
+	if (!rest || auth_host_part(rest, ohost, sizeof(ohost)) < 0 ||
+	    strcasecmp(rest, hosthdr) != 0 || !host_allowed(d, ohost)) {
+		*ret_why = "cross-origin requests are refused";
+		return -EPERM;
+	}
+	return 0;
+}

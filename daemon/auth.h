@@ -1,0 +1,39 @@
+/* auth.h: who is calling, and whether the request may be served at all.
+ *
+ * The operator is whoever holds the token (--token-file) or connects over the unix socket
+ * with sandboxd's own uid (or root): the socket is 0600, so only they can. Later accounts
+ * add users and API keys; the owner of a sandbox is always stamped from the principal here,
+ * never read from a request. */
+#pragma once
+
+#include <stdbool.h>
+#include "http.h"
+
+struct sandboxd;
+struct conn;
+
+enum role {
+	ROLE_USER,
+	ROLE_ADMIN,
+};
+
+struct principal {
+	char name[128];
+	enum role role;
+	bool operator;
+};
+
+const char *role_to_string(enum role r);
+
+/* 0 and *ret filled, or -EACCES (answer 401). */
+int auth_authenticate(struct sandboxd *d, struct conn *c, const struct http_request *req,
+		      struct principal *ret);
+
+/* The DNS-rebinding and cross-origin guard: the Host must be a loopback name or an
+ * --allowed-host, and an Origin, when present, must name that same allowed host. Returns 0,
+ * or -EPERM with *ret_why set (answer 403 forbidden_origin). */
+int auth_check_origin(struct sandboxd *d, const struct http_request *req, const char **ret_why);
+
+/* Splits "host:port" / "[v6]:port" / "host" into host (lowercased, brackets removed) for
+ * comparisons. -EINVAL on malformed input. */
+int auth_host_part(const char *hostport, char *out, size_t size);

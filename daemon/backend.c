@@ -1,0 +1,23 @@
+/* backend.c: picking a backend from the ones linked in; see backend.h. */
+#include "backend.h"
+#include "log.h"
+#include "util.h"
+
+int
+backend_create(struct sandboxd *d, const char *name, struct backend **ret)
+{
+	for (size_t i = 0; i < backend_table_size; i++) {
+		if (name && !streq(name, backend_table[i].name))
+			continue;
+		return backend_table[i].create(d, ret);
+	}
+	return -ENOENT;
+}
+
+struct backend *
+backend_free(struct backend *b)
+{
+	if (b)
+		b->ops->free(b);
+	return NULL;
+}

@@ -1,0 +1,109 @@
+/* backend.h: what runs sandboxes. sandboxd drives every backend through these operations,
+ * the same shape as seed 000's five callbacks (start, stop, restart, status, destroy) plus
+ * process and file operations. The product links the microVM backend; the test tree links a
+ * fake one that says so in its name. Nothing else in sandboxd knows how a sandbox runs.
+ *
+ * Contract for the asynchronous operations (start, restart, stop, destroy): the call returns
+ * 0 once the operation is under way, or -errno if it could not begin (nothing was left
+ * behind). An operation under way completes exactly once, on the loop, through
+ * lifecycle_backend_done(). destroy may be called while another operation is under way: the
+ * backend cancels that one (it never completes) and completes only the destroy. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "sandbox.h"
+
+struct sandboxd;
+struct backend;
+
+enum backend_status {
+	BACKEND_RUNNING, /* the VM runs and answers */
+	BACKEND_STOPPED, /* no VM, but its writable layer is kept */
+	BACKEND_GONE,    /* nothing of it exists */
+};
+
+/* What a backend can do, for /v1/capabilities. */
+struct backend_caps {
+	const char *accel; /* "kvm", "tcg", or "none" */
+	bool suspend;
+	bool memory_snapshot;
+	bool disk_snapshot;
+	bool processes;
+	bool files;
+};
+
+/* A process to run in a sandbox (issue: processes and files). argv and env are borrowed for
+ * the duration of the call. */
+struct backend_exec {
+	char *const *argv;
+	const struct sandbox_env *env;
+	size_t nenv;
+	const char *cwd;
+	bool tty;
+	unsigned short rows, cols;
+	bool keep; /* keeps running when nobody is attached */
+};
+
+/* Output and exit of a process, delivered on the loop. */
+struct backend_proc_events {
+	void (*output)(void *data, int stream, const void *bytes, size_t len);
+	void (*exited)(void *data, int exit_code);
+};
+
+struct backend_ops {
+	const char *name;
+	/* One line for the startup log and `doctor`, e.g. "qemu microvm (tcg)". */
+	const char *(*describe)(struct backend *b);
+	void (*caps)(struct backend *b, struct backend_caps *ret);
+	void (*free)(struct backend *b);
+
+	/* Lifecycle (asynchronous, see the contract above). start provisions a new writable
+	 * layer and boots it; restart boots the layer a stop kept; stop shuts the guest down
+	 * cleanly and keeps the layer; destroy ends everything and removes the layer. */
+	int (*start)(struct backend *b, struct sandbox *sb);
+	int (*restart)(struct backend *b, struct sandbox *sb);
+	int (*stop)(struct backend *b, struct sandbox *sb);
+	int (*destroy)(struct backend *b, struct sandbox *sb);
+	/* Synchronous: what exists of this sandbox now (used to take sandboxes back after a
+	 * restart of sandboxd). Must not block for long. */
+	int (*status)(struct backend *b, struct sandbox *sb, enum backend_status *ret);
+
+	/* Processes and files; NULL when the backend lacks them (the API answers 501). */
+	int (*exec)(struct backend *b, struct sandbox *sb, const struct backend_exec *spec,
+		    const struct backend_proc_events *ev, void *data, uint32_t *ret_pid);
+	int (*signal)(struct backend *b, struct sandbox *sb, uint32_t pid, int signo);
+	int (*write_stdin)(struct backend *b, struct sandbox *sb, uint32_t pid, const void *bytes,
+			   size_t len, bool close);
+	int (*resize)(struct backend *b, struct sandbox *sb, uint32_t pid, unsigned short rows,
+		      unsigned short cols);
+	int (*read_file)(struct backend *b, struct sandbox *sb, const char *path, size_t max,
+			 void (*done)(void *data, int r, const void *bytes, size_t len), void *data);
+	int (*write_file)(struct backend *b, struct sandbox *sb, const char *path,
+			  const void *bytes, size_t len, void (*done)(void *data, int r),
+			  void *data);
+	int (*remove_file)(struct backend *b, struct sandbox *sb, const char *path,
+			   void (*done)(void *data, int r), void *data);
+};
+
+struct backend {
+	const struct backend_ops *ops;
+	struct sandboxd *d;
+	void *priv;
+};
+
+/* A backend a build offers: its name and a constructor that probes the machine. */
+struct backend_entry {
+	const char *name;
+	int (*create)(struct sandboxd *d, struct backend **ret);
+};
+
+/* The backends linked into this binary (defined per binary: the product's list, or the test
+ * tree's). The first one is the default. */
+extern const struct backend_entry backend_table[];
+extern const size_t backend_table_size;
+
+/* Creates the named backend (NULL: the default). -ENOENT when not built in. */
+int backend_create(struct sandboxd *d, const char *name, struct backend **ret);
+struct backend *backend_free(struct backend *b);

@@ -1,0 +1,275 @@
+/* main.c: sandboxd's entry point: parse and check the command line, open the state, take
+ * back what an earlier run left, listen, and run the event loop until SIGTERM. */
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include "api-internal.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "paths.h"
+#include "sandboxd.h"
+#include "server.h"
+#include "store.h"
+#include "tls.h"
+#include "util.h"
+
+#define HOUSEKEEPING_MS 1000
+#define HEARTBEAT_EVERY 15 /* housekeeping ticks */
+
+static void
+on_signal(int signo, void *data)
+{
+	struct sandboxd *d = data;
+
+	if (signo == SIGTERM || signo == SIGINT) {
+		log_info("%s: shutting down; sandboxes keep running", strsignal(signo));
+		loop_quit(d->loop, 0);
+	}
+}
+
+static void
+housekeeping(struct loop_timer *t _unused_, void *data)
+{
+	static unsigned ticks;
+	struct sandboxd *d = data;
+
+	server_sweep(d->server, now_mono_ms());
+	lifecycle_housekeeping(d, now_unix_ms());
+	if (++ticks % HEARTBEAT_EVERY == 0)
+		api_events_heartbeat(d);
+}
+
+/* The state directory is 0700 and owned by us: it holds the database and, later, disks. */
+static int
+prepare_state_dir(const char *dir, int *ret_lock)
+{
+	_cleanup_free_ char *lock = NULL;
+	struct stat st;
+	int fd, r;
+
+	r = mkdir_p(dir, 0700);
+	if (r < 0) {
+		log_error("state directory '%s': cannot create it: %s", dir, strerror(-r));
+		return r;
+	}
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		log_error("state directory '%s' is not a directory", dir);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != geteuid()) {
+		log_error("state directory '%s' belongs to uid %u, not to sandboxd's uid %u", dir,
+			  (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if (st.st_mode & 077) {
+		log_error("state directory '%s' is open to group or others (mode %04o); run 'chmod "
+			  "700 %s'",
+			  dir, (unsigned)(st.st_mode & 07777), dir);
+		return -EPERM;
+	}
+	lock = strdup_printf("%s/sandboxd.lock", dir);
+	if (!lock)
+		return -ENOMEM;
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0) {
+		r = negative_errno();
+		log_error("state directory '%s': cannot open its lock: %s", dir, strerror(-r));
+		return r;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		log_error("state directory '%s' is in use by another sandboxd; stop it or pass a "
+			  "different --state-dir",
+			  dir);
+		close(fd);
+		return -EBUSY;
+	}
+	*ret_lock = fd;
+	return 0;
+}
+
+static int
+prepare_socket_dir(const char *socket_path)
+{
+	_cleanup_free_ char *dir = strdup(socket_path);
+	char *slash;
+	int r;
+
+	if (!dir)
+		return -ENOMEM;
+	slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return 0;
+	*slash = '\0';
+	r = mkdir_p(dir, 0700);
+	if (r < 0)
+		log_error("--socket '%s': cannot create its directory: %s", socket_path,
+			  strerror(-r));
+	return r;
+}
+
+static void
+startup_line(struct sandboxd *d)
+{
+	_cleanup_buf_ struct buf where = BUF_INIT(4096);
+	const struct options *o = d->opts;
+	struct backend_caps caps = { .accel = "none" };
+
+	if (o->socket_path)
+		(void)buf_printf(&where, "unix:%s", o->socket_path);
+	if (o->listen)
+		(void)buf_printf(&where, "%s%s://%s (token required%s)", o->socket_path ? " and " : "",
+				 o->tls_cert ? "https" : "http", o->listen,
+				 o->client_ca ? ", client certificates required" : "");
+	if (d->backend) {
+		d->backend->ops->caps(d->backend, &caps);
+		log_info("sandboxd %s: serving API v1 on %s; backend %s (%s); network ceiling %s; "
+			 "state %s",
+			 sandboxd_version, where.data, d->backend->ops->name, caps.accel,
+			 net_mode_to_string(d->policy.network.ceiling), o->state_dir);
+	} else {
+		log_info("sandboxd %s: serving API v1 on %s; backend none (no VM backend built in: "
+			 "sandboxes cannot run); state %s",
+			 sandboxd_version, where.data, o->state_dir);
+	}
+}
+
+static int
+run(struct sandboxd *d)
+{
+	_cleanup_free_ char *db = NULL;
+	SSL_CTX *tls = NULL;
+	long ncpu;
+	int r;
+
+	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	r = policy_init_defaults(&d->policy, ncpu > 0 ? (unsigned)ncpu : 1);
+	if (r < 0)
+		return r;
+	/* egress enforcement arrives with the network module: until then nothing leaves */
+	policy_cap_network(&d->policy, NET_NONE);
+
+	db = strdup_printf("%s/sandboxd.db", d->opts->state_dir);
+	if (!db)
+		return -ENOMEM;
+	r = store_open(db, &d->store);
+	if (r < 0) {
+		log_error("store '%s': cannot open: %s", db, strerror(-r));
+		return r;
+	}
+	if (backend_table_size > 0) {
+		r = backend_create(d, d->opts->backend, &d->backend);
+		if (r == -ENOENT) {
+			log_error("--backend '%s' is not built into this sandboxd", d->opts->backend);
+			return r;
+		}
+		if (r < 0) {
+			log_error("backend: cannot start: %s", strerror(-r));
+			return r;
+		}
+	} else if (d->opts->backend) {
+		log_error("--backend '%s': this sandboxd has no VM backend built in",
+			  d->opts->backend);
+		return -ENOENT;
+	}
+	r = lifecycle_recover(d);
+	if (r < 0) {
+		log_error("store: cannot load the sandboxes: %s", strerror(-r));
+		return r;
+	}
+	r = server_new(d, d->opts->max_connections, &d->server);
+	if (r < 0)
+		return r;
+	if (d->opts->socket_path) {
+		r = prepare_socket_dir(d->opts->socket_path);
+		if (r < 0)
+			return r;
+		r = server_listen_unix(d->server, d->opts->socket_path);
+		if (r < 0)
+			return r;
+	}
+	if (d->opts->listen) {
+		if (d->opts->tls_cert) {
+			r = tls_server_ctx(d->opts->tls_cert, d->opts->tls_key, d->opts->client_ca,
+					   &tls);
+			if (r < 0)
+				return r;
+		}
+		r = server_listen_tcp(d->server, d->opts->listen_host, d->opts->listen_port, tls);
+		if (r < 0) {
+			SSL_CTX_free(tls);
+			return r;
+		}
+	}
+	r = loop_timer_init(d->loop, &d->housekeeping, housekeeping, d);
+	if (r >= 0)
+		r = loop_timer_arm(&d->housekeeping, HOUSEKEEPING_MS, HOUSEKEEPING_MS);
+	if (r < 0) {
+		SSL_CTX_free(tls);
+		return r;
+	}
+	startup_line(d);
+	r = loop_run(d->loop);
+
+	d->server = server_free(d->server);
+	loop_timer_done(&d->housekeeping);
+	SSL_CTX_free(tls);
+	return r;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct options opts;
+	struct sandboxd d = { 0 };
+	_cleanup_close_ int lock = -1;
+	sigset_t mask;
+	int r;
+
+	r = options_parse(argc, argv, &opts);
+	if (r != 0) {
+		options_done(&opts);
+		return r > 0 ? 0 : 2;
+	}
+	log_setup("sandboxd", opts.log_level);
+	r = options_check(&opts, &d.token, &d.token_len);
+	if (r < 0) {
+		options_done(&opts);
+		return 1;
+	}
+	d.opts = &opts;
+	d.uid = geteuid();
+	registry_init(&d.reg);
+	list_init(&d.subscribers);
+	umask(0077);
+	signal(SIGPIPE, SIG_IGN);
+
+	r = prepare_state_dir(opts.state_dir, &lock);
+	if (r < 0)
+		goto out;
+	r = loop_new(&d.loop);
+	if (r < 0)
+		goto out;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	r = loop_signals_init(d.loop, &d.signals, &mask, on_signal, &d);
+	if (r < 0)
+		goto out;
+	r = run(&d);
+	loop_signals_done(&d.signals);
+out:
+	d.server = server_free(d.server);
+	d.backend = backend_free(d.backend);
+	registry_done(&d.reg);
+	d.store = store_free(d.store);
+	d.loop = loop_free(d.loop);
+	policy_done(&d.policy);
+	if (d.token) {
+		explicit_bzero(d.token, d.token_len);
+		free(d.token);
+	}
+	options_done(&opts);
+	return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,393 @@
+/* options.c: sandboxd's command line; see options.h. */
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <sys/stat.h>
+#include "auth.h"
+#include "options.h"
+#include "paths.h"
+#include "sandboxd.h"
+#include "util.h"
+
+static const char usage[] =
+	"usage: sandboxd [options]\n"
+	"\n"
+	"Serves API v1 for microVM sandboxes.\n"
+	"\n"
+	"  --state-dir DIR        where state is kept (default /var/lib/sandboxd as root,\n"
+	"                         ~/.local/share/sandboxd otherwise)\n"
+	"  --socket PATH|none     the unix socket (default /run/sandboxd/sandboxd.sock as root,\n"
+	"                         $XDG_RUNTIME_DIR/sandboxd.sock otherwise)\n"
+	"  --listen HOST:PORT     also serve TCP; needs --token-file, and --tls-cert/--tls-key\n"
+	"                         unless HOST is loopback\n"
+	"  --token-file FILE      the operator token (mode 0600, at least 16 characters)\n"
+	"  --tls-cert FILE        TLS certificate chain (PEM) for --listen\n"
+	"  --tls-key FILE         TLS private key (PEM) for --listen\n"
+	"  --client-ca FILE       require client certificates signed by this CA (mutual TLS)\n"
+	"  --allowed-host NAME    a name clients put in the URL (repeatable); other Host\n"
+	"                         headers are refused\n"
+	"  --backend NAME         the VM backend (default: the first built in)\n"
+	"  --max-connections N    open API connections at most (default 1024)\n"
+	"  --log-level LEVEL      error, warning, info (default) or debug\n"
+	"  --version              print the version and exit\n"
+	"  -h, --help             print this help and exit\n";
+
+enum {
+	OPT_STATE_DIR = 256,
+	OPT_SOCKET,
+	OPT_LISTEN,
+	OPT_TOKEN_FILE,
+	OPT_TLS_CERT,
+	OPT_TLS_KEY,
+	OPT_CLIENT_CA,
+	OPT_ALLOWED_HOST,
+	OPT_BACKEND,
+	OPT_MAX_CONNECTIONS,
+	OPT_LOG_LEVEL,
+	OPT_VERSION,
+};
+
+static const struct option long_options[] = {
+	{ "state-dir", required_argument, NULL, OPT_STATE_DIR },
+	{ "socket", required_argument, NULL, OPT_SOCKET },
+	{ "listen", required_argument, NULL, OPT_LISTEN },
+	{ "token-file", required_argument, NULL, OPT_TOKEN_FILE },
+	{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
+	{ "tls-key", required_argument, NULL, OPT_TLS_KEY },
+	{ "client-ca", required_argument, NULL, OPT_CLIENT_CA },
+	{ "allowed-host", required_argument, NULL, OPT_ALLOWED_HOST },
+	{ "backend", required_argument, NULL, OPT_BACKEND },
+	{ "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
+	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+	{ "version", no_argument, NULL, OPT_VERSION },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static int
+set_string(char **field, const char *value)
+{
+	free(*field);
+	*field = strdup(value);
+	return *field ? 0 : -ENOMEM;
+}
+
+static bool
+address_is_loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		return IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+	}
+	return false;
+}
+
+bool
+host_is_loopback(const char *host)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res = NULL, *ai;
+	bool all = true;
+
+	if (streq(host, "localhost"))
+		return true;
+	if (getaddrinfo(host, NULL, &hints, &res) != 0 || !res)
+		return false;
+	for (ai = res; ai; ai = ai->ai_next)
+		if (!address_is_loopback(ai->ai_addr))
+			all = false;
+	freeaddrinfo(res);
+	return all;
+}
+
+static int
+split_listen(struct options *o)
+{
+	const char *s = o->listen, *colon;
+	uint64_t port;
+
+	if (s[0] == '[') {
+		const char *end = strchr(s, ']');
+		if (!end || end[1] != ':')
+			return -EINVAL;
+		o->listen_host = strndup(s + 1, (size_t)(end - s - 1));
+		colon = end + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || colon == s)
+			return -EINVAL;
+		o->listen_host = strndup(s, (size_t)(colon - s));
+	}
+	if (!o->listen_host)
+		return -ENOMEM;
+	if (parse_u64(colon + 1, &port) < 0 || port == 0 || port > 65535)
+		return -EINVAL;
+	o->listen_port = strdup(colon + 1);
+	if (!o->listen_port)
+		return -ENOMEM;
+	o->listen_loopback = host_is_loopback(o->listen_host);
+	return 0;
+}
+
+int
+options_parse(int argc, char **argv, struct options *o)
+{
+	int c;
+
+	*o = (struct options){ .max_connections = 1024, .log_level = LOG_LEVEL_INFO };
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
+		uint64_t n;
+		int r = 0;
+
+		switch (c) {
+		case 'h':
+			fputs(usage, stdout);
+			return 1;
+		case OPT_VERSION:
+			printf("sandboxd %s\n", sandboxd_version);
+			return 1;
+		case OPT_STATE_DIR:
+			if (optarg[0] != '/') {
+				fprintf(stderr, "sandboxd: --state-dir '%s' must be an absolute path\n",
+					optarg);
+				return -EINVAL;
+			}
+			r = set_string(&o->state_dir, optarg);
+			break;
+		case OPT_SOCKET:
+			if (!streq(optarg, "none") && optarg[0] != '/') {
+				fprintf(stderr,
+					"sandboxd: --socket '%s' must be an absolute path or 'none'\n",
+					optarg);
+				return -EINVAL;
+			}
+			r = set_string(&o->socket_path, optarg);
+			break;
+		case OPT_LISTEN:
+			r = set_string(&o->listen, optarg);
+			break;
+		case OPT_TOKEN_FILE:
+			r = set_string(&o->token_file, optarg);
+			break;
+		case OPT_TLS_CERT:
+			r = set_string(&o->tls_cert, optarg);
+			break;
+		case OPT_TLS_KEY:
+			r = set_string(&o->tls_key, optarg);
+			break;
+		case OPT_CLIENT_CA:
+			r = set_string(&o->client_ca, optarg);
+			break;
+		case OPT_ALLOWED_HOST: {
+			char host[256];
+			if (o->n_allowed_hosts == OPTIONS_MAX_ALLOWED_HOSTS) {
+				fprintf(stderr, "sandboxd: at most %d --allowed-host\n",
+					OPTIONS_MAX_ALLOWED_HOSTS);
+				return -EINVAL;
+			}
+			if (auth_host_part(optarg, host, sizeof(host)) < 0 ||
+			    strchr(optarg, ':') != NULL) {
+				fprintf(stderr,
+					"sandboxd: --allowed-host '%s' must be a host name or address "
+					"without a port\n",
+					optarg);
+				return -EINVAL;
+			}
+			o->allowed_hosts[o->n_allowed_hosts] = strdup(host);
+			if (!o->allowed_hosts[o->n_allowed_hosts])
+				return -ENOMEM;
+			o->n_allowed_hosts++;
+			break;
+		}
+		case OPT_BACKEND:
+			r = set_string(&o->backend, optarg);
+			break;
+		case OPT_MAX_CONNECTIONS:
+			if (parse_u64(optarg, &n) < 0 || n < 1 || n > 65536) {
+				fprintf(stderr,
+					"sandboxd: --max-connections '%s' must be 1 to 65536\n", optarg);
+				return -EINVAL;
+			}
+			o->max_connections = (unsigned)n;
+			break;
+		case OPT_LOG_LEVEL:
+			if (streq(optarg, "error"))
+				o->log_level = LOG_LEVEL_ERROR;
+			else if (streq(optarg, "warning"))
+				o->log_level = LOG_LEVEL_WARNING;
+			else if (streq(optarg, "info"))
+				o->log_level = LOG_LEVEL_INFO;
+			else if (streq(optarg, "debug"))
+				o->log_level = LOG_LEVEL_DEBUG;
+			else {
+				fprintf(stderr,
+					"sandboxd: --log-level '%s': use error, warning, info or "
+					"debug\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case '?':
+		default:
+			if (optopt)
+				fprintf(stderr, "sandboxd: option '-%c' is unknown or needs a value\n",
+					optopt);
+			else
+				fprintf(stderr, "sandboxd: option '%s' is unknown or needs a value\n",
+					argv[optind - 1]);
+			fputs("try 'sandboxd --help'\n", stderr);
+			return -EINVAL;
+		}
+		if (r < 0)
+			return r;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "sandboxd: unexpected argument '%s'; try 'sandboxd --help'\n",
+			argv[optind]);
+		return -EINVAL;
+	}
+	if (!o->state_dir && !(o->state_dir = paths_default_state_dir())) {
+		fprintf(stderr, "sandboxd: cannot tell the home directory; pass --state-dir\n");
+		return -EINVAL;
+	}
+	if (!o->socket_path && !(o->socket_path = paths_default_socket()))
+		return -ENOMEM;
+	if (streq(o->socket_path, "none")) {
+		free(o->socket_path);
+		o->socket_path = NULL;
+	}
+	if (o->listen && split_listen(o) < 0) {
+		fprintf(stderr, "sandboxd: --listen '%s' must be HOST:PORT (or [V6ADDR]:PORT)\n",
+			o->listen);
+		return -EINVAL;
+	}
+	if (!o->socket_path && !o->listen) {
+		fprintf(stderr, "sandboxd: --socket none leaves nothing to serve; add --listen\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Reads and checks the token file: owner-only, at least 16 printable characters. */
+static int
+read_token(const char *path, char **ret, size_t *ret_len)
+{
+	_cleanup_free_ char *data = NULL;
+	struct stat st;
+	size_t n;
+	int r;
+
+	if (stat(path, &st) < 0) {
+		fprintf(stderr, "sandboxd: --token-file '%s': %m\n", path);
+		return -EINVAL;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		fprintf(stderr, "sandboxd: --token-file '%s' is not a regular file\n", path);
+		return -EINVAL;
+	}
+	if (st.st_mode & 077) {
+		fprintf(stderr,
+			"sandboxd: --token-file '%s' is readable by group or others (mode %04o); "
+			"refusing it: run 'chmod 600 %s'\n",
+			path, (unsigned)(st.st_mode & 07777), path);
+		return -EINVAL;
+	}
+	r = read_file_max(path, 4096, &data, &n);
+	if (r < 0) {
+		fprintf(stderr, "sandboxd: --token-file '%s': %s\n", path,
+			r == -EFBIG ? "larger than 4 KiB" : strerror(-r));
+		return -EINVAL;
+	}
+	while (n > 0 && (data[n - 1] == '\n' || data[n - 1] == '\r' || data[n - 1] == ' ' ||
+			 data[n - 1] == '\t'))
+		data[--n] = '\0';
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)data[i] <= 0x20 || (unsigned char)data[i] >= 0x7f) {
+			fprintf(stderr,
+				"sandboxd: --token-file '%s': the token must be one line of printable "
+				"characters without spaces\n",
+				path);
+			return -EINVAL;
+		}
+	if (n < 16) {
+		fprintf(stderr,
+			"sandboxd: --token-file '%s': the token is %zu characters; it must be at least "
+			"16 (make one with: head -c 32 /dev/urandom | base64)\n",
+			path, n);
+		return -EINVAL;
+	}
+	*ret_len = n;
+	*ret = TAKE_PTR(data);
+	return 0;
+}
+
+int
+options_check(const struct options *o, char **ret_token, size_t *ret_token_len)
+{
+	bool tls = o->tls_cert || o->tls_key;
+
+	if (o->client_ca && !(o->tls_cert && o->tls_key)) {
+		fprintf(stderr, "sandboxd: --client-ca needs TLS: add --tls-cert and --tls-key\n");
+		return -EINVAL;
+	}
+	if (tls && !(o->tls_cert && o->tls_key)) {
+		fprintf(stderr, "sandboxd: %s needs %s too\n",
+			o->tls_cert ? "--tls-cert" : "--tls-key",
+			o->tls_cert ? "--tls-key" : "--tls-cert");
+		return -EINVAL;
+	}
+	if (tls && !o->listen) {
+		fprintf(stderr, "sandboxd: --tls-cert and --tls-key apply to --listen; add "
+				"--listen HOST:PORT\n");
+		return -EINVAL;
+	}
+	if (o->listen && !o->token_file) {
+		if (o->listen_loopback)
+			fprintf(stderr,
+				"sandboxd: --listen %s: refusing to serve TCP without --token-file "
+				"(on loopback too: any local user could connect)\n",
+				o->listen);
+		else
+			fprintf(stderr,
+				"sandboxd: --listen %s is reachable from other machines; refusing to "
+				"serve it without --token-file\n",
+				o->listen);
+		return -EINVAL;
+	}
+	if (o->listen && !o->listen_loopback && !tls) {
+		fprintf(stderr,
+			"sandboxd: --listen %s is reachable from other machines; refusing to serve "
+			"it without --tls-cert and --tls-key\n",
+			o->listen);
+		return -EINVAL;
+	}
+	*ret_token = NULL;
+	*ret_token_len = 0;
+	if (o->token_file)
+		return read_token(o->token_file, ret_token, ret_token_len);
+	return 0;
+}
+
+void
+options_done(struct options *o)
+{
+	free(o->state_dir);
+	free(o->socket_path);
+	free(o->listen);
+	free(o->listen_host);
+	free(o->listen_port);
+	free(o->token_file);
+	free(o->tls_cert);
+	free(o->tls_key);
+	free(o->client_ca);
+	for (size_t i = 0; i < o->n_allowed_hosts; i++)
+		free(o->allowed_hosts[i]);
+	free(o->backend);
+	*o = (struct options){ 0 };
+}

@@ -1,0 +1,39 @@
+/* options.h: sandboxd's command line, parsed and checked before anything starts. Every
+ * refusal names the flag that is missing or wrong. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "log.h"
+
+#define OPTIONS_MAX_ALLOWED_HOSTS 32
+
+struct options {
+	char *state_dir;
+	char *socket_path; /* NULL: no unix socket ("--socket none") */
+	char *listen;      /* HOST:PORT or NULL */
+	char *listen_host;
+	char *listen_port;
+	bool listen_loopback;
+	char *token_file;
+	char *tls_cert;
+	char *tls_key;
+	char *client_ca;
+	char *allowed_hosts[OPTIONS_MAX_ALLOWED_HOSTS];
+	size_t n_allowed_hosts;
+	char *backend;
+	unsigned max_connections;
+	enum log_level log_level;
+};
+
+/* Parses argv into opts, applying the defaults for the current user (root or not).
+ * Returns 0 to go on, 1 when --help or --version was handled, -EINVAL after printing a
+ * message that says what to do. */
+int options_parse(int argc, char **argv, struct options *opts);
+/* Checks the combinations that must refuse to start (token, TLS, client CA, token file
+ * permissions). Logs the refusal and returns -EINVAL; otherwise reads the token. */
+int options_check(const struct options *opts, char **ret_token, size_t *ret_token_len);
+void options_done(struct options *opts);
+
+/* Whether host (a name or address literal) only ever means this machine. */
+bool host_is_loopback(const char *host);

@@ -1,0 +1,65 @@
+/* policy.h: what the server allows. A request may tighten the policy, never loosen it, and
+ * is never clamped silently: out of limits is 400, above the network ceiling is 403.
+ * The embedded defaults are used until the operator's policy file (--policy) is read. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum net_mode {
+	NET_NONE,      /* no network at all */
+	NET_ALLOWLIST, /* only the names on the allow list (and not on deny) */
+	NET_OPEN,      /* anything the egress proxy would dial */
+	_NET_MODE_MAX,
+	_NET_MODE_INVALID = -1,
+};
+
+const char *net_mode_to_string(enum net_mode m);
+enum net_mode net_mode_from_string(const char *s);
+
+struct policy {
+	char *default_image;
+	struct {
+		unsigned cpus, memory_mb;
+		uint64_t disk_mb, idle_timeout_secs, lifetime_secs;
+	} defaults;
+	struct {
+		unsigned max_cpus, max_memory_mb;
+		uint64_t max_disk_mb;
+		uint64_t max_idle_timeout_secs; /* 0: unbounded */
+		uint64_t max_lifetime_secs;     /* 0: unbounded */
+		uint64_t min_snapshot_every_secs;
+		unsigned max_snapshot_keep;
+	} limits;
+	struct {
+		enum net_mode default_mode;
+		json_t *default_allow; /* array of names */
+		json_t *default_deny;
+		enum net_mode ceiling; /* the most a request (or the backend) may get */
+		json_t *may_allow;
+	} network;
+};
+
+/* Fills the embedded defaults. host_cpus bounds max_cpus. -ENOMEM. */
+int policy_init_defaults(struct policy *p, unsigned host_cpus);
+void policy_done(struct policy *p);
+/* Lowers the ceiling to what the backend can enforce (never raises it). */
+void policy_cap_network(struct policy *p, enum net_mode enforceable);
+
+/* An error for the API: HTTP status, code and a message safe to show a person. */
+struct api_err {
+	int status;
+	const char *code;
+	char message[256];
+};
+void api_err_set(struct api_err *e, int status, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Resolves a request's "network" value (NULL or absent: the default) into the normalised
+ * policy object {mode, allow, deny}. */
+int policy_resolve_network(const struct policy *p, const json_t *req, json_t **ret,
+			   struct api_err *err);
+/* The "network" object for /v1/capabilities. */
+json_t *policy_network_json(const struct policy *p);
+json_t *policy_limits_json(const struct policy *p);

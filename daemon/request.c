@@ -1,0 +1,446 @@
+/* request.c: see request.h. */
+#include <ctype.h>
+#include "request.h"
+#include "util.h"
+
+/* The loader and shell variables a process must never receive from a request, and our own
+ * control prefix. */
+static const char *const reserved_env[] = {
+	"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV",
+	"SHELLOPTS",  "BASHOPTS",	 "PS4",	     "IFS",	 "GLOBIGNORE",
+};
+#define RESERVED_ENV_PREFIX "SANDBOXD_"
+
+bool
+env_name_valid(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > 128 || isdigit((unsigned char)name[0]))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if (!isalnum(c) && c != '_')
+			return false;
+	}
+	return true;
+}
+
+bool
+env_name_reserved(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(reserved_env); i++)
+		if (streq(name, reserved_env[i]))
+			return true;
+	return str_has_prefix(name, RESERVED_ENV_PREFIX);
+}
+
+bool
+label_key_valid(const char *key)
+{
+	size_t n = strlen(key);
+
+	if (n == 0 || n > 63 || !isalnum((unsigned char)key[0]) || isupper((unsigned char)key[0]))
+		return false;
+	for (size_t i = 1; i < n; i++) {
+		unsigned char c = (unsigned char)key[i];
+		if (!(c >= 'a' && c <= 'z') && !isdigit(c) && !strchr("._/-", c))
+			return false;
+	}
+	return true;
+}
+
+static bool
+label_value_valid(const char *v)
+{
+	size_t n = strlen(v);
+
+	if (n > 253)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] >= 0x7f)
+			return false;
+	return true;
+}
+
+bool
+image_ref_valid(const char *image)
+{
+	size_t n = strlen(image);
+
+	if (n == 0 || n > 255)
+		return false;
+	if (!isalnum((unsigned char)image[0]))
+		return false; /* no leading '-' (an option), '/', '.' or ':' */
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)image[i];
+		if (!(c >= 'a' && c <= 'z') && !isdigit(c) && !strchr("._-/:@", c))
+			return false;
+	}
+	return true;
+}
+
+/* Refuses any member of obj not named in allowed (NULL-terminated). */
+static int
+check_fields(const json_t *obj, const char *const *allowed, struct api_err *err)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach((json_t *)obj, key, v) {
+		bool ok = false;
+		for (size_t i = 0; allowed[i]; i++)
+			if (streq(key, allowed[i])) {
+				ok = true;
+				break;
+			}
+		if (!ok) {
+			struct buf b = BUF_INIT(128);
+			(void)buf_put_quoted(&b, key, strlen(key), 64);
+			api_err_set(err, 400, "invalid_request", "unknown field %s", b.data ? b.data : "");
+			buf_free(&b);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+/* Reads an optional non-negative integer field within [min, max]; absent or null leaves
+ * *ret as it is. max 0 means unbounded. */
+static int
+get_uint(const json_t *obj, const char *field, uint64_t min, uint64_t max, uint64_t *ret,
+	 struct api_err *err)
+{
+	json_t *v = json_object_get(obj, field);
+	json_int_t n;
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_integer(v)) {
+		api_err_set(err, 400, "invalid_request", "'%s' must be an integer", field);
+		return -EINVAL;
+	}
+	n = json_integer_value(v);
+	if (n < 0 || (uint64_t)n < min || (max && (uint64_t)n > max)) {
+		if (max)
+			api_err_set(err, 400, "invalid_request",
+				    "'%s' is %lld; this server allows %llu to %llu", field,
+				    (long long)n, (unsigned long long)min, (unsigned long long)max);
+		else
+			api_err_set(err, 400, "invalid_request",
+				    "'%s' is %lld; it must be at least %llu", field, (long long)n,
+				    (unsigned long long)min);
+		return -EINVAL;
+	}
+	*ret = (uint64_t)n;
+	return 0;
+}
+
+static int
+decode_labels(const json_t *v, json_t **ret, struct api_err *err)
+{
+	const char *k;
+	json_t *val, *out;
+
+	if (!json_is_object(v)) {
+		api_err_set(err, 400, "invalid_request", "'labels' must be an object of strings");
+		return -EINVAL;
+	}
+	if (json_object_size(v) > REQUEST_MAX_LABELS) {
+		api_err_set(err, 400, "invalid_request", "at most %d labels", REQUEST_MAX_LABELS);
+		return -EINVAL;
+	}
+	json_object_foreach((json_t *)v, k, val) {
+		if (!label_key_valid(k)) {
+			api_err_set(err, 400, "invalid_request",
+				    "label key '%.64s' is invalid: use lowercase letters, digits and "
+				    "._/- (at most 63, starting with a letter or digit)",
+				    k);
+			return -EINVAL;
+		}
+		if (!json_is_string(val) || !label_value_valid(json_string_value(val))) {
+			api_err_set(err, 400, "invalid_request",
+				    "label '%s' must be a printable string of at most 253 characters",
+				    k);
+			return -EINVAL;
+		}
+	}
+	out = json_deep_copy(v);
+	if (!out)
+		return -ENOMEM;
+	*ret = out;
+	return 0;
+}
+
+static int
+decode_env(const json_t *v, struct sandbox *sb, struct api_err *err)
+{
+	const char *k;
+	json_t *val;
+	size_t total = 0;
+
+	if (!json_is_object(v)) {
+		api_err_set(err, 400, "invalid_request", "'env' must be an object of strings");
+		return -EINVAL;
+	}
+	if (json_object_size(v) > REQUEST_MAX_ENV) {
+		api_err_set(err, 400, "invalid_request", "at most %d environment variables",
+			    REQUEST_MAX_ENV);
+		return -EINVAL;
+	}
+	/* every name is checked before any is stored: one bad name changes nothing */
+	json_object_foreach((json_t *)v, k, val) {
+		if (!env_name_valid(k)) {
+			api_err_set(err, 400, "invalid_request",
+				    "environment name '%.64s' is invalid: it must match "
+				    "^[A-Za-z_][A-Za-z0-9_]*$",
+				    k);
+			return -EINVAL;
+		}
+		if (env_name_reserved(k)) {
+			api_err_set(err, 403, "refused",
+				    "environment name '%s' is reserved and cannot be set", k);
+			return -EPERM;
+		}
+		if (!json_is_string(val)) {
+			api_err_set(err, 400, "invalid_request",
+				    "environment variable '%s' must be a string", k);
+			return -EINVAL;
+		}
+		if (json_string_length(val) > REQUEST_MAX_ENV_VALUE) {
+			api_err_set(err, 400, "invalid_request",
+				    "environment variable '%s' is longer than %u bytes", k,
+				    REQUEST_MAX_ENV_VALUE);
+			return -EINVAL;
+		}
+		total += json_string_length(val);
+	}
+	if (total > 8 * REQUEST_MAX_ENV_VALUE) {
+		api_err_set(err, 400, "invalid_request", "the environment is larger than %u bytes",
+			    8 * REQUEST_MAX_ENV_VALUE);
+		return -EINVAL;
+	}
+	sb->env = calloc(json_object_size(v) + 1, sizeof(*sb->env));
+	if (!sb->env)
+		return -ENOMEM;
+	json_object_foreach((json_t *)v, k, val) {
+		struct sandbox_env *e = &sb->env[sb->nenv];
+		e->name = strdup(k);
+		e->value = strdup(json_string_value(val));
+		if (!e->name || !e->value) {
+			free(e->name);
+			free(e->value);
+			return -ENOMEM;
+		}
+		sb->nenv++;
+	}
+	return 0;
+}
+
+static bool
+is_unset(const json_t *v)
+{
+	return !v || json_is_null(v);
+}
+
+static int
+decode_name(const json_t *v, char **ret, struct api_err *err)
+{
+	const char *s;
+
+	if (!json_is_string(v)) {
+		api_err_set(err, 400, "invalid_request", "'name' must be a string");
+		return -EINVAL;
+	}
+	s = json_string_value(v);
+	if (!sandbox_name_valid(s)) {
+		api_err_set(err, 400, "invalid_request",
+			    "name '%.64s' is invalid: use 1 to 63 lowercase letters, digits and -, "
+			    "starting with a letter or digit",
+			    s);
+		return -EINVAL;
+	}
+	*ret = strdup(s);
+	return *ret ? 0 : -ENOMEM;
+}
+
+int
+request_decode_create(const struct policy *p, const json_t *body, struct sandbox *sb,
+		      bool *ret_wait, struct api_err *err)
+{
+	static const char *const fields[] = {
+		"name",	   "image",   "cpus",	   "memory_mb",		  "disk_mb",
+		"env",	   "network", "labels",	   "idle_timeout_secs",	  "lifetime_secs",
+		"volumes", "wait",    "snapshot_id", "snapshot_every_secs", "snapshot_keep",
+		NULL,
+	};
+	uint64_t cpus = p->defaults.cpus, mem = p->defaults.memory_mb, disk = p->defaults.disk_mb;
+	uint64_t idle = p->defaults.idle_timeout_secs, life = p->defaults.lifetime_secs;
+	json_t *v;
+	int r;
+
+	if (!json_is_object(body)) {
+		api_err_set(err, 400, "invalid_request", "the body must be a JSON object");
+		return -EINVAL;
+	}
+	r = check_fields(body, fields, err);
+	if (r < 0)
+		return r;
+	v = json_object_get(body, "wait");
+	if (!is_unset(v) && !json_is_boolean(v)) {
+		api_err_set(err, 400, "invalid_request", "'wait' must be true or false");
+		return -EINVAL;
+	}
+	*ret_wait = !v || !json_is_false(v);
+
+	v = json_object_get(body, "name");
+	if (!is_unset(v) && (r = decode_name(v, &sb->name, err)) < 0)
+		return r;
+	v = json_object_get(body, "image");
+	if (is_unset(v)) {
+		sb->image = strdup(p->default_image);
+	} else {
+		if (!json_is_string(v) || !image_ref_valid(json_string_value(v))) {
+			api_err_set(err, 400, "invalid_request",
+				    "'image' must be an image reference such as python:3.13-slim "
+				    "(lowercase; letters, digits and ._-/:@)");
+			return -EINVAL;
+		}
+		sb->image = strdup(json_string_value(v));
+	}
+	if (!sb->image)
+		return -ENOMEM;
+	if ((r = get_uint(body, "cpus", 1, p->limits.max_cpus, &cpus, err)) < 0 ||
+	    (r = get_uint(body, "memory_mb", 64, p->limits.max_memory_mb, &mem, err)) < 0 ||
+	    (r = get_uint(body, "disk_mb", 64, p->limits.max_disk_mb, &disk, err)) < 0 ||
+	    (r = get_uint(body, "idle_timeout_secs", 0, p->limits.max_idle_timeout_secs, &idle,
+			  err)) < 0 ||
+	    (r = get_uint(body, "lifetime_secs", 0, p->limits.max_lifetime_secs, &life, err)) < 0)
+		return r;
+	sb->cpus = (unsigned)cpus;
+	sb->memory_mb = (unsigned)mem;
+	sb->disk_mb = disk;
+	sb->idle_timeout_secs = idle;
+	sb->lifetime_secs = life;
+
+	v = json_object_get(body, "labels");
+	if (!is_unset(v)) {
+		json_t *labels;
+		if ((r = decode_labels(v, &labels, err)) < 0)
+			return r;
+		json_decref(sb->labels);
+		sb->labels = labels;
+	}
+	v = json_object_get(body, "env");
+	if (!is_unset(v) && (r = decode_env(v, sb, err)) < 0)
+		return r;
+	v = json_object_get(body, "volumes");
+	if (!is_unset(v)) {
+		if (!json_is_array(v)) {
+			api_err_set(err, 400, "invalid_request", "'volumes' must be an array");
+			return -EINVAL;
+		}
+		if (json_array_size(v) > 0) {
+			api_err_set(err, 501, "unsupported", "this server does not offer volumes");
+			return -EOPNOTSUPP;
+		}
+	}
+	if (!is_unset(json_object_get(body, "snapshot_id")) ||
+	    !is_unset(json_object_get(body, "snapshot_every_secs")) ||
+	    !is_unset(json_object_get(body, "snapshot_keep"))) {
+		api_err_set(err, 501, "unsupported", "this server does not offer snapshots");
+		return -EOPNOTSUPP;
+	}
+	/* the network last: its 403 should not hide a 400 elsewhere in the body */
+	json_decref(sb->network);
+	sb->network = NULL;
+	r = policy_resolve_network(p, json_object_get(body, "network"), &sb->network, err);
+	if (r < 0) {
+		sb->network = json_object();
+		return r;
+	}
+	return 0;
+}
+
+int
+request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_patch *ret,
+		     struct api_err *err)
+{
+	static const char *const fields[] = { "network", "name", "labels", "idle_timeout_secs",
+					      NULL };
+	struct sandbox_patch patch = { 0 };
+	json_t *v;
+	int r;
+
+	if (!json_is_object(body)) {
+		api_err_set(err, 400, "invalid_request", "the body must be a JSON object");
+		return -EINVAL;
+	}
+	r = check_fields(body, fields, err);
+	if (r < 0)
+		return r;
+	v = json_object_get(body, "name");
+	if (v) {
+		patch.set_name = true;
+		if (!json_is_null(v) && (r = decode_name(v, &patch.name, err)) < 0)
+			goto fail;
+	}
+	v = json_object_get(body, "labels");
+	if (v) {
+		if (json_is_null(v))
+			patch.labels = json_object();
+		else if ((r = decode_labels(v, &patch.labels, err)) < 0)
+			goto fail;
+	}
+	v = json_object_get(body, "idle_timeout_secs");
+	if (v) {
+		patch.set_idle = true;
+		if ((r = get_uint(body, "idle_timeout_secs", 0, p->limits.max_idle_timeout_secs,
+				  &patch.idle_timeout_secs, err)) < 0)
+			goto fail;
+		if (json_is_null(v)) {
+			api_err_set(err, 400, "invalid_request",
+				    "'idle_timeout_secs' must be an integer (0: none)");
+			r = -EINVAL;
+			goto fail;
+		}
+	}
+	v = json_object_get(body, "network");
+	if (v && (r = policy_resolve_network(p, v, &patch.network, err)) < 0)
+		goto fail;
+	*ret = patch;
+	return 0;
+fail:
+	sandbox_patch_done(&patch);
+	return r;
+}
+
+void
+sandbox_patch_done(struct sandbox_patch *patch)
+{
+	free(patch->name);
+	json_decref(patch->labels);
+	json_decref(patch->network);
+	*patch = (struct sandbox_patch){ 0 };
+}
+
+int
+request_add_label_filter(json_t *filter, const char *kv, struct api_err *err)
+{
+	const char *eq = strchr(kv, '=');
+	_cleanup_free_ char *key = NULL;
+
+	if (!eq) {
+		api_err_set(err, 400, "invalid_request", "label filter '%.64s' must be key=value",
+			    kv);
+		return -EINVAL;
+	}
+	key = strndup(kv, (size_t)(eq - kv));
+	if (!key)
+		return -ENOMEM;
+	if (!label_key_valid(key) || !label_value_valid(eq + 1)) {
+		api_err_set(err, 400, "invalid_request", "label filter '%.64s' is invalid", kv);
+		return -EINVAL;
+	}
+	return json_object_set_new(filter, key, json_string(eq + 1)) < 0 ? -ENOMEM : 0;
+}

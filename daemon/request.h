@@ -1,0 +1,39 @@
+/* request.h: decoding and checking API request bodies. Pure functions of (policy, JSON):
+ * no I/O and no daemon state, so they are unit-tested from data files and fuzzed.
+ * Unknown fields are refused by name; out-of-limit values are 400 and never clamped; what
+ * the policy forbids is 403. One bad field fails the whole request. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include "policy.h"
+#include "sandbox.h"
+
+#define REQUEST_MAX_ENV 256
+#define REQUEST_MAX_ENV_VALUE (32u << 10)
+#define REQUEST_MAX_LABELS 64
+
+/* Fills sb (name, image, resources, env, network, labels, timeouts) from a create body.
+ * *ret_wait is false when the body says "wait": false. */
+int request_decode_create(const struct policy *p, const json_t *body, struct sandbox *sb,
+			  bool *ret_wait, struct api_err *err);
+
+struct sandbox_patch {
+	bool set_name;
+	char *name; /* NULL with set_name: remove the name */
+	json_t *labels;  /* NULL: unchanged */
+	json_t *network; /* NULL: unchanged; the resolved policy object */
+	bool set_idle;
+	uint64_t idle_timeout_secs;
+};
+int request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_patch *ret,
+			 struct api_err *err);
+void sandbox_patch_done(struct sandbox_patch *patch);
+
+/* "k=v" from ?label= into filter (an object). */
+int request_add_label_filter(json_t *filter, const char *kv, struct api_err *err);
+
+bool env_name_valid(const char *name);
+bool env_name_reserved(const char *name);
+bool label_key_valid(const char *key);
+bool image_ref_valid(const char *image);

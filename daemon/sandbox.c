@@ -1,0 +1,433 @@
+/* sandbox.c: sandbox objects, the transition table, the registry; see sandbox.h. */
+#include <ctype.h>
+#include "events.h"
+#include "log.h"
+#include "sandboxd.h"
+#include "util.h"
+
+static const char *const state_names[_SANDBOX_STATE_MAX] = {
+	[SANDBOX_PENDING] = "pending",
+	[SANDBOX_STARTING] = "starting",
+	[SANDBOX_RUNNING] = "running",
+	[SANDBOX_STOPPING] = "stopping",
+	[SANDBOX_STOPPED] = "stopped",
+	[SANDBOX_SUSPENDED] = "suspended",
+	[SANDBOX_FAILED] = "failed",
+	[SANDBOX_TERMINATED] = "terminated",
+};
+
+/* The lifecycle. A row lists the states a sandbox may move to from that state; every other
+ * move is refused. Any live state may fail; every state but terminated may end (DELETE).
+ *
+ *   pending -> starting -> running -> stopping -> stopped -> starting ...
+ *                          running <-> suspended
+ *   failed is final but for DELETE; terminated is final. */
+#define BIT(s) (1u << (s))
+static const unsigned transitions[_SANDBOX_STATE_MAX] = {
+	[SANDBOX_PENDING] = BIT(SANDBOX_STARTING) | BIT(SANDBOX_FAILED) | BIT(SANDBOX_TERMINATED),
+	[SANDBOX_STARTING] = BIT(SANDBOX_RUNNING) | BIT(SANDBOX_FAILED) | BIT(SANDBOX_TERMINATED),
+	[SANDBOX_RUNNING] = BIT(SANDBOX_STOPPING) | BIT(SANDBOX_SUSPENDED) | BIT(SANDBOX_FAILED) |
+			    BIT(SANDBOX_TERMINATED),
+	[SANDBOX_STOPPING] = BIT(SANDBOX_STOPPED) | BIT(SANDBOX_FAILED) | BIT(SANDBOX_TERMINATED),
+	[SANDBOX_STOPPED] = BIT(SANDBOX_STARTING) | BIT(SANDBOX_FAILED) | BIT(SANDBOX_TERMINATED),
+	[SANDBOX_SUSPENDED] = BIT(SANDBOX_RUNNING) | BIT(SANDBOX_STOPPING) | BIT(SANDBOX_FAILED) |
+			      BIT(SANDBOX_TERMINATED),
+	[SANDBOX_FAILED] = BIT(SANDBOX_TERMINATED),
+	[SANDBOX_TERMINATED] = 0,
+};
+
+const char *
+sandbox_state_to_string(enum sandbox_state s)
+{
+	return s >= 0 && s < _SANDBOX_STATE_MAX ? state_names[s] : "invalid";
+}
+
+enum sandbox_state
+sandbox_state_from_string(const char *s)
+{
+	for (int i = 0; i < _SANDBOX_STATE_MAX; i++)
+		if (s && streq(s, state_names[i]))
+			return (enum sandbox_state)i;
+	return _SANDBOX_STATE_INVALID;
+}
+
+bool
+sandbox_transition_allowed(enum sandbox_state from, enum sandbox_state to)
+{
+	if (from < 0 || from >= _SANDBOX_STATE_MAX || to < 0 || to >= _SANDBOX_STATE_MAX)
+		return false;
+	return (transitions[from] & BIT(to)) != 0;
+}
+
+struct sandbox *
+sandbox_new(void)
+{
+	struct sandbox *sb = calloc(1, sizeof(*sb));
+
+	if (!sb)
+		return NULL;
+	list_init(&sb->by_created);
+	list_init(&sb->waiters);
+	sb->labels = json_object();
+	sb->network = json_object();
+	if (!sb->labels || !sb->network)
+		return sandbox_free(sb);
+	return sb;
+}
+
+struct sandbox *
+sandbox_free(struct sandbox *sb)
+{
+	if (!sb)
+		return NULL;
+	free(sb->name);
+	free(sb->owner);
+	free(sb->reason);
+	free(sb->image);
+	free(sb->backend);
+	free(sb->runtime_ref);
+	free(sb->pending_reason);
+	json_decref(sb->labels);
+	json_decref(sb->network);
+	for (size_t i = 0; i < sb->nenv; i++) {
+		free(sb->env[i].name);
+		if (sb->env[i].value) {
+			explicit_bzero(sb->env[i].value, strlen(sb->env[i].value));
+			free(sb->env[i].value);
+		}
+	}
+	free(sb->env);
+	free(sb->json);
+	free(sb);
+	return NULL;
+}
+
+void
+sandbox_add_waiter(struct sandbox *sb, struct sandbox_waiter *w)
+{
+	list_push_back(&sb->waiters, &w->link);
+}
+
+void
+sandbox_remove_waiter(struct sandbox_waiter *w)
+{
+	list_remove(&w->link);
+}
+
+static void
+notify_waiters(struct sandbox *sb, bool gone)
+{
+	struct list_node *n, *tmp;
+
+	LIST_FOREACH_SAFE(n, tmp, &sb->waiters) {
+		struct sandbox_waiter *w = list_entry(n, struct sandbox_waiter, link);
+		w->fn(w, sb, gone);
+	}
+}
+
+void
+sandbox_notify_waiters(struct sandbox *sb)
+{
+	notify_waiters(sb, false);
+}
+
+static json_t *
+env_names_json(const struct sandbox *sb)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < sb->nenv; i++)
+		json_array_append_new(a, json_string(sb->env[i].name));
+	return a;
+}
+
+json_t *
+sandbox_spec_to_json(const struct sandbox *sb)
+{
+	return json_pack("{s:i, s:i, s:I, s:I, s:I, s:O, s:O, s:o}", "cpus", (int)sb->cpus,
+			 "memory_mb", (int)sb->memory_mb, "disk_mb", (json_int_t)sb->disk_mb,
+			 "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs, "lifetime_secs",
+			 (json_int_t)sb->lifetime_secs, "labels", sb->labels, "network",
+			 sb->network, "env_names", env_names_json(sb));
+}
+
+int
+sandbox_spec_from_json(struct sandbox *sb, const json_t *spec)
+{
+	json_int_t cpus, mem, disk, idle, life;
+	json_t *labels, *network, *names;
+	json_error_t err;
+	size_t i;
+	json_t *v;
+
+	if (json_unpack_ex((json_t *)spec, &err, JSON_STRICT, "{s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o}",
+			   "cpus", &cpus, "memory_mb", &mem, "disk_mb", &disk, "idle_timeout_secs",
+			   &idle, "lifetime_secs", &life, "labels", &labels, "network", &network,
+			   "env_names", &names) < 0)
+		return -EINVAL;
+	if (cpus < 0 || mem < 0 || disk < 0 || idle < 0 || life < 0 || !json_is_object(labels) ||
+	    !json_is_object(network) || !json_is_array(names))
+		return -EINVAL;
+	sb->cpus = (unsigned)cpus;
+	sb->memory_mb = (unsigned)mem;
+	sb->disk_mb = (uint64_t)disk;
+	sb->idle_timeout_secs = (uint64_t)idle;
+	sb->lifetime_secs = (uint64_t)life;
+	json_decref(sb->labels);
+	sb->labels = json_incref(labels);
+	json_decref(sb->network);
+	sb->network = json_incref(network);
+	/* env values are never stored: after a restart only the names are known */
+	sb->env = calloc(json_array_size(names) + 1, sizeof(*sb->env));
+	if (!sb->env)
+		return -ENOMEM;
+	json_array_foreach(names, i, v) {
+		if (!json_is_string(v))
+			return -EINVAL;
+		sb->env[sb->nenv].name = strdup(json_string_value(v));
+		if (!sb->env[sb->nenv].name)
+			return -ENOMEM;
+		sb->nenv++;
+	}
+	return 0;
+}
+
+int64_t
+sandbox_expires_at(const struct sandbox *sb)
+{
+	return sb->lifetime_secs ? sb->created_at + (int64_t)sb->lifetime_secs * 1000 : 0;
+}
+
+json_t *
+sandbox_to_json(const struct sandbox *sb)
+{
+	char created[32], expires[32];
+	int64_t exp = sandbox_expires_at(sb);
+
+	format_rfc3339(sb->created_at, created);
+	format_rfc3339(exp, expires);
+	return json_pack("{s:s, s:s?, s:s, s:s, s:i, s:i, s:I, s:o, s:O, s:O, s:[], s:s, s:I, s:I, "
+			 "s:s?, s:s, s:s?}",
+			 "id", sb->id, "name", sb->name, "state",
+			 sandbox_state_to_string(sb->state), "image", sb->image, "cpus",
+			 (int)sb->cpus, "memory_mb", (int)sb->memory_mb, "disk_mb",
+			 (json_int_t)sb->disk_mb, "env_names", env_names_json(sb), "network",
+			 sb->network, "labels", sb->labels, "volumes", "created_at", created,
+			 "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs, "lifetime_secs",
+			 (json_int_t)sb->lifetime_secs, "expires_at", exp ? expires : NULL,
+			 "owner", sb->owner, "reason", sb->reason);
+}
+
+int
+sandbox_refresh_json(struct sandbox *sb)
+{
+	json_t *j = sandbox_to_json(sb);
+	char *text;
+
+	if (!j)
+		return -ENOMEM;
+	text = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!text)
+		return -ENOMEM;
+	free(sb->json);
+	sb->json = text;
+	sb->json_len = strlen(text);
+	return 0;
+}
+
+bool
+sandbox_matches_labels(const struct sandbox *sb, const json_t *filter)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach((json_t *)filter, k, v) {
+		json_t *have = json_object_get(sb->labels, k);
+		if (!have || !json_equal(have, v))
+			return false;
+	}
+	return true;
+}
+
+int
+sandbox_set_state(struct sandboxd *d, struct sandbox *sb, enum sandbox_state to,
+		  const char *reason)
+{
+	enum sandbox_state from = sb->state;
+	char *old_reason = sb->reason;
+	json_t *data;
+	int r;
+
+	if (!sandbox_transition_allowed(from, to)) {
+		log_error("sandbox '%s': refusing state change %s -> %s (not in the table)", sb->id,
+			  sandbox_state_to_string(from), sandbox_state_to_string(to));
+		return -EINVAL;
+	}
+	sb->reason = reason ? strdup(reason) : NULL;
+	if (reason && !sb->reason) {
+		sb->reason = old_reason;
+		return -ENOMEM;
+	}
+	sb->state = to;
+	data = json_pack("{s:s, s:s, s:s?}", "from", sandbox_state_to_string(from), "to",
+			 sandbox_state_to_string(to), "reason", reason);
+	r = data ? sandbox_commit(d, sb, false, "state", data) : -ENOMEM;
+	if (r < 0) {
+		/* the record of truth did not change, so neither does the cache */
+		free(sb->reason);
+		sb->reason = old_reason;
+		sb->state = from;
+		(void)sandbox_refresh_json(sb);
+		log_error("sandbox '%s': persisting %s -> %s failed: %s", sb->id,
+			  sandbox_state_to_string(from), sandbox_state_to_string(to), strerror(-r));
+		return r;
+	}
+	free(old_reason);
+	if (reason)
+		log_info("sandbox '%s': %s -> %s (%s)", sb->id, sandbox_state_to_string(from),
+			 sandbox_state_to_string(to), reason);
+	else
+		log_info("sandbox '%s': %s -> %s", sb->id, sandbox_state_to_string(from),
+			 sandbox_state_to_string(to));
+	notify_waiters(sb, false);
+	return 0;
+}
+
+void
+registry_init(struct registry *r)
+{
+	*r = (struct registry){ .by_id = HASHMAP_INIT };
+	list_init(&r->all);
+}
+
+void
+registry_done(struct registry *r)
+{
+	struct list_node *n, *tmp;
+
+	LIST_FOREACH_SAFE(n, tmp, &r->all) {
+		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
+		list_remove(&sb->by_created);
+		sandbox_free(sb);
+	}
+	hashmap_clear(&r->by_id);
+	r->count = 0;
+}
+
+int
+registry_add(struct registry *r, struct sandbox *sb)
+{
+	struct list_node *pos;
+	int rc = hashmap_put(&r->by_id, sb->id, sb);
+
+	if (rc < 0)
+		return rc;
+	/* keep newest first; sandboxes are usually added newest, so the scan stops at once */
+	LIST_FOREACH(pos, &r->all) {
+		struct sandbox *o = list_entry(pos, struct sandbox, by_created);
+		if (o->created_at < sb->created_at ||
+		    (o->created_at == sb->created_at && strcmp(o->id, sb->id) < 0))
+			break;
+	}
+	list_insert_after(pos->prev, &sb->by_created);
+	r->count++;
+	return 0;
+}
+
+static void
+free_deferred(void *data)
+{
+	sandbox_free(data);
+}
+
+void
+registry_drop(struct sandboxd *d, struct sandbox *sb)
+{
+	struct registry *r = &d->reg;
+
+	if (hashmap_get(&r->by_id, sb->id) != sb)
+		return;
+	hashmap_remove(&r->by_id, sb->id);
+	list_remove(&sb->by_created);
+	r->count--;
+	notify_waiters(sb, true);
+	if (loop_defer(d->loop, free_deferred, sb) < 0)
+		log_warning("sandbox '%s': leaking its memory: out of memory", sb->id);
+}
+
+struct sandbox *
+registry_get(struct registry *r, const char *id)
+{
+	return hashmap_get(&r->by_id, id);
+}
+
+struct sandbox *
+registry_find_name(struct registry *r, const char *name, const char *owner)
+{
+	struct list_node *n;
+
+	LIST_FOREACH(n, &r->all) {
+		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
+		if (sb->name && streq(sb->name, name) && (!owner || streq(sb->owner, owner)) &&
+		    sb->state != SANDBOX_TERMINATED)
+			return sb;
+	}
+	return NULL;
+}
+
+struct sandbox *
+registry_find(struct registry *r, const char *ref, const char *owner)
+{
+	struct sandbox *sb;
+
+	if (str_has_prefix(ref, "sbx_")) {
+		sb = registry_get(r, ref);
+		if (sb && owner && !streq(sb->owner, owner))
+			return NULL;
+		return sb;
+	}
+	return registry_find_name(r, ref, owner);
+}
+
+bool
+sandbox_name_valid(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > SANDBOX_NAME_MAX)
+		return false;
+	if (!islower((unsigned char)name[0]) && !isdigit((unsigned char)name[0]))
+		return false;
+	for (size_t i = 1; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if (!(c >= 'a' && c <= 'z') && !isdigit(c) && c != '-')
+			return false;
+	}
+	return true;
+}
+
+bool
+sandbox_id_valid(const char *id)
+{
+	const char *hex;
+	size_t n = strlen(id);
+
+	if (n > SANDBOX_ID_MAX || !str_has_prefix(id, "sbx_"))
+		return false;
+	/* sbx_<16 hex> or sbx_<node>_<16 hex> */
+	if (n < 4 + 16)
+		return false;
+	hex = id + n - 16;
+	for (size_t i = 0; i < 16; i++)
+		if (!isxdigit((unsigned char)hex[i]) || isupper((unsigned char)hex[i]))
+			return false;
+	if (n == 20)
+		return true;
+	if (hex[-1] != '_' || n - 16 - 1 - 4 == 0 || n - 16 - 1 - 4 > 31)
+		return false;
+	for (const char *p = id + 4; p < hex - 1; p++)
+		if (!(*p >= 'a' && *p <= 'z') && !isdigit((unsigned char)*p) && *p != '-')
+			return false;
+	return true;
+}

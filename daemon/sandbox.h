@@ -1,0 +1,143 @@
+/* sandbox.h: the sandbox object, its lifecycle states and the registry that caches the
+ * store's rows in memory.
+ *
+ * The lifecycle is one enum with a name table and an explicit transition table. Only
+ * sandbox_set_state() writes sb->state: it refuses a move not in the table, persists the row
+ * and the event in one transaction, logs "old -> new" and publishes the event. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "hashmap.h"
+#include "list.h"
+
+struct sandboxd;
+
+enum sandbox_state {
+	SANDBOX_PENDING,
+	SANDBOX_STARTING,
+	SANDBOX_RUNNING,
+	SANDBOX_STOPPING,
+	SANDBOX_STOPPED,
+	SANDBOX_SUSPENDED,
+	SANDBOX_FAILED,
+	SANDBOX_TERMINATED,
+	_SANDBOX_STATE_MAX,
+	_SANDBOX_STATE_INVALID = -1,
+};
+
+const char *sandbox_state_to_string(enum sandbox_state s);
+enum sandbox_state sandbox_state_from_string(const char *s);
+bool sandbox_transition_allowed(enum sandbox_state from, enum sandbox_state to);
+
+#define SANDBOX_ID_MAX 48   /* "sbx_" + 16 hex, or "sbx_<node>_" + 16 hex */
+#define SANDBOX_NAME_MAX 63 /* ^[a-z0-9][a-z0-9-]{0,62}$ */
+
+/* What the backend is doing for a sandbox right now (at most one operation at a time). */
+enum sandbox_op {
+	SANDBOX_OP_NONE,
+	SANDBOX_OP_START,   /* provision mode: a new writable layer, first boot */
+	SANDBOX_OP_RESTART, /* restart mode: the same writable layer boots again */
+	SANDBOX_OP_STOP,
+	SANDBOX_OP_DESTROY,
+};
+
+struct sandbox_env {
+	char *name;
+	char *value; /* held in memory only: never persisted, returned or logged */
+};
+
+struct sandbox {
+	char id[SANDBOX_ID_MAX + 1];
+	char *name;  /* NULL when unnamed */
+	char *owner; /* stamped from the caller's credential, never from a request */
+	enum sandbox_state state;
+	char *reason; /* why it failed or ended; NULL otherwise */
+	char *image;
+	char *backend; /* name of the backend that runs it */
+	char *runtime_ref; /* the backend's reference (VM id); NULL until it has one */
+
+	unsigned cpus;
+	unsigned memory_mb;
+	uint64_t disk_mb;
+	uint64_t idle_timeout_secs; /* 0: none */
+	uint64_t lifetime_secs;     /* 0: none */
+	json_t *labels;             /* object of string -> string */
+	json_t *network;            /* {mode, allow, deny} */
+	struct sandbox_env *env;
+	size_t nenv;
+
+	int64_t created_at; /* unix ms */
+	int64_t updated_at;
+	int64_t last_active; /* unix ms of the last request or process activity */
+
+	enum sandbox_op op;
+	char *pending_reason; /* recorded when the destroy under way completes */
+	void *backend_data;   /* owned by the backend */
+
+	/* serialised API object, rebuilt after each change (list responses concatenate these) */
+	char *json;
+	size_t json_len;
+
+	struct list_node by_created; /* registry: newest first */
+	struct list_node waiters;    /* struct sandbox_waiter */
+};
+
+/* A waiter is called after every state change of its sandbox, and once more with
+ * gone == true if the sandbox leaves memory first. It unlinks itself when done. */
+struct sandbox_waiter {
+	struct list_node link;
+	void (*fn)(struct sandbox_waiter *w, struct sandbox *sb, bool gone);
+	void *data;
+};
+void sandbox_add_waiter(struct sandbox *sb, struct sandbox_waiter *w);
+void sandbox_remove_waiter(struct sandbox_waiter *w);
+/* Wakes the waiters without a state change (an operation ended in the same state). */
+void sandbox_notify_waiters(struct sandbox *sb);
+
+struct sandbox *sandbox_new(void);
+struct sandbox *sandbox_free(struct sandbox *sb);
+DEFINE_FREEP(struct sandbox, sandbox_free)
+
+/* Builds the spec object persisted in the store's spec column (no env values). */
+json_t *sandbox_spec_to_json(const struct sandbox *sb);
+/* Fills cpus, memory_mb, disk_mb, timeouts, labels, network and env names from a stored
+ * spec object; -EINVAL if it is not one this version wrote. */
+int sandbox_spec_from_json(struct sandbox *sb, const json_t *spec);
+/* The API object; env values are never included. */
+json_t *sandbox_to_json(const struct sandbox *sb);
+/* Rebuilds sb->json after a change. -ENOMEM. */
+int sandbox_refresh_json(struct sandbox *sb);
+/* When lifetime_secs is set: created_at + lifetime, else 0. */
+int64_t sandbox_expires_at(const struct sandbox *sb);
+
+bool sandbox_matches_labels(const struct sandbox *sb, const json_t *filter);
+
+/* The only writer of sb->state. Refuses moves not in the table with -EINVAL (and logs it:
+ * that is a bug). Persists the row and a "state" event in one transaction, logs
+ * "old -> new", publishes the event and wakes the waiters. reason may be NULL. */
+int sandbox_set_state(struct sandboxd *d, struct sandbox *sb, enum sandbox_state to,
+		      const char *reason);
+
+/* The registry: live sandboxes in memory, by id and newest first. Terminated sandboxes leave
+ * memory; the store still answers for them by id. */
+struct registry {
+	struct hashmap by_id;
+	struct list_node all; /* newest first */
+	size_t count;
+};
+void registry_init(struct registry *r);
+void registry_done(struct registry *r);
+int registry_add(struct registry *r, struct sandbox *sb);
+/* Unlinks the sandbox, tells its waiters it is gone, and frees it after the current batch of
+ * events (so callers up the stack may still read it). */
+void registry_drop(struct sandboxd *d, struct sandbox *sb);
+struct sandbox *registry_get(struct registry *r, const char *id);
+/* Resolves an id, or a name among owner's live sandboxes (owner NULL: any owner, for an
+ * admin; a name then must be unique across owners). */
+struct sandbox *registry_find(struct registry *r, const char *ref, const char *owner);
+struct sandbox *registry_find_name(struct registry *r, const char *name, const char *owner);
+
+bool sandbox_name_valid(const char *name);
+bool sandbox_id_valid(const char *id);

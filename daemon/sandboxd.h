@@ -1,0 +1,35 @@
+/* sandboxd.h: the daemon's one context object. main() builds it, the event loop drives it,
+ * and every module reaches the others through it. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "backend.h"
+#include "list.h"
+#include "loop.h"
+#include "options.h"
+#include "policy.h"
+#include "sandbox.h"
+
+struct server;
+struct store;
+
+struct sandboxd {
+	struct loop *loop;
+	const struct options *opts;
+	struct policy policy;
+	struct store *store;
+	struct backend *backend; /* NULL when this build has none */
+	struct registry reg;
+	struct server *server;
+	struct list_node subscribers; /* struct event_sub: live event streams */
+	struct loop_timer housekeeping;
+	struct loop_signals signals;
+	char *token; /* the operator token, or NULL (unix socket peers only) */
+	size_t token_len;
+	uid_t uid;   /* who runs sandboxd: unix-socket peers with this uid (or root) are the
+		      * operator */
+	char host_cpus_str[8];
+};
+
+extern const char sandboxd_version[];

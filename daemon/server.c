@@ -1,0 +1,797 @@
+/* server.c: listeners and HTTP/1.1 connections on the loop; see server.h. */
+#include <fcntl.h>
+#include <strings.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include "api.h"
+#include "list.h"
+#include "log.h"
+#include "loop.h"
+#include "sandboxd.h"
+#include "server.h"
+#include "util.h"
+
+#define HANDSHAKE_TIMEOUT_MS 10000
+#define HEAD_TIMEOUT_MS 10000
+#define BODY_TIMEOUT_MS 60000
+#define IDLE_TIMEOUT_MS 60000
+#define WRITE_TIMEOUT_MS 30000
+#define IN_MAX (128u << 10)
+#define OUT_MAX (API_FILE_MAX + (8u << 20)) /* the biggest response: a file read */
+#define STREAM_BACKLOG_MAX (4u << 20)
+#define READ_CHUNK 16384
+
+enum conn_state {
+	CONN_HANDSHAKE, /* TLS handshake */
+	CONN_READING,   /* reading a request */
+	CONN_HANDLING,  /* a handler holds the request */
+	CONN_WRITING,   /* flushing a complete response */
+	CONN_STREAMING, /* a streaming response is open */
+	CONN_CLOSING,
+};
+
+struct listener {
+	struct loop_source src;
+	struct server *s;
+	struct list_node link;
+	bool is_unix;
+	SSL_CTX *tls;
+	char *path; /* unix socket to unlink at exit */
+	char *label;
+};
+
+struct server {
+	struct sandboxd *d;
+	struct list_node listeners;
+	struct list_node conns;
+	unsigned nconns, max_conns;
+};
+
+struct conn {
+	struct loop_source src;
+	int fd;
+	SSL *ssl;
+	struct server *s;
+	struct listener *l;
+	struct list_node link;
+	enum conn_state state;
+	struct http_req_parser hp;
+	struct buf in, out;
+	bool keep_alive;    /* for the response being written */
+	bool chunked;       /* streaming with chunked encoding (else until close) */
+	bool in_dispatch;   /* api_handle is on the stack */
+	bool continue_scheduled;
+	bool sent_continue; /* "100 Continue" for this request */
+	uint64_t deadline;  /* 0: none */
+	uid_t peer_uid;
+	void (*on_close)(struct conn *c, void *data);
+	void *on_close_data;
+};
+
+static void conn_io(struct loop_source *src, uint32_t events, void *data);
+static void conn_close(struct conn *c);
+static void process_input(struct conn *c);
+static void conn_continue(void *data);
+
+static void
+conn_free(void *data)
+{
+	struct conn *c = data;
+
+	http_req_parser_done(&c->hp);
+	buf_free(&c->in);
+	buf_free(&c->out);
+	SSL_free(c->ssl);
+	free(c);
+}
+
+static void
+set_interest(struct conn *c)
+{
+	uint32_t ev = EPOLLRDHUP;
+
+	if (c->state == CONN_CLOSING)
+		return;
+	if (c->state == CONN_READING || c->state == CONN_HANDSHAKE)
+		ev |= EPOLLIN;
+	if (buf_avail(&c->out) > 0)
+		ev |= EPOLLOUT;
+	if (c->ssl && c->state == CONN_HANDSHAKE)
+		ev |= EPOLLOUT; /* the handshake decides; cheap to ask */
+	(void)loop_modify(&c->src, ev);
+}
+
+static void
+conn_close(struct conn *c)
+{
+	void (*hook)(struct conn *, void *) = c->on_close;
+
+	if (c->state == CONN_CLOSING)
+		return;
+	c->state = CONN_CLOSING;
+	c->on_close = NULL;
+	if (hook)
+		hook(c, c->on_close_data);
+	loop_remove(&c->src);
+	if (c->ssl)
+		(void)SSL_shutdown(c->ssl); /* best effort; never wait for the peer */
+	c->fd = safe_close(c->fd);
+	list_remove(&c->link);
+	c->s->nconns--;
+	if (loop_defer(c->s->d->loop, conn_free, c) < 0)
+		log_warning("connection: leaking one: out of memory");
+}
+
+/* ---- raw I/O, TLS or not ---- */
+
+/* Returns bytes read, 0 at EOF, -EAGAIN, or another -errno. */
+static ssize_t
+conn_read(struct conn *c, void *p, size_t n, bool *want_write)
+{
+	*want_write = false;
+	if (!c->ssl) {
+		ssize_t k = read(c->fd, p, n);
+		if (k < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN
+											  : negative_errno();
+		return k;
+	}
+	int k = SSL_read(c->ssl, p, (int)MIN(n, (size_t)INT32_MAX));
+	if (k > 0)
+		return k;
+	switch (SSL_get_error(c->ssl, k)) {
+	case SSL_ERROR_WANT_READ:
+		return -EAGAIN;
+	case SSL_ERROR_WANT_WRITE:
+		*want_write = true;
+		return -EAGAIN;
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	default:
+		ERR_clear_error();
+		return -EPROTO;
+	}
+}
+
+static ssize_t
+conn_write_raw(struct conn *c, const void *p, size_t n)
+{
+	if (!c->ssl) {
+		ssize_t k = send(c->fd, p, n, MSG_NOSIGNAL);
+		if (k < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN
+											  : negative_errno();
+		return k;
+	}
+	int k = SSL_write(c->ssl, p, (int)MIN(n, (size_t)INT32_MAX));
+	if (k > 0)
+		return k;
+	switch (SSL_get_error(c->ssl, k)) {
+	case SSL_ERROR_WANT_READ:
+	case SSL_ERROR_WANT_WRITE:
+		return -EAGAIN;
+	default:
+		ERR_clear_error();
+		return -EPIPE;
+	}
+}
+
+/* Writes what it can; after a complete response goes back to reading (or closes). */
+static void
+flush(struct conn *c)
+{
+	bool progressed = false;
+
+	while (buf_avail(&c->out) > 0) {
+		ssize_t k = conn_write_raw(c, buf_head(&c->out), buf_avail(&c->out));
+		if (k == -EAGAIN)
+			break;
+		if (k <= 0) {
+			conn_close(c);
+			return;
+		}
+		buf_consume(&c->out, (size_t)k);
+		progressed = true;
+	}
+	if (buf_avail(&c->out) > 0) {
+		if (progressed || !c->deadline)
+			c->deadline = now_mono_ms() + WRITE_TIMEOUT_MS;
+		set_interest(c);
+		return;
+	}
+	if (c->state == CONN_STREAMING) {
+		c->deadline = 0;
+		set_interest(c);
+		return;
+	}
+	if (c->state != CONN_WRITING) {
+		set_interest(c);
+		return;
+	}
+	/* the response is out */
+	if (!c->keep_alive) {
+		conn_close(c);
+		return;
+	}
+	http_req_parser_reset(&c->hp);
+	c->state = CONN_READING;
+	c->sent_continue = false;
+	c->deadline = now_mono_ms() + IDLE_TIMEOUT_MS;
+	set_interest(c);
+	/* pipelined bytes (or TLS-buffered ones) may already wait */
+	if (!c->in_dispatch && !c->continue_scheduled) {
+		c->continue_scheduled = true;
+		if (loop_defer(c->s->d->loop, conn_continue, c) < 0)
+			c->continue_scheduled = false;
+	}
+}
+
+/* ---- responses ---- */
+
+static void
+put_common_headers(struct conn *c)
+{
+	(void)buf_puts(&c->out, "Server: sandboxd\r\n"
+				"Cache-Control: no-store\r\n"
+				"X-Content-Type-Options: nosniff\r\n");
+	(void)buf_puts(&c->out, c->keep_alive ? "Connection: keep-alive\r\n"
+					      : "Connection: close\r\n");
+}
+
+void
+conn_reply(struct conn *c, int status, const char *content_type, const void *body, size_t len,
+	   const char *extra_headers)
+{
+	if (c->state == CONN_CLOSING)
+		return;
+	if (c->state != CONN_HANDLING && c->state != CONN_READING) {
+		log_error("connection: a second reply for one request (bug)");
+		return;
+	}
+	c->keep_alive = c->keep_alive && c->hp.req.keep_alive && c->hp.phase == HTTP_PHASE_DONE;
+	c->on_close = NULL;
+	c->state = CONN_WRITING;
+	if (http_put_status_line(&c->out, status) < 0)
+		goto oom;
+	put_common_headers(c);
+	if (content_type)
+		(void)buf_printf(&c->out, "Content-Type: %s\r\n", content_type);
+	if (extra_headers)
+		(void)buf_puts(&c->out, extra_headers);
+	if (status != 204 && buf_printf(&c->out, "Content-Length: %zu\r\n", len) < 0)
+		goto oom;
+	if (buf_puts(&c->out, "\r\n") < 0 || (len && buf_append(&c->out, body, len) < 0))
+		goto oom;
+	flush(c);
+	return;
+oom:
+	log_error("connection: response of %zu bytes does not fit; closing", len);
+	conn_close(c);
+}
+
+int
+conn_stream_start(struct conn *c, int status, const char *content_type)
+{
+	if (c->state != CONN_HANDLING)
+		return -EINVAL;
+	c->chunked = c->hp.req.http_major == 1 && c->hp.req.http_minor >= 1;
+	c->keep_alive = c->chunked && c->hp.req.keep_alive;
+	c->state = CONN_STREAMING;
+	c->deadline = 0;
+	if (http_put_status_line(&c->out, status) < 0)
+		return -ENOMEM;
+	put_common_headers(c);
+	(void)buf_printf(&c->out, "Content-Type: %s\r\n", content_type);
+	if (c->chunked)
+		(void)buf_puts(&c->out, "Transfer-Encoding: chunked\r\n");
+	if (buf_puts(&c->out, "X-Accel-Buffering: no\r\n\r\n") < 0)
+		return -ENOMEM;
+	flush(c);
+	return c->state == CONN_CLOSING ? -EPIPE : 0;
+}
+
+int
+conn_stream_write(struct conn *c, const void *data, size_t len)
+{
+	int r = 0;
+
+	if (c->state != CONN_STREAMING)
+		return -EPIPE;
+	if (len == 0)
+		return 0;
+	if (buf_avail(&c->out) + len > STREAM_BACKLOG_MAX) {
+		log_info("connection: closing a stream whose client fell %zu bytes behind",
+			 buf_avail(&c->out));
+		conn_close(c);
+		return -ENOBUFS;
+	}
+	if (c->chunked)
+		r = buf_printf(&c->out, "%zx\r\n", len);
+	if (r >= 0)
+		r = buf_append(&c->out, data, len);
+	if (r >= 0 && c->chunked)
+		r = buf_puts(&c->out, "\r\n");
+	if (r < 0) {
+		conn_close(c);
+		return r;
+	}
+	flush(c);
+	return c->state == CONN_CLOSING ? -EPIPE : 0;
+}
+
+void
+conn_stream_end(struct conn *c)
+{
+	if (c->state != CONN_STREAMING)
+		return;
+	c->on_close = NULL;
+	if (!c->chunked) {
+		c->keep_alive = false;
+		c->state = CONN_WRITING;
+		flush(c);
+		return;
+	}
+	(void)buf_puts(&c->out, "0\r\n\r\n");
+	c->state = CONN_WRITING;
+	flush(c);
+}
+
+void
+conn_on_close(struct conn *c, void (*fn)(struct conn *c, void *data), void *data)
+{
+	c->on_close = fn;
+	c->on_close_data = data;
+}
+
+bool
+conn_is_unix(const struct conn *c)
+{
+	return c->l->is_unix;
+}
+
+bool
+conn_is_tls(const struct conn *c)
+{
+	return c->ssl != NULL;
+}
+
+uid_t
+conn_peer_uid(const struct conn *c)
+{
+	return c->peer_uid;
+}
+
+/* ---- input ---- */
+
+static void
+dispatch(struct conn *c)
+{
+	c->state = CONN_HANDLING;
+	c->deadline = 0;
+	c->keep_alive = true;
+	set_interest(c);
+	c->in_dispatch = true;
+	api_handle(c->s->d, c, &c->hp.req);
+	c->in_dispatch = false;
+}
+
+static void
+parse_error(struct conn *c)
+{
+	c->keep_alive = false;
+	c->state = CONN_HANDLING;
+	api_reply_error(c, c->hp.err_status, "invalid_request", "%s", c->hp.err_message);
+}
+
+static void
+process_input(struct conn *c)
+{
+	while (c->state == CONN_READING && buf_avail(&c->in) > 0) {
+		bool was_started = http_req_started(&c->hp);
+		enum http_parse_phase before = c->hp.phase;
+		size_t used = 0;
+		int r = http_req_feed(&c->hp, buf_head(&c->in), buf_avail(&c->in), &used);
+
+		if (r < 0) {
+			buf_reset(&c->in);
+			parse_error(c);
+			return;
+		}
+		buf_consume(&c->in, used);
+		if (!was_started && http_req_started(&c->hp))
+			c->deadline = now_mono_ms() + HEAD_TIMEOUT_MS;
+		if (before == HTTP_PHASE_HEAD && c->hp.phase != HTTP_PHASE_HEAD)
+			c->deadline = now_mono_ms() + BODY_TIMEOUT_MS;
+		if (r == 0) {
+			const char *expect;
+			if (c->hp.phase == HTTP_PHASE_BODY && !c->sent_continue &&
+			    (expect = http_req_header(&c->hp.req, "expect")) &&
+			    strcasecmp(expect, "100-continue") == 0) {
+				c->sent_continue = true;
+				(void)buf_puts(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
+				flush(c);
+			}
+			return;
+		}
+		if (c->hp.req.upgrade) {
+			/* no route upgrades yet: answer and close, leaving the raw bytes unread */
+			c->keep_alive = false;
+		}
+		dispatch(c);
+	}
+}
+
+static void
+read_input(struct conn *c)
+{
+	char chunk[READ_CHUNK];
+	size_t total = 0;
+
+	while (c->state == CONN_READING && total < 4 * READ_CHUNK) {
+		bool want_write;
+		ssize_t k = conn_read(c, chunk, sizeof(chunk), &want_write);
+
+		if (k == -EAGAIN) {
+			if (want_write)
+				(void)loop_modify(&c->src, c->src.events | EPOLLOUT);
+			break;
+		}
+		if (k <= 0) {
+			conn_close(c);
+			return;
+		}
+		total += (size_t)k;
+		if (buf_append(&c->in, chunk, (size_t)k) < 0) {
+			conn_close(c);
+			return;
+		}
+		process_input(c);
+	}
+	/* a TLS connection may hold decrypted bytes epoll cannot see: come back for them */
+	if (c->state == CONN_READING && total >= 4 * READ_CHUNK && !c->continue_scheduled) {
+		c->continue_scheduled = true;
+		if (loop_defer(c->s->d->loop, conn_continue, c) < 0)
+			c->continue_scheduled = false;
+	}
+}
+
+static void
+conn_continue(void *data)
+{
+	struct conn *c = data;
+
+	c->continue_scheduled = false;
+	if (c->state != CONN_READING)
+		return;
+	process_input(c);
+	if (c->state == CONN_READING)
+		read_input(c);
+}
+
+static void
+handshake(struct conn *c)
+{
+	int k = SSL_accept(c->ssl);
+
+	if (k == 1) {
+		c->state = CONN_READING;
+		c->deadline = now_mono_ms() + IDLE_TIMEOUT_MS;
+		set_interest(c);
+		read_input(c);
+		return;
+	}
+	switch (SSL_get_error(c->ssl, k)) {
+	case SSL_ERROR_WANT_READ:
+		(void)loop_modify(&c->src, EPOLLIN | EPOLLRDHUP);
+		return;
+	case SSL_ERROR_WANT_WRITE:
+		(void)loop_modify(&c->src, EPOLLOUT | EPOLLRDHUP);
+		return;
+	default:
+		ERR_clear_error();
+		conn_close(c);
+	}
+}
+
+static void
+conn_io(struct loop_source *src _unused_, uint32_t events, void *data)
+{
+	struct conn *c = data;
+
+	if (c->state == CONN_HANDSHAKE) {
+		if (events & (EPOLLERR | EPOLLHUP))
+			conn_close(c);
+		else
+			handshake(c);
+		return;
+	}
+	if (events & EPOLLERR) {
+		conn_close(c);
+		return;
+	}
+	if (events & EPOLLOUT)
+		flush(c);
+	if (c->state == CONN_CLOSING)
+		return;
+	if (c->state == CONN_READING && (events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))) {
+		read_input(c);
+		return;
+	}
+	/* a handler or a stream holds the connection: a hang-up means the client left */
+	if ((c->state == CONN_HANDLING || c->state == CONN_STREAMING) &&
+	    (events & (EPOLLRDHUP | EPOLLHUP)))
+		conn_close(c);
+	else if (c->state == CONN_WRITING && (events & EPOLLHUP))
+		conn_close(c);
+}
+
+/* ---- listeners ---- */
+
+static void
+on_accept(struct loop_source *src, uint32_t events _unused_, void *data)
+{
+	struct listener *l = data;
+	struct server *s = l->s;
+
+	for (int i = 0; i < 64; i++) {
+		int fd = accept4(src->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct conn *c;
+
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+			    errno != ECONNABORTED)
+				log_warning("%s: accept failed: %m", l->label);
+			return;
+		}
+		if (s->nconns >= s->max_conns) {
+			/* over the cap: refuse at once rather than queue without bound */
+			close(fd);
+			continue;
+		}
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->fd = fd;
+		c->s = s;
+		c->l = l;
+		c->peer_uid = (uid_t)-1;
+		list_init(&c->link);
+		buf_init(&c->in, IN_MAX);
+		buf_init(&c->out, OUT_MAX);
+		http_req_parser_init(&c->hp, api_body_limit, s->d);
+		if (l->is_unix) {
+			struct ucred cred;
+			socklen_t len = sizeof(cred);
+			if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
+				c->peer_uid = cred.uid;
+		} else {
+			int one = 1;
+			(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		}
+		if (l->tls) {
+			c->ssl = SSL_new(l->tls);
+			if (!c->ssl || SSL_set_fd(c->ssl, fd) != 1) {
+				conn_free(c);
+				close(fd);
+				continue;
+			}
+			SSL_set_accept_state(c->ssl);
+			c->state = CONN_HANDSHAKE;
+			c->deadline = now_mono_ms() + HANDSHAKE_TIMEOUT_MS;
+		} else {
+			c->state = CONN_READING;
+			c->deadline = now_mono_ms() + IDLE_TIMEOUT_MS;
+		}
+		if (loop_add(s->d->loop, &c->src, fd, EPOLLIN | EPOLLRDHUP, conn_io, c) < 0) {
+			conn_free(c);
+			close(fd);
+			continue;
+		}
+		list_push_back(&s->conns, &c->link);
+		s->nconns++;
+	}
+}
+
+int
+server_new(struct sandboxd *d, unsigned max_connections, struct server **ret)
+{
+	struct server *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	s->d = d;
+	s->max_conns = max_connections;
+	list_init(&s->listeners);
+	list_init(&s->conns);
+	*ret = s;
+	return 0;
+}
+
+struct server *
+server_free(struct server *s)
+{
+	struct list_node *n, *tmp;
+
+	if (!s)
+		return NULL;
+	LIST_FOREACH_SAFE(n, tmp, &s->conns)
+		conn_close(list_entry(n, struct conn, link));
+	LIST_FOREACH_SAFE(n, tmp, &s->listeners) {
+		struct listener *l = list_entry(n, struct listener, link);
+		int fd = l->src.fd;
+		loop_remove(&l->src);
+		safe_close(fd);
+		if (l->path)
+			unlink(l->path);
+		list_remove(&l->link);
+		free(l->path);
+		free(l->label);
+		free(l);
+	}
+	free(s);
+	return NULL;
+}
+
+static int
+add_listener(struct server *s, int fd, bool is_unix, SSL_CTX *tls, const char *path,
+	     const char *label)
+{
+	struct listener *l = calloc(1, sizeof(*l));
+	int r;
+
+	if (!l)
+		return -ENOMEM;
+	l->s = s;
+	l->is_unix = is_unix;
+	l->tls = tls;
+	l->path = path ? strdup(path) : NULL;
+	l->label = strdup(label);
+	list_init(&l->link);
+	r = loop_add(s->d->loop, &l->src, fd, EPOLLIN, on_accept, l);
+	if (r < 0) {
+		free(l->path);
+		free(l->label);
+		free(l);
+		return r;
+	}
+	list_push_back(&s->listeners, &l->link);
+	return 0;
+}
+
+int
+server_listen_unix(struct server *s, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *label = NULL;
+	mode_t old;
+	int r;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		log_error("--socket '%s': the path is longer than a unix socket allows (%zu)", path,
+			  sizeof(sa.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	memcpy(sa.sun_path, path, strlen(path));
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return negative_errno();
+	/* someone answering there means another server owns it: never steal its socket */
+	{
+		_cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			log_error("unix:%s: another server is already serving this socket; stop it "
+				  "or pass a different --socket",
+				  path);
+			return -EADDRINUSE;
+		}
+	}
+	(void)unlink(path);
+	old = umask(0177); /* created 0600: never reachable by others, not even for a moment */
+	r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (r < 0) {
+		r = negative_errno();
+		log_error("unix:%s: cannot bind: %s", path, strerror(-r));
+		return r;
+	}
+	if (chmod(path, 0600) < 0 || listen(fd, 512) < 0) {
+		r = negative_errno();
+		log_error("unix:%s: cannot listen: %s", path, strerror(-r));
+		unlink(path);
+		return r;
+	}
+	label = strdup_printf("unix:%s", path);
+	r = add_listener(s, fd, true, NULL, path, label ? label : "unix");
+	if (r < 0) {
+		unlink(path);
+		return r;
+	}
+	TAKE_FD(fd);
+	return 0;
+}
+
+int
+server_listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX *tls)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_ADDRCONFIG };
+	struct addrinfo *res = NULL, *ai;
+	int r, bound = 0;
+
+	r = getaddrinfo(host, port, &hints, &res);
+	if (r != 0) {
+		log_error("--listen %s:%s: cannot resolve: %s", host, port, gai_strerror(r));
+		return -EINVAL;
+	}
+	for (ai = res; ai; ai = ai->ai_next) {
+		_cleanup_free_ char *label = NULL;
+		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+				ai->ai_protocol);
+		int one = 1;
+
+		if (fd < 0)
+			continue;
+		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (ai->ai_family == AF_INET6)
+			(void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 512) < 0) {
+			r = negative_errno();
+			close(fd);
+			log_error("--listen %s:%s: cannot bind: %s", host, port, strerror(-r));
+			freeaddrinfo(res);
+			return r;
+		}
+		label = strdup_printf("tcp:%s:%s", host, port);
+		r = add_listener(s, fd, false, tls, NULL, label ? label : "tcp");
+		if (r < 0) {
+			close(fd);
+			freeaddrinfo(res);
+			return r;
+		}
+		bound++;
+	}
+	freeaddrinfo(res);
+	if (bound == 0) {
+		log_error("--listen %s:%s: no address to bind", host, port);
+		return -EADDRNOTAVAIL;
+	}
+	return 0;
+}
+
+void
+server_sweep(struct server *s, uint64_t now_ms)
+{
+	struct list_node *n, *tmp;
+
+	LIST_FOREACH_SAFE(n, tmp, &s->conns) {
+		struct conn *c = list_entry(n, struct conn, link);
+
+		if (!c->deadline || now_ms < c->deadline)
+			continue;
+		if (c->state == CONN_READING && http_req_started(&c->hp)) {
+			/* a slow or stalled request: say so, then close */
+			c->keep_alive = false;
+			c->state = CONN_HANDLING;
+			api_reply_error(c, 408, "invalid_request",
+					"the request did not arrive in time");
+			if (c->state != CONN_CLOSING)
+				c->deadline = now_ms + 1000; /* the answer gets a second */
+			continue;
+		}
+		conn_close(c);
+	}
+}
+
+unsigned
+server_connection_count(const struct server *s)
+{
+	return s->nconns;
+}

@@ -1,0 +1,52 @@
+/* server.h: the listeners (a unix socket, and TCP with optional TLS and client certificates)
+ * and the HTTP/1.1 connections on them. One request at a time per connection; a handler may
+ * answer later (conn_reply from a waiter) or turn the connection into a stream (SSE, NDJSON).
+ *
+ * Bounds: request head 16 KiB, body per route (api_body_limit), a head must arrive within
+ * 10 s of its first byte, idle keep-alive connections close after 60 s, a client that stops
+ * reading a response for 30 s is dropped, and a stream whose client falls 4 MiB behind is
+ * closed. No connection can stall another: every socket is non-blocking on one loop. */
+#pragma once
+
+#include <openssl/ssl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "http.h"
+
+struct sandboxd;
+struct server;
+struct conn;
+
+int server_new(struct sandboxd *d, unsigned max_connections, struct server **ret);
+struct server *server_free(struct server *s);
+
+/* Binds a unix socket (0600). Refuses with -EADDRINUSE when another server answers on it; a
+ * stale socket file is replaced. */
+int server_listen_unix(struct server *s, const char *path);
+/* Binds TCP host:port; tls (borrowed, may be NULL) turns on TLS. */
+int server_listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX *tls);
+/* Closes idle and slow connections; called by the housekeeping timer. */
+void server_sweep(struct server *s, uint64_t now_ms);
+unsigned server_connection_count(const struct server *s);
+
+/* Response helpers for handlers. Exactly one of reply/stream_start per request. */
+void conn_reply(struct conn *c, int status, const char *content_type, const void *body,
+		size_t len, const char *extra_headers);
+/* Starts a chunked streaming response; the connection stays open until conn_stream_end or the
+ * client goes away. */
+int conn_stream_start(struct conn *c, int status, const char *content_type);
+/* Queues one chunk. -ENOBUFS (and the connection is closed) when the client is too far
+ * behind. */
+int conn_stream_write(struct conn *c, const void *data, size_t len);
+void conn_stream_end(struct conn *c);
+
+/* Called once when the connection closes while a handler still holds it (waiting or
+ * streaming). The connection must not be used after it. */
+void conn_on_close(struct conn *c, void (*fn)(struct conn *c, void *data), void *data);
+
+bool conn_is_unix(const struct conn *c);
+bool conn_is_tls(const struct conn *c);
+/* The peer's uid on a unix socket (SO_PEERCRED); -1 otherwise. */
+uid_t conn_peer_uid(const struct conn *c);

@@ -1,0 +1,488 @@
+/* store.c: SQLite persistence for sandboxes and their events; see store.h. */
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include "log.h"
+#include "store.h"
+#include "util.h"
+
+struct store {
+	sqlite3 *db;
+	sqlite3_stmt *insert_sb, *update_sb, *add_event;
+};
+
+/* Migrations, applied in order; entry i moves the schema from version i to i + 1. Never edit
+ * one that has shipped: add a new one. */
+static const char *const migrations[] = {
+	/* 0 -> 1: the first schema */
+	"CREATE TABLE sandboxes ("
+	"  id TEXT PRIMARY KEY,"
+	"  name TEXT,"
+	"  owner TEXT NOT NULL,"
+	"  state TEXT NOT NULL,"
+	"  reason TEXT,"
+	"  image TEXT NOT NULL,"
+	"  backend TEXT NOT NULL,"
+	"  runtime_ref TEXT,"
+	"  spec TEXT NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL"
+	") STRICT;"
+	"CREATE UNIQUE INDEX sandboxes_live_name ON sandboxes(owner, name)"
+	"  WHERE name IS NOT NULL AND state != 'terminated';"
+	"CREATE INDEX sandboxes_state ON sandboxes(state);"
+	"CREATE TABLE events ("
+	"  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  sandbox_id TEXT NOT NULL,"
+	"  time INTEGER NOT NULL,"
+	"  type TEXT NOT NULL,"
+	"  data TEXT NOT NULL"
+	") STRICT;"
+	"CREATE INDEX events_by_sandbox ON events(sandbox_id, seq);",
+};
+
+int
+store_schema_version(void)
+{
+	return (int)ARRAY_SIZE(migrations);
+}
+
+static int
+exec_sql(struct store *s, const char *sql)
+{
+	char *err = NULL;
+
+	if (sqlite3_exec(s->db, sql, NULL, NULL, &err) != SQLITE_OK) {
+		log_error("store: '%.60s...' failed: %s", sql, err ? err : "?");
+		sqlite3_free(err);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int
+get_user_version(struct store *s, int *ret)
+{
+	sqlite3_stmt *st;
+	int r = -EIO;
+
+	if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		*ret = sqlite3_column_int(st, 0);
+		r = 0;
+	}
+	sqlite3_finalize(st);
+	return r;
+}
+
+static int
+migrate(struct store *s, const char *path)
+{
+	int version, r;
+
+	r = get_user_version(s, &version);
+	if (r < 0)
+		return r;
+	if (version > store_schema_version()) {
+		log_error("store '%s': schema version %d is newer than this sandboxd (%d); "
+			  "run the newer sandboxd or restore a backup",
+			  path, version, store_schema_version());
+		return -EPROTO;
+	}
+	for (int v = version; v < store_schema_version(); v++) {
+		char pragma[64];
+
+		if (exec_sql(s, "BEGIN IMMEDIATE") < 0)
+			return -EIO;
+		snprintf(pragma, sizeof(pragma), "PRAGMA user_version = %d", v + 1);
+		if (exec_sql(s, migrations[v]) < 0 || exec_sql(s, pragma) < 0) {
+			store_rollback(s);
+			return -EIO;
+		}
+		if (exec_sql(s, "COMMIT") < 0)
+			return -EIO;
+		log_debug("store '%s': migrated schema %d -> %d", path, v, v + 1);
+	}
+	return 0;
+}
+
+static int
+prepare(struct store *s, sqlite3_stmt **st, const char *sql)
+{
+	if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) != SQLITE_OK) {
+		log_error("store: preparing '%.60s' failed: %s", sql, sqlite3_errmsg(s->db));
+		return -EIO;
+	}
+	return 0;
+}
+
+int
+store_open(const char *path, struct store **ret)
+{
+	_cleanup_(store_freep) struct store *s = calloc(1, sizeof(*s));
+	int fd, r;
+
+	if (!s)
+		return -ENOMEM;
+	/* create it 0600 before SQLite does, so it is never readable by others */
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return negative_errno();
+	close(fd);
+	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
+	    SQLITE_OK) {
+		log_error("store '%s': cannot open: %s", path,
+			  s->db ? sqlite3_errmsg(s->db) : "out of memory");
+		return -EIO;
+	}
+	sqlite3_extended_result_codes(s->db, 1);
+	sqlite3_db_config(s->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+	sqlite3_db_config(s->db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, NULL);
+	sqlite3_db_config(s->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+	sqlite3_db_config(s->db, SQLITE_DBCONFIG_DQS_DML, 0, NULL);
+	sqlite3_db_config(s->db, SQLITE_DBCONFIG_DQS_DDL, 0, NULL);
+	sqlite3_busy_timeout(s->db, 5000);
+	/* WAL with synchronous=NORMAL: a commit survives a crash of this process (kill -9); only
+	 * a power loss can drop the last transactions. Set explicitly: Debian defaults to FULL. */
+	r = exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+			"PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;"
+			"PRAGMA journal_size_limit=67108864;");
+	if (r < 0)
+		return r;
+	r = migrate(s, path);
+	if (r < 0)
+		return r;
+	if (prepare(s, &s->insert_sb,
+		    "INSERT INTO sandboxes (id, name, owner, state, reason, image, backend, "
+		    "runtime_ref, spec, created_at, updated_at) "
+		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)") < 0 ||
+	    prepare(s, &s->update_sb,
+		    "UPDATE sandboxes SET name = ?2, owner = ?3, state = ?4, reason = ?5, "
+		    "image = ?6, backend = ?7, runtime_ref = ?8, spec = ?9, created_at = ?10, "
+		    "updated_at = ?11 WHERE id = ?1") < 0 ||
+	    prepare(s, &s->add_event,
+		    "INSERT INTO events (sandbox_id, time, type, data) VALUES (?1, ?2, ?3, ?4)") <
+		    0)
+		return -EIO;
+	*ret = TAKE_PTR(s);
+	return 0;
+}
+
+struct store *
+store_free(struct store *s)
+{
+	if (!s)
+		return NULL;
+	sqlite3_finalize(s->insert_sb);
+	sqlite3_finalize(s->update_sb);
+	sqlite3_finalize(s->add_event);
+	if (s->db) {
+		(void)sqlite3_exec(s->db, "PRAGMA optimize; PRAGMA wal_checkpoint(TRUNCATE);", NULL,
+				   NULL, NULL);
+		sqlite3_close(s->db);
+	}
+	free(s);
+	return NULL;
+}
+
+int
+store_begin(struct store *s)
+{
+	return exec_sql(s, "BEGIN IMMEDIATE");
+}
+
+int
+store_commit(struct store *s)
+{
+	return exec_sql(s, "COMMIT");
+}
+
+void
+store_rollback(struct store *s)
+{
+	if (!sqlite3_get_autocommit(s->db))
+		(void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+static void
+bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+{
+	if (v)
+		sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, i);
+}
+
+static int
+write_row(struct store *s, sqlite3_stmt *st, const struct sandbox *sb)
+{
+	_cleanup_free_ char *spec = NULL;
+	json_t *j = sandbox_spec_to_json(sb);
+	int rc;
+
+	if (!j)
+		return -ENOMEM;
+	spec = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(j);
+	if (!spec)
+		return -ENOMEM;
+	sqlite3_reset(st);
+	sqlite3_bind_text(st, 1, sb->id, -1, SQLITE_TRANSIENT);
+	bind_text_or_null(st, 2, sb->name);
+	sqlite3_bind_text(st, 3, sb->owner, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 4, sandbox_state_to_string(sb->state), -1, SQLITE_STATIC);
+	bind_text_or_null(st, 5, sb->reason);
+	sqlite3_bind_text(st, 6, sb->image, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 7, sb->backend, -1, SQLITE_TRANSIENT);
+	bind_text_or_null(st, 8, sb->runtime_ref);
+	sqlite3_bind_text(st, 9, spec, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 10, sb->created_at);
+	sqlite3_bind_int64(st, 11, sb->updated_at);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY)
+		return -EEXIST;
+	if (rc != SQLITE_DONE) {
+		log_error("store: writing sandbox '%s' failed: %s", sb->id, sqlite3_errmsg(s->db));
+		return -EIO;
+	}
+	return 0;
+}
+
+int
+store_insert_sandbox(struct store *s, const struct sandbox *sb)
+{
+	return write_row(s, s->insert_sb, sb);
+}
+
+int
+store_update_sandbox(struct store *s, const struct sandbox *sb)
+{
+	int r = write_row(s, s->update_sb, sb);
+
+	if (r == 0 && sqlite3_changes(s->db) != 1)
+		return -ENOENT;
+	return r;
+}
+
+static char *
+column_dup(sqlite3_stmt *st, int i)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+
+	return t ? strdup((const char *)t) : NULL;
+}
+
+static int
+row_to_sandbox(sqlite3_stmt *st, struct sandbox **ret)
+{
+	_cleanup_(sandbox_freep) struct sandbox *sb = sandbox_new();
+	const char *id = (const char *)sqlite3_column_text(st, 0);
+	const char *state = (const char *)sqlite3_column_text(st, 3);
+	const char *spec = (const char *)sqlite3_column_text(st, 8);
+	json_t *j;
+	int r;
+
+	if (!sb)
+		return -ENOMEM;
+	if (!id || strlen(id) > SANDBOX_ID_MAX || !state || !spec)
+		return -EINVAL;
+	snprintf(sb->id, sizeof(sb->id), "%s", id);
+	sb->name = column_dup(st, 1);
+	sb->owner = column_dup(st, 2);
+	sb->state = sandbox_state_from_string(state);
+	sb->reason = column_dup(st, 4);
+	sb->image = column_dup(st, 5);
+	sb->backend = column_dup(st, 6);
+	sb->runtime_ref = column_dup(st, 7);
+	sb->created_at = sqlite3_column_int64(st, 9);
+	sb->updated_at = sqlite3_column_int64(st, 10);
+	sb->last_active = sb->updated_at;
+	if (sb->state == _SANDBOX_STATE_INVALID || !sb->owner || !sb->image || !sb->backend)
+		return -EINVAL;
+	j = json_loads(spec, JSON_REJECT_DUPLICATES, NULL);
+	if (!j)
+		return -EINVAL;
+	r = sandbox_spec_from_json(sb, j);
+	json_decref(j);
+	if (r < 0)
+		return r;
+	r = sandbox_refresh_json(sb);
+	if (r < 0)
+		return r;
+	*ret = TAKE_PTR(sb);
+	return 0;
+}
+
+#define SELECT_SANDBOX                                                                             \
+	"SELECT id, name, owner, state, reason, image, backend, runtime_ref, spec, created_at, "   \
+	"updated_at FROM sandboxes "
+
+int
+store_load_live(struct store *s, int (*fn)(struct sandbox *sb, void *data), void *data)
+{
+	sqlite3_stmt *st;
+	int rc, r = 0;
+
+	if (sqlite3_prepare_v2(s->db,
+			       SELECT_SANDBOX "WHERE state != 'terminated' ORDER BY created_at, id",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct sandbox *sb = NULL;
+		r = row_to_sandbox(st, &sb);
+		if (r < 0) {
+			log_error("store: sandbox row '%s' is unreadable; skipping it",
+				  (const char *)sqlite3_column_text(st, 0));
+			r = 0;
+			continue;
+		}
+		r = fn(sb, data);
+		if (r < 0)
+			break;
+	}
+	if (r == 0 && rc != SQLITE_DONE)
+		r = -EIO;
+	sqlite3_finalize(st);
+	return r;
+}
+
+int
+store_load(struct store *s, const char *id, struct sandbox **ret)
+{
+	sqlite3_stmt *st;
+	int rc, r;
+
+	if (sqlite3_prepare_v2(s->db, SELECT_SANDBOX "WHERE id = ?1", -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		r = row_to_sandbox(st, ret);
+	else
+		r = rc == SQLITE_DONE ? -ENOENT : -EIO;
+	sqlite3_finalize(st);
+	return r;
+}
+
+int
+store_add_event(struct store *s, const char *sandbox_id, int64_t time_ms, const char *type,
+		const json_t *data, int64_t *ret_seq)
+{
+	_cleanup_free_ char *text = json_dumps(data, JSON_COMPACT);
+	sqlite3_stmt *st = s->add_event;
+	int rc;
+
+	if (!text)
+		return -ENOMEM;
+	sqlite3_reset(st);
+	sqlite3_bind_text(st, 1, sandbox_id, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 2, time_ms);
+	sqlite3_bind_text(st, 3, type, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 4, text, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	if (rc != SQLITE_DONE) {
+		log_error("store: adding an event for '%s' failed: %s", sandbox_id,
+			  sqlite3_errmsg(s->db));
+		return -EIO;
+	}
+	if (ret_seq)
+		*ret_seq = sqlite3_last_insert_rowid(s->db);
+	return 0;
+}
+
+static int
+each_event(sqlite3_stmt *st, int (*fn)(const struct store_event *e, void *data), void *data)
+{
+	int rc, r = 0;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct store_event e = {
+			.seq = sqlite3_column_int64(st, 0),
+			.time_ms = sqlite3_column_int64(st, 1),
+			.sandbox_id = (const char *)sqlite3_column_text(st, 2),
+			.type = (const char *)sqlite3_column_text(st, 3),
+			.data = (const char *)sqlite3_column_text(st, 4),
+		};
+		if (!e.sandbox_id || !e.type || !e.data)
+			continue;
+		r = fn(&e, data);
+		if (r < 0)
+			return r;
+	}
+	return rc == SQLITE_DONE ? 0 : -EIO;
+}
+
+int
+store_list_events(struct store *s, const char *sandbox_id, unsigned limit,
+		  int (*fn)(const struct store_event *e, void *data), void *data,
+		  bool *ret_truncated)
+{
+	sqlite3_stmt *st;
+	int64_t total = 0;
+	int r;
+
+	if (sqlite3_prepare_v2(s->db, "SELECT COUNT(*) FROM events WHERE sandbox_id = ?1", -1, &st,
+			       NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_text(st, 1, sandbox_id, -1, SQLITE_TRANSIENT);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		total = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+
+	/* the newest `limit` rows, returned oldest first */
+	if (sqlite3_prepare_v2(s->db,
+			       "SELECT seq, time, sandbox_id, type, data FROM ("
+			       " SELECT * FROM events WHERE sandbox_id = ?1 ORDER BY seq DESC"
+			       " LIMIT ?2) ORDER BY seq",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_text(st, 1, sandbox_id, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 2, limit);
+	r = each_event(st, fn, data);
+	sqlite3_finalize(st);
+	if (r == 0 && ret_truncated)
+		*ret_truncated = total > (int64_t)limit;
+	return r;
+}
+
+int
+store_events_since(struct store *s, int64_t after, const char *owner, unsigned limit,
+		   int (*fn)(const struct store_event *e, void *data), void *data)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	if (sqlite3_prepare_v2(s->db,
+			       "SELECT e.seq, e.time, e.sandbox_id, e.type, e.data FROM events e "
+			       "JOIN sandboxes s ON s.id = e.sandbox_id "
+			       "WHERE e.seq > ?1 AND (?3 IS NULL OR s.owner = ?3) "
+			       "ORDER BY e.seq LIMIT ?2",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, after);
+	sqlite3_bind_int64(st, 2, limit);
+	bind_text_or_null(st, 3, owner);
+	r = each_event(st, fn, data);
+	sqlite3_finalize(st);
+	return r;
+}
+
+int64_t
+store_last_event_seq(struct store *s)
+{
+	sqlite3_stmt *st;
+	int64_t seq = 0;
+
+	if (sqlite3_prepare_v2(s->db, "SELECT COALESCE(MAX(seq), 0) FROM events", -1, &st, NULL) !=
+	    SQLITE_OK)
+		return 0;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		seq = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return seq;
+}

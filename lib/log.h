@@ -1,0 +1,21 @@
+/* log.h: one-line log messages to stderr ("sandboxd: warning: ..."), journald-friendly.
+ * Messages are lowercase and say what failed first, then quote the subject (STYLE.md). */
+#pragma once
+
+#include "macro.h"
+
+enum log_level {
+	LOG_LEVEL_ERROR,
+	LOG_LEVEL_WARNING,
+	LOG_LEVEL_INFO,
+	LOG_LEVEL_DEBUG,
+};
+
+void log_setup(const char *program, enum log_level max);
+void log_msg(enum log_level level, const char *fmt, ...) _printf_(2, 3);
+enum log_level log_get_max(void);
+
+#define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
+#define log_warning(...) log_msg(LOG_LEVEL_WARNING, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_debug(...) log_msg(LOG_LEVEL_DEBUG, __VA_ARGS__)

@@ -1,0 +1,8 @@
+/* paths.h: where sandboxd keeps things by default, shared by the daemon and the CLI so that
+ * both agree on the local socket. As root: /run/sandboxd/sandboxd.sock and /var/lib/sandboxd;
+ * as a user: $XDG_RUNTIME_DIR/sandboxd.sock and ~/.local/share/sandboxd. */
+#pragma once
+
+/* Newly allocated paths; NULL when out of memory or HOME is unknown. */
+char *paths_default_state_dir(void);
+char *paths_default_socket(void);

@@ -1,0 +1,258 @@
+/* util.c: see util.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include "util.h"
+
+uint64_t
+now_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int64_t
+now_unix_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+format_rfc3339(int64_t unix_ms, char out[static 32])
+{
+	time_t t = (time_t)(unix_ms / 1000);
+	struct tm tm;
+
+	if (!gmtime_r(&t, &tm)) {
+		snprintf(out, 32, "1970-01-01T00:00:00Z");
+		return;
+	}
+	strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int
+parse_u64_n(const char *s, size_t n, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	if (n == 0 || n > 20)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -EINVAL;
+		if (v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
+			return -ERANGE;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	*ret = v;
+	return 0;
+}
+
+int
+parse_u64(const char *s, uint64_t *ret)
+{
+	if (!s)
+		return -EINVAL;
+	return parse_u64_n(s, strlen(s), ret);
+}
+
+int
+random_bytes(void *out, size_t n)
+{
+	uint8_t *p = out;
+
+	while (n > 0) {
+		ssize_t k = getrandom(p, n, 0);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			return negative_errno();
+		}
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+int
+random_hex(char *out, size_t nbytes)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint8_t raw[64];
+	int r;
+
+	if (nbytes > sizeof(raw))
+		return -EINVAL;
+	r = random_bytes(raw, nbytes);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < nbytes; i++) {
+		out[2 * i] = hex[raw[i] >> 4];
+		out[2 * i + 1] = hex[raw[i] & 15];
+	}
+	out[2 * nbytes] = '\0';
+	return 0;
+}
+
+bool
+secret_equal(const void *a, size_t alen, const void *b, size_t blen)
+{
+	const volatile uint8_t *x = a, *y = b;
+	size_t n = alen > blen ? alen : blen;
+	uint8_t diff = alen != blen;
+
+	/* walk the longer length so the time depends on nothing secret but that length */
+	for (size_t i = 0; i < n; i++) {
+		uint8_t cx = i < alen ? x[i] : 0;
+		uint8_t cy = i < blen ? y[i] : 0;
+		diff |= cx ^ cy;
+	}
+	return diff == 0;
+}
+
+int
+buf_put_quoted(struct buf *b, const char *s, size_t len, size_t max)
+{
+	int r = buf_putc(b, '"');
+
+	for (size_t i = 0; r >= 0 && i < len && i < max; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '"' || c == '\\')
+			r = buf_printf(b, "\\%c", c);
+		else if (c == '\n')
+			r = buf_puts(b, "\\n");
+		else if (c == '\t')
+			r = buf_puts(b, "\\t");
+		else if (c < 0x20 || c >= 0x7f)
+			r = buf_printf(b, "\\x%02x", c);
+		else
+			r = buf_putc(b, (char)c);
+	}
+	if (r >= 0 && len > max)
+		r = buf_puts(b, "...");
+	if (r >= 0)
+		r = buf_putc(b, '"');
+	return r;
+}
+
+char *
+termsafe_dup(const char *s)
+{
+	char *d = strdup(s ? s : "");
+
+	if (!d)
+		return NULL;
+	for (char *p = d; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+			*p = '?';
+	return d;
+}
+
+int
+mkdir_p(const char *path, mode_t mode)
+{
+	_cleanup_free_ char *p = strdup(path);
+
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p + 1;; s++) {
+		if (*s == '/' || *s == '\0') {
+			char c = *s;
+			*s = '\0';
+			if (mkdir(p, mode) < 0 && errno != EEXIST)
+				return negative_errno();
+			*s = c;
+			if (c == '\0')
+				break;
+		}
+	}
+	return 0;
+}
+
+int
+read_file_max(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	_cleanup_buf_ struct buf b = BUF_INIT(max);
+	char chunk[4096];
+
+	if (fd < 0)
+		return negative_errno();
+	for (;;) {
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return negative_errno();
+		}
+		if (n == 0)
+			break;
+		if (buf_append(&b, chunk, (size_t)n) < 0)
+			return -EFBIG;
+	}
+	if (ret_len)
+		*ret_len = b.len;
+	*ret = buf_steal(&b);
+	return *ret ? 0 : -ENOMEM;
+}
+
+int
+write_file_atomic(const char *path, const void *data, size_t len, mode_t mode)
+{
+	_cleanup_free_ char *tmp = strdup_printf("%s.tmp.%d", path, (int)getpid());
+	const char *p = data;
+	int fd, r = 0;
+
+	if (!tmp)
+		return -ENOMEM;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0)
+		return negative_errno();
+	if (fchmod(fd, mode) < 0)
+		r = negative_errno();
+	while (r == 0 && len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r = negative_errno();
+			break;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	if (r == 0 && fsync(fd) < 0)
+		r = negative_errno();
+	close(fd);
+	if (r == 0 && rename(tmp, path) < 0)
+		r = negative_errno();
+	if (r < 0)
+		unlink(tmp);
+	return r;
+}
+
+char *
+strdup_printf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	return n < 0 ? NULL : s;
+}
+
+bool
+str_has_prefix(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}

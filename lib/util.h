@@ -1,0 +1,54 @@
+/* util.h: small helpers every program uses (time, parsing, random ids, safe text).
+ * Includes banned.h last, so project code that includes util.h cannot use banned calls. */
+#pragma once
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+#include "buf.h"
+#include "macro.h"
+
+/* Milliseconds on CLOCK_MONOTONIC (deadlines) and CLOCK_REALTIME (timestamps). */
+uint64_t now_mono_ms(void);
+int64_t now_unix_ms(void);
+
+/* Writes "2026-11-29T20:18:20Z" (UTC, seconds precision) into out (at least 21 bytes). */
+void format_rfc3339(int64_t unix_ms, char out[static 32]);
+
+/* Strict decimal parse: the whole string, no sign, no spaces; -EINVAL / -ERANGE. */
+int parse_u64(const char *s, uint64_t *ret);
+int parse_u64_n(const char *s, size_t n, uint64_t *ret);
+
+/* Fills out with n random bytes from getrandom(2). */
+int random_bytes(void *out, size_t n);
+/* Lowercase hex of n random bytes, NUL-terminated (out holds 2n+1). */
+int random_hex(char *out, size_t nbytes);
+
+/* Constant-time comparison of two byte strings; lengths are compared too (without early exit
+ * on content). */
+bool secret_equal(const void *a, size_t alen, const void *b, size_t blen);
+
+/* Appends s to b as a double-quoted string safe for a log line or a terminal: control bytes,
+ * quotes, backslashes and non-ASCII bytes are escaped. At most max input bytes are shown. */
+int buf_put_quoted(struct buf *b, const char *s, size_t len, size_t max);
+/* Returns a static-free copy of s with every byte that is not printable ASCII replaced by '?'
+ * (for table cells); caller frees. */
+char *termsafe_dup(const char *s);
+
+/* mkdir -p with mode for every created directory; existing ones are left as they are. */
+int mkdir_p(const char *path, mode_t mode);
+/* Reads a whole small file (at most max bytes) into a NUL-terminated string. */
+int read_file_max(const char *path, size_t max, char **ret, size_t *ret_len);
+/* Writes data to path atomically (tmp + fsync + rename) with the given mode. */
+int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode);
+
+/* asprintf that returns NULL on failure and never leaves *ret undefined. */
+char *strdup_printf(const char *fmt, ...) _printf_(1, 2);
+
+bool str_has_prefix(const char *s, const char *prefix);
+
+#include "banned.h"

@@ -1,0 +1,295 @@
+/* fake-backend.c: a backend that boots nothing. It exists only in the test tree, so the
+ * daemon, the API and the CLI can be tested without VMs; the binary built with it is called
+ * sandboxd-fake and its startup line says "backend fake". The product never links it.
+ *
+ * Each "VM" is a file <state-dir>/fake/<id> holding "running" or "stopped", so a fake VM
+ * outlives a kill -9 of sandboxd the way a real QEMU does, and status() reads it back.
+ * Every call is appended to <state-dir>/fake/calls.log, so tests can check what the backend
+ * was asked to do (for instance, that a refused create never reached it).
+ *
+ * Images steer it: "fake/fail-boot" fails to boot, "fake/crash" boots and then dies,
+ * "fake/slow" takes 2 s to boot. SANDBOXD_FAKE_BOOT_MS sets the boot time (default 20). */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include "backend.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "loop.h"
+#include "sandboxd.h"
+#include "util.h"
+
+struct fake {
+	char *dir;
+	unsigned boot_ms;
+	struct list_node vms;
+};
+
+struct fake_vm {
+	struct list_node link;
+	struct backend *b;
+	struct sandbox *sb;
+	struct loop_timer timer;
+	bool crash_after_boot;
+};
+
+static struct fake *
+priv(struct backend *b)
+{
+	return b->priv;
+}
+
+static void
+log_call(struct backend *b, const char *op, const struct sandbox *sb)
+{
+	_cleanup_free_ char *path = strdup_printf("%s/calls.log", priv(b)->dir);
+	_cleanup_free_ char *line = strdup_printf("%s %s\n", op, sb->id);
+	int fd;
+
+	if (!path || !line)
+		return;
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	(void)!write(fd, line, strlen(line));
+	close(fd);
+}
+
+static char *
+vm_path(struct backend *b, const struct sandbox *sb)
+{
+	return strdup_printf("%s/%s", priv(b)->dir, sb->id);
+}
+
+static int
+write_state(struct backend *b, const struct sandbox *sb, const char *state)
+{
+	_cleanup_free_ char *path = vm_path(b, sb);
+
+	return path ? write_file_atomic(path, state, strlen(state), 0600) : -ENOMEM;
+}
+
+static void
+vm_free(struct fake_vm *vm)
+{
+	if (!vm)
+		return;
+	loop_timer_done(&vm->timer);
+	list_remove(&vm->link);
+	if (vm->sb)
+		vm->sb->backend_data = NULL;
+	free(vm);
+}
+
+static void
+timer_fired(struct loop_timer *t _unused_, void *data)
+{
+	struct fake_vm *vm = data;
+	struct backend *b = vm->b;
+	struct sandbox *sb = vm->sb;
+	int r;
+
+	(void)loop_timer_arm(&vm->timer, 0, 0);
+	if (vm->crash_after_boot && sb->state == SANDBOX_RUNNING) {
+		_cleanup_free_ char *path = vm_path(b, sb);
+		if (path)
+			unlink(path);
+		vm->crash_after_boot = false;
+		lifecycle_backend_lost(b->d, sb, "the fake VM crashed (image fake/crash asks for it)");
+		return;
+	}
+	switch (sb->op) {
+	case SANDBOX_OP_START:
+	case SANDBOX_OP_RESTART:
+		if (streq(sb->image, "fake/fail-boot")) {
+			lifecycle_backend_done(b->d, sb, -EIO,
+					       "the fake VM failed to boot (image fake/fail-boot asks "
+					       "for it)");
+			return;
+		}
+		r = write_state(b, sb, "running");
+		if (r < 0) {
+			lifecycle_backend_done(b->d, sb, r, "the fake VM could not record its state");
+			return;
+		}
+		free(sb->runtime_ref);
+		sb->runtime_ref = strdup_printf("fake-%s", sb->id + 4);
+		vm->crash_after_boot = streq(sb->image, "fake/crash");
+		lifecycle_backend_done(b->d, sb, 0, NULL);
+		if (vm->crash_after_boot)
+			(void)loop_timer_arm(&vm->timer, 300, 0);
+		return;
+	case SANDBOX_OP_STOP:
+		r = write_state(b, sb, "stopped");
+		lifecycle_backend_done(b->d, sb, r, r < 0 ? "could not record the stop" : NULL);
+		return;
+	case SANDBOX_OP_DESTROY: {
+		_cleanup_free_ char *path = vm_path(b, sb);
+		vm_free(vm);
+		if (path)
+			unlink(path);
+		lifecycle_backend_done(b->d, sb, 0, NULL);
+		return;
+	}
+	default:
+		return;
+	}
+}
+
+static struct fake_vm *
+vm_get(struct backend *b, struct sandbox *sb)
+{
+	struct fake_vm *vm = sb->backend_data;
+
+	if (vm)
+		return vm;
+	vm = calloc(1, sizeof(*vm));
+	if (!vm)
+		return NULL;
+	vm->b = b;
+	vm->sb = sb;
+	list_init(&vm->link);
+	if (loop_timer_init(b->d->loop, &vm->timer, timer_fired, vm) < 0) {
+		free(vm);
+		return NULL;
+	}
+	list_push_back(&priv(b)->vms, &vm->link);
+	sb->backend_data = vm;
+	return vm;
+}
+
+static int
+schedule(struct backend *b, struct sandbox *sb, const char *op, unsigned ms)
+{
+	struct fake_vm *vm = vm_get(b, sb);
+
+	if (!vm)
+		return -ENOMEM;
+	log_call(b, op, sb);
+	return loop_timer_arm(&vm->timer, ms ? ms : 1, 0);
+}
+
+static unsigned
+boot_ms(struct backend *b, const struct sandbox *sb)
+{
+	return streq(sb->image, "fake/slow") ? 2000 : priv(b)->boot_ms;
+}
+
+static int
+fake_start(struct backend *b, struct sandbox *sb)
+{
+	return schedule(b, sb, "start", boot_ms(b, sb));
+}
+
+static int
+fake_restart(struct backend *b, struct sandbox *sb)
+{
+	return schedule(b, sb, "restart", boot_ms(b, sb));
+}
+
+static int
+fake_stop(struct backend *b, struct sandbox *sb)
+{
+	return schedule(b, sb, "stop", priv(b)->boot_ms);
+}
+
+static int
+fake_destroy(struct backend *b, struct sandbox *sb)
+{
+	/* cancels whatever was under way: the timer now means "destroy" */
+	return schedule(b, sb, "destroy", 1);
+}
+
+static int
+fake_status(struct backend *b, struct sandbox *sb, enum backend_status *ret)
+{
+	_cleanup_free_ char *path = vm_path(b, sb);
+	_cleanup_free_ char *state = NULL;
+	int r;
+
+	if (!path)
+		return -ENOMEM;
+	r = read_file_max(path, 64, &state, NULL);
+	if (r == -ENOENT) {
+		*ret = BACKEND_GONE;
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	*ret = streq(state, "running") ? BACKEND_RUNNING : BACKEND_STOPPED;
+	log_call(b, "status", sb);
+	return 0;
+}
+
+static const char *
+fake_describe(struct backend *b _unused_)
+{
+	return "fake (test only: boots nothing)";
+}
+
+static void
+fake_caps(struct backend *b _unused_, struct backend_caps *ret)
+{
+	*ret = (struct backend_caps){ .accel = "none" };
+}
+
+static void
+fake_free(struct backend *b)
+{
+	struct list_node *n, *tmp;
+
+	LIST_FOREACH_SAFE(n, tmp, &priv(b)->vms)
+		vm_free(list_entry(n, struct fake_vm, link));
+	free(priv(b)->dir);
+	free(priv(b));
+	free(b);
+}
+
+static const struct backend_ops fake_ops = {
+	.name = "fake",
+	.describe = fake_describe,
+	.caps = fake_caps,
+	.free = fake_free,
+	.start = fake_start,
+	.restart = fake_restart,
+	.stop = fake_stop,
+	.destroy = fake_destroy,
+	.status = fake_status,
+};
+
+static int
+fake_create(struct sandboxd *d, struct backend **ret)
+{
+	struct backend *b = calloc(1, sizeof(*b));
+	struct fake *f = calloc(1, sizeof(*f));
+	const char *ms = getenv("SANDBOXD_FAKE_BOOT_MS");
+	uint64_t n = 20;
+	int r;
+
+	if (!b || !f) {
+		free(b);
+		free(f);
+		return -ENOMEM;
+	}
+	if (ms && parse_u64(ms, &n) < 0)
+		n = 20;
+	f->boot_ms = (unsigned)MIN(n, 60000u);
+	list_init(&f->vms);
+	f->dir = strdup_printf("%s/fake", d->opts->state_dir);
+	if (!f->dir || (r = mkdir_p(f->dir, 0700)) < 0) {
+		free(f->dir);
+		free(f);
+		free(b);
+		return -ENOMEM;
+	}
+	b->ops = &fake_ops;
+	b->d = d;
+	b->priv = f;
+	log_warning("backend fake: this is the test-only fake backend; it boots nothing");
+	*ret = b;
+	return 0;
+}
+
+const struct backend_entry backend_table[] = {
+	{ .name = "fake", .create = fake_create },
+};
+const size_t backend_table_size = 1;
