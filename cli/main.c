@@ -1,1 +1,5 @@
-int main(void){return 0;}
+int
+main(void)
+{
+	return 0;
+}

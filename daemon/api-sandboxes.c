@@ -112,7 +112,7 @@ reply_done(struct conn *c, enum wait_kind kind, struct sandbox *sb)
 	case WAIT_DELETE:
 		if (sb->state == SANDBOX_FAILED)
 			api_reply_error(c, 500, "internal", "sandbox '%s' could not be ended: %s",
-					sb->id, sb->reason ? sb->reason : "unknown error");
+			                sb->id, sb->reason ? sb->reason : "unknown error");
 		else
 			conn_reply(c, 204, NULL, NULL, 0, NULL);
 		break;
@@ -174,10 +174,10 @@ api_sandbox_list(struct api_call *call)
 		return;
 	}
 	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
-				    sizeof(value))) > 0) {
+	                            sizeof(value))) > 0) {
 		if (!streq(key, "label")) {
 			api_reply_error(call->c, 400, "invalid_request",
-					"unknown query parameter '%s'", key);
+			                "unknown query parameter '%s'", key);
 			goto out;
 		}
 		if (request_add_label_filter(filter, value, &err) < 0) {
@@ -191,7 +191,7 @@ api_sandbox_list(struct api_call *call)
 	}
 	/* the list is the cached objects joined: no JSON is built per request */
 	r = buf_puts(&out, "{\"sandboxes\":[");
-	LIST_FOREACH(n, &call->d->reg.all) {
+	LIST_FOREACH (n, &call->d->reg.all) {
 		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
 		if (owner && !streq(owner, sb->owner))
 			continue;
@@ -285,7 +285,7 @@ api_sandbox_patch(struct api_call *call)
 		struct sandbox *ended = lookup_ended(call);
 		if (ended) {
 			api_reply_error(call->c, 409, "conflict",
-					"sandbox '%s' is terminated and cannot change", ended->id);
+			                "sandbox '%s' is terminated and cannot change", ended->id);
 			sandbox_free(ended);
 		} else {
 			reply_not_found(call);
@@ -302,14 +302,14 @@ api_sandbox_patch(struct api_call *call)
 	if (patch.set_name && patch.name && !(sb->name && streq(sb->name, patch.name)) &&
 	    registry_find_name(&call->d->reg, patch.name, sb->owner)) {
 		api_reply_error(call->c, 409, "conflict", "the name '%s' is already in use",
-				patch.name);
+		                patch.name);
 		sandbox_patch_done(&patch);
 		return;
 	}
 	if (patch.network && !json_equal(patch.network, sb->network)) {
 		/* changing a running sandbox's network needs host egress enforcement */
 		api_reply_error(call->c, 501, "unsupported",
-				"this server cannot change a sandbox's network policy");
+		                "this server cannot change a sandbox's network policy");
 		sandbox_patch_done(&patch);
 		return;
 	}
@@ -351,8 +351,8 @@ api_sandbox_patch(struct api_call *call)
 		(void)sandbox_refresh_json(sb);
 		sandbox_patch_done(&patch);
 		api_reply_error(call->c, r == -EEXIST ? 409 : 500,
-				r == -EEXIST ? "conflict" : "internal", "could not update '%s': %s",
-				sb->id, r == -EEXIST ? "the name is in use" : strerror(-r));
+		                r == -EEXIST ? "conflict" : "internal", "could not update '%s': %s",
+		                sb->id, r == -EEXIST ? "the name is in use" : strerror(-r));
 		return;
 	}
 	if (sb->name != old_name)
@@ -404,7 +404,7 @@ stop_or_start(struct api_call *call, bool stop)
 		struct sandbox *ended = lookup_ended(call);
 		if (ended) {
 			api_reply_error(call->c, 409, "conflict", "sandbox '%s' is terminated",
-					ended->id);
+			                ended->id);
 			sandbox_free(ended);
 		} else {
 			reply_not_found(call);
@@ -459,17 +459,17 @@ api_sandbox_events(struct api_call *call)
 	id = live ? live->id : ended->id;
 	arr = json_array();
 	r = arr ? store_list_events(call->d->store, id, EVENTS_LIST_MAX, append_event, arr,
-				    &truncated)
-		: -ENOMEM;
+	                            &truncated)
+	        : -ENOMEM;
 	sandbox_free(ended);
 	if (r < 0) {
 		json_decref(arr);
 		api_reply_error(call->c, 500, "internal", "could not read the events: %s",
-				strerror(-r));
+		                strerror(-r));
 		return;
 	}
 	api_reply_json(call->c, 200,
-		       json_pack("{s:o, s:b}", "events", arr, "truncated", truncated));
+	               json_pack("{s:o, s:b}", "events", arr, "truncated", truncated));
 }
 
 /* ---- the live stream ---- */
@@ -528,10 +528,10 @@ api_events_stream(struct api_call *call)
 	int r;
 
 	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
-				    sizeof(value))) > 0) {
+	                            sizeof(value))) > 0) {
 		if (!streq(key, "since") || parse_u64(value, &since) < 0) {
 			api_reply_error(call->c, 400, "invalid_request",
-					"the only query parameter is since=<event seq>");
+			                "the only query parameter is since=<event seq>");
 			return;
 		}
 		replay = true;
@@ -543,7 +543,7 @@ api_events_stream(struct api_call *call)
 	if (last) {
 		if (parse_u64(last, &since) < 0) {
 			api_reply_error(call->c, 400, "invalid_request",
-					"Last-Event-ID must be an event sequence number");
+			                "Last-Event-ID must be an event sequence number");
 			return;
 		}
 		replay = true;
@@ -567,9 +567,8 @@ api_events_stream(struct api_call *call)
 		return;
 	/* what happened while the client was away, then everything new, with nothing lost in
 	 * between: the loop is single-threaded, so no event lands between the two */
-	if (replay &&
-	    store_events_since(call->d->store, (int64_t)since, owner, EVENTS_REPLAY_MAX,
-			       replay_event, s) < 0)
+	if (replay && store_events_since(call->d->store, (int64_t)since, owner, EVENTS_REPLAY_MAX,
+	                                 replay_event, s) < 0)
 		return;
 	events_subscribe(call->d, &s->sub);
 }
@@ -579,7 +578,7 @@ api_events_heartbeat(struct sandboxd *d)
 {
 	struct list_node *n, *tmp;
 
-	LIST_FOREACH_SAFE(n, tmp, &d->subscribers) {
+	LIST_FOREACH_SAFE (n, tmp, &d->subscribers) {
 		struct event_sub *sub = list_entry(n, struct event_sub, link);
 		struct stream *s = sub->data;
 		(void)conn_stream_write(s->c, ": keep-alive\n\n", 14);

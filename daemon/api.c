@@ -8,9 +8,9 @@
 #include "util.h"
 
 enum route_flags {
-	ROUTE_PUBLIC = 1 << 0,    /* no credential needed */
-	ROUTE_JSON = 1 << 1,      /* takes a JSON object body */
-	ROUTE_JSON_OPT = 1 << 2,  /* takes an optional JSON object body */
+	ROUTE_PUBLIC = 1 << 0,   /* no credential needed */
+	ROUTE_JSON = 1 << 1,     /* takes a JSON object body */
+	ROUTE_JSON_OPT = 1 << 2, /* takes an optional JSON object body */
 };
 
 struct route {
@@ -29,15 +29,23 @@ static const struct route routes[] = {
 	{ .method = HTTP_GET, .pattern = "/v1/capabilities", .fn = api_capabilities },
 	{ .method = HTTP_GET, .pattern = "/v1/whoami", .fn = api_whoami },
 	{ .method = HTTP_GET, .pattern = "/v1/sandboxes", .fn = api_sandbox_list },
-	{ .method = HTTP_POST, .pattern = "/v1/sandboxes", .fn = api_sandbox_create,
+	{ .method = HTTP_POST,
+	  .pattern = "/v1/sandboxes",
+	  .fn = api_sandbox_create,
 	  .flags = ROUTE_JSON },
 	{ .method = HTTP_GET, .pattern = "/v1/sandboxes/{ref}", .fn = api_sandbox_get },
-	{ .method = HTTP_PATCH, .pattern = "/v1/sandboxes/{ref}", .fn = api_sandbox_patch,
+	{ .method = HTTP_PATCH,
+	  .pattern = "/v1/sandboxes/{ref}",
+	  .fn = api_sandbox_patch,
 	  .flags = ROUTE_JSON },
 	{ .method = HTTP_DELETE, .pattern = "/v1/sandboxes/{ref}", .fn = api_sandbox_delete },
-	{ .method = HTTP_POST, .pattern = "/v1/sandboxes/{ref}/stop", .fn = api_sandbox_stop,
+	{ .method = HTTP_POST,
+	  .pattern = "/v1/sandboxes/{ref}/stop",
+	  .fn = api_sandbox_stop,
 	  .flags = ROUTE_JSON_OPT },
-	{ .method = HTTP_POST, .pattern = "/v1/sandboxes/{ref}/start", .fn = api_sandbox_start,
+	{ .method = HTTP_POST,
+	  .pattern = "/v1/sandboxes/{ref}/start",
+	  .fn = api_sandbox_start,
 	  .flags = ROUTE_JSON_OPT },
 	{ .method = HTTP_GET, .pattern = "/v1/sandboxes/{ref}/events", .fn = api_sandbox_events },
 	{ .method = HTTP_GET, .pattern = "/v1/events/stream", .fn = api_events_stream },
@@ -72,7 +80,7 @@ match(const char *pattern, const char *path, char *ref, size_t ref_size)
 
 static const struct route *
 find_route(const struct http_request *req, char *ref, size_t ref_size, bool *ret_path_known,
-	   bool *ret_bad_segment)
+           bool *ret_bad_segment)
 {
 	*ret_path_known = false;
 	*ret_bad_segment = false;
@@ -130,12 +138,12 @@ api_reply_error(struct conn *c, int status, const char *code, const char *fmt, .
 	json_decref(body);
 	if (!text) {
 		static const char oom[] =
-			"{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
+		        "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
 		conn_reply(c, 500, "application/json", oom, sizeof(oom) - 1, NULL);
 		return;
 	}
 	conn_reply(c, status, "application/json", text, strlen(text),
-		   status == 401 ? "WWW-Authenticate: Bearer realm=\"sandboxd\"\r\n" : NULL);
+	           status == 401 ? "WWW-Authenticate: Bearer realm=\"sandboxd\"\r\n" : NULL);
 	free(text);
 }
 
@@ -157,7 +165,7 @@ parse_body(struct api_call *call, const struct route *rt)
 	if (req->body.len == 0) {
 		if (rt->flags & ROUTE_JSON) {
 			api_reply_error(call->c, 400, "invalid_request",
-					"this request needs a JSON object body");
+			                "this request needs a JSON object body");
 			return -EINVAL;
 		}
 		return 0;
@@ -168,14 +176,14 @@ parse_body(struct api_call *call, const struct route *rt)
 	}
 	if (!content_type_is(http_req_header(req, "content-type"), "application/json")) {
 		api_reply_error(call->c, 400, "invalid_request",
-				"the body must be sent as Content-Type: application/json");
+		                "the body must be sent as Content-Type: application/json");
 		return -EINVAL;
 	}
 	call->body = json_loadb(req->body.data, req->body.len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!call->body) {
 		api_reply_error(call->c, 400, "invalid_request",
-				"the body is not valid JSON: %s (line %d, column %d)", jerr.text,
-				jerr.line, jerr.column);
+		                "the body is not valid JSON: %s (line %d, column %d)", jerr.text,
+		                jerr.line, jerr.column);
 		return -EINVAL;
 	}
 	if (!json_is_object(call->body)) {
@@ -206,8 +214,8 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 	if (!rt || !(rt->flags & ROUTE_PUBLIC)) {
 		if (auth_authenticate(d, c, req, &call.who) < 0) {
 			api_reply_error(c, 401, "unauthorized",
-					"a valid credential is required: send 'Authorization: "
-					"Bearer <token>'");
+			                "a valid credential is required: send 'Authorization: "
+			                "Bearer <token>'");
 			return;
 		}
 	}
@@ -218,7 +226,7 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 	if (!rt) {
 		if (known)
 			api_reply_error(c, 405, "invalid_request", "%s is not allowed on %s",
-					http_method_str(req->method), req->path);
+			                http_method_str(req->method), req->path);
 		else
 			api_reply_error(c, 404, "not_found", "no such API path");
 		return;
@@ -254,16 +262,16 @@ api_capabilities(struct api_call *call)
 	if (d->backend)
 		d->backend->ops->caps(d->backend, &caps);
 	j = json_pack("{s:s, s:s, s:s, s:s, s:{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, "
-		      "s:b, s:b, s:b}, s:o, s:o}",
-		      "api_version", "v1", "version", sandboxd_version, "backend",
-		      d->backend ? d->backend->ops->name : "none", "accel", caps.accel,
-		      "capabilities", "network_policy_update", false, "suspend", caps.suspend,
-		      "memory_snapshot", caps.memory_snapshot, "disk_snapshot", caps.disk_snapshot,
-		      "egress_allowlist", d->policy.network.ceiling >= NET_ALLOWLIST, "egress_open",
-		      d->policy.network.ceiling >= NET_OPEN, "tunnel", false, "volumes", false,
-		      "metrics", false, "audit", true, "images", false, "processes",
-		      caps.processes, "files", caps.files, "limits",
-		      policy_limits_json(&d->policy), "network", policy_network_json(&d->policy));
+	              "s:b, s:b, s:b}, s:o, s:o}",
+	              "api_version", "v1", "version", sandboxd_version, "backend",
+	              d->backend ? d->backend->ops->name : "none", "accel", caps.accel,
+	              "capabilities", "network_policy_update", false, "suspend", caps.suspend,
+	              "memory_snapshot", caps.memory_snapshot, "disk_snapshot", caps.disk_snapshot,
+	              "egress_allowlist", d->policy.network.ceiling >= NET_ALLOWLIST, "egress_open",
+	              d->policy.network.ceiling >= NET_OPEN, "tunnel", false, "volumes", false,
+	              "metrics", false, "audit", true, "images", false, "processes", caps.processes,
+	              "files", caps.files, "limits", policy_limits_json(&d->policy), "network",
+	              policy_network_json(&d->policy));
 	api_reply_json(call->c, 200, j);
 }
 
@@ -271,8 +279,8 @@ static void
 api_whoami(struct api_call *call)
 {
 	json_t *j = json_pack("{s:s, s:s, s:[s]}", "user", call->who.name, "role",
-			      role_to_string(call->who.role), "scopes",
-			      call->who.role == ROLE_ADMIN ? "admin" : "sandbox");
+	                      role_to_string(call->who.role), "scopes",
+	                      call->who.role == ROLE_ADMIN ? "admin" : "sandbox");
 
 	api_reply_json(call->c, 200, j);
 }

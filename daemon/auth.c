@@ -39,7 +39,7 @@ query_token(const struct http_request *req, char *buf, size_t size)
 
 int
 auth_authenticate(struct sandboxd *d, struct conn *c, const struct http_request *req,
-		  struct principal *ret)
+                  struct principal *ret)
 {
 	const char *authz = http_req_header(req, "authorization");
 	const char *token = NULL;
@@ -136,7 +136,7 @@ auth_check_origin(struct sandboxd *d, const struct http_request *req, const char
 	}
 	if (auth_host_part(hosthdr, host, sizeof(host)) < 0 || !host_allowed(d, host)) {
 		*ret_why = "the Host header names a host this server does not answer for; add it "
-			   "with --allowed-host";
+		           "with --allowed-host";
 		return -EPERM;
 	}
 	if (!origin)

@@ -27,7 +27,7 @@ const char *role_to_string(enum role r);
 
 /* 0 and *ret filled, or -EACCES (answer 401). */
 int auth_authenticate(struct sandboxd *d, struct conn *c, const struct http_request *req,
-		      struct principal *ret);
+                      struct principal *ret);
 
 /* The DNS-rebinding and cross-origin guard: the Host must be a loopback name or an
  * --allowed-host, and an Origin, when present, must name that same allowed host. Returns 0,

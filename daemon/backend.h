@@ -72,19 +72,20 @@ struct backend_ops {
 
 	/* Processes and files; NULL when the backend lacks them (the API answers 501). */
 	int (*exec)(struct backend *b, struct sandbox *sb, const struct backend_exec *spec,
-		    const struct backend_proc_events *ev, void *data, uint32_t *ret_pid);
+	            const struct backend_proc_events *ev, void *data, uint32_t *ret_pid);
 	int (*signal)(struct backend *b, struct sandbox *sb, uint32_t pid, int signo);
 	int (*write_stdin)(struct backend *b, struct sandbox *sb, uint32_t pid, const void *bytes,
-			   size_t len, bool close);
+	                   size_t len, bool close);
 	int (*resize)(struct backend *b, struct sandbox *sb, uint32_t pid, unsigned short rows,
-		      unsigned short cols);
+	              unsigned short cols);
 	int (*read_file)(struct backend *b, struct sandbox *sb, const char *path, size_t max,
-			 void (*done)(void *data, int r, const void *bytes, size_t len), void *data);
+	                 void (*done)(void *data, int r, const void *bytes, size_t len),
+	                 void *data);
 	int (*write_file)(struct backend *b, struct sandbox *sb, const char *path,
-			  const void *bytes, size_t len, void (*done)(void *data, int r),
-			  void *data);
+	                  const void *bytes, size_t len, void (*done)(void *data, int r),
+	                  void *data);
 	int (*remove_file)(struct backend *b, struct sandbox *sb, const char *path,
-			   void (*done)(void *data, int r), void *data);
+	                   void (*done)(void *data, int r), void *data);
 };
 
 struct backend {

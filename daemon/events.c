@@ -25,8 +25,8 @@ event_to_json(const struct store_event *e)
 
 	format_rfc3339(e->time_ms, when);
 	return json_pack("{s:I, s:s, s:s, s:s, s:o}", "seq", (json_int_t)e->seq, "time", when,
-			 "sandbox_id", e->sandbox_id, "type", e->type, "data",
-			 data ? data : json_object());
+	                 "sandbox_id", e->sandbox_id, "type", e->type, "data",
+	                 data ? data : json_object());
 }
 
 int
@@ -34,12 +34,12 @@ event_format_sse(struct buf *out, int64_t seq, const char *type, const char *eve
 {
 	/* event_json is compact JSON: it holds no newline, so one data: line carries it */
 	return buf_printf(out, "id: %lld\nevent: %s\ndata: %s\n\n", (long long)seq, type,
-			  event_json);
+	                  event_json);
 }
 
 static void
 broadcast(struct sandboxd *d, struct sandbox *sb, int64_t seq, int64_t time_ms, const char *type,
-	  json_t *data)
+          json_t *data)
 {
 	_cleanup_buf_ struct buf msg = BUF_INIT(4 << 20);
 	_cleanup_free_ char *text = NULL;
@@ -52,15 +52,15 @@ broadcast(struct sandboxd *d, struct sandbox *sb, int64_t seq, int64_t time_ms, 
 	format_rfc3339(time_ms, when);
 	obj = json_loadb(sb->json, sb->json_len, 0, NULL);
 	ev = json_pack("{s:I, s:s, s:s, s:s, s:O, s:o}", "seq", (json_int_t)seq, "time", when,
-		       "sandbox_id", sb->id, "type", type, "data", data, "sandbox",
-		       obj ? obj : json_null());
+	               "sandbox_id", sb->id, "type", type, "data", data, "sandbox",
+	               obj ? obj : json_null());
 	if (!ev)
 		return;
 	text = json_dumps(ev, JSON_COMPACT);
 	json_decref(ev);
 	if (!text || event_format_sse(&msg, seq, type, text) < 0)
 		return;
-	LIST_FOREACH_SAFE(n, tmp, &d->subscribers) {
+	LIST_FOREACH_SAFE (n, tmp, &d->subscribers) {
 		struct event_sub *s = list_entry(n, struct event_sub, link);
 		if (s->owner && !streq(s->owner, sb->owner))
 			continue;
@@ -69,8 +69,7 @@ broadcast(struct sandboxd *d, struct sandbox *sb, int64_t seq, int64_t time_ms, 
 }
 
 int
-sandbox_commit(struct sandboxd *d, struct sandbox *sb, bool insert, const char *type,
-	       json_t *data)
+sandbox_commit(struct sandboxd *d, struct sandbox *sb, bool insert, const char *type, json_t *data)
 {
 	int64_t seq = 0;
 	int r;

@@ -26,7 +26,7 @@ void events_unsubscribe(struct event_sub *s);
  * with data (stolen; NULL means {}) in one transaction, then broadcasts it. On failure
  * nothing was written and nothing was broadcast. */
 int sandbox_commit(struct sandboxd *d, struct sandbox *sb, bool insert, const char *type,
-		   json_t *data);
+                   json_t *data);
 
 /* The API form of a stored event: {seq, time, sandbox_id, type, data}. */
 json_t *event_to_json(const struct store_event *e);

@@ -20,8 +20,7 @@ backend_for(struct sandboxd *d, const struct sandbox *sb)
 	return d->backend;
 }
 
-static void
-fail(struct sandboxd *d, struct sandbox *sb, const char *fmt, ...) _printf_(3, 4);
+static void fail(struct sandboxd *d, struct sandbox *sb, const char *fmt, ...) _printf_(3, 4);
 
 static void
 fail(struct sandboxd *d, struct sandbox *sb, const char *fmt, ...)
@@ -73,7 +72,7 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
 
 	if (!d->backend) {
 		api_err_set(err, 501, "unsupported",
-			    "this sandboxd has no VM backend built in, so it cannot run sandboxes");
+		            "this sandboxd has no VM backend built in, so it cannot run sandboxes");
 		return -EOPNOTSUPP;
 	}
 	if (sb->name && registry_find_name(&d->reg, sb->name, sb->owner)) {
@@ -87,8 +86,8 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
 	sb->state = SANDBOX_PENDING;
 	sb->created_at = sb->last_active = now_unix_ms();
 	data = json_pack("{s:s, s:i, s:i, s:I, s:O, s:O}", "image", sb->image, "cpus",
-			 (int)sb->cpus, "memory_mb", (int)sb->memory_mb, "disk_mb",
-			 (json_int_t)sb->disk_mb, "network", sb->network, "labels", sb->labels);
+	                 (int)sb->cpus, "memory_mb", (int)sb->memory_mb, "disk_mb",
+	                 (json_int_t)sb->disk_mb, "network", sb->network, "labels", sb->labels);
 	if (data) {
 		json_t *names = json_array();
 		for (size_t i = 0; names && i < sb->nenv; i++)
@@ -113,7 +112,7 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
 		return r;
 	}
 	log_info("sandbox '%s': created for '%s' (image '%s', %u cpus, %u MiB)", sb->id, sb->owner,
-		 sb->image, sb->cpus, sb->memory_mb);
+	         sb->image, sb->cpus, sb->memory_mb);
 	(void)begin(d, sb, SANDBOX_OP_START, SANDBOX_STARTING);
 	return 0;
 }
@@ -125,13 +124,15 @@ lifecycle_stop(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
 	if (sb->state == SANDBOX_STOPPED || sb->state == SANDBOX_STOPPING)
 		return 0; /* already there, or on its way */
 	if (sb->state != SANDBOX_RUNNING && sb->state != SANDBOX_SUSPENDED) {
-		api_err_set(err, 409, "conflict", "sandbox '%s' is %s; only a running sandbox stops",
-			    sb->id, sandbox_state_to_string(sb->state));
+		api_err_set(err, 409, "conflict",
+		            "sandbox '%s' is %s; only a running sandbox stops", sb->id,
+		            sandbox_state_to_string(sb->state));
 		return -EBUSY;
 	}
 	if (!backend_for(d, sb)) {
-		api_err_set(err, 503, "unavailable", "the backend '%s' of sandbox '%s' is not available",
-			    sb->backend, sb->id);
+		api_err_set(err, 503, "unavailable",
+		            "the backend '%s' of sandbox '%s' is not available", sb->backend,
+		            sb->id);
 		return -ENODEV;
 	}
 	return begin(d, sb, SANDBOX_OP_STOP, SANDBOX_STOPPING);
@@ -145,13 +146,14 @@ lifecycle_start(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
 		return 0;
 	if (sb->state != SANDBOX_STOPPED) {
 		api_err_set(err, 409, "conflict",
-			    "sandbox '%s' is %s; only a stopped sandbox starts", sb->id,
-			    sandbox_state_to_string(sb->state));
+		            "sandbox '%s' is %s; only a stopped sandbox starts", sb->id,
+		            sandbox_state_to_string(sb->state));
 		return -EBUSY;
 	}
 	if (!backend_for(d, sb)) {
-		api_err_set(err, 503, "unavailable", "the backend '%s' of sandbox '%s' is not available",
-			    sb->backend, sb->id);
+		api_err_set(err, 503, "unavailable",
+		            "the backend '%s' of sandbox '%s' is not available", sb->backend,
+		            sb->id);
 		return -ENODEV;
 	}
 	return begin(d, sb, SANDBOX_OP_RESTART, SANDBOX_STARTING);
@@ -193,7 +195,7 @@ lifecycle_delete(struct sandboxd *d, struct sandbox *sb, const char *why, struct
 		sb->op = SANDBOX_OP_NONE;
 		log_error("sandbox '%s': destroy failed: %s", sb->id, strerror(-r));
 		api_err_set(err, 500, "internal", "could not end sandbox '%s': %s", sb->id,
-			    strerror(-r));
+		            strerror(-r));
 		return r;
 	}
 	return 0;
@@ -221,15 +223,16 @@ lifecycle_backend_done(struct sandboxd *d, struct sandbox *sb, int error, const 
 		break;
 	case SANDBOX_OP_DESTROY:
 		if (error < 0 && sb->state == SANDBOX_FAILED) {
-			/* already failed: record why the removal failed too, and tell the waiters */
+			/* already failed: record why the removal failed too, and tell the waiters
+			 */
 			char *why = strdup_printf("could not be removed: %s",
-						  reason ? reason : strerror(-error));
+			                          reason ? reason : strerror(-error));
 			if (why) {
 				free(sb->reason);
 				sb->reason = why;
 			}
 			(void)sandbox_commit(d, sb, false, "destroy_failed",
-					     json_pack("{s:s?}", "reason", sb->reason));
+			                     json_pack("{s:s?}", "reason", sb->reason));
 			sandbox_notify_waiters(sb);
 		} else if (error < 0) {
 			fail(d, sb, "could not be removed: %s", reason ? reason : strerror(-error));
@@ -240,7 +243,7 @@ lifecycle_backend_done(struct sandboxd *d, struct sandbox *sb, int error, const 
 		break;
 	case SANDBOX_OP_NONE:
 		log_error("sandbox '%s': the backend completed an operation that was not under way",
-			  sb->id);
+		          sb->id);
 		break;
 	}
 }
@@ -328,8 +331,9 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 		if (st == BACKEND_STOPPED) {
 			c->kept++;
 		} else {
-			fail(d, sb, st == BACKEND_GONE ? "its disk was gone after sandboxd restarted"
-						       : "a VM was running for it while it was stopped");
+			fail(d, sb,
+			     st == BACKEND_GONE ? "its disk was gone after sandboxd restarted"
+			                        : "a VM was running for it while it was stopped");
 			c->failed++;
 		}
 		return;
@@ -359,12 +363,12 @@ lifecycle_recover(struct sandboxd *d)
 	r = store_load_live(d->store, recover_add, &c);
 	if (r < 0)
 		return r;
-	LIST_FOREACH_SAFE(n, tmp, &d->reg.all)
+	LIST_FOREACH_SAFE (n, tmp, &d->reg.all)
 		recover_one(d, list_entry(n, struct sandbox, by_created), &c);
 	if (d->reg.count > 0)
 		log_info("after the restart: %u sandbox(es) taken back, %u kept stopped or failed, "
-			 "%u failed now",
-			 c.taken_back, c.kept, c.failed);
+		         "%u failed now",
+		         c.taken_back, c.kept, c.failed);
 	return 0;
 }
 
@@ -373,7 +377,7 @@ lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms)
 {
 	struct list_node *n, *tmp;
 
-	LIST_FOREACH_SAFE(n, tmp, &d->reg.all) {
+	LIST_FOREACH_SAFE (n, tmp, &d->reg.all) {
 		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
 		int64_t exp = sandbox_expires_at(sb);
 		struct api_err err;
@@ -383,7 +387,7 @@ lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms)
 		if (exp && now_ms >= exp)
 			(void)lifecycle_delete(d, sb, "its lifetime ended", &err);
 		else if (sb->idle_timeout_secs && sb->state == SANDBOX_RUNNING &&
-			 now_ms - sb->last_active >= (int64_t)sb->idle_timeout_secs * 1000)
+		         now_ms - sb->last_active >= (int64_t)sb->idle_timeout_secs * 1000)
 			(void)lifecycle_delete(d, sb, "it was idle past its idle timeout", &err);
 	}
 }

@@ -17,13 +17,11 @@ int lifecycle_stop(struct sandboxd *d, struct sandbox *sb, struct api_err *err);
 /* stopped -> starting -> running, booting the same writable layer (restart mode). */
 int lifecycle_start(struct sandboxd *d, struct sandbox *sb, struct api_err *err);
 /* Ends the sandbox and discards its disk; why is recorded as the reason. Idempotent. */
-int lifecycle_delete(struct sandboxd *d, struct sandbox *sb, const char *why,
-		     struct api_err *err);
+int lifecycle_delete(struct sandboxd *d, struct sandbox *sb, const char *why, struct api_err *err);
 
 /* Called by the backend, on the loop, when the operation under way (sb->op) finished.
  * error is 0 or -errno; reason says what went wrong, for the sandbox's record. */
-void lifecycle_backend_done(struct sandboxd *d, struct sandbox *sb, int error,
-			    const char *reason);
+void lifecycle_backend_done(struct sandboxd *d, struct sandbox *sb, int error, const char *reason);
 /* Called by the backend when a sandbox's VM ended on its own. */
 void lifecycle_backend_lost(struct sandboxd *d, struct sandbox *sb, const char *reason);
 

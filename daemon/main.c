@@ -59,13 +59,13 @@ prepare_state_dir(const char *dir, int *ret_lock)
 	}
 	if (st.st_uid != geteuid()) {
 		log_error("state directory '%s' belongs to uid %u, not to sandboxd's uid %u", dir,
-			  (unsigned)st.st_uid, (unsigned)geteuid());
+		          (unsigned)st.st_uid, (unsigned)geteuid());
 		return -EPERM;
 	}
 	if (st.st_mode & 077) {
 		log_error("state directory '%s' is open to group or others (mode %04o); run 'chmod "
-			  "700 %s'",
-			  dir, (unsigned)(st.st_mode & 07777), dir);
+		          "700 %s'",
+		          dir, (unsigned)(st.st_mode & 07777), dir);
 		return -EPERM;
 	}
 	lock = strdup_printf("%s/sandboxd.lock", dir);
@@ -79,8 +79,8 @@ prepare_state_dir(const char *dir, int *ret_lock)
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		log_error("state directory '%s' is in use by another sandboxd; stop it or pass a "
-			  "different --state-dir",
-			  dir);
+		          "different --state-dir",
+		          dir);
 		close(fd);
 		return -EBUSY;
 	}
@@ -104,7 +104,7 @@ prepare_socket_dir(const char *socket_path)
 	r = mkdir_p(dir, 0700);
 	if (r < 0)
 		log_error("--socket '%s': cannot create its directory: %s", socket_path,
-			  strerror(-r));
+		          strerror(-r));
 	return r;
 }
 
@@ -118,19 +118,19 @@ startup_line(struct sandboxd *d)
 	if (o->socket_path)
 		(void)buf_printf(&where, "unix:%s", o->socket_path);
 	if (o->listen)
-		(void)buf_printf(&where, "%s%s://%s (token required%s)", o->socket_path ? " and " : "",
-				 o->tls_cert ? "https" : "http", o->listen,
-				 o->client_ca ? ", client certificates required" : "");
+		(void)buf_printf(&where, "%s%s://%s (token required%s)",
+		                 o->socket_path ? " and " : "", o->tls_cert ? "https" : "http",
+		                 o->listen, o->client_ca ? ", client certificates required" : "");
 	if (d->backend) {
 		d->backend->ops->caps(d->backend, &caps);
 		log_info("sandboxd %s: serving API v1 on %s; backend %s (%s); network ceiling %s; "
-			 "state %s",
-			 sandboxd_version, where.data, d->backend->ops->name, caps.accel,
-			 net_mode_to_string(d->policy.network.ceiling), o->state_dir);
+		         "state %s",
+		         sandboxd_version, where.data, d->backend->ops->name, caps.accel,
+		         net_mode_to_string(d->policy.network.ceiling), o->state_dir);
 	} else {
 		log_info("sandboxd %s: serving API v1 on %s; backend none (no VM backend built in: "
-			 "sandboxes cannot run); state %s",
-			 sandboxd_version, where.data, o->state_dir);
+		         "sandboxes cannot run); state %s",
+		         sandboxd_version, where.data, o->state_dir);
 	}
 }
 
@@ -160,7 +160,8 @@ run(struct sandboxd *d)
 	if (backend_table_size > 0) {
 		r = backend_create(d, d->opts->backend, &d->backend);
 		if (r == -ENOENT) {
-			log_error("--backend '%s' is not built into this sandboxd", d->opts->backend);
+			log_error("--backend '%s' is not built into this sandboxd",
+			          d->opts->backend);
 			return r;
 		}
 		if (r < 0) {
@@ -169,7 +170,7 @@ run(struct sandboxd *d)
 		}
 	} else if (d->opts->backend) {
 		log_error("--backend '%s': this sandboxd has no VM backend built in",
-			  d->opts->backend);
+		          d->opts->backend);
 		return -ENOENT;
 	}
 	r = lifecycle_recover(d);
@@ -191,7 +192,7 @@ run(struct sandboxd *d)
 	if (d->opts->listen) {
 		if (d->opts->tls_cert) {
 			r = tls_server_ctx(d->opts->tls_cert, d->opts->tls_key, d->opts->client_ca,
-					   &tls);
+			                   &tls);
 			if (r < 0)
 				return r;
 		}

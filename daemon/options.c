@@ -10,27 +10,27 @@
 #include "util.h"
 
 static const char usage[] =
-	"usage: sandboxd [options]\n"
-	"\n"
-	"Serves API v1 for microVM sandboxes.\n"
-	"\n"
-	"  --state-dir DIR        where state is kept (default /var/lib/sandboxd as root,\n"
-	"                         ~/.local/share/sandboxd otherwise)\n"
-	"  --socket PATH|none     the unix socket (default /run/sandboxd/sandboxd.sock as root,\n"
-	"                         $XDG_RUNTIME_DIR/sandboxd.sock otherwise)\n"
-	"  --listen HOST:PORT     also serve TCP; needs --token-file, and --tls-cert/--tls-key\n"
-	"                         unless HOST is loopback\n"
-	"  --token-file FILE      the operator token (mode 0600, at least 16 characters)\n"
-	"  --tls-cert FILE        TLS certificate chain (PEM) for --listen\n"
-	"  --tls-key FILE         TLS private key (PEM) for --listen\n"
-	"  --client-ca FILE       require client certificates signed by this CA (mutual TLS)\n"
-	"  --allowed-host NAME    a name clients put in the URL (repeatable); other Host\n"
-	"                         headers are refused\n"
-	"  --backend NAME         the VM backend (default: the first built in)\n"
-	"  --max-connections N    open API connections at most (default 1024)\n"
-	"  --log-level LEVEL      error, warning, info (default) or debug\n"
-	"  --version              print the version and exit\n"
-	"  -h, --help             print this help and exit\n";
+        "usage: sandboxd [options]\n"
+        "\n"
+        "Serves API v1 for microVM sandboxes.\n"
+        "\n"
+        "  --state-dir DIR        where state is kept (default /var/lib/sandboxd as root,\n"
+        "                         ~/.local/share/sandboxd otherwise)\n"
+        "  --socket PATH|none     the unix socket (default /run/sandboxd/sandboxd.sock as root,\n"
+        "                         $XDG_RUNTIME_DIR/sandboxd.sock otherwise)\n"
+        "  --listen HOST:PORT     also serve TCP; needs --token-file, and --tls-cert/--tls-key\n"
+        "                         unless HOST is loopback\n"
+        "  --token-file FILE      the operator token (mode 0600, at least 16 characters)\n"
+        "  --tls-cert FILE        TLS certificate chain (PEM) for --listen\n"
+        "  --tls-key FILE         TLS private key (PEM) for --listen\n"
+        "  --client-ca FILE       require client certificates signed by this CA (mutual TLS)\n"
+        "  --allowed-host NAME    a name clients put in the URL (repeatable); other Host\n"
+        "                         headers are refused\n"
+        "  --backend NAME         the VM backend (default: the first built in)\n"
+        "  --max-connections N    open API connections at most (default 1024)\n"
+        "  --log-level LEVEL      error, warning, info (default) or debug\n"
+        "  --version              print the version and exit\n"
+        "  -h, --help             print this help and exit\n";
 
 enum {
 	OPT_STATE_DIR = 256,
@@ -154,8 +154,9 @@ options_parse(int argc, char **argv, struct options *o)
 			return 1;
 		case OPT_STATE_DIR:
 			if (optarg[0] != '/') {
-				fprintf(stderr, "sandboxd: --state-dir '%s' must be an absolute path\n",
-					optarg);
+				fprintf(stderr,
+				        "sandboxd: --state-dir '%s' must be an absolute path\n",
+				        optarg);
 				return -EINVAL;
 			}
 			r = set_string(&o->state_dir, optarg);
@@ -163,8 +164,9 @@ options_parse(int argc, char **argv, struct options *o)
 		case OPT_SOCKET:
 			if (!streq(optarg, "none") && optarg[0] != '/') {
 				fprintf(stderr,
-					"sandboxd: --socket '%s' must be an absolute path or 'none'\n",
-					optarg);
+				        "sandboxd: --socket '%s' must be an absolute path or "
+				        "'none'\n",
+				        optarg);
 				return -EINVAL;
 			}
 			r = set_string(&o->socket_path, optarg);
@@ -188,15 +190,16 @@ options_parse(int argc, char **argv, struct options *o)
 			char host[256];
 			if (o->n_allowed_hosts == OPTIONS_MAX_ALLOWED_HOSTS) {
 				fprintf(stderr, "sandboxd: at most %d --allowed-host\n",
-					OPTIONS_MAX_ALLOWED_HOSTS);
+				        OPTIONS_MAX_ALLOWED_HOSTS);
 				return -EINVAL;
 			}
 			if (auth_host_part(optarg, host, sizeof(host)) < 0 ||
 			    strchr(optarg, ':') != NULL) {
 				fprintf(stderr,
-					"sandboxd: --allowed-host '%s' must be a host name or address "
-					"without a port\n",
-					optarg);
+				        "sandboxd: --allowed-host '%s' must be a host name or "
+				        "address "
+				        "without a port\n",
+				        optarg);
 				return -EINVAL;
 			}
 			o->allowed_hosts[o->n_allowed_hosts] = strdup(host);
@@ -211,7 +214,8 @@ options_parse(int argc, char **argv, struct options *o)
 		case OPT_MAX_CONNECTIONS:
 			if (parse_u64(optarg, &n) < 0 || n < 1 || n > 65536) {
 				fprintf(stderr,
-					"sandboxd: --max-connections '%s' must be 1 to 65536\n", optarg);
+				        "sandboxd: --max-connections '%s' must be 1 to 65536\n",
+				        optarg);
 				return -EINVAL;
 			}
 			o->max_connections = (unsigned)n;
@@ -227,20 +231,22 @@ options_parse(int argc, char **argv, struct options *o)
 				o->log_level = LOG_LEVEL_DEBUG;
 			else {
 				fprintf(stderr,
-					"sandboxd: --log-level '%s': use error, warning, info or "
-					"debug\n",
-					optarg);
+				        "sandboxd: --log-level '%s': use error, warning, info or "
+				        "debug\n",
+				        optarg);
 				return -EINVAL;
 			}
 			break;
 		case '?':
 		default:
 			if (optopt)
-				fprintf(stderr, "sandboxd: option '-%c' is unknown or needs a value\n",
-					optopt);
+				fprintf(stderr,
+				        "sandboxd: option '-%c' is unknown or needs a value\n",
+				        optopt);
 			else
-				fprintf(stderr, "sandboxd: option '%s' is unknown or needs a value\n",
-					argv[optind - 1]);
+				fprintf(stderr,
+				        "sandboxd: option '%s' is unknown or needs a value\n",
+				        argv[optind - 1]);
 			fputs("try 'sandboxd --help'\n", stderr);
 			return -EINVAL;
 		}
@@ -249,7 +255,7 @@ options_parse(int argc, char **argv, struct options *o)
 	}
 	if (optind < argc) {
 		fprintf(stderr, "sandboxd: unexpected argument '%s'; try 'sandboxd --help'\n",
-			argv[optind]);
+		        argv[optind]);
 		return -EINVAL;
 	}
 	if (!o->state_dir && !(o->state_dir = paths_default_state_dir())) {
@@ -264,7 +270,7 @@ options_parse(int argc, char **argv, struct options *o)
 	}
 	if (o->listen && split_listen(o) < 0) {
 		fprintf(stderr, "sandboxd: --listen '%s' must be HOST:PORT (or [V6ADDR]:PORT)\n",
-			o->listen);
+		        o->listen);
 		return -EINVAL;
 	}
 	if (!o->socket_path && !o->listen) {
@@ -293,33 +299,35 @@ read_token(const char *path, char **ret, size_t *ret_len)
 	}
 	if (st.st_mode & 077) {
 		fprintf(stderr,
-			"sandboxd: --token-file '%s' is readable by group or others (mode %04o); "
-			"refusing it: run 'chmod 600 %s'\n",
-			path, (unsigned)(st.st_mode & 07777), path);
+		        "sandboxd: --token-file '%s' is readable by group or others (mode %04o); "
+		        "refusing it: run 'chmod 600 %s'\n",
+		        path, (unsigned)(st.st_mode & 07777), path);
 		return -EINVAL;
 	}
 	r = read_file_max(path, 4096, &data, &n);
 	if (r < 0) {
 		fprintf(stderr, "sandboxd: --token-file '%s': %s\n", path,
-			r == -EFBIG ? "larger than 4 KiB" : strerror(-r));
+		        r == -EFBIG ? "larger than 4 KiB" : strerror(-r));
 		return -EINVAL;
 	}
 	while (n > 0 && (data[n - 1] == '\n' || data[n - 1] == '\r' || data[n - 1] == ' ' ||
-			 data[n - 1] == '\t'))
+	                 data[n - 1] == '\t'))
 		data[--n] = '\0';
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)data[i] <= 0x20 || (unsigned char)data[i] >= 0x7f) {
 			fprintf(stderr,
-				"sandboxd: --token-file '%s': the token must be one line of printable "
-				"characters without spaces\n",
-				path);
+			        "sandboxd: --token-file '%s': the token must be one line of "
+			        "printable "
+			        "characters without spaces\n",
+			        path);
 			return -EINVAL;
 		}
 	if (n < 16) {
 		fprintf(stderr,
-			"sandboxd: --token-file '%s': the token is %zu characters; it must be at least "
-			"16 (make one with: head -c 32 /dev/urandom | base64)\n",
-			path, n);
+		        "sandboxd: --token-file '%s': the token is %zu characters; it must be at "
+		        "least "
+		        "16 (make one with: head -c 32 /dev/urandom | base64)\n",
+		        path, n);
 		return -EINVAL;
 	}
 	*ret_len = n;
@@ -338,33 +346,34 @@ options_check(const struct options *o, char **ret_token, size_t *ret_token_len)
 	}
 	if (tls && !(o->tls_cert && o->tls_key)) {
 		fprintf(stderr, "sandboxd: %s needs %s too\n",
-			o->tls_cert ? "--tls-cert" : "--tls-key",
-			o->tls_cert ? "--tls-key" : "--tls-cert");
+		        o->tls_cert ? "--tls-cert" : "--tls-key",
+		        o->tls_cert ? "--tls-key" : "--tls-cert");
 		return -EINVAL;
 	}
 	if (tls && !o->listen) {
 		fprintf(stderr, "sandboxd: --tls-cert and --tls-key apply to --listen; add "
-				"--listen HOST:PORT\n");
+		                "--listen HOST:PORT\n");
 		return -EINVAL;
 	}
 	if (o->listen && !o->token_file) {
 		if (o->listen_loopback)
 			fprintf(stderr,
-				"sandboxd: --listen %s: refusing to serve TCP without --token-file "
-				"(on loopback too: any local user could connect)\n",
-				o->listen);
+			        "sandboxd: --listen %s: refusing to serve TCP without --token-file "
+			        "(on loopback too: any local user could connect)\n",
+			        o->listen);
 		else
 			fprintf(stderr,
-				"sandboxd: --listen %s is reachable from other machines; refusing to "
-				"serve it without --token-file\n",
-				o->listen);
+			        "sandboxd: --listen %s is reachable from other machines; refusing "
+			        "to "
+			        "serve it without --token-file\n",
+			        o->listen);
 		return -EINVAL;
 	}
 	if (o->listen && !o->listen_loopback && !tls) {
 		fprintf(stderr,
-			"sandboxd: --listen %s is reachable from other machines; refusing to serve "
-			"it without --tls-cert and --tls-key\n",
-			o->listen);
+		        "sandboxd: --listen %s is reachable from other machines; refusing to serve "
+		        "it without --tls-cert and --tls-key\n",
+		        o->listen);
 		return -EINVAL;
 	}
 	*ret_token = NULL;

@@ -85,12 +85,11 @@ static json_t *
 network_object(enum net_mode mode, json_t *allow, json_t *deny)
 {
 	return json_pack("{s:s, s:o, s:o}", "mode", net_mode_to_string(mode), "allow",
-			 allow ? allow : json_array(), "deny", deny ? deny : json_array());
+	                 allow ? allow : json_array(), "deny", deny ? deny : json_array());
 }
 
 int
-policy_resolve_network(const struct policy *p, const json_t *req, json_t **ret,
-		       struct api_err *err)
+policy_resolve_network(const struct policy *p, const json_t *req, json_t **ret, struct api_err *err)
 {
 	const json_t *jmode, *jallow, *jdeny;
 	enum net_mode mode = p->network.default_mode;
@@ -98,10 +97,10 @@ policy_resolve_network(const struct policy *p, const json_t *req, json_t **ret,
 	json_t *v, *out;
 
 	if (!req || json_is_null(req)) {
-		out = network_object(mode,
-				     mode == NET_ALLOWLIST ? json_deep_copy(p->network.default_allow)
-							   : NULL,
-				     mode == NET_NONE ? NULL : json_deep_copy(p->network.default_deny));
+		out = network_object(
+		        mode,
+		        mode == NET_ALLOWLIST ? json_deep_copy(p->network.default_allow) : NULL,
+		        mode == NET_NONE ? NULL : json_deep_copy(p->network.default_deny));
 		if (!out)
 			return -ENOMEM;
 		*ret = out;
@@ -111,10 +110,10 @@ policy_resolve_network(const struct policy *p, const json_t *req, json_t **ret,
 		api_err_set(err, 400, "invalid_request", "'network' must be an object");
 		return -EINVAL;
 	}
-	json_object_foreach((json_t *)req, key, v) {
+	json_object_foreach ((json_t *)req, key, v) {
 		if (!streq(key, "mode") && !streq(key, "allow") && !streq(key, "deny")) {
 			api_err_set(err, 400, "invalid_request", "unknown field 'network.%.64s'",
-				    key);
+			            key);
 			return -EINVAL;
 		}
 	}
@@ -127,8 +126,8 @@ policy_resolve_network(const struct policy *p, const json_t *req, json_t **ret,
 		mode = net_mode_from_string(json_string_value(jmode));
 		if (mode == _NET_MODE_INVALID) {
 			api_err_set(err, 400, "invalid_request",
-				    "unknown network mode '%.32s': use none, allowlist or open",
-				    json_string_value(jmode));
+			            "unknown network mode '%.32s': use none, allowlist or open",
+			            json_string_value(jmode));
 			return -EINVAL;
 		}
 	}
@@ -136,17 +135,18 @@ policy_resolve_network(const struct policy *p, const json_t *req, json_t **ret,
 	jdeny = json_object_get(req, "deny");
 	if (jallow && !json_is_null(jallow) && mode != NET_ALLOWLIST) {
 		api_err_set(err, 400, "invalid_request",
-			    "'network.allow' goes only with mode allowlist");
+		            "'network.allow' goes only with mode allowlist");
 		return -EINVAL;
 	}
 	if (jdeny && !json_is_null(jdeny) && mode == NET_NONE) {
-		api_err_set(err, 400, "invalid_request", "'network.deny' has no meaning with mode none");
+		api_err_set(err, 400, "invalid_request",
+		            "'network.deny' has no meaning with mode none");
 		return -EINVAL;
 	}
 	if (mode > p->network.ceiling) {
 		api_err_set(err, 403, "refused",
-			    "network mode '%s' is above this server's ceiling '%s'",
-			    net_mode_to_string(mode), net_mode_to_string(p->network.ceiling));
+		            "network mode '%s' is above this server's ceiling '%s'",
+		            net_mode_to_string(mode), net_mode_to_string(p->network.ceiling));
 		return -EPERM;
 	}
 	/* Modes above "none" are only reachable once a ceiling allows them, which needs host
@@ -162,19 +162,19 @@ json_t *
 policy_network_json(const struct policy *p)
 {
 	return json_pack("{s:{s:s, s:O, s:O}, s:s, s:O}", "default", "mode",
-			 net_mode_to_string(p->network.default_mode), "allow",
-			 p->network.default_allow, "deny", p->network.default_deny, "ceiling",
-			 net_mode_to_string(p->network.ceiling), "may_allow", p->network.may_allow);
+	                 net_mode_to_string(p->network.default_mode), "allow",
+	                 p->network.default_allow, "deny", p->network.default_deny, "ceiling",
+	                 net_mode_to_string(p->network.ceiling), "may_allow", p->network.may_allow);
 }
 
 json_t *
 policy_limits_json(const struct policy *p)
 {
 	return json_pack("{s:i, s:i, s:I, s:I, s:I, s:I, s:i}", "max_cpus", (int)p->limits.max_cpus,
-			 "max_memory_mb", (int)p->limits.max_memory_mb, "max_disk_mb",
-			 (json_int_t)p->limits.max_disk_mb, "max_idle_timeout_secs",
-			 (json_int_t)p->limits.max_idle_timeout_secs, "max_lifetime_secs",
-			 (json_int_t)p->limits.max_lifetime_secs, "min_snapshot_every_secs",
-			 (json_int_t)p->limits.min_snapshot_every_secs, "max_snapshot_keep",
-			 (int)p->limits.max_snapshot_keep);
+	                 "max_memory_mb", (int)p->limits.max_memory_mb, "max_disk_mb",
+	                 (json_int_t)p->limits.max_disk_mb, "max_idle_timeout_secs",
+	                 (json_int_t)p->limits.max_idle_timeout_secs, "max_lifetime_secs",
+	                 (json_int_t)p->limits.max_lifetime_secs, "min_snapshot_every_secs",
+	                 (json_int_t)p->limits.min_snapshot_every_secs, "max_snapshot_keep",
+	                 (int)p->limits.max_snapshot_keep);
 }

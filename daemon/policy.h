@@ -54,12 +54,12 @@ struct api_err {
 	char message[256];
 };
 void api_err_set(struct api_err *e, int status, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+        __attribute__((format(printf, 4, 5)));
 
 /* Resolves a request's "network" value (NULL or absent: the default) into the normalised
  * policy object {mode, allow, deny}. */
 int policy_resolve_network(const struct policy *p, const json_t *req, json_t **ret,
-			   struct api_err *err);
+                           struct api_err *err);
 /* The "network" object for /v1/capabilities. */
 json_t *policy_network_json(const struct policy *p);
 json_t *policy_limits_json(const struct policy *p);

@@ -7,7 +7,7 @@
  * control prefix. */
 static const char *const reserved_env[] = {
 	"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV",
-	"SHELLOPTS",  "BASHOPTS",	 "PS4",	     "IFS",	 "GLOBIGNORE",
+	"SHELLOPTS",  "BASHOPTS",        "PS4",      "IFS",      "GLOBIGNORE",
 };
 #define RESERVED_ENV_PREFIX "SANDBOXD_"
 
@@ -87,7 +87,7 @@ check_fields(const json_t *obj, const char *const *allowed, struct api_err *err)
 	const char *key;
 	json_t *v;
 
-	json_object_foreach((json_t *)obj, key, v) {
+	json_object_foreach ((json_t *)obj, key, v) {
 		bool ok = false;
 		for (size_t i = 0; allowed[i]; i++)
 			if (streq(key, allowed[i])) {
@@ -97,7 +97,8 @@ check_fields(const json_t *obj, const char *const *allowed, struct api_err *err)
 		if (!ok) {
 			struct buf b = BUF_INIT(128);
 			(void)buf_put_quoted(&b, key, strlen(key), 64);
-			api_err_set(err, 400, "invalid_request", "unknown field %s", b.data ? b.data : "");
+			api_err_set(err, 400, "invalid_request", "unknown field %s",
+			            b.data ? b.data : "");
 			buf_free(&b);
 			return -EINVAL;
 		}
@@ -109,7 +110,7 @@ check_fields(const json_t *obj, const char *const *allowed, struct api_err *err)
  * *ret as it is. max 0 means unbounded. */
 static int
 get_uint(const json_t *obj, const char *field, uint64_t min, uint64_t max, uint64_t *ret,
-	 struct api_err *err)
+         struct api_err *err)
 {
 	json_t *v = json_object_get(obj, field);
 	json_int_t n;
@@ -124,12 +125,12 @@ get_uint(const json_t *obj, const char *field, uint64_t min, uint64_t max, uint6
 	if (n < 0 || (uint64_t)n < min || (max && (uint64_t)n > max)) {
 		if (max)
 			api_err_set(err, 400, "invalid_request",
-				    "'%s' is %lld; this server allows %llu to %llu", field,
-				    (long long)n, (unsigned long long)min, (unsigned long long)max);
+			            "'%s' is %lld; this server allows %llu to %llu", field,
+			            (long long)n, (unsigned long long)min, (unsigned long long)max);
 		else
 			api_err_set(err, 400, "invalid_request",
-				    "'%s' is %lld; it must be at least %llu", field, (long long)n,
-				    (unsigned long long)min);
+			            "'%s' is %lld; it must be at least %llu", field, (long long)n,
+			            (unsigned long long)min);
 		return -EINVAL;
 	}
 	*ret = (uint64_t)n;
@@ -150,18 +151,20 @@ decode_labels(const json_t *v, json_t **ret, struct api_err *err)
 		api_err_set(err, 400, "invalid_request", "at most %d labels", REQUEST_MAX_LABELS);
 		return -EINVAL;
 	}
-	json_object_foreach((json_t *)v, k, val) {
+	json_object_foreach ((json_t *)v, k, val) {
 		if (!label_key_valid(k)) {
-			api_err_set(err, 400, "invalid_request",
-				    "label key '%.64s' is invalid: use lowercase letters, digits and "
-				    "._/- (at most 63, starting with a letter or digit)",
-				    k);
+			api_err_set(
+			        err, 400, "invalid_request",
+			        "label key '%.64s' is invalid: use lowercase letters, digits and "
+			        "._/- (at most 63, starting with a letter or digit)",
+			        k);
 			return -EINVAL;
 		}
 		if (!json_is_string(val) || !label_value_valid(json_string_value(val))) {
-			api_err_set(err, 400, "invalid_request",
-				    "label '%s' must be a printable string of at most 253 characters",
-				    k);
+			api_err_set(
+			        err, 400, "invalid_request",
+			        "label '%s' must be a printable string of at most 253 characters",
+			        k);
 			return -EINVAL;
 		}
 	}
@@ -185,45 +188,45 @@ decode_env(const json_t *v, struct sandbox *sb, struct api_err *err)
 	}
 	if (json_object_size(v) > REQUEST_MAX_ENV) {
 		api_err_set(err, 400, "invalid_request", "at most %d environment variables",
-			    REQUEST_MAX_ENV);
+		            REQUEST_MAX_ENV);
 		return -EINVAL;
 	}
 	/* every name is checked before any is stored: one bad name changes nothing */
-	json_object_foreach((json_t *)v, k, val) {
+	json_object_foreach ((json_t *)v, k, val) {
 		if (!env_name_valid(k)) {
 			api_err_set(err, 400, "invalid_request",
-				    "environment name '%.64s' is invalid: it must match "
-				    "^[A-Za-z_][A-Za-z0-9_]*$",
-				    k);
+			            "environment name '%.64s' is invalid: it must match "
+			            "^[A-Za-z_][A-Za-z0-9_]*$",
+			            k);
 			return -EINVAL;
 		}
 		if (env_name_reserved(k)) {
 			api_err_set(err, 403, "refused",
-				    "environment name '%s' is reserved and cannot be set", k);
+			            "environment name '%s' is reserved and cannot be set", k);
 			return -EPERM;
 		}
 		if (!json_is_string(val)) {
 			api_err_set(err, 400, "invalid_request",
-				    "environment variable '%s' must be a string", k);
+			            "environment variable '%s' must be a string", k);
 			return -EINVAL;
 		}
 		if (json_string_length(val) > REQUEST_MAX_ENV_VALUE) {
 			api_err_set(err, 400, "invalid_request",
-				    "environment variable '%s' is longer than %u bytes", k,
-				    REQUEST_MAX_ENV_VALUE);
+			            "environment variable '%s' is longer than %u bytes", k,
+			            REQUEST_MAX_ENV_VALUE);
 			return -EINVAL;
 		}
 		total += json_string_length(val);
 	}
 	if (total > 8 * REQUEST_MAX_ENV_VALUE) {
 		api_err_set(err, 400, "invalid_request", "the environment is larger than %u bytes",
-			    8 * REQUEST_MAX_ENV_VALUE);
+		            8 * REQUEST_MAX_ENV_VALUE);
 		return -EINVAL;
 	}
 	sb->env = calloc(json_object_size(v) + 1, sizeof(*sb->env));
 	if (!sb->env)
 		return -ENOMEM;
-	json_object_foreach((json_t *)v, k, val) {
+	json_object_foreach ((json_t *)v, k, val) {
 		struct sandbox_env *e = &sb->env[sb->nenv];
 		e->name = strdup(k);
 		e->value = strdup(json_string_value(val));
@@ -255,9 +258,9 @@ decode_name(const json_t *v, char **ret, struct api_err *err)
 	s = json_string_value(v);
 	if (!sandbox_name_valid(s)) {
 		api_err_set(err, 400, "invalid_request",
-			    "name '%.64s' is invalid: use 1 to 63 lowercase letters, digits and -, "
-			    "starting with a letter or digit",
-			    s);
+		            "name '%.64s' is invalid: use 1 to 63 lowercase letters, digits and -, "
+		            "starting with a letter or digit",
+		            s);
 		return -EINVAL;
 	}
 	*ret = strdup(s);
@@ -266,11 +269,11 @@ decode_name(const json_t *v, char **ret, struct api_err *err)
 
 int
 request_decode_create(const struct policy *p, const json_t *body, struct sandbox *sb,
-		      bool *ret_wait, struct api_err *err)
+                      bool *ret_wait, struct api_err *err)
 {
 	static const char *const fields[] = {
-		"name",	   "image",   "cpus",	   "memory_mb",		  "disk_mb",
-		"env",	   "network", "labels",	   "idle_timeout_secs",	  "lifetime_secs",
+		"name",    "image",   "cpus",        "memory_mb",           "disk_mb",
+		"env",     "network", "labels",      "idle_timeout_secs",   "lifetime_secs",
 		"volumes", "wait",    "snapshot_id", "snapshot_every_secs", "snapshot_keep",
 		NULL,
 	};
@@ -302,8 +305,8 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 	} else {
 		if (!json_is_string(v) || !image_ref_valid(json_string_value(v))) {
 			api_err_set(err, 400, "invalid_request",
-				    "'image' must be an image reference such as python:3.13-slim "
-				    "(lowercase; letters, digits and ._-/:@)");
+			            "'image' must be an image reference such as python:3.13-slim "
+			            "(lowercase; letters, digits and ._-/:@)");
 			return -EINVAL;
 		}
 		sb->image = strdup(json_string_value(v));
@@ -314,7 +317,7 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 	    (r = get_uint(body, "memory_mb", 64, p->limits.max_memory_mb, &mem, err)) < 0 ||
 	    (r = get_uint(body, "disk_mb", 64, p->limits.max_disk_mb, &disk, err)) < 0 ||
 	    (r = get_uint(body, "idle_timeout_secs", 0, p->limits.max_idle_timeout_secs, &idle,
-			  err)) < 0 ||
+	                  err)) < 0 ||
 	    (r = get_uint(body, "lifetime_secs", 0, p->limits.max_lifetime_secs, &life, err)) < 0)
 		return r;
 	sb->cpus = (unsigned)cpus;
@@ -364,10 +367,10 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 
 int
 request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_patch *ret,
-		     struct api_err *err)
+                     struct api_err *err)
 {
 	static const char *const fields[] = { "network", "name", "labels", "idle_timeout_secs",
-					      NULL };
+		                              NULL };
 	struct sandbox_patch patch = { 0 };
 	json_t *v;
 	int r;
@@ -396,11 +399,11 @@ request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_
 	if (v) {
 		patch.set_idle = true;
 		if ((r = get_uint(body, "idle_timeout_secs", 0, p->limits.max_idle_timeout_secs,
-				  &patch.idle_timeout_secs, err)) < 0)
+		                  &patch.idle_timeout_secs, err)) < 0)
 			goto fail;
 		if (json_is_null(v)) {
 			api_err_set(err, 400, "invalid_request",
-				    "'idle_timeout_secs' must be an integer (0: none)");
+			            "'idle_timeout_secs' must be an integer (0: none)");
 			r = -EINVAL;
 			goto fail;
 		}
@@ -432,7 +435,7 @@ request_add_label_filter(json_t *filter, const char *kv, struct api_err *err)
 
 	if (!eq) {
 		api_err_set(err, 400, "invalid_request", "label filter '%.64s' must be key=value",
-			    kv);
+		            kv);
 		return -EINVAL;
 	}
 	key = strndup(kv, (size_t)(eq - kv));

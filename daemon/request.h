@@ -16,18 +16,18 @@
 /* Fills sb (name, image, resources, env, network, labels, timeouts) from a create body.
  * *ret_wait is false when the body says "wait": false. */
 int request_decode_create(const struct policy *p, const json_t *body, struct sandbox *sb,
-			  bool *ret_wait, struct api_err *err);
+                          bool *ret_wait, struct api_err *err);
 
 struct sandbox_patch {
 	bool set_name;
-	char *name; /* NULL with set_name: remove the name */
+	char *name;      /* NULL with set_name: remove the name */
 	json_t *labels;  /* NULL: unchanged */
 	json_t *network; /* NULL: unchanged; the resolved policy object */
 	bool set_idle;
 	uint64_t idle_timeout_secs;
 };
 int request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_patch *ret,
-			 struct api_err *err);
+                         struct api_err *err);
 void sandbox_patch_done(struct sandbox_patch *patch);
 
 /* "k=v" from ?label= into filter (an object). */

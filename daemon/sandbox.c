@@ -6,14 +6,10 @@
 #include "util.h"
 
 static const char *const state_names[_SANDBOX_STATE_MAX] = {
-	[SANDBOX_PENDING] = "pending",
-	[SANDBOX_STARTING] = "starting",
-	[SANDBOX_RUNNING] = "running",
-	[SANDBOX_STOPPING] = "stopping",
-	[SANDBOX_STOPPED] = "stopped",
-	[SANDBOX_SUSPENDED] = "suspended",
-	[SANDBOX_FAILED] = "failed",
-	[SANDBOX_TERMINATED] = "terminated",
+	[SANDBOX_PENDING] = "pending", [SANDBOX_STARTING] = "starting",
+	[SANDBOX_RUNNING] = "running", [SANDBOX_STOPPING] = "stopping",
+	[SANDBOX_STOPPED] = "stopped", [SANDBOX_SUSPENDED] = "suspended",
+	[SANDBOX_FAILED] = "failed",   [SANDBOX_TERMINATED] = "terminated",
 };
 
 /* The lifecycle. A row lists the states a sandbox may move to from that state; every other
@@ -27,11 +23,11 @@ static const unsigned transitions[_SANDBOX_STATE_MAX] = {
 	[SANDBOX_PENDING] = BIT(SANDBOX_STARTING) | BIT(SANDBOX_FAILED) | BIT(SANDBOX_TERMINATED),
 	[SANDBOX_STARTING] = BIT(SANDBOX_RUNNING) | BIT(SANDBOX_FAILED) | BIT(SANDBOX_TERMINATED),
 	[SANDBOX_RUNNING] = BIT(SANDBOX_STOPPING) | BIT(SANDBOX_SUSPENDED) | BIT(SANDBOX_FAILED) |
-			    BIT(SANDBOX_TERMINATED),
+	                    BIT(SANDBOX_TERMINATED),
 	[SANDBOX_STOPPING] = BIT(SANDBOX_STOPPED) | BIT(SANDBOX_FAILED) | BIT(SANDBOX_TERMINATED),
 	[SANDBOX_STOPPED] = BIT(SANDBOX_STARTING) | BIT(SANDBOX_FAILED) | BIT(SANDBOX_TERMINATED),
 	[SANDBOX_SUSPENDED] = BIT(SANDBOX_RUNNING) | BIT(SANDBOX_STOPPING) | BIT(SANDBOX_FAILED) |
-			      BIT(SANDBOX_TERMINATED),
+	                      BIT(SANDBOX_TERMINATED),
 	[SANDBOX_FAILED] = BIT(SANDBOX_TERMINATED),
 	[SANDBOX_TERMINATED] = 0,
 };
@@ -119,7 +115,7 @@ notify_waiters(struct sandbox *sb, bool gone)
 {
 	struct list_node *n, *tmp;
 
-	LIST_FOREACH_SAFE(n, tmp, &sb->waiters) {
+	LIST_FOREACH_SAFE (n, tmp, &sb->waiters) {
 		struct sandbox_waiter *w = list_entry(n, struct sandbox_waiter, link);
 		w->fn(w, sb, gone);
 	}
@@ -145,10 +141,10 @@ json_t *
 sandbox_spec_to_json(const struct sandbox *sb)
 {
 	return json_pack("{s:i, s:i, s:I, s:I, s:I, s:O, s:O, s:o}", "cpus", (int)sb->cpus,
-			 "memory_mb", (int)sb->memory_mb, "disk_mb", (json_int_t)sb->disk_mb,
-			 "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs, "lifetime_secs",
-			 (json_int_t)sb->lifetime_secs, "labels", sb->labels, "network",
-			 sb->network, "env_names", env_names_json(sb));
+	                 "memory_mb", (int)sb->memory_mb, "disk_mb", (json_int_t)sb->disk_mb,
+	                 "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs, "lifetime_secs",
+	                 (json_int_t)sb->lifetime_secs, "labels", sb->labels, "network",
+	                 sb->network, "env_names", env_names_json(sb));
 }
 
 int
@@ -160,10 +156,10 @@ sandbox_spec_from_json(struct sandbox *sb, const json_t *spec)
 	size_t i;
 	json_t *v;
 
-	if (json_unpack_ex((json_t *)spec, &err, JSON_STRICT, "{s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o}",
-			   "cpus", &cpus, "memory_mb", &mem, "disk_mb", &disk, "idle_timeout_secs",
-			   &idle, "lifetime_secs", &life, "labels", &labels, "network", &network,
-			   "env_names", &names) < 0)
+	if (json_unpack_ex((json_t *)spec, &err, JSON_STRICT,
+	                   "{s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o}", "cpus", &cpus, "memory_mb",
+	                   &mem, "disk_mb", &disk, "idle_timeout_secs", &idle, "lifetime_secs",
+	                   &life, "labels", &labels, "network", &network, "env_names", &names) < 0)
 		return -EINVAL;
 	if (cpus < 0 || mem < 0 || disk < 0 || idle < 0 || life < 0 || !json_is_object(labels) ||
 	    !json_is_object(network) || !json_is_array(names))
@@ -181,7 +177,7 @@ sandbox_spec_from_json(struct sandbox *sb, const json_t *spec)
 	sb->env = calloc(json_array_size(names) + 1, sizeof(*sb->env));
 	if (!sb->env)
 		return -ENOMEM;
-	json_array_foreach(names, i, v) {
+	json_array_foreach (names, i, v) {
 		if (!json_is_string(v))
 			return -EINVAL;
 		sb->env[sb->nenv].name = strdup(json_string_value(v));
@@ -207,15 +203,15 @@ sandbox_to_json(const struct sandbox *sb)
 	format_rfc3339(sb->created_at, created);
 	format_rfc3339(exp, expires);
 	return json_pack("{s:s, s:s?, s:s, s:s, s:i, s:i, s:I, s:o, s:O, s:O, s:[], s:s, s:I, s:I, "
-			 "s:s?, s:s, s:s?}",
-			 "id", sb->id, "name", sb->name, "state",
-			 sandbox_state_to_string(sb->state), "image", sb->image, "cpus",
-			 (int)sb->cpus, "memory_mb", (int)sb->memory_mb, "disk_mb",
-			 (json_int_t)sb->disk_mb, "env_names", env_names_json(sb), "network",
-			 sb->network, "labels", sb->labels, "volumes", "created_at", created,
-			 "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs, "lifetime_secs",
-			 (json_int_t)sb->lifetime_secs, "expires_at", exp ? expires : NULL,
-			 "owner", sb->owner, "reason", sb->reason);
+	                 "s:s?, s:s, s:s?}",
+	                 "id", sb->id, "name", sb->name, "state",
+	                 sandbox_state_to_string(sb->state), "image", sb->image, "cpus",
+	                 (int)sb->cpus, "memory_mb", (int)sb->memory_mb, "disk_mb",
+	                 (json_int_t)sb->disk_mb, "env_names", env_names_json(sb), "network",
+	                 sb->network, "labels", sb->labels, "volumes", "created_at", created,
+	                 "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs, "lifetime_secs",
+	                 (json_int_t)sb->lifetime_secs, "expires_at", exp ? expires : NULL, "owner",
+	                 sb->owner, "reason", sb->reason);
 }
 
 int
@@ -242,7 +238,7 @@ sandbox_matches_labels(const struct sandbox *sb, const json_t *filter)
 	const char *k;
 	json_t *v;
 
-	json_object_foreach((json_t *)filter, k, v) {
+	json_object_foreach ((json_t *)filter, k, v) {
 		json_t *have = json_object_get(sb->labels, k);
 		if (!have || !json_equal(have, v))
 			return false;
@@ -251,8 +247,7 @@ sandbox_matches_labels(const struct sandbox *sb, const json_t *filter)
 }
 
 int
-sandbox_set_state(struct sandboxd *d, struct sandbox *sb, enum sandbox_state to,
-		  const char *reason)
+sandbox_set_state(struct sandboxd *d, struct sandbox *sb, enum sandbox_state to, const char *reason)
 {
 	enum sandbox_state from = sb->state;
 	char *old_reason = sb->reason;
@@ -261,7 +256,7 @@ sandbox_set_state(struct sandboxd *d, struct sandbox *sb, enum sandbox_state to,
 
 	if (!sandbox_transition_allowed(from, to)) {
 		log_error("sandbox '%s': refusing state change %s -> %s (not in the table)", sb->id,
-			  sandbox_state_to_string(from), sandbox_state_to_string(to));
+		          sandbox_state_to_string(from), sandbox_state_to_string(to));
 		return -EINVAL;
 	}
 	sb->reason = reason ? strdup(reason) : NULL;
@@ -271,7 +266,7 @@ sandbox_set_state(struct sandboxd *d, struct sandbox *sb, enum sandbox_state to,
 	}
 	sb->state = to;
 	data = json_pack("{s:s, s:s, s:s?}", "from", sandbox_state_to_string(from), "to",
-			 sandbox_state_to_string(to), "reason", reason);
+	                 sandbox_state_to_string(to), "reason", reason);
 	r = data ? sandbox_commit(d, sb, false, "state", data) : -ENOMEM;
 	if (r < 0) {
 		/* the record of truth did not change, so neither does the cache */
@@ -280,16 +275,16 @@ sandbox_set_state(struct sandboxd *d, struct sandbox *sb, enum sandbox_state to,
 		sb->state = from;
 		(void)sandbox_refresh_json(sb);
 		log_error("sandbox '%s': persisting %s -> %s failed: %s", sb->id,
-			  sandbox_state_to_string(from), sandbox_state_to_string(to), strerror(-r));
+		          sandbox_state_to_string(from), sandbox_state_to_string(to), strerror(-r));
 		return r;
 	}
 	free(old_reason);
 	if (reason)
 		log_info("sandbox '%s': %s -> %s (%s)", sb->id, sandbox_state_to_string(from),
-			 sandbox_state_to_string(to), reason);
+		         sandbox_state_to_string(to), reason);
 	else
 		log_info("sandbox '%s': %s -> %s", sb->id, sandbox_state_to_string(from),
-			 sandbox_state_to_string(to));
+		         sandbox_state_to_string(to));
 	notify_waiters(sb, false);
 	return 0;
 }
@@ -306,7 +301,7 @@ registry_done(struct registry *r)
 {
 	struct list_node *n, *tmp;
 
-	LIST_FOREACH_SAFE(n, tmp, &r->all) {
+	LIST_FOREACH_SAFE (n, tmp, &r->all) {
 		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
 		list_remove(&sb->by_created);
 		sandbox_free(sb);
@@ -324,7 +319,7 @@ registry_add(struct registry *r, struct sandbox *sb)
 	if (rc < 0)
 		return rc;
 	/* keep newest first; sandboxes are usually added newest, so the scan stops at once */
-	LIST_FOREACH(pos, &r->all) {
+	LIST_FOREACH (pos, &r->all) {
 		struct sandbox *o = list_entry(pos, struct sandbox, by_created);
 		if (o->created_at < sb->created_at ||
 		    (o->created_at == sb->created_at && strcmp(o->id, sb->id) < 0))
@@ -367,7 +362,7 @@ registry_find_name(struct registry *r, const char *name, const char *owner)
 {
 	struct list_node *n;
 
-	LIST_FOREACH(n, &r->all) {
+	LIST_FOREACH (n, &r->all) {
 		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
 		if (sb->name && streq(sb->name, name) && (!owner || streq(sb->owner, owner)) &&
 		    sb->state != SANDBOX_TERMINATED)

@@ -55,7 +55,7 @@ struct sandbox {
 	enum sandbox_state state;
 	char *reason; /* why it failed or ended; NULL otherwise */
 	char *image;
-	char *backend; /* name of the backend that runs it */
+	char *backend;     /* name of the backend that runs it */
 	char *runtime_ref; /* the backend's reference (VM id); NULL until it has one */
 
 	unsigned cpus;
@@ -118,7 +118,7 @@ bool sandbox_matches_labels(const struct sandbox *sb, const json_t *filter);
  * that is a bug). Persists the row and a "state" event in one transaction, logs
  * "old -> new", publishes the event and wakes the waiters. reason may be NULL. */
 int sandbox_set_state(struct sandboxd *d, struct sandbox *sb, enum sandbox_state to,
-		      const char *reason);
+                      const char *reason);
 
 /* The registry: live sandboxes in memory, by id and newest first. Terminated sandboxes leave
  * memory; the store still answers for them by id. */

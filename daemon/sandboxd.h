@@ -27,8 +27,8 @@ struct sandboxd {
 	struct loop_signals signals;
 	char *token; /* the operator token, or NULL (unix socket peers only) */
 	size_t token_len;
-	uid_t uid;   /* who runs sandboxd: unix-socket peers with this uid (or root) are the
-		      * operator */
+	uid_t uid; /* who runs sandboxd: unix-socket peers with this uid (or root) are the
+	            * operator */
 	char host_cpus_str[8];
 };
 

@@ -62,9 +62,9 @@ struct conn {
 	enum conn_state state;
 	struct http_req_parser hp;
 	struct buf in, out;
-	bool keep_alive;    /* for the response being written */
-	bool chunked;       /* streaming with chunked encoding (else until close) */
-	bool in_dispatch;   /* api_handle is on the stack */
+	bool keep_alive;  /* for the response being written */
+	bool chunked;     /* streaming with chunked encoding (else until close) */
+	bool in_dispatch; /* api_handle is on the stack */
 	bool continue_scheduled;
 	bool sent_continue; /* "100 Continue" for this request */
 	uint64_t deadline;  /* 0: none */
@@ -137,8 +137,9 @@ conn_read(struct conn *c, void *p, size_t n, bool *want_write)
 	if (!c->ssl) {
 		ssize_t k = read(c->fd, p, n);
 		if (k < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN
-											  : negative_errno();
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR
+			               ? -EAGAIN
+			               : negative_errno();
 		return k;
 	}
 	int k = SSL_read(c->ssl, p, (int)MIN(n, (size_t)INT32_MAX));
@@ -164,8 +165,9 @@ conn_write_raw(struct conn *c, const void *p, size_t n)
 	if (!c->ssl) {
 		ssize_t k = send(c->fd, p, n, MSG_NOSIGNAL);
 		if (k < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -EAGAIN
-											  : negative_errno();
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR
+			               ? -EAGAIN
+			               : negative_errno();
 		return k;
 	}
 	int k = SSL_write(c->ssl, p, (int)MIN(n, (size_t)INT32_MAX));
@@ -237,15 +239,15 @@ static void
 put_common_headers(struct conn *c)
 {
 	(void)buf_puts(&c->out, "Server: sandboxd\r\n"
-				"Cache-Control: no-store\r\n"
-				"X-Content-Type-Options: nosniff\r\n");
-	(void)buf_puts(&c->out, c->keep_alive ? "Connection: keep-alive\r\n"
-					      : "Connection: close\r\n");
+	                        "Cache-Control: no-store\r\n"
+	                        "X-Content-Type-Options: nosniff\r\n");
+	(void)buf_puts(&c->out,
+	               c->keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
 }
 
 void
 conn_reply(struct conn *c, int status, const char *content_type, const void *body, size_t len,
-	   const char *extra_headers)
+           const char *extra_headers)
 {
 	if (c->state == CONN_CLOSING)
 		return;
@@ -306,7 +308,7 @@ conn_stream_write(struct conn *c, const void *data, size_t len)
 		return 0;
 	if (buf_avail(&c->out) + len > STREAM_BACKLOG_MAX) {
 		log_info("connection: closing a stream whose client fell %zu bytes behind",
-			 buf_avail(&c->out));
+		         buf_avail(&c->out));
 		conn_close(c);
 		return -ENOBUFS;
 	}
@@ -621,9 +623,9 @@ server_free(struct server *s)
 
 	if (!s)
 		return NULL;
-	LIST_FOREACH_SAFE(n, tmp, &s->conns)
+	LIST_FOREACH_SAFE (n, tmp, &s->conns)
 		conn_close(list_entry(n, struct conn, link));
-	LIST_FOREACH_SAFE(n, tmp, &s->listeners) {
+	LIST_FOREACH_SAFE (n, tmp, &s->listeners) {
 		struct listener *l = list_entry(n, struct listener, link);
 		int fd = l->src.fd;
 		loop_remove(&l->src);
@@ -641,7 +643,7 @@ server_free(struct server *s)
 
 static int
 add_listener(struct server *s, int fd, bool is_unix, SSL_CTX *tls, const char *path,
-	     const char *label)
+             const char *label)
 {
 	struct listener *l = calloc(1, sizeof(*l));
 	int r;
@@ -676,7 +678,7 @@ server_listen_unix(struct server *s, const char *path)
 
 	if (strlen(path) >= sizeof(sa.sun_path)) {
 		log_error("--socket '%s': the path is longer than a unix socket allows (%zu)", path,
-			  sizeof(sa.sun_path) - 1);
+		          sizeof(sa.sun_path) - 1);
 		return -ENAMETOOLONG;
 	}
 	memcpy(sa.sun_path, path, strlen(path));
@@ -688,8 +690,8 @@ server_listen_unix(struct server *s, const char *path)
 		_cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
 			log_error("unix:%s: another server is already serving this socket; stop it "
-				  "or pass a different --socket",
-				  path);
+			          "or pass a different --socket",
+			          path);
 			return -EADDRINUSE;
 		}
 	}
@@ -722,7 +724,7 @@ int
 server_listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX *tls)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_ADDRCONFIG };
+		                  .ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_ADDRCONFIG };
 	struct addrinfo *res = NULL, *ai;
 	int r, bound = 0;
 
@@ -734,7 +736,7 @@ server_listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX 
 	for (ai = res; ai; ai = ai->ai_next) {
 		_cleanup_free_ char *label = NULL;
 		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-				ai->ai_protocol);
+		                ai->ai_protocol);
 		int one = 1;
 
 		if (fd < 0)
@@ -771,7 +773,7 @@ server_sweep(struct server *s, uint64_t now_ms)
 {
 	struct list_node *n, *tmp;
 
-	LIST_FOREACH_SAFE(n, tmp, &s->conns) {
+	LIST_FOREACH_SAFE (n, tmp, &s->conns) {
 		struct conn *c = list_entry(n, struct conn, link);
 
 		if (!c->deadline || now_ms < c->deadline)
@@ -781,7 +783,7 @@ server_sweep(struct server *s, uint64_t now_ms)
 			c->keep_alive = false;
 			c->state = CONN_HANDLING;
 			api_reply_error(c, 408, "invalid_request",
-					"the request did not arrive in time");
+			                "the request did not arrive in time");
 			if (c->state != CONN_CLOSING)
 				c->deadline = now_ms + 1000; /* the answer gets a second */
 			continue;

@@ -32,8 +32,8 @@ void server_sweep(struct server *s, uint64_t now_ms);
 unsigned server_connection_count(const struct server *s);
 
 /* Response helpers for handlers. Exactly one of reply/stream_start per request. */
-void conn_reply(struct conn *c, int status, const char *content_type, const void *body,
-		size_t len, const char *extra_headers);
+void conn_reply(struct conn *c, int status, const char *content_type, const void *body, size_t len,
+                const char *extra_headers);
 /* Starts a chunked streaming response; the connection stays open until conn_stream_end or the
  * client goes away. */
 int conn_stream_start(struct conn *c, int status, const char *content_type);

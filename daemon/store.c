@@ -86,8 +86,8 @@ migrate(struct store *s, const char *path)
 		return r;
 	if (version > store_schema_version()) {
 		log_error("store '%s': schema version %d is newer than this sandboxd (%d); "
-			  "run the newer sandboxd or restore a backup",
-			  path, version, store_schema_version());
+		          "run the newer sandboxd or restore a backup",
+		          path, version, store_schema_version());
 		return -EPROTO;
 	}
 	for (int v = version; v < store_schema_version(); v++) {
@@ -133,7 +133,7 @@ store_open(const char *path, struct store **ret)
 	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) !=
 	    SQLITE_OK) {
 		log_error("store '%s': cannot open: %s", path,
-			  s->db ? sqlite3_errmsg(s->db) : "out of memory");
+		          s->db ? sqlite3_errmsg(s->db) : "out of memory");
 		return -EIO;
 	}
 	sqlite3_extended_result_codes(s->db, 1);
@@ -146,24 +146,24 @@ store_open(const char *path, struct store **ret)
 	/* WAL with synchronous=NORMAL: a commit survives a crash of this process (kill -9); only
 	 * a power loss can drop the last transactions. Set explicitly: Debian defaults to FULL. */
 	r = exec_sql(s, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-			"PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;"
-			"PRAGMA journal_size_limit=67108864;");
+	                "PRAGMA foreign_keys=ON; PRAGMA temp_store=MEMORY;"
+	                "PRAGMA journal_size_limit=67108864;");
 	if (r < 0)
 		return r;
 	r = migrate(s, path);
 	if (r < 0)
 		return r;
 	if (prepare(s, &s->insert_sb,
-		    "INSERT INTO sandboxes (id, name, owner, state, reason, image, backend, "
-		    "runtime_ref, spec, created_at, updated_at) "
-		    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)") < 0 ||
+	            "INSERT INTO sandboxes (id, name, owner, state, reason, image, backend, "
+	            "runtime_ref, spec, created_at, updated_at) "
+	            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)") < 0 ||
 	    prepare(s, &s->update_sb,
-		    "UPDATE sandboxes SET name = ?2, owner = ?3, state = ?4, reason = ?5, "
-		    "image = ?6, backend = ?7, runtime_ref = ?8, spec = ?9, created_at = ?10, "
-		    "updated_at = ?11 WHERE id = ?1") < 0 ||
+	            "UPDATE sandboxes SET name = ?2, owner = ?3, state = ?4, reason = ?5, "
+	            "image = ?6, backend = ?7, runtime_ref = ?8, spec = ?9, created_at = ?10, "
+	            "updated_at = ?11 WHERE id = ?1") < 0 ||
 	    prepare(s, &s->add_event,
-		    "INSERT INTO events (sandbox_id, time, type, data) VALUES (?1, ?2, ?3, ?4)") <
-		    0)
+	            "INSERT INTO events (sandbox_id, time, type, data) VALUES (?1, ?2, ?3, ?4)") <
+	            0)
 		return -EIO;
 	*ret = TAKE_PTR(s);
 	return 0;
@@ -179,7 +179,7 @@ store_free(struct store *s)
 	sqlite3_finalize(s->add_event);
 	if (s->db) {
 		(void)sqlite3_exec(s->db, "PRAGMA optimize; PRAGMA wal_checkpoint(TRUNCATE);", NULL,
-				   NULL, NULL);
+		                   NULL, NULL);
 		sqlite3_close(s->db);
 	}
 	free(s);
@@ -327,15 +327,15 @@ store_load_live(struct store *s, int (*fn)(struct sandbox *sb, void *data), void
 	int rc, r = 0;
 
 	if (sqlite3_prepare_v2(s->db,
-			       SELECT_SANDBOX "WHERE state != 'terminated' ORDER BY created_at, id",
-			       -1, &st, NULL) != SQLITE_OK)
+	                       SELECT_SANDBOX "WHERE state != 'terminated' ORDER BY created_at, id",
+	                       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct sandbox *sb = NULL;
 		r = row_to_sandbox(st, &sb);
 		if (r < 0) {
 			log_error("store: sandbox row '%s' is unreadable; skipping it",
-				  (const char *)sqlite3_column_text(st, 0));
+			          (const char *)sqlite3_column_text(st, 0));
 			r = 0;
 			continue;
 		}
@@ -369,7 +369,7 @@ store_load(struct store *s, const char *id, struct sandbox **ret)
 
 int
 store_add_event(struct store *s, const char *sandbox_id, int64_t time_ms, const char *type,
-		const json_t *data, int64_t *ret_seq)
+                const json_t *data, int64_t *ret_seq)
 {
 	_cleanup_free_ char *text = json_dumps(data, JSON_COMPACT);
 	sqlite3_stmt *st = s->add_event;
@@ -387,7 +387,7 @@ store_add_event(struct store *s, const char *sandbox_id, int64_t time_ms, const 
 	sqlite3_clear_bindings(st);
 	if (rc != SQLITE_DONE) {
 		log_error("store: adding an event for '%s' failed: %s", sandbox_id,
-			  sqlite3_errmsg(s->db));
+		          sqlite3_errmsg(s->db));
 		return -EIO;
 	}
 	if (ret_seq)
@@ -419,15 +419,15 @@ each_event(sqlite3_stmt *st, int (*fn)(const struct store_event *e, void *data),
 
 int
 store_list_events(struct store *s, const char *sandbox_id, unsigned limit,
-		  int (*fn)(const struct store_event *e, void *data), void *data,
-		  bool *ret_truncated)
+                  int (*fn)(const struct store_event *e, void *data), void *data,
+                  bool *ret_truncated)
 {
 	sqlite3_stmt *st;
 	int64_t total = 0;
 	int r;
 
 	if (sqlite3_prepare_v2(s->db, "SELECT COUNT(*) FROM events WHERE sandbox_id = ?1", -1, &st,
-			       NULL) != SQLITE_OK)
+	                       NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_text(st, 1, sandbox_id, -1, SQLITE_TRANSIENT);
 	if (sqlite3_step(st) == SQLITE_ROW)
@@ -436,10 +436,10 @@ store_list_events(struct store *s, const char *sandbox_id, unsigned limit,
 
 	/* the newest `limit` rows, returned oldest first */
 	if (sqlite3_prepare_v2(s->db,
-			       "SELECT seq, time, sandbox_id, type, data FROM ("
-			       " SELECT * FROM events WHERE sandbox_id = ?1 ORDER BY seq DESC"
-			       " LIMIT ?2) ORDER BY seq",
-			       -1, &st, NULL) != SQLITE_OK)
+	                       "SELECT seq, time, sandbox_id, type, data FROM ("
+	                       " SELECT * FROM events WHERE sandbox_id = ?1 ORDER BY seq DESC"
+	                       " LIMIT ?2) ORDER BY seq",
+	                       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_text(st, 1, sandbox_id, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 2, limit);
@@ -452,17 +452,17 @@ store_list_events(struct store *s, const char *sandbox_id, unsigned limit,
 
 int
 store_events_since(struct store *s, int64_t after, const char *owner, unsigned limit,
-		   int (*fn)(const struct store_event *e, void *data), void *data)
+                   int (*fn)(const struct store_event *e, void *data), void *data)
 {
 	sqlite3_stmt *st;
 	int r;
 
 	if (sqlite3_prepare_v2(s->db,
-			       "SELECT e.seq, e.time, e.sandbox_id, e.type, e.data FROM events e "
-			       "JOIN sandboxes s ON s.id = e.sandbox_id "
-			       "WHERE e.seq > ?1 AND (?3 IS NULL OR s.owner = ?3) "
-			       "ORDER BY e.seq LIMIT ?2",
-			       -1, &st, NULL) != SQLITE_OK)
+	                       "SELECT e.seq, e.time, e.sandbox_id, e.type, e.data FROM events e "
+	                       "JOIN sandboxes s ON s.id = e.sandbox_id "
+	                       "WHERE e.seq > ?1 AND (?3 IS NULL OR s.owner = ?3) "
+	                       "ORDER BY e.seq LIMIT ?2",
+	                       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, after);
 	sqlite3_bind_int64(st, 2, limit);

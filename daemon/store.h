@@ -36,7 +36,7 @@ int store_load(struct store *s, const char *id, struct sandbox **ret);
 
 /* Appends an event; data is a JSON object (borrowed). Returns the new sequence number. */
 int store_add_event(struct store *s, const char *sandbox_id, int64_t time_ms, const char *type,
-		    const json_t *data, int64_t *ret_seq);
+                    const json_t *data, int64_t *ret_seq);
 
 struct store_event {
 	int64_t seq;
@@ -48,10 +48,10 @@ struct store_event {
 /* Calls fn for the newest `limit` events of one sandbox, oldest first; *ret_truncated tells
  * whether older ones exist. */
 int store_list_events(struct store *s, const char *sandbox_id, unsigned limit,
-		      int (*fn)(const struct store_event *e, void *data), void *data,
-		      bool *ret_truncated);
+                      int (*fn)(const struct store_event *e, void *data), void *data,
+                      bool *ret_truncated);
 /* Calls fn for events with seq > after, oldest first, at most limit; owner (NULL: any)
  * limits them to that owner's sandboxes. */
 int store_events_since(struct store *s, int64_t after, const char *owner, unsigned limit,
-		       int (*fn)(const struct store_event *e, void *data), void *data);
+                       int (*fn)(const struct store_event *e, void *data), void *data);
 int64_t store_last_event_seq(struct store *s);

@@ -27,9 +27,9 @@ tls_server_ctx(const char *cert, const char *key, const char *client_ca, SSL_CTX
 		return -ENOMEM;
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
-					 SSL_OP_NO_COMPRESSION);
+	                                 SSL_OP_NO_COMPRESSION);
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-				      SSL_MODE_RELEASE_BUFFERS);
+	                              SSL_MODE_RELEASE_BUFFERS);
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
 	if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1) {
 		log_error("--tls-cert '%s': cannot load the certificate: %s", cert, ssl_error());
@@ -46,7 +46,8 @@ tls_server_ctx(const char *cert, const char *key, const char *client_ca, SSL_CTX
 	if (client_ca) {
 		STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(client_ca);
 		if (SSL_CTX_load_verify_locations(ctx, client_ca, NULL) != 1 || !names) {
-			log_error("--client-ca '%s': cannot load the CA: %s", client_ca, ssl_error());
+			log_error("--client-ca '%s': cannot load the CA: %s", client_ca,
+			          ssl_error());
 			if (names)
 				sk_X509_NAME_pop_free(names, X509_NAME_free);
 			goto fail;

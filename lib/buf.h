@@ -8,14 +8,17 @@
 #include "macro.h"
 
 struct buf {
-	char *data;  /* NULL until the first append */
-	size_t len;  /* bytes in use */
-	size_t off;  /* bytes already consumed from the front (see buf_consume) */
-	size_t cap;  /* bytes allocated */
-	size_t max;  /* most bytes it may ever hold */
+	char *data; /* NULL until the first append */
+	size_t len; /* bytes in use */
+	size_t off; /* bytes already consumed from the front (see buf_consume) */
+	size_t cap; /* bytes allocated */
+	size_t max; /* most bytes it may ever hold */
 };
 
-#define BUF_INIT(m) { .data = NULL, .len = 0, .off = 0, .cap = 0, .max = (m) }
+#define BUF_INIT(m)                                                                                \
+	{                                                                                          \
+		.data = NULL, .len = 0, .off = 0, .cap = 0, .max = (m)                             \
+	}
 
 void buf_init(struct buf *b, size_t max);
 /* Frees the storage; the buf is empty and reusable afterwards (NULL-safe). */

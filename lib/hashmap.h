@@ -12,7 +12,10 @@ struct hashmap {
 	size_t tombstones;
 };
 
-#define HASHMAP_INIT { NULL, 0, 0, 0 }
+#define HASHMAP_INIT                                                                               \
+	{                                                                                          \
+		NULL, 0, 0, 0                                                                      \
+	}
 
 void *hashmap_get(const struct hashmap *m, const char *key);
 /* Inserts or replaces; -ENOMEM. */

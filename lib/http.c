@@ -139,7 +139,8 @@ trim_values(struct http_request *r)
 			continue;
 		}
 		v = r->arena.data + h->value_off;
-		while (h->value_len > 0 && (v[h->value_len - 1] == ' ' || v[h->value_len - 1] == '\t'))
+		while (h->value_len > 0 &&
+		       (v[h->value_len - 1] == ' ' || v[h->value_len - 1] == '\t'))
 			v[--h->value_len] = '\0';
 	}
 }
@@ -199,7 +200,8 @@ on_headers_complete(http_parser *p)
 		return -1;
 	}
 	te = http_req_header(r, "transfer-encoding");
-	if (te && (http_req_header_count(r, "transfer-encoding") > 1 || strcasecmp(te, "chunked"))) {
+	if (te &&
+	    (http_req_header_count(r, "transfer-encoding") > 1 || strcasecmp(te, "chunked"))) {
 		fail(hp, 400, "only 'Transfer-Encoding: chunked' is accepted");
 		return -1;
 	}
@@ -445,7 +447,7 @@ pct_decode(const char *s, size_t n, bool plus_is_space, bool allow_slash, char *
 
 int
 http_query_next(const char *query, size_t *pos, char *key, size_t key_size, char *value,
-		size_t value_size)
+                size_t value_size)
 {
 	const char *s, *amp, *eq;
 	size_t n;

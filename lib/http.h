@@ -25,7 +25,7 @@ struct http_request {
 	enum http_method method;
 	unsigned short http_major, http_minor;
 	bool keep_alive;
-	bool upgrade;    /* Connection: upgrade + Upgrade: present; body follows raw */
+	bool upgrade; /* Connection: upgrade + Upgrade: present; body follows raw */
 	bool chunked;
 	bool has_length; /* Content-Length was given */
 	uint64_t content_length;
@@ -100,7 +100,7 @@ unsigned http_req_header_count(const struct http_request *req, const char *name)
  * bytes each) and advances *pos. Returns 1 for a pair, 0 at the end, -EINVAL on a bad
  * escape, NUL, or an over-long key or value. */
 int http_query_next(const char *query, size_t *pos, char *key, size_t key_size, char *value,
-		    size_t value_size);
+                    size_t value_size);
 /* Percent-decodes one path segment of n bytes into out (size bytes); refuses NUL and '/'. */
 int http_segment_decode(const char *seg, size_t n, char *out, size_t size);
 

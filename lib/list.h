@@ -8,7 +8,10 @@ struct list_node {
 	struct list_node *prev, *next;
 };
 
-#define LIST_HEAD_INIT(name) { &(name), &(name) }
+#define LIST_HEAD_INIT(name)                                                                       \
+	{                                                                                          \
+		&(name), &(name)                                                                   \
+	}
 
 static inline void
 list_init(struct list_node *head)

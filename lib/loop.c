@@ -62,11 +62,13 @@ loop_free(struct loop *l)
 
 int
 loop_add(struct loop *l, struct loop_source *src, int fd, uint32_t events, loop_fd_fn fn,
-	 void *data)
+         void *data)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = src };
 
-	*src = (struct loop_source){ .loop = l, .fd = fd, .events = events, .fn = fn, .data = data };
+	*src = (struct loop_source){
+		.loop = l, .fd = fd, .events = events, .fn = fn, .data = data
+	};
 	if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		src->fd = -1;
 		return negative_errno();
@@ -126,7 +128,7 @@ timer_fired(struct loop_source *src, uint32_t events _unused_, void *data)
 
 int
 loop_timer_init(struct loop *l, struct loop_timer *t, void (*fn)(struct loop_timer *, void *),
-		void *data)
+                void *data)
 {
 	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	int r;
@@ -146,9 +148,9 @@ loop_timer_arm(struct loop_timer *t, uint64_t first_ms, uint64_t interval_ms)
 {
 	struct itimerspec its = {
 		.it_value = { .tv_sec = (time_t)(first_ms / 1000),
-			      .tv_nsec = (long)(first_ms % 1000) * 1000000 },
+		              .tv_nsec = (long)(first_ms % 1000) * 1000000 },
 		.it_interval = { .tv_sec = (time_t)(interval_ms / 1000),
-				 .tv_nsec = (long)(interval_ms % 1000) * 1000000 },
+		                 .tv_nsec = (long)(interval_ms % 1000) * 1000000 },
 	};
 
 	if (t->src.fd < 0)
@@ -179,7 +181,7 @@ signal_fired(struct loop_source *src, uint32_t events _unused_, void *data)
 
 int
 loop_signals_init(struct loop *l, struct loop_signals *s, const sigset_t *mask,
-		  void (*fn)(int signo, void *data), void *data)
+                  void (*fn)(int signo, void *data), void *data)
 {
 	int fd, r;
 

@@ -20,7 +20,7 @@ typedef void (*loop_defer_fn)(void *data);
 
 struct loop_source {
 	struct loop *loop;
-	int fd;      /* -1 once removed */
+	int fd; /* -1 once removed */
 	uint32_t events;
 	loop_fd_fn fn;
 	void *data;
@@ -33,7 +33,7 @@ DEFINE_FREEP(struct loop, loop_free)
 
 /* Watches fd for events; the fd stays owned by the caller. */
 int loop_add(struct loop *l, struct loop_source *src, int fd, uint32_t events, loop_fd_fn fn,
-	     void *data);
+             void *data);
 int loop_modify(struct loop_source *src, uint32_t events);
 /* Stops watching (idempotent, safe on a source never added). Does not close the fd. */
 void loop_remove(struct loop_source *src);
@@ -48,7 +48,7 @@ struct loop_timer {
 	void *data;
 };
 int loop_timer_init(struct loop *l, struct loop_timer *t, void (*fn)(struct loop_timer *, void *),
-		    void *data);
+                    void *data);
 int loop_timer_arm(struct loop_timer *t, uint64_t first_ms, uint64_t interval_ms);
 void loop_timer_done(struct loop_timer *t);
 
@@ -59,7 +59,7 @@ struct loop_signals {
 	void *data;
 };
 int loop_signals_init(struct loop *l, struct loop_signals *s, const sigset_t *mask,
-		      void (*fn)(int signo, void *data), void *data);
+                      void (*fn)(int signo, void *data), void *data);
 void loop_signals_done(struct loop_signals *s);
 
 /* Runs until loop_quit(); returns the code given to loop_quit(). */

@@ -94,21 +94,24 @@ timer_fired(struct loop_timer *t _unused_, void *data)
 		if (path)
 			unlink(path);
 		vm->crash_after_boot = false;
-		lifecycle_backend_lost(b->d, sb, "the fake VM crashed (image fake/crash asks for it)");
+		lifecycle_backend_lost(b->d, sb,
+		                       "the fake VM crashed (image fake/crash asks for it)");
 		return;
 	}
 	switch (sb->op) {
 	case SANDBOX_OP_START:
 	case SANDBOX_OP_RESTART:
 		if (streq(sb->image, "fake/fail-boot")) {
-			lifecycle_backend_done(b->d, sb, -EIO,
-					       "the fake VM failed to boot (image fake/fail-boot asks "
-					       "for it)");
+			lifecycle_backend_done(
+			        b->d, sb, -EIO,
+			        "the fake VM failed to boot (image fake/fail-boot asks "
+			        "for it)");
 			return;
 		}
 		r = write_state(b, sb, "running");
 		if (r < 0) {
-			lifecycle_backend_done(b->d, sb, r, "the fake VM could not record its state");
+			lifecycle_backend_done(b->d, sb, r,
+			                       "the fake VM could not record its state");
 			return;
 		}
 		free(sb->runtime_ref);
@@ -237,7 +240,7 @@ fake_free(struct backend *b)
 {
 	struct list_node *n, *tmp;
 
-	LIST_FOREACH_SAFE(n, tmp, &priv(b)->vms)
+	LIST_FOREACH_SAFE (n, tmp, &priv(b)->vms)
 		vm_free(list_entry(n, struct fake_vm, link));
 	free(priv(b)->dir);
 	free(priv(b));
