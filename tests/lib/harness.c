@@ -1,0 +1,395 @@
+/* harness.c: see harness.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "harness.h"
+
+extern char **environ;
+
+const char *
+harness_binary(const char *env_name)
+{
+	const char *b = getenv(env_name);
+
+	if (!b || !*b) {
+		fprintf(stderr, "skip: %s is not set (run through ctest)\n", env_name);
+		exit(77);
+	}
+	return b;
+}
+
+int
+harness_tmpdir(char *out, size_t size)
+{
+	const char *t = getenv("TMPDIR");
+
+	snprintf(out, size, "%s/sbxtest.XXXXXX", t && *t ? t : "/tmp");
+	return mkdtemp(out) ? 0 : -1;
+}
+
+static char **
+build_env(const char *const *add)
+{
+	size_t n = 0, k = 0;
+	char **e;
+
+	while (environ[n])
+		n++;
+	while (add && add[k])
+		k++;
+	e = calloc(n + k + 1, sizeof(*e));
+	if (!e)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		e[i] = environ[i];
+	for (size_t i = 0; i < k; i++)
+		e[n + i] = (char *)add[i];
+	return e;
+}
+
+static pid_t
+spawn(const char *binary, const char *const *args, const char *const *env, const char *out_path,
+      int out_fd)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t none;
+	char **envp = build_env(env);
+	const char *argv[64];
+	size_t n = 0;
+	pid_t pid;
+	int r;
+
+	argv[n++] = binary;
+	for (size_t i = 0; args && args[i] && n < 63; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	if (out_path) {
+		posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_APPEND,
+						 0600);
+		posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	} else {
+		posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+		posix_spawn_file_actions_adddup2(&fa, out_fd, 2);
+	}
+	posix_spawnattr_init(&attr);
+	sigemptyset(&none);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+	r = posix_spawn(&pid, binary, &fa, &attr, (char *const *)argv, envp);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	free(envp);
+	if (r != 0) {
+		fprintf(stderr, "harness: cannot start %s: %s\n", binary, strerror(r));
+		return -1;
+	}
+	return pid;
+}
+
+static void
+print_file(const char *path)
+{
+	char buf[4096];
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f)
+		return;
+	fprintf(stderr, "---- %s ----\n", path);
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		fwrite(buf, 1, n, stderr);
+	fprintf(stderr, "---- end ----\n");
+	fclose(f);
+}
+
+bool
+harness_file_contains(const char *path, const char *needle)
+{
+	FILE *f = fopen(path, "r");
+	char *data;
+	long n;
+	bool found;
+
+	if (!f)
+		return false;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	data = calloc(1, (size_t)n + 1);
+	if (!data || fread(data, 1, (size_t)n, f) != (size_t)n) {
+		free(data);
+		fclose(f);
+		return false;
+	}
+	fclose(f);
+	found = strstr(data, needle) != NULL;
+	free(data);
+	return found;
+}
+
+static int
+launch(struct daemon_proc *p, const char *binary, const char *const *extra, const char *const *env)
+{
+	const char *args[64];
+	size_t n = 0;
+
+	args[n++] = "--state-dir";
+	args[n++] = p->state;
+	args[n++] = "--socket";
+	args[n++] = p->sock;
+	for (size_t i = 0; extra && extra[i] && n < 62; i++)
+		args[n++] = extra[i];
+	args[n] = NULL;
+	/* each start writes a fresh log so the readiness check sees this run's line */
+	unlink(p->log);
+	p->pid = spawn(binary, args, env, p->log, -1);
+	if (p->pid < 0)
+		return -1;
+	for (int i = 0; i < 1000; i++) {
+		int status;
+		if (harness_file_contains(p->log, "serving API v1"))
+			return 0;
+		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+			fprintf(stderr, "harness: %s exited during startup\n", binary);
+			print_file(p->log);
+			p->pid = 0;
+			return -1;
+		}
+		usleep(10000);
+	}
+	fprintf(stderr, "harness: %s did not become ready in 10 s\n", binary);
+	print_file(p->log);
+	harness_stop(p, SIGKILL);
+	return -1;
+}
+
+int
+harness_start(struct daemon_proc *p, const char *binary, const char *const *extra_args,
+	      const char *const *env)
+{
+	memset(p, 0, sizeof(*p));
+	if (harness_tmpdir(p->dir, sizeof(p->dir)) < 0)
+		return -1;
+	snprintf(p->state, sizeof(p->state), "%s/state", p->dir);
+	snprintf(p->sock, sizeof(p->sock), "%s/api.sock", p->dir);
+	snprintf(p->log, sizeof(p->log), "%s/daemon.log", p->dir);
+	return launch(p, binary, extra_args, env);
+}
+
+int
+harness_restart(struct daemon_proc *p, const char *binary, const char *const *extra_args,
+		const char *const *env)
+{
+	char old[320];
+
+	/* keep the previous run's log for post-mortems */
+	snprintf(old, sizeof(old), "%s.prev", p->log);
+	rename(p->log, old);
+	return launch(p, binary, extra_args, env);
+}
+
+int
+harness_stop(struct daemon_proc *p, int sig)
+{
+	int status = 0;
+
+	if (p->pid <= 0)
+		return -1;
+	kill(p->pid, sig);
+	for (int i = 0; i < 1000; i++) {
+		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+			p->pid = 0;
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		}
+		usleep(10000);
+	}
+	kill(p->pid, SIGKILL);
+	waitpid(p->pid, &status, 0);
+	p->pid = 0;
+	return 128 + SIGKILL;
+}
+
+void
+harness_cleanup(struct daemon_proc *p)
+{
+	char cmd[400];
+
+	if (p->pid > 0)
+		harness_stop(p, SIGKILL);
+	if (!p->dir[0] || getenv("HARNESS_KEEP"))
+		return;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p->dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "harness: could not remove %s\n", p->dir);
+}
+
+int
+harness_run(const char *binary, const char *const *args, const char *const *env,
+	    char **ret_output)
+{
+	char path[] = "/tmp/sbxrun.XXXXXX";
+	int fd = mkstemp(path), status = 0;
+	pid_t pid;
+	char *out;
+	off_t n;
+
+	if (fd < 0)
+		return -1;
+	unlink(path);
+	pid = spawn(binary, args, env, NULL, fd);
+	if (pid < 0) {
+		close(fd);
+		return -1;
+	}
+	for (int i = 0;; i++) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			break;
+		if (i == 1000) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			break;
+		}
+		usleep(10000);
+	}
+	n = lseek(fd, 0, SEEK_END);
+	out = calloc(1, (size_t)n + 1);
+	if (out && n > 0 && pread(fd, out, (size_t)n, 0) != n)
+		out[0] = '\0';
+	close(fd);
+	if (ret_output)
+		*ret_output = out;
+	else
+		free(out);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int
+connect_to(const char *sock_path, int port)
+{
+	int fd;
+
+	if (sock_path) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock_path);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			return fd;
+	} else {
+		struct sockaddr_in sa = { .sin_family = AF_INET,
+					  .sin_port = htons((uint16_t)port),
+					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			return fd;
+	}
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+ssize_t
+harness_raw(const char *sock_path, int port, const void *req, size_t len, char **ret_response,
+	    int timeout_ms)
+{
+	int fd = connect_to(sock_path, port);
+	size_t cap = 65536, got = 0;
+	const char *p = req;
+	char *out;
+
+	if (fd < 0)
+		return -1;
+	while (len > 0) {
+		ssize_t k = send(fd, p, len, MSG_NOSIGNAL);
+		if (k <= 0)
+			break; /* the server may close early on bad input: read what it said */
+		p += k;
+		len -= (size_t)k;
+	}
+	out = malloc(cap + 1);
+	if (!out) {
+		close(fd);
+		return -1;
+	}
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		ssize_t k;
+		if (poll(&pfd, 1, timeout_ms) <= 0)
+			break;
+		if (got == cap) {
+			char *n = realloc(out, cap * 2 + 1);
+			if (!n)
+				break;
+			out = n;
+			cap *= 2;
+		}
+		k = recv(fd, out + got, cap - got, 0);
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	out[got] = '\0';
+	close(fd);
+	*ret_response = out;
+	return (ssize_t)got;
+}
+
+int
+harness_http(const char *sock_path, const char *method, const char *path, const char *body,
+	     char **ret_body)
+{
+	char head[1024];
+	char *req, *resp = NULL, *b;
+	size_t blen = body ? strlen(body) : 0;
+	int status = -1, n;
+
+	n = snprintf(head, sizeof(head),
+		     "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+		     "%sContent-Length: %zu\r\n\r\n",
+		     method, path, body ? "Content-Type: application/json\r\n" : "", blen);
+	req = malloc((size_t)n + blen + 1);
+	if (!req)
+		return -1;
+	memcpy(req, head, (size_t)n);
+	if (blen)
+		memcpy(req + n, body, blen);
+	if (harness_raw(sock_path, 0, req, (size_t)n + blen, &resp, 30000) > 0)
+		sscanf(resp, "HTTP/1.1 %d", &status);
+	free(req);
+	if (ret_body) {
+		b = resp ? strstr(resp, "\r\n\r\n") : NULL;
+		*ret_body = strdup(b ? b + 4 : "");
+	}
+	free(resp);
+	return status;
+}
+
+int
+harness_free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	close(fd);
+	return port;
+}
