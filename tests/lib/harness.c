@@ -80,7 +80,7 @@ spawn(const char *binary, const char *const *args, const char *const *env, const
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	if (out_path) {
 		posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_APPEND,
-						 0600);
+		                                 0600);
 		posix_spawn_file_actions_adddup2(&fa, 1, 2);
 	} else {
 		posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
@@ -180,7 +180,7 @@ launch(struct daemon_proc *p, const char *binary, const char *const *extra, cons
 
 int
 harness_start(struct daemon_proc *p, const char *binary, const char *const *extra_args,
-	      const char *const *env)
+              const char *const *env)
 {
 	memset(p, 0, sizeof(*p));
 	if (harness_tmpdir(p->dir, sizeof(p->dir)) < 0)
@@ -193,7 +193,7 @@ harness_start(struct daemon_proc *p, const char *binary, const char *const *extr
 
 int
 harness_restart(struct daemon_proc *p, const char *binary, const char *const *extra_args,
-		const char *const *env)
+                const char *const *env)
 {
 	char old[320];
 
@@ -239,8 +239,7 @@ harness_cleanup(struct daemon_proc *p)
 }
 
 int
-harness_run(const char *binary, const char *const *args, const char *const *env,
-	    char **ret_output)
+harness_run(const char *binary, const char *const *args, const char *const *env, char **ret_output)
 {
 	char path[] = "/tmp/sbxrun.XXXXXX";
 	int fd = mkstemp(path), status = 0;
@@ -291,8 +290,8 @@ connect_to(const char *sock_path, int port)
 			return fd;
 	} else {
 		struct sockaddr_in sa = { .sin_family = AF_INET,
-					  .sin_port = htons((uint16_t)port),
-					  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+			                  .sin_port = htons((uint16_t)port),
+			                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
 			return fd;
@@ -304,7 +303,7 @@ connect_to(const char *sock_path, int port)
 
 ssize_t
 harness_raw(const char *sock_path, int port, const void *req, size_t len, char **ret_response,
-	    int timeout_ms)
+            int timeout_ms)
 {
 	int fd = connect_to(sock_path, port);
 	size_t cap = 65536, got = 0;
@@ -350,7 +349,7 @@ harness_raw(const char *sock_path, int port, const void *req, size_t len, char *
 
 int
 harness_http(const char *sock_path, const char *method, const char *path, const char *body,
-	     char **ret_body)
+             char **ret_body)
 {
 	char head[1024];
 	char *req, *resp = NULL, *b;
@@ -358,9 +357,9 @@ harness_http(const char *sock_path, const char *method, const char *path, const 
 	int status = -1, n;
 
 	n = snprintf(head, sizeof(head),
-		     "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
-		     "%sContent-Length: %zu\r\n\r\n",
-		     method, path, body ? "Content-Type: application/json\r\n" : "", blen);
+	             "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+	             "%sContent-Length: %zu\r\n\r\n",
+	             method, path, body ? "Content-Type: application/json\r\n" : "", blen);
 	req = malloc((size_t)n + blen + 1);
 	if (!req)
 		return -1;
@@ -381,7 +380,8 @@ harness_http(const char *sock_path, const char *method, const char *path, const 
 int
 harness_free_port(void)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+		                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(sa);
 	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
 

@@ -26,10 +26,10 @@ int harness_tmpdir(char *out, size_t size);
  * (NULL-terminated), environment additions env ("K=V", NULL-terminated, may be NULL).
  * Waits up to 10 s for the "serving API v1" line. 0, or -1 after printing the log. */
 int harness_start(struct daemon_proc *p, const char *binary, const char *const *extra_args,
-		  const char *const *env);
+                  const char *const *env);
 /* Starts again in the same directories (after a stop or a crash). */
 int harness_restart(struct daemon_proc *p, const char *binary, const char *const *extra_args,
-		    const char *const *env);
+                    const char *const *env);
 /* Sends sig (SIGTERM or SIGKILL) and waits; returns the exit status (or 128+signal). */
 int harness_stop(struct daemon_proc *p, int sig);
 /* Removes the directory (after stopping). */
@@ -38,17 +38,17 @@ void harness_cleanup(struct daemon_proc *p);
 /* Runs binary with args to completion (timeout 10 s); returns its exit code and what it
  * wrote to stdout and stderr (caller frees). */
 int harness_run(const char *binary, const char *const *args, const char *const *env,
-		char **ret_output);
+                char **ret_output);
 
 /* Sends raw bytes to a unix socket (path) or TCP 127.0.0.1:port (port > 0) and reads the
  * answer until the server closes or timeout_ms passes. Returns bytes read or -1. */
 ssize_t harness_raw(const char *sock_path, int port, const void *req, size_t len,
-		    char **ret_response, int timeout_ms);
+                    char **ret_response, int timeout_ms);
 
 /* A JSON request over the unix socket with Host: localhost. Returns the HTTP status (or -1)
  * and the body (caller frees). body may be NULL. */
 int harness_http(const char *sock_path, const char *method, const char *path, const char *body,
-		 char **ret_body);
+                 char **ret_body);
 
 /* Whether a file contains a string. */
 bool harness_file_contains(const char *path, const char *needle);

@@ -1,0 +1,169 @@
+/* test-persistence.c: nothing a client was told succeeded is lost when sandboxd is killed
+ * with SIGKILL and started again; sandboxes whose VMs still run are taken back, and the ones
+ * whose VMs vanished while sandboxd was down are marked failed with the reason. Runs the real
+ * daemon with the test-only fake backend, whose "VMs" are files that outlive the daemon the
+ * way a real QEMU process does. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "harness.h"
+
+static json_t *
+call(struct daemon_proc *p, const char *method, const char *path, const char *body, int want_status)
+{
+	char *out = NULL;
+	int status = harness_http(p->sock, method, path, body, &out);
+	json_t *j;
+
+	if (status != want_status)
+		fail_msg("%s %s: expected %d, got %d: %s", method, path, want_status, status,
+		         out ? out : "");
+	j = out && *out ? json_loads(out, 0, NULL) : NULL;
+	free(out);
+	return j;
+}
+
+static const char *
+str(json_t *j, const char *key)
+{
+	return json_string_value(json_object_get(j, key));
+}
+
+static void
+get_state(struct daemon_proc *p, const char *id, char *state, size_t n, char *reason, size_t rn)
+{
+	char path[128];
+	json_t *j;
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+	j = call(p, "GET", path, NULL, 200);
+	snprintf(state, n, "%s", str(j, "state"));
+	if (reason)
+		snprintf(reason, rn, "%s", str(j, "reason") ? str(j, "reason") : "");
+	json_decref(j);
+}
+
+static void
+test_kill_and_restart(void **state)
+{
+	const char *bin = harness_binary("SANDBOXD_FAKE");
+	struct daemon_proc p;
+	char ids[5][32], path[400], st[32], reason[256];
+	json_t *j;
+
+	assert_int_equal(harness_start(&p, bin, NULL, NULL), 0);
+	for (int i = 0; i < 5; i++) {
+		char body[256];
+		snprintf(body, sizeof(body),
+		         "{\"name\":\"keep-%d\",\"labels\":{\"n\":\"%d\"},\"env\":{\"K\":\"v\"}}",
+		         i, i);
+		j = call(&p, "POST", "/v1/sandboxes", body, 201);
+		assert_string_equal(str(j, "state"), "running");
+		snprintf(ids[i], sizeof(ids[i]), "%s", str(j, "id"));
+		json_decref(j);
+	}
+	/* 1 stopped, 2 deleted, 3 renamed, 4's VM will vanish while sandboxd is down */
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/stop", ids[1]);
+	json_decref(call(&p, "POST", path, NULL, 200));
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", ids[2]);
+	json_decref(call(&p, "DELETE", path, NULL, 204));
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", ids[3]);
+	json_decref(call(&p, "PATCH", path, "{\"name\":\"renamed\"}", 200));
+
+	/* a create still booting (wait:false, slow image) when the daemon dies */
+	j = call(&p, "POST", "/v1/sandboxes", "{\"image\":\"fake/slow\",\"wait\":false}", 201);
+	char booting[32];
+	snprintf(booting, sizeof(booting), "%s", str(j, "id"));
+	json_decref(j);
+
+	assert_int_equal(harness_stop(&p, SIGKILL), 128 + SIGKILL);
+	snprintf(path, sizeof(path), "%s/fake/%s", p.state, ids[4]);
+	assert_int_equal(unlink(path), 0);
+
+	assert_int_equal(harness_restart(&p, bin, NULL, NULL), 0);
+	assert_true(harness_file_contains(p.log, "after the restart:"));
+
+	get_state(&p, ids[0], st, sizeof(st), NULL, 0);
+	assert_string_equal(st, "running");
+	get_state(&p, ids[1], st, sizeof(st), NULL, 0);
+	assert_string_equal(st, "stopped");
+	get_state(&p, ids[2], st, sizeof(st), NULL, 0);
+	assert_string_equal(st, "terminated");
+	get_state(&p, ids[3], st, sizeof(st), NULL, 0);
+	assert_string_equal(st, "running");
+	j = call(&p, "GET", "/v1/sandboxes/renamed", NULL, 200);
+	assert_string_equal(str(j, "id"), ids[3]);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "labels"), "n")),
+	                    "3");
+	assert_string_equal(json_string_value(json_array_get(json_object_get(j, "env_names"), 0)),
+	                    "K");
+	json_decref(j);
+	get_state(&p, ids[4], st, sizeof(st), reason, sizeof(reason));
+	assert_string_equal(st, "failed");
+	assert_non_null(strstr(reason, "ended while sandboxd was not running"));
+	get_state(&p, booting, st, sizeof(st), reason, sizeof(reason));
+	assert_string_equal(st, "failed");
+	assert_non_null(strstr(reason, "before it finished starting"));
+
+	/* the list holds exactly the live ones, and the events survived too */
+	j = call(&p, "GET", "/v1/sandboxes", NULL, 200);
+	assert_int_equal(json_array_size(json_object_get(j, "sandboxes")), 5);
+	json_decref(j);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", ids[1]);
+	j = call(&p, "GET", path, NULL, 200);
+	assert_true(json_array_size(json_object_get(j, "events")) >= 5);
+	json_decref(j);
+
+	/* the taken-back sandboxes keep working */
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/start", ids[1]);
+	j = call(&p, "POST", path, NULL, 200);
+	assert_string_equal(str(j, "state"), "running");
+	json_decref(j);
+	/* and a name freed by a delete before the crash can be used again */
+	j = call(&p, "POST", "/v1/sandboxes", "{\"name\":\"keep-2\"}", 201);
+	assert_string_not_equal(str(j, "id"), ids[2]);
+	json_decref(j);
+
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	harness_cleanup(&p);
+}
+
+static void
+test_sigterm_keeps_sandboxes(void **state)
+{
+	const char *bin = harness_binary("SANDBOXD_FAKE");
+	struct daemon_proc p;
+	char id[32], st[32];
+	json_t *j;
+
+	assert_int_equal(harness_start(&p, bin, NULL, NULL), 0);
+	j = call(&p, "POST", "/v1/sandboxes", "{}", 201);
+	snprintf(id, sizeof(id), "%s", str(j, "id"));
+	json_decref(j);
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	assert_true(harness_file_contains(p.log, "shutting down; sandboxes keep running"));
+	assert_int_equal(harness_restart(&p, bin, NULL, NULL), 0);
+	assert_true(harness_file_contains(p.log, "1 sandbox(es) taken back"));
+	get_state(&p, id, st, sizeof(st), NULL, 0);
+	assert_string_equal(st, "running");
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	harness_cleanup(&p);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_kill_and_restart),
+		cmocka_unit_test(test_sigterm_keeps_sandboxes),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

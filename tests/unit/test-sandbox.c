@@ -1,0 +1,265 @@
+/* test-sandbox.c: the lifecycle transition table (every (from, to) pair), the only writer of
+ * a sandbox's state (sandbox_set_state: refuses, persists, publishes), names and ids. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include "events.h"
+#include "sandboxd.h"
+#include "store.h"
+#include "util.h"
+
+/* Written out independently of daemon/sandbox.c on purpose: a change to the table there must
+ * be made here too, deliberately. Rows: from; columns: to. */
+static const char *const expected[_SANDBOX_STATE_MAX] = {
+	/*                     P S R s T u F X   (pending starting running stopping stopped
+	 *                                         suspended failed terminated) */
+	[SANDBOX_PENDING] = "01000011", [SANDBOX_STARTING] = "00100011",
+	[SANDBOX_RUNNING] = "00010111", [SANDBOX_STOPPING] = "00001011",
+	[SANDBOX_STOPPED] = "01000011", [SANDBOX_SUSPENDED] = "00110011",
+	[SANDBOX_FAILED] = "00000001",  [SANDBOX_TERMINATED] = "00000000",
+};
+
+static void
+test_every_pair(void **state)
+{
+	for (int from = 0; from < _SANDBOX_STATE_MAX; from++)
+		for (int to = 0; to < _SANDBOX_STATE_MAX; to++) {
+			bool want = expected[from][to] == '1';
+			bool got = sandbox_transition_allowed(from, to);
+			if (want != got)
+				fail_msg("%s -> %s: expected %s, table says %s",
+				         sandbox_state_to_string(from), sandbox_state_to_string(to),
+				         want ? "allowed" : "refused", got ? "allowed" : "refused");
+		}
+	assert_false(sandbox_transition_allowed(_SANDBOX_STATE_INVALID, SANDBOX_RUNNING));
+	assert_false(sandbox_transition_allowed(SANDBOX_RUNNING, _SANDBOX_STATE_MAX));
+}
+
+static void
+test_names_round_trip(void **state)
+{
+	for (int s = 0; s < _SANDBOX_STATE_MAX; s++)
+		assert_int_equal(sandbox_state_from_string(sandbox_state_to_string(s)), s);
+	assert_int_equal(sandbox_state_from_string("Running"), _SANDBOX_STATE_INVALID);
+	assert_int_equal(sandbox_state_from_string(NULL), _SANDBOX_STATE_INVALID);
+}
+
+static void
+test_name_rules(void **state)
+{
+	char n63[64], n64[65];
+
+	memset(n63, 'a', 63);
+	n63[63] = '\0';
+	memset(n64, 'a', 64);
+	n64[64] = '\0';
+	assert_true(sandbox_name_valid("dev"));
+	assert_true(sandbox_name_valid("0-a"));
+	assert_true(sandbox_name_valid(n63));
+	assert_false(sandbox_name_valid(n64));
+	assert_false(sandbox_name_valid(""));
+	assert_false(sandbox_name_valid("sbx_x"));
+	assert_false(sandbox_name_valid("Upper"));
+	assert_false(sandbox_name_valid("has space"));
+	assert_false(sandbox_name_valid("-lead"));
+	assert_true(sandbox_id_valid("sbx_0123456789abcdef"));
+	assert_true(sandbox_id_valid("sbx_n17_0123456789abcdef"));
+	assert_false(sandbox_id_valid("sbx_0123456789ABCDEF"));
+	assert_false(sandbox_id_valid("sbx_0123456789abcde"));
+	assert_false(sandbox_id_valid("sbx__0123456789abcdef"));
+	assert_false(sandbox_id_valid("dev"));
+}
+
+/* A daemon context with a real store in a temporary directory, no server, no backend. */
+struct fixture {
+	struct sandboxd d;
+	char dir[64];
+	unsigned notified;
+	enum sandbox_state last_seen;
+	unsigned broadcast;
+};
+
+static int
+setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+	char path[128];
+
+	assert_non_null(f);
+	snprintf(f->dir, sizeof(f->dir), "/tmp/test-sandbox.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(path, sizeof(path), "%s/db", f->dir);
+	assert_int_equal(loop_new(&f->d.loop), 0);
+	assert_int_equal(store_open(path, &f->d.store), 0);
+	registry_init(&f->d.reg);
+	list_init(&f->d.subscribers);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct fixture *f = *state;
+	char cmd[128];
+
+	registry_done(&f->d.reg);
+	f->d.store = store_free(f->d.store);
+	f->d.loop = loop_free(f->d.loop);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	assert_int_equal(system(cmd), 0);
+	free(f);
+	return 0;
+}
+
+static struct sandbox *
+make_sandbox(struct fixture *f, const char *id, const char *name)
+{
+	struct sandbox *sb = sandbox_new();
+
+	assert_non_null(sb);
+	snprintf(sb->id, sizeof(sb->id), "%s", id);
+	sb->name = name ? strdup(name) : NULL;
+	sb->owner = strdup("alice");
+	sb->image = strdup("img");
+	sb->backend = strdup("test");
+	sb->cpus = 1;
+	sb->memory_mb = 256;
+	sb->disk_mb = 1024;
+	sb->created_at = now_unix_ms();
+	assert_int_equal(sandbox_commit(&f->d, sb, true, "created", NULL), 0);
+	assert_int_equal(registry_add(&f->d.reg, sb), 0);
+	return sb;
+}
+
+static void
+on_change(struct sandbox_waiter *w, struct sandbox *sb, bool gone)
+{
+	struct fixture *f = w->data;
+
+	f->notified++;
+	f->last_seen = sb->state;
+}
+
+static void
+on_event(struct event_sub *s, const char *text, size_t len)
+{
+	struct fixture *f = s->data;
+
+	assert_non_null(strstr(text, "event: state\n"));
+	f->broadcast++;
+}
+
+static int
+count_events(const struct store_event *e, void *data)
+{
+	(*(unsigned *)data)++;
+	return 0;
+}
+
+static void
+test_set_state_persists_and_publishes(void **state)
+{
+	struct fixture *f = *state;
+	struct sandbox *sb = make_sandbox(f, "sbx_00000000000000a1", "one");
+	struct sandbox_waiter w = { .fn = on_change, .data = f };
+	struct event_sub sub = { .fn = on_event, .data = f, .owner = "alice" };
+	struct sandbox *loaded = NULL;
+	unsigned n = 0;
+	bool truncated;
+
+	list_init(&w.link);
+	list_init(&sub.link);
+	sandbox_add_waiter(sb, &w);
+	events_subscribe(&f->d, &sub);
+
+	assert_int_equal(sandbox_set_state(&f->d, sb, SANDBOX_STARTING, NULL), 0);
+	assert_int_equal(sandbox_set_state(&f->d, sb, SANDBOX_RUNNING, NULL), 0);
+	assert_int_equal(f->notified, 2);
+	assert_int_equal(f->last_seen, SANDBOX_RUNNING);
+	assert_int_equal(f->broadcast, 2);
+
+	/* the row is the record of truth: read it back */
+	assert_int_equal(store_load(f->d.store, sb->id, &loaded), 0);
+	assert_int_equal(loaded->state, SANDBOX_RUNNING);
+	assert_string_equal(loaded->owner, "alice");
+	assert_string_equal(loaded->json, sb->json);
+	sandbox_free(loaded);
+	assert_int_equal(store_list_events(f->d.store, sb->id, 100, count_events, &n, &truncated),
+	                 0);
+	assert_int_equal(n, 3); /* created, 2 state changes */
+	assert_false(truncated);
+
+	/* another owner's stream sees nothing */
+	sub.owner = "bob";
+	assert_int_equal(sandbox_set_state(&f->d, sb, SANDBOX_STOPPING, NULL), 0);
+	assert_int_equal(f->broadcast, 2);
+	events_unsubscribe(&sub);
+	sandbox_remove_waiter(&w);
+}
+
+static void
+test_refused_move_changes_nothing(void **state)
+{
+	struct fixture *f = *state;
+	struct sandbox *sb = make_sandbox(f, "sbx_00000000000000b2", NULL);
+	struct sandbox *loaded = NULL;
+	_cleanup_free_ char *before = NULL;
+	unsigned n = 0;
+	bool truncated;
+
+	before = strdup(sb->json);
+	/* pending -> running skips starting: not in the table */
+	assert_int_equal(sandbox_set_state(&f->d, sb, SANDBOX_RUNNING, NULL), -EINVAL);
+	assert_int_equal(sb->state, SANDBOX_PENDING);
+	assert_string_equal(sb->json, before);
+	assert_int_equal(store_load(f->d.store, sb->id, &loaded), 0);
+	assert_int_equal(loaded->state, SANDBOX_PENDING);
+	sandbox_free(loaded);
+	assert_int_equal(store_list_events(f->d.store, sb->id, 100, count_events, &n, &truncated),
+	                 0);
+	assert_int_equal(n, 1); /* only "created" */
+
+	/* terminated is final */
+	assert_int_equal(sandbox_set_state(&f->d, sb, SANDBOX_TERMINATED, "deleted"), 0);
+	assert_string_equal(sb->reason, "deleted");
+	for (int to = 0; to < _SANDBOX_STATE_MAX; to++)
+		assert_int_equal(sandbox_set_state(&f->d, sb, to, NULL), -EINVAL);
+}
+
+static void
+test_registry_names(void **state)
+{
+	struct fixture *f = *state;
+	struct sandbox *a = make_sandbox(f, "sbx_00000000000000c3", "dev");
+	struct sandbox *found;
+
+	assert_ptr_equal(registry_find(&f->d.reg, "dev", "alice"), a);
+	assert_ptr_equal(registry_find(&f->d.reg, a->id, "alice"), a);
+	/* another owner finds neither the name nor the id */
+	assert_null(registry_find(&f->d.reg, "dev", "bob"));
+	assert_null(registry_find(&f->d.reg, a->id, "bob"));
+	/* an admin (no owner filter) finds both */
+	found = registry_find(&f->d.reg, "dev", NULL);
+	assert_ptr_equal(found, a);
+	registry_drop(&f->d, a);
+	assert_null(registry_find(&f->d.reg, "dev", NULL));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_every_pair),
+		cmocka_unit_test(test_names_round_trip),
+		cmocka_unit_test(test_name_rules),
+		cmocka_unit_test_setup_teardown(test_set_state_persists_and_publishes, setup,
+		                                teardown),
+		cmocka_unit_test_setup_teardown(test_refused_move_changes_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_registry_names, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,227 @@
+/* test-store.c: the SQLite store: schema migrations, rows surviving a reopen, live-name
+ * uniqueness, event listing (oldest first, truncation, owner filter) and refusing a database
+ * from a newer sandboxd. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include "store.h"
+#include "util.h"
+
+struct fixture {
+	char dir[64];
+	char path[96];
+};
+
+static int
+setup(void **state)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	snprintf(f->dir, sizeof(f->dir), "/tmp/test-store.XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	snprintf(f->path, sizeof(f->path), "%s/sandboxd.db", f->dir);
+	*state = f;
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct fixture *f = *state;
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
+	assert_int_equal(system(cmd), 0);
+	free(f);
+	return 0;
+}
+
+static struct sandbox *
+make(const char *id, const char *name, const char *owner, enum sandbox_state st)
+{
+	struct sandbox *sb = sandbox_new();
+
+	snprintf(sb->id, sizeof(sb->id), "%s", id);
+	sb->name = name ? strdup(name) : NULL;
+	sb->owner = strdup(owner);
+	sb->image = strdup("img");
+	sb->backend = strdup("test");
+	sb->state = st;
+	sb->cpus = 2;
+	sb->memory_mb = 512;
+	sb->disk_mb = 2048;
+	sb->created_at = sb->updated_at = now_unix_ms();
+	sb->env = calloc(2, sizeof(*sb->env));
+	sb->env[0].name = strdup("TOKEN");
+	sb->env[0].value = strdup("never-stored");
+	sb->nenv = 1;
+	json_object_set_new(sb->labels, "team", json_string("a"));
+	assert_int_equal(sandbox_refresh_json(sb), 0);
+	return sb;
+}
+
+static int
+collect(struct sandbox *sb, void *data)
+{
+	json_t *ids = data;
+
+	json_array_append_new(ids, json_string(sb->id));
+	sandbox_free(sb);
+	return 0;
+}
+
+static void
+test_rows_survive_reopen(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = NULL;
+	struct sandbox *a = make("sbx_000000000000000a", "a", "alice", SANDBOX_RUNNING);
+	struct sandbox *b = make("sbx_000000000000000b", NULL, "bob", SANDBOX_TERMINATED);
+	struct sandbox *loaded = NULL;
+	json_t *ids = json_array();
+	struct stat st;
+
+	assert_int_equal(store_open(f->path, &s), 0);
+	assert_int_equal(stat(f->path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(store_insert_sandbox(s, a), 0);
+	assert_int_equal(store_insert_sandbox(s, b), 0);
+	assert_int_equal(store_insert_sandbox(s, a), -EEXIST);
+	a->state = SANDBOX_STOPPED;
+	assert_int_equal(store_update_sandbox(s, a), 0);
+	s = store_free(s);
+
+	assert_int_equal(store_open(f->path, &s), 0);
+	assert_int_equal(store_load_live(s, collect, ids), 0);
+	assert_int_equal(json_array_size(ids), 1); /* the terminated one is not live */
+	assert_string_equal(json_string_value(json_array_get(ids, 0)), a->id);
+	assert_int_equal(store_load(s, b->id, &loaded), 0);
+	assert_int_equal(loaded->state, SANDBOX_TERMINATED);
+	sandbox_free(loaded);
+	assert_int_equal(store_load(s, a->id, &loaded), 0);
+	assert_int_equal(loaded->state, SANDBOX_STOPPED);
+	assert_int_equal(loaded->cpus, 2);
+	assert_string_equal(json_string_value(json_object_get(loaded->labels, "team")), "a");
+	/* env names persist, values never do */
+	assert_int_equal(loaded->nenv, 1);
+	assert_string_equal(loaded->env[0].name, "TOKEN");
+	assert_null(loaded->env[0].value);
+	assert_null(strstr(loaded->json, "never-stored"));
+	sandbox_free(loaded);
+	assert_int_equal(store_load(s, "sbx_00000000000000ff", &loaded), -ENOENT);
+	store_free(s);
+	sandbox_free(a);
+	sandbox_free(b);
+	json_decref(ids);
+}
+
+static void
+test_live_names_are_unique(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = NULL;
+	struct sandbox *a = make("sbx_000000000000001a", "dev", "alice", SANDBOX_RUNNING);
+	struct sandbox *b = make("sbx_000000000000001b", "dev", "alice", SANDBOX_RUNNING);
+	struct sandbox *c = make("sbx_000000000000001c", "dev", "bob", SANDBOX_RUNNING);
+
+	assert_int_equal(store_open(f->path, &s), 0);
+	assert_int_equal(store_insert_sandbox(s, a), 0);
+	assert_int_equal(store_insert_sandbox(s, b), -EEXIST); /* same owner, same live name */
+	assert_int_equal(store_insert_sandbox(s, c), 0);       /* names are per owner */
+	a->state = SANDBOX_TERMINATED;
+	assert_int_equal(store_update_sandbox(s, a), 0);
+	assert_int_equal(store_insert_sandbox(s, b), 0); /* the name is free again */
+	store_free(s);
+	sandbox_free(a);
+	sandbox_free(b);
+	sandbox_free(c);
+}
+
+static int
+collect_seq(const struct store_event *e, void *data)
+{
+	json_t *seqs = data;
+
+	json_array_append_new(seqs, json_integer(e->seq));
+	return 0;
+}
+
+static void
+test_events(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = NULL;
+	struct sandbox *a = make("sbx_000000000000002a", NULL, "alice", SANDBOX_RUNNING);
+	struct sandbox *b = make("sbx_000000000000002b", NULL, "bob", SANDBOX_RUNNING);
+	json_t *seqs = json_array(), *data = json_object();
+	bool truncated = true;
+	int64_t seq = 0;
+
+	assert_int_equal(store_open(f->path, &s), 0);
+	assert_int_equal(store_insert_sandbox(s, a), 0);
+	assert_int_equal(store_insert_sandbox(s, b), 0);
+	for (int i = 0; i < 10; i++) {
+		assert_int_equal(store_add_event(s, a->id, now_unix_ms(), "state", data, &seq), 0);
+		assert_int_equal(store_add_event(s, b->id, now_unix_ms(), "state", data, NULL), 0);
+	}
+	assert_int_equal(seq, 19);
+	assert_int_equal(store_last_event_seq(s), 20);
+
+	/* the newest 4 of a's 10, oldest first, and truncation is reported */
+	assert_int_equal(store_list_events(s, a->id, 4, collect_seq, seqs, &truncated), 0);
+	assert_int_equal(json_array_size(seqs), 4);
+	assert_int_equal(json_integer_value(json_array_get(seqs, 0)), 13);
+	assert_int_equal(json_integer_value(json_array_get(seqs, 3)), 19);
+	assert_true(truncated);
+	json_array_clear(seqs);
+	assert_int_equal(store_list_events(s, a->id, 10, collect_seq, seqs, &truncated), 0);
+	assert_false(truncated);
+
+	/* replay after seq 10, only bob's */
+	json_array_clear(seqs);
+	assert_int_equal(store_events_since(s, 10, "bob", 100, collect_seq, seqs), 0);
+	assert_int_equal(json_array_size(seqs), 5);
+	assert_int_equal(json_integer_value(json_array_get(seqs, 0)), 12);
+	json_array_clear(seqs);
+	assert_int_equal(store_events_since(s, 10, NULL, 3, collect_seq, seqs), 0);
+	assert_int_equal(json_array_size(seqs), 3);
+	store_free(s);
+	sandbox_free(a);
+	sandbox_free(b);
+	json_decref(seqs);
+	json_decref(data);
+}
+
+static void
+test_newer_schema_is_refused(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = NULL;
+	sqlite3 *db;
+	char sql[64];
+
+	assert_int_equal(store_open(f->path, &s), 0);
+	store_free(s);
+	assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", store_schema_version() + 1);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	assert_int_equal(store_open(f->path, &s), -EPROTO);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_rows_survive_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_live_names_are_unique, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_events, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_newer_schema_is_refused, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
