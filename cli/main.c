@@ -1,5 +1,236 @@
-int
-main(void)
+/* main.c: sandbox-cli, the command-line client of sandboxd's API v1. Parses the global
+ * options, finds the verb in the table below and runs it; the verbs live in cmd-*.c. */
+#include <curl/curl.h>
+#include <locale.h>
+#include <stdlib.h>
+#include "cli.h"
+#include "output.h"
+#include "paths.h"
+#include "util.h"
+
+#ifndef SANDBOX_CLI_VERSION
+#define SANDBOX_CLI_VERSION "0.1.0-unknown"
+#endif
+
+static int cmd_version(struct cli *cli, int argc, char **argv);
+static int cmd_help(struct cli *cli, int argc, char **argv);
+
+static const struct verb verbs[] = {
+	{ .name = "context",
+	  .usage = "context add|use|ls|rm ...",
+	  .summary = "Manage contexts: named endpoints with their credentials.",
+	  .help = "  context add NAME ENDPOINT [--token-file FILE] [--ca FILE] [--use]\n"
+	          "  context use NAME\n"
+	          "  context ls\n"
+	          "  context rm NAME\n"
+	          "\n"
+	          "See 'sandbox-cli context add --help' and so on.\n",
+	  .run = cmd_context },
+	{ .name = "doctor",
+	  .usage = "doctor",
+	  .summary = "Check that the endpoint answers; describe the server and who you are.",
+	  .run = cmd_doctor },
+	{ .name = "list",
+	  .usage = "list [--label KEY=VALUE]...",
+	  .summary = "List your sandboxes, newest first.",
+	  .help = "  --label KEY=VALUE  only sandboxes with this label (repeatable: all must "
+	          "match)\n",
+	  .run = cmd_list },
+	{ .name = "inspect",
+	  .usage = "inspect REF",
+	  .summary = "Show one sandbox (by id or name) as JSON.",
+	  .help = "A terminated sandbox is found by its id only; names belong to live ones.\n",
+	  .run = cmd_inspect },
+	{ .name = "create",
+	  .usage = "create [options]",
+	  .summary = "Create a sandbox, wait until it runs, and print its id.",
+	  .help = "  --name NAME          a name (lowercase letters, digits and -)\n"
+	          "  --image IMAGE        the image (default: the server's)\n"
+	          "  --cpus N             virtual CPUs\n"
+	          "  --memory MB          memory in MiB\n"
+	          "  --disk MB            disk in MiB\n"
+	          "  --label KEY=VALUE    a label (repeatable)\n"
+	          "  --env NAME=VALUE     an environment variable (repeatable); --env NAME takes\n"
+	          "                       the value from your environment, off the command line\n"
+	          "  --idle-timeout SECS  stop it after this long without use (0: never)\n"
+	          "  --lifetime SECS      end it this long after creation (0: never)\n"
+	          "  --no-wait            return at once, before it runs\n"
+	          "\n"
+	          "Prints only the id (with --json: the sandbox). When the sandbox fails to\n"
+	          "start, the id is still printed, the reason goes to stderr, and the exit\n"
+	          "code is 1.\n",
+	  .run = cmd_create },
+	{ .name = "stop",
+	  .usage = "stop REF...",
+	  .summary = "Stop sandboxes and wait; their disks are kept for 'start'.",
+	  .run = cmd_stop },
+	{ .name = "start",
+	  .usage = "start REF...",
+	  .summary = "Start stopped sandboxes again and wait until they run.",
+	  .run = cmd_start },
+	{ .name = "kill",
+	  .usage = "kill REF...",
+	  .summary = "End sandboxes and discard their disks (ending an ended one succeeds).",
+	  .run = cmd_kill },
+	{ .name = "events",
+	  .usage = "events [REF] [--follow] [--since SEQ]",
+	  .summary = "Show a sandbox's recorded events, or follow the live stream.",
+	  .help = "  REF          show this sandbox's events (TIME TYPE DETAIL); with --follow,\n"
+	          "               then follow its new ones until it is terminated\n"
+	          "  --follow     follow the live stream (the default without REF)\n"
+	          "  --since SEQ  when following: first replay the events after sequence SEQ\n"
+	          "\n"
+	          "With --json, each event is printed as one JSON object per line.\n",
+	  .run = cmd_events },
+	{ .name = "version",
+	  .usage = "version",
+	  .summary = "Print sandbox-cli's version ('doctor' shows the server's).",
+	  .run = cmd_version },
+	{ .name = "help",
+	  .usage = "help [VERB]",
+	  .summary = "Show the help of sandbox-cli or of one verb.",
+	  .run = cmd_help },
+};
+
+static const struct verb *
+find_verb(const char *name)
 {
-	return 0;
+	for (size_t i = 0; i < ARRAY_SIZE(verbs); i++)
+		if (streq(verbs[i].name, name))
+			return &verbs[i];
+	return NULL;
+}
+
+static void
+usage(FILE *f)
+{
+	_cleanup_free_ char *sock = paths_default_socket();
+
+	fputs("usage: sandbox-cli [global options] VERB [arguments]\n"
+	      "\n"
+	      "The command-line client of sandboxd: microVM sandboxes over API v1.\n"
+	      "\n"
+	      "Verbs:\n",
+	      f);
+	for (size_t i = 0; i < ARRAY_SIZE(verbs); i++)
+		fprintf(f, "  %-9s %s\n", verbs[i].name, verbs[i].summary);
+	fprintf(f,
+	        "\n"
+	        "Global options (before or after the verb):\n"
+	        "  --context NAME     use this context, not the current one\n"
+	        "  --endpoint URL     use this endpoint: unix:///PATH, http://HOST:PORT or\n"
+	        "                     https://HOST:PORT\n"
+	        "  --token-file FILE  send the token in FILE (mode 0600)\n"
+	        "  --ca FILE          trust this CA certificate (PEM) for https\n"
+	        "  --json             print the server's JSON (one object per line for streams)\n"
+	        "  -h, --help         this help; after a verb, the verb's\n"
+	        "\n"
+	        "The endpoint is --endpoint, else $SANDBOX_ENDPOINT, else the context's\n"
+	        "(--context, $SANDBOX_CONTEXT, or the one chosen with 'context use'), else the\n"
+	        "local socket unix://%s.\n"
+	        "A context's token and CA go only to its own endpoint, unless the context is\n"
+	        "named with --context or $SANDBOX_CONTEXT.\n"
+	        "\n"
+	        "Environment: SANDBOX_CONTEXT, SANDBOX_ENDPOINT, SANDBOX_TOKEN (a token itself),\n"
+	        "SANDBOX_CA (a CA file), XDG_CONFIG_HOME (contexts live in\n"
+	        "$XDG_CONFIG_HOME/sandbox-cli/config.json, by default ~/.config/...).\n"
+	        "\n"
+	        "Exit codes:\n"
+	        "  0  success\n"
+	        "  1  the server or the operation failed (5xx; a sandbox that ended up failed)\n"
+	        "  2  usage error, bad local config, or 400 invalid_request\n"
+	        "  3  cannot reach the endpoint (refused, DNS, TLS), or the connection broke\n"
+	        "  4  not allowed: 401 unauthorized, 403 refused or forbidden_origin\n"
+	        "  5  404 not found\n"
+	        "  6  409 conflict (name in use, wrong state)\n",
+	        sock ? sock : "$XDG_RUNTIME_DIR/sandboxd.sock");
+}
+
+static int
+cmd_version(struct cli *cli, int argc, char **argv)
+{
+	int c, r;
+
+	while ((c = cli_getopt(cli, argc, argv, NULL)) != -1)
+		return cli_option_end(cli, c);
+	if (optind < argc)
+		return cli_usage_error(cli, "takes no arguments");
+	if (cli->json) {
+		json_t *j = json_pack("{s:s}", "version", SANDBOX_CLI_VERSION);
+		r = j ? output_json_line(j) : -ENOMEM;
+		json_decref(j);
+		return r < 0 ? CLI_EXIT_FAILED : CLI_EXIT_OK;
+	} else
+		printf("sandbox-cli %s\n", SANDBOX_CLI_VERSION);
+	return CLI_EXIT_OK;
+}
+
+static int
+cmd_help(struct cli *cli, int argc, char **argv)
+{
+	const struct verb *v;
+	int c;
+
+	while ((c = cli_getopt(cli, argc, argv, NULL)) != -1)
+		return cli_option_end(cli, c);
+	if (optind == argc) {
+		usage(stdout);
+		return CLI_EXIT_OK;
+	}
+	v = find_verb(argv[optind]);
+	if (!v || optind + 1 < argc)
+		return cli_usage_error(cli, "no such verb; the verbs are listed by 'sandbox-cli "
+		                            "--help'");
+	cli_verb_help(v, stdout);
+	return CLI_EXIT_OK;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct cli cli = { 0 };
+	int c, r;
+
+	setlocale(LC_CTYPE, "C");
+	/* the global options that come before the verb; '+' stops at the verb */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:h", cli_global_options, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return CLI_EXIT_OK;
+		}
+		if (c == '?' || c == ':') {
+			char shortname[3] = { '-', (char)optopt, '\0' };
+			_cleanup_free_ char *safe =
+			        termsafe_dup(optopt ? shortname : argv[optind - 1]);
+			fprintf(stderr, "sandbox-cli: %s option '%s'\nTry 'sandbox-cli --help'.\n",
+			        c == '?' ? "unknown" : "a value is missing after the",
+			        safe ? safe : "?");
+			return CLI_EXIT_USAGE;
+		}
+		cli_global_option(&cli, c, optarg);
+	}
+	if (optind == argc) {
+		usage(stderr);
+		return CLI_EXIT_USAGE;
+	}
+	cli.verb = find_verb(argv[optind]);
+	if (!cli.verb) {
+		_cleanup_free_ char *safe = termsafe_dup(argv[optind]);
+		fprintf(stderr, "sandbox-cli: unknown verb '%s'\nTry 'sandbox-cli --help'.\n",
+		        safe ? safe : "?");
+		return CLI_EXIT_USAGE;
+	}
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		fprintf(stderr, "sandbox-cli: cannot initialise libcurl\n");
+		return CLI_EXIT_FAILED;
+	}
+	r = cli.verb->run(&cli, argc - optind, argv + optind);
+	cli_done(&cli);
+	curl_global_cleanup();
+	if (fflush(stdout) == EOF && r == CLI_EXIT_OK) {
+		fprintf(stderr, "sandbox-cli: cannot write the output: %m\n");
+		r = CLI_EXIT_FAILED;
+	}
+	return r;
 }

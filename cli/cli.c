@@ -1,0 +1,518 @@
+/* cli.c: see cli.h. Where the endpoint comes from (flags, environment, contexts, the local
+ * socket), option parsing shared by every verb, and the one place that turns a failed request
+ * into a message that says what to do and an exit code. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include "cli.h"
+#include "client.h"
+#include "context.h"
+#include "output.h"
+#include "paths.h"
+#include "util.h"
+
+enum {
+	OPT_CONTEXT = 0x1000,
+	OPT_ENDPOINT,
+	OPT_TOKEN_FILE,
+	OPT_CA,
+	OPT_JSON,
+};
+
+const struct option cli_global_options[] = {
+	{ "context", required_argument, NULL, OPT_CONTEXT },
+	{ "endpoint", required_argument, NULL, OPT_ENDPOINT },
+	{ "token-file", required_argument, NULL, OPT_TOKEN_FILE },
+	{ "ca", required_argument, NULL, OPT_CA },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+void
+cli_done(struct cli *cli)
+{
+	cli->client = client_free(cli->client);
+	free(cli->source);
+	cli->source = NULL;
+}
+
+bool
+cli_global_option(struct cli *cli, int c, const char *arg)
+{
+	switch (c) {
+	case OPT_CONTEXT:
+		cli->context = arg;
+		return true;
+	case OPT_ENDPOINT:
+		cli->endpoint = arg;
+		return true;
+	case OPT_TOKEN_FILE:
+		cli->token_file = arg;
+		return true;
+	case OPT_CA:
+		cli->ca = arg;
+		return true;
+	case OPT_JSON:
+		cli->json = true;
+		return true;
+	default:
+		return false;
+	}
+}
+
+void
+cli_verb_help(const struct verb *v, FILE *f)
+{
+	fprintf(f, "usage: sandbox-cli %s\n\n%s\n", v->usage, v->summary);
+	if (v->help && *v->help)
+		fprintf(f, "\n%s", v->help);
+	fputs("\nGlobal options (--context NAME, --endpoint URL, --token-file FILE, --ca FILE,\n"
+	      "--json) go before or after the verb; see 'sandbox-cli --help'.\n",
+	      f);
+}
+
+int
+cli_usage_error(struct cli *cli, const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fprintf(stderr, "sandbox-cli: %s: ", cli->verb->name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry 'sandbox-cli %s --help'.\n", cli->verb->name);
+	return CLI_EXIT_USAGE;
+}
+
+int
+cli_option_end(struct cli *cli, int c)
+{
+	if (c == 'h') {
+		cli_verb_help(cli->verb, stdout);
+		return CLI_EXIT_OK;
+	}
+	return CLI_EXIT_USAGE; /* cli_getopt() said what was wrong */
+}
+
+int
+cli_getopt(struct cli *cli, int argc, char **argv, const struct option *opts)
+{
+	/* the merged table is built when a new argument vector starts being parsed */
+	static struct option merged[64];
+	static char shortopts[64];
+	static char **parsing;
+	int c;
+
+	if (parsing != argv) {
+		size_t n = 0, s = 0;
+		shortopts[s++] = ':';
+		shortopts[s++] = 'h';
+		/* the verb's own first: "context add --ca" is the context's CA */
+		for (size_t i = 0; opts && opts[i].name && n < ARRAY_SIZE(merged) - 8; i++) {
+			merged[n++] = opts[i];
+			if (opts[i].val > 0 && opts[i].val < 128 && s < sizeof(shortopts) - 3) {
+				shortopts[s++] = (char)opts[i].val;
+				if (opts[i].has_arg == required_argument)
+					shortopts[s++] = ':';
+			}
+		}
+		for (size_t i = 0; cli_global_options[i].name; i++)
+			merged[n++] = cli_global_options[i];
+		merged[n] = (struct option){ 0 };
+		shortopts[s] = '\0';
+		parsing = argv;
+		optind = 0; /* glibc: start over */
+	}
+	opterr = 0;
+	for (;;) {
+		c = getopt_long(argc, argv, shortopts, merged, NULL);
+		if (c == -1 || c == 'h')
+			return c;
+		if (c == '?' || c == ':') {
+			char shortname[3] = { '-', (char)optopt, '\0' };
+			const char *opt = optopt ? shortname : argv[optind - 1];
+			_cleanup_free_ char *safe = termsafe_dup(opt);
+			if (c == '?')
+				cli_usage_error(cli, "unknown option '%s'", safe ? safe : "?");
+			else
+				cli_usage_error(cli, "option '%s' needs a value",
+				                safe ? safe : "?");
+			return '?';
+		}
+		if (!cli_global_option(cli, c, optarg))
+			return c;
+	}
+}
+
+/* ---- where the endpoint comes from ---- */
+
+static const char *
+env_nonempty(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? v : NULL;
+}
+
+struct target {
+	char *endpoint;
+	char *token;
+	char *ca;
+};
+
+static void
+target_done(struct target *t)
+{
+	free(t->endpoint);
+	if (t->token) {
+		explicit_bzero(t->token, strlen(t->token));
+		free(t->token);
+	}
+	free(t->ca);
+}
+
+/* Loads the contexts and picks the one to use: the named one, else the current one, else
+ * none (*ret NULL). 0 or an exit code. */
+static int
+pick_context(struct context_store *store, const char **name, json_t **ret)
+{
+	int r;
+
+	*ret = NULL;
+	r = context_load(store);
+	if (r == -EBADMSG) {
+		output_error("the config '%s' is damaged: %s; fix it or remove it", store->path,
+		             store->error);
+		return CLI_EXIT_USAGE;
+	}
+	if (r < 0) {
+		output_error("cannot read the config '%s': %s", store->path ? store->path : "?",
+		             strerror(-r));
+		return CLI_EXIT_FAILED;
+	}
+	if (store->loose_mode)
+		output_error("warning: the config '%s' is readable by others and holds tokens; "
+		             "run 'chmod 600 %s'",
+		             store->path, store->path);
+	if (!*name)
+		*name = context_current(store);
+	if (!*name)
+		return 0;
+	*ret = context_get(store, *name);
+	if (!*ret) {
+		_cleanup_free_ char *safe = termsafe_dup(*name);
+		output_error("there is no context named '%s' (see: sandbox-cli context ls)",
+		             safe ? safe : "?");
+		return CLI_EXIT_USAGE;
+	}
+	return 0;
+}
+
+static int
+resolve(struct cli *cli, struct target *t)
+{
+	_cleanup_(context_store_done) struct context_store store = { 0 };
+	const char *named = cli->context ? cli->context : env_nonempty("SANDBOX_CONTEXT");
+	const char *ctx_name = named, *endpoint = cli->endpoint, *token_env, *ca, *why;
+	enum endpoint_kind kind;
+	bool use_ctx_creds;
+	json_t *ctx = NULL;
+	int r;
+
+	if (endpoint) {
+		cli->source = strdup("--endpoint");
+	} else if ((endpoint = env_nonempty("SANDBOX_ENDPOINT"))) {
+		cli->source = strdup("$SANDBOX_ENDPOINT");
+	}
+	/* the config is read only when it matters, so --endpoint works with a damaged one */
+	if (named || !endpoint) {
+		r = pick_context(&store, &ctx_name, &ctx);
+		if (r != 0)
+			return r;
+	}
+	/* a context's credentials go only to its own endpoint, unless the context was named
+	 * explicitly: an --endpoint typed on the command line never gets the current
+	 * context's token by accident */
+	use_ctx_creds = ctx && (named || !endpoint);
+	if (!endpoint && ctx) {
+		endpoint = json_string_value(json_object_get(ctx, "endpoint"));
+		cli->source = strdup_printf("context '%s'", ctx_name);
+	} else if (!endpoint) {
+		_cleanup_free_ char *sock = paths_default_socket();
+		if (!sock) {
+			output_error("cannot tell the default socket: no home directory is known");
+			return CLI_EXIT_FAILED;
+		}
+		t->endpoint = strdup_printf("unix://%s", sock);
+		cli->source = strdup("the default socket");
+	}
+	if (!t->endpoint)
+		t->endpoint = strdup(endpoint);
+	if (!t->endpoint || !cli->source) {
+		output_error("out of memory");
+		return CLI_EXIT_FAILED;
+	}
+	if (client_parse_endpoint(t->endpoint, &kind, &why) < 0) {
+		_cleanup_free_ char *safe = termsafe_dup(t->endpoint);
+		output_error("%s: endpoint '%s' is invalid: %s", cli->source, safe ? safe : "?",
+		             why);
+		return CLI_EXIT_USAGE;
+	}
+
+	token_env = env_nonempty("SANDBOX_TOKEN");
+	if (cli->token_file) {
+		mode_t mode = 0;
+		r = context_read_token(cli->token_file, &t->token, &mode);
+		if (r == -EPERM) {
+			output_error(
+			        "--token-file '%s' is readable by group or others (mode %04o); "
+			        "run 'chmod 600 %s'",
+			        cli->token_file, (unsigned)mode, cli->token_file);
+			return CLI_EXIT_USAGE;
+		}
+		if (r < 0) {
+			output_error("--token-file '%s': %s", cli->token_file,
+			             r == -EBADMSG ? "it does not hold a token (one line of "
+			                             "printable characters without spaces)"
+			                           : strerror(-r));
+			return CLI_EXIT_USAGE;
+		}
+	} else if (token_env) {
+		if (!context_token_valid(token_env)) {
+			output_error("$SANDBOX_TOKEN is not a token (printable characters, no "
+			             "spaces)");
+			return CLI_EXIT_USAGE;
+		}
+		t->token = strdup(token_env);
+		if (!t->token)
+			return CLI_EXIT_FAILED;
+	} else if (use_ctx_creds && json_object_get(ctx, "token")) {
+		t->token = strdup(json_string_value(json_object_get(ctx, "token")));
+		if (!t->token)
+			return CLI_EXIT_FAILED;
+	}
+
+	ca = cli->ca ? cli->ca : env_nonempty("SANDBOX_CA");
+	if (!ca && use_ctx_creds)
+		ca = json_string_value(json_object_get(ctx, "ca"));
+	if (ca) {
+		if (access(ca, R_OK) < 0) {
+			output_error("cannot read the CA file '%s': %m", ca);
+			return CLI_EXIT_USAGE;
+		}
+		t->ca = strdup(ca);
+		if (!t->ca)
+			return CLI_EXIT_FAILED;
+	}
+	return 0;
+}
+
+int
+cli_client(struct cli *cli, struct client **ret)
+{
+	_cleanup_(target_done) struct target t = { 0 };
+	int r;
+
+	if (cli->client) {
+		*ret = cli->client;
+		return 0;
+	}
+	r = resolve(cli, &t);
+	if (r != 0)
+		return r;
+	r = client_new(t.endpoint, t.token, t.ca, &cli->client);
+	if (r < 0) {
+		output_error("cannot set up the HTTP client: %s", strerror(-r));
+		return CLI_EXIT_FAILED;
+	}
+	*ret = cli->client;
+	return 0;
+}
+
+/* ---- failures ---- */
+
+static bool
+curl_is_tls(CURLcode e)
+{
+	return e == CURLE_SSL_CONNECT_ERROR || e == CURLE_PEER_FAILED_VERIFICATION ||
+	       e == CURLE_SSL_CERTPROBLEM || e == CURLE_SSL_CIPHER ||
+	       e == CURLE_SSL_CACERT_BADFILE || e == CURLE_SSL_ISSUER_ERROR ||
+	       e == CURLE_SSL_PINNEDPUBKEYNOTMATCH || e == CURLE_SSL_INVALIDCERTSTATUS ||
+	       e == CURLE_SSL_CRL_BADFILE || e == CURLE_USE_SSL_FAILED;
+}
+
+int
+cli_fail_transport(struct cli *cli, int r)
+{
+	const struct client_failure *f;
+	const char *ep, *hint = NULL;
+	char reason[CURL_ERROR_SIZE + 64];
+
+	if (r == -ENOBUFS) {
+		output_error("the answer from %s is larger than %u MiB; not reading it",
+		             client_endpoint(cli->client), CLIENT_BODY_MAX >> 20);
+		return CLI_EXIT_FAILED;
+	}
+	if (r != -EIO) {
+		output_error("the request to %s failed: %s", client_endpoint(cli->client),
+		             strerror(-r));
+		return CLI_EXIT_FAILED;
+	}
+	f = client_failure(cli->client);
+	ep = client_endpoint(cli->client);
+	if (f->answered) {
+		output_error("the connection to %s broke: %s", ep, f->detail);
+		return CLI_EXIT_UNREACHABLE;
+	}
+	snprintf(reason, sizeof(reason), "%s", f->detail);
+	if (f->code == CURLE_COULDNT_CONNECT && f->os_errno) {
+		snprintf(reason, sizeof(reason), "%s", strerror(f->os_errno));
+		if (client_kind(cli->client) == ENDPOINT_UNIX && f->os_errno == EACCES)
+			hint = "the socket belongs to another user (run as that user, or use a TCP "
+			       "endpoint with a token)";
+		else if (client_kind(cli->client) == ENDPOINT_UNIX)
+			hint = "is sandboxd running? (start it, or pick a context: sandbox-cli "
+			       "context ls)";
+		else
+			hint = "is sandboxd running and listening there? (check the endpoint: "
+			       "sandbox-cli context ls)";
+	} else if (f->code == CURLE_COULDNT_CONNECT) {
+		hint = "is sandboxd running? (check the endpoint: sandbox-cli context ls)";
+	} else if (f->code == CURLE_COULDNT_RESOLVE_HOST) {
+		hint = "check the host name in the endpoint (sandbox-cli context ls)";
+	} else if (f->code == CURLE_OPERATION_TIMEDOUT) {
+		snprintf(reason, sizeof(reason), "no connection within 10 seconds");
+		hint = "is the host up, and does a firewall let the port through?";
+	} else if (curl_is_tls(f->code)) {
+		snprintf(reason, sizeof(reason), "TLS failed: %s", f->detail);
+		if (strstr(f->detail, "wrong version number"))
+			hint = "the server does not speak TLS there: is it an http:// endpoint?";
+		else
+			hint = "if the server's certificate comes from a private CA, pass that CA "
+			       "with --ca FILE (or: sandbox-cli context add NAME ENDPOINT --ca "
+			       "FILE)";
+	} else if (f->code == CURLE_GOT_NOTHING) {
+		snprintf(reason, sizeof(reason),
+		         "the server closed the connection without "
+		         "answering");
+		hint = client_kind(cli->client) == ENDPOINT_HTTP
+		               ? "if it serves TLS, write the endpoint as https://"
+		               : NULL;
+	}
+	output_error("cannot reach %s: %s%s%s", ep, reason, hint ? "; " : "", hint ? hint : "");
+	return CLI_EXIT_UNREACHABLE;
+}
+
+static const struct {
+	long status;
+	int exit_code;
+} status_exits[] = {
+	{ .status = 400, .exit_code = CLI_EXIT_USAGE },
+	{ .status = 401, .exit_code = CLI_EXIT_DENIED },
+	{ .status = 403, .exit_code = CLI_EXIT_DENIED },
+	{ .status = 404, .exit_code = CLI_EXIT_NOT_FOUND },
+	{ .status = 409, .exit_code = CLI_EXIT_CONFLICT },
+};
+
+static const struct {
+	const char *code;
+	const char *hint; /* NULL: computed */
+} code_hints[] = {
+	{ .code = "unauthorized", .hint = NULL },
+	{ .code = "forbidden_origin",
+	  .hint = "the server does not answer to this host name: use a loopback address, or a "
+	          "name its operator allowed with 'sandboxd --allowed-host'" },
+	{ .code = "rate_limited", .hint = "wait a moment and try again" },
+	{ .code = "unavailable", .hint = "the server cannot serve right now; try again later" },
+	{ .code = "unsupported",
+	  .hint = "this server lacks that capability (see: sandbox-cli "
+	          "doctor)" },
+};
+
+static void
+print_hint(struct cli *cli, const char *code)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(code_hints); i++) {
+		if (!streq(code, code_hints[i].code))
+			continue;
+		if (code_hints[i].hint)
+			output_error("hint: %s", code_hints[i].hint);
+		else if (client_has_token(cli->client))
+			output_error("hint: %s refused the token; check the token of the context "
+			             "(sandbox-cli context ls) or the one given with --token-file "
+			             "or $SANDBOX_TOKEN",
+			             client_endpoint(cli->client));
+		else
+			output_error("hint: %s needs a token: sandbox-cli context add NAME %s "
+			             "--token-file FILE (then: sandbox-cli context use NAME), "
+			             "or pass --token-file FILE, or set $SANDBOX_TOKEN",
+			             client_endpoint(cli->client), client_endpoint(cli->client));
+		return;
+	}
+}
+
+int
+cli_fail_status(struct cli *cli, const struct client_response *resp)
+{
+	json_t *j = json_loadb(buf_head(&resp->body) ? buf_head(&resp->body) : "",
+	                       buf_avail(&resp->body), 0, NULL);
+	json_t *err = json_object_get(j, "error");
+	const char *code = output_str(err, "code"), *message = output_str(err, "message");
+	int exit_code = CLI_EXIT_FAILED;
+
+	for (size_t i = 0; i < ARRAY_SIZE(status_exits); i++)
+		if (status_exits[i].status == resp->status)
+			exit_code = status_exits[i].exit_code;
+	if (code && message) {
+		_cleanup_free_ char *c = termsafe_dup(code), *m = termsafe_dup(message);
+		output_error("%s: %s", c ? c : "?", m ? m : "?");
+		print_hint(cli, code);
+	} else {
+		output_error("%s answered HTTP %ld without an API error; is it sandboxd?",
+		             client_endpoint(cli->client), resp->status);
+	}
+	json_decref(j);
+	return exit_code;
+}
+
+int
+cli_call(struct cli *cli, const char *method, const char *path, const json_t *body, json_t **ret)
+{
+	_cleanup_(client_response_done) struct client_response resp = { 0 };
+	_cleanup_free_ char *text = NULL;
+	struct client *c;
+	json_error_t jerr;
+	json_t *j = NULL;
+	int r;
+
+	r = cli_client(cli, &c);
+	if (r != 0)
+		return r;
+	if (body) {
+		text = json_dumps(body, JSON_COMPACT);
+		if (!text) {
+			output_error("out of memory");
+			return CLI_EXIT_FAILED;
+		}
+	}
+	r = client_request(c, method, path, text, &resp);
+	if (r < 0)
+		return cli_fail_transport(cli, r);
+	if (resp.status < 200 || resp.status > 299)
+		return cli_fail_status(cli, &resp);
+	if (buf_avail(&resp.body) > 0) {
+		j = json_loadb(buf_head(&resp.body), buf_avail(&resp.body), 0, &jerr);
+		if (!j) {
+			output_error("the answer from %s is not JSON: %s", client_endpoint(c),
+			             jerr.text);
+			return CLI_EXIT_FAILED;
+		}
+	}
+	if (ret)
+		*ret = j;
+	else
+		json_decref(j);
+	return 0;
+}

@@ -1,0 +1,89 @@
+/* cli.h: what sandbox-cli's verbs share: the invocation (global flags), the exit codes that
+ * scripts rely on, option parsing with the global flags mixed in, and requests whose
+ * failures are explained to the user in one place. */
+#pragma once
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include "macro.h"
+
+/* Exit codes: documented in `sandbox-cli --help` and docs/cli.md; never renumber them. */
+enum {
+	CLI_EXIT_OK = 0,
+	CLI_EXIT_FAILED = 1,      /* the server failed (5xx) or the operation did */
+	CLI_EXIT_USAGE = 2,       /* bad arguments, bad local config, or 400 invalid_request */
+	CLI_EXIT_UNREACHABLE = 3, /* no connection, DNS, TLS; or the connection broke */
+	CLI_EXIT_DENIED = 4,      /* 401 unauthorized, 403 refused or forbidden_origin */
+	CLI_EXIT_NOT_FOUND = 5,   /* 404 */
+	CLI_EXIT_CONFLICT = 6,    /* 409 */
+};
+
+struct cli;
+struct client;
+struct client_response;
+
+struct verb {
+	const char *name;
+	const char *usage;   /* after "sandbox-cli ", e.g. "inspect REF" */
+	const char *summary; /* one line for the list of verbs */
+	const char *help;    /* options and notes, shown by VERB --help */
+	int (*run)(struct cli *cli, int argc, char **argv);
+};
+
+struct cli {
+	bool json;              /* --json */
+	const char *context;    /* --context */
+	const char *endpoint;   /* --endpoint */
+	const char *token_file; /* --token-file */
+	const char *ca;         /* --ca */
+	const struct verb *verb;
+	struct client *client; /* made by cli_client() on first use */
+	char *source;          /* where the endpoint came from, for messages */
+};
+
+void cli_done(struct cli *cli);
+
+/* The global options, shared by main() (before the verb) and cli_getopt() (after it). */
+extern const struct option cli_global_options[];
+/* Applies global option c with its argument; false when c is not a global option. */
+bool cli_global_option(struct cli *cli, int c, const char *arg);
+
+/* getopt_long over a verb's arguments (argv[0] is the verb) with the global options mixed in,
+ * which it applies itself. Returns the val of the verb's next option, 'h' for -h/--help, '?'
+ * after printing what is wrong, or -1 at the end; the positional arguments are then
+ * argv[optind..argc-1]. Verb options use vals >= 256 unless they have a short form. */
+int cli_getopt(struct cli *cli, int argc, char **argv, const struct option *opts);
+/* The default: of a verb's option loop: prints the verb's help for 'h' and returns 0 (the
+ * caller returns it), else returns CLI_EXIT_USAGE. */
+int cli_option_end(struct cli *cli, int c);
+/* Prints "sandbox-cli: VERB: message" and where to find help; returns CLI_EXIT_USAGE. */
+int cli_usage_error(struct cli *cli, const char *fmt, ...) _printf_(2, 3);
+void cli_verb_help(const struct verb *v, FILE *f);
+
+/* The connection to the endpoint that the flags, the environment and the contexts choose;
+ * made on first use. 0, or an exit code after saying what is wrong. */
+int cli_client(struct cli *cli, struct client **ret);
+
+/* Sends a request (path already escaped) and checks the answer: 0 with the parsed 2xx body in
+ * *ret (NULL when it was empty; caller owns; ret may be NULL), or an exit code after saying
+ * what went wrong and what to do about it. */
+int cli_call(struct cli *cli, const char *method, const char *path, const json_t *body,
+             json_t **ret);
+
+/* Explains a request that got no answer (r from client_request()/client_stream()) or a
+ * non-2xx answer; both return the exit code. */
+int cli_fail_transport(struct cli *cli, int r);
+int cli_fail_status(struct cli *cli, const struct client_response *resp);
+
+/* The verbs (cmd-*.c). Each returns the process exit code. */
+int cmd_context(struct cli *cli, int argc, char **argv);
+int cmd_doctor(struct cli *cli, int argc, char **argv);
+int cmd_list(struct cli *cli, int argc, char **argv);
+int cmd_inspect(struct cli *cli, int argc, char **argv);
+int cmd_create(struct cli *cli, int argc, char **argv);
+int cmd_stop(struct cli *cli, int argc, char **argv);
+int cmd_start(struct cli *cli, int argc, char **argv);
+int cmd_kill(struct cli *cli, int argc, char **argv);
+int cmd_events(struct cli *cli, int argc, char **argv);

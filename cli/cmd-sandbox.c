@@ -1,0 +1,381 @@
+/* cmd-sandbox.c: the sandbox verbs: list, inspect, create, stop, start and kill. Each is one
+ * or a few API calls; human output is a table or a line, --json the server's objects. */
+#include <errno.h>
+#include <stdlib.h>
+#include "cli.h"
+#include "client.h"
+#include "output.h"
+#include "table.h"
+#include "util.h"
+
+/* "/v1/sandboxes/<escaped ref><suffix>" */
+static char *
+sandbox_path(const char *ref, const char *suffix)
+{
+	_cleanup_free_ char *esc = client_escape(ref);
+
+	return esc ? strdup_printf("/v1/sandboxes/%s%s", esc, suffix) : NULL;
+}
+
+static int
+oom(void)
+{
+	output_error("out of memory");
+	return CLI_EXIT_FAILED;
+}
+
+/* Says why a sandbox is failed, when it is; returns CLI_EXIT_FAILED then, else 0. */
+static int
+check_failed(const json_t *sb)
+{
+	const char *state = output_str(sb, "state"), *reason = output_str(sb, "reason");
+	_cleanup_free_ char *id = NULL, *why = NULL;
+
+	if (!state || !streq(state, "failed"))
+		return 0;
+	id = termsafe_dup(output_str(sb, "id"));
+	why = termsafe_dup(reason ? reason : "no reason given");
+	output_error("sandbox '%s' failed: %s", id ? id : "?", why ? why : "?");
+	return CLI_EXIT_FAILED;
+}
+
+/* Splits "KEY=VALUE" into obj[KEY] = VALUE. */
+static int
+add_pair(json_t *obj, const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	_cleanup_free_ char *key = NULL;
+
+	if (!eq || eq == kv)
+		return -EINVAL;
+	key = strndup(kv, (size_t)(eq - kv));
+	if (!key)
+		return -ENOMEM;
+	return json_object_set_new(obj, key, json_string(eq + 1)) < 0 ? -EINVAL : 0;
+}
+
+/* ---- list ---- */
+
+enum {
+	OPT_LABEL = 256,
+	OPT_NAME,
+	OPT_IMAGE,
+	OPT_CPUS,
+	OPT_MEMORY,
+	OPT_DISK,
+	OPT_ENV,
+	OPT_IDLE,
+	OPT_LIFETIME,
+	OPT_NO_WAIT,
+};
+
+int
+cmd_list(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "label", required_argument, NULL, OPT_LABEL },
+		{ NULL, 0, NULL, 0 },
+	};
+	static const char *const headers[] = { "ID",   "NAME",   "STATE", "IMAGE",
+		                               "CPUS", "MEMORY", "AGE" };
+	_cleanup_buf_ struct buf path = BUF_INIT(64 << 10);
+	_cleanup_(table_freep) struct table *t = NULL;
+	json_t *answer = NULL, *list, *sb;
+	int64_t now = now_unix_ms() / 1000;
+	bool labels = false;
+	size_t i;
+	int c, r;
+
+	if (buf_puts(&path, "/v1/sandboxes") < 0)
+		return oom();
+	while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
+		switch (c) {
+		case OPT_LABEL: {
+			_cleanup_free_ char *esc = client_escape(optarg);
+			if (!strchr(optarg, '=') || optarg[0] == '=')
+				return cli_usage_error(cli, "--label takes KEY=VALUE");
+			if (!esc || buf_printf(&path, "%clabel=%s", labels ? '&' : '?', esc) < 0)
+				return cli_usage_error(cli, "too many labels");
+			labels = true;
+			break;
+		}
+		default:
+			return cli_option_end(cli, c);
+		}
+	}
+	if (optind < argc)
+		return cli_usage_error(cli, "takes no arguments (filter with --label KEY=VALUE)");
+	r = cli_call(cli, "GET", path.data, NULL, &answer);
+	if (r != 0)
+		return r;
+	list = json_object_get(answer, "sandboxes");
+	if (!json_is_array(list)) {
+		json_decref(answer);
+		output_error("the server's list has no \"sandboxes\" array");
+		return CLI_EXIT_FAILED;
+	}
+	if (cli->json) {
+		r = output_json_line(answer);
+		json_decref(answer);
+		return r < 0 ? CLI_EXIT_FAILED : CLI_EXIT_OK;
+	}
+	t = table_new(ARRAY_SIZE(headers), headers);
+	if (!t) {
+		json_decref(answer);
+		return oom();
+	}
+	json_array_foreach (list, i, sb) {
+		char cpus[24], mem[24], age[24] = "-";
+		int64_t created;
+		snprintf(cpus, sizeof(cpus), "%lld", (long long)output_int(sb, "cpus", 0));
+		output_mib((uint64_t)output_int(sb, "memory_mb", 0), mem);
+		if (output_parse_time(output_str(sb, "created_at"), &created) == 0)
+			output_age(now - created, age);
+		const char *row[] = { output_str(sb, "id"),
+			              output_str(sb, "name"),
+			              output_str(sb, "state"),
+			              output_str(sb, "image"),
+			              cpus,
+			              mem,
+			              age };
+		if (table_add(t, row) < 0) {
+			json_decref(answer);
+			return oom();
+		}
+	}
+	json_decref(answer);
+	if (table_rows(t) == 0) {
+		fprintf(stderr, labels ? "No sandboxes have those labels.\n" : "No sandboxes.\n");
+		return CLI_EXIT_OK;
+	}
+	table_print(t, stdout);
+	return CLI_EXIT_OK;
+}
+
+/* ---- inspect ---- */
+
+int
+cmd_inspect(struct cli *cli, int argc, char **argv)
+{
+	_cleanup_free_ char *path = NULL;
+	json_t *sb = NULL;
+	int c, r;
+
+	while ((c = cli_getopt(cli, argc, argv, NULL)) != -1)
+		return cli_option_end(cli, c);
+	if (argc - optind != 1)
+		return cli_usage_error(cli, "needs one REF (a sandbox id or name)");
+	path = sandbox_path(argv[optind], "");
+	if (!path)
+		return oom();
+	r = cli_call(cli, "GET", path, NULL, &sb);
+	if (r != 0)
+		return r;
+	r = cli->json ? output_json_line(sb) : output_json_pretty(sb);
+	json_decref(sb);
+	return r < 0 ? CLI_EXIT_FAILED : CLI_EXIT_OK;
+}
+
+/* ---- create ---- */
+
+static int
+parse_number(struct cli *cli, const char *opt, const char *value, uint64_t max, json_t *body,
+             const char *field)
+{
+	uint64_t v;
+
+	if (parse_u64(value, &v) < 0 || v > max)
+		return cli_usage_error(cli, "%s takes a whole number, not '%s'", opt, value);
+	if (json_object_set_new(body, field, json_integer((json_int_t)v)) < 0)
+		return oom();
+	return 0;
+}
+
+int
+cmd_create(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "name", required_argument, NULL, OPT_NAME },
+		{ "image", required_argument, NULL, OPT_IMAGE },
+		{ "cpus", required_argument, NULL, OPT_CPUS },
+		{ "memory", required_argument, NULL, OPT_MEMORY },
+		{ "disk", required_argument, NULL, OPT_DISK },
+		{ "label", required_argument, NULL, OPT_LABEL },
+		{ "env", required_argument, NULL, OPT_ENV },
+		{ "idle-timeout", required_argument, NULL, OPT_IDLE },
+		{ "lifetime", required_argument, NULL, OPT_LIFETIME },
+		{ "no-wait", no_argument, NULL, OPT_NO_WAIT },
+		{ NULL, 0, NULL, 0 },
+	};
+	json_t *body = json_object(), *labels = json_object(), *env = json_object();
+	json_t *sb = NULL;
+	int c, r = 0;
+
+	if (!body || !labels || !env) {
+		r = oom();
+		goto out;
+	}
+	while (r == 0 && (c = cli_getopt(cli, argc, argv, opts)) != -1) {
+		switch (c) {
+		case OPT_NAME:
+			r = json_object_set_new(body, "name", json_string(optarg)) < 0
+			            ? cli_usage_error(cli, "--name must be text")
+			            : 0;
+			break;
+		case OPT_IMAGE:
+			r = json_object_set_new(body, "image", json_string(optarg)) < 0
+			            ? cli_usage_error(cli, "--image must be text")
+			            : 0;
+			break;
+		case OPT_CPUS:
+			r = parse_number(cli, "--cpus", optarg, INT32_MAX, body, "cpus");
+			break;
+		case OPT_MEMORY:
+			r = parse_number(cli, "--memory", optarg, INT32_MAX, body, "memory_mb");
+			break;
+		case OPT_DISK:
+			r = parse_number(cli, "--disk", optarg, INT64_MAX, body, "disk_mb");
+			break;
+		case OPT_IDLE:
+			r = parse_number(cli, "--idle-timeout", optarg, INT64_MAX, body,
+			                 "idle_timeout_secs");
+			break;
+		case OPT_LIFETIME:
+			r = parse_number(cli, "--lifetime", optarg, INT64_MAX, body,
+			                 "lifetime_secs");
+			break;
+		case OPT_LABEL:
+			if (add_pair(labels, optarg) < 0)
+				r = cli_usage_error(cli, "--label takes KEY=VALUE, not '%s'",
+				                    optarg);
+			break;
+		case OPT_ENV:
+			if (!strchr(optarg, '=')) {
+				/* --env NAME: the value stays off the command line (and out of
+				 * ps and the shell history) */
+				const char *v = getenv(optarg);
+				if (!v)
+					r = cli_usage_error(
+					        cli,
+					        "--env %s: there is no %s in your "
+					        "environment (or write --env NAME=VALUE)",
+					        optarg, optarg);
+				else if (json_object_set_new(env, optarg, json_string(v)) < 0)
+					r = cli_usage_error(cli, "--env %s: the value is not text",
+					                    optarg);
+			} else if (add_pair(env, optarg) < 0) {
+				r = cli_usage_error(cli, "--env takes NAME=VALUE or NAME");
+			}
+			break;
+		case OPT_NO_WAIT:
+			r = json_object_set_new(body, "wait", json_false()) < 0 ? oom() : 0;
+			break;
+		default:
+			r = cli_option_end(cli, c);
+			if (r == 0)
+				goto out;
+			break;
+		}
+	}
+	if (r != 0)
+		goto out;
+	if (optind < argc) {
+		r = cli_usage_error(cli, "takes no arguments; give the name with --name NAME");
+		goto out;
+	}
+	if ((json_object_size(labels) && json_object_set(body, "labels", labels) < 0) ||
+	    (json_object_size(env) && json_object_set(body, "env", env) < 0)) {
+		r = oom();
+		goto out;
+	}
+	r = cli_call(cli, "POST", "/v1/sandboxes", body, &sb);
+	if (r != 0)
+		goto out;
+	if (cli->json) {
+		r = output_json_line(sb) < 0 ? CLI_EXIT_FAILED : 0;
+	} else {
+		/* only the id, so that scripts can capture it */
+		_cleanup_free_ char *id = termsafe_dup(output_str(sb, "id"));
+		puts(id ? id : "?");
+		fflush(stdout);
+	}
+	if (r == 0)
+		r = check_failed(sb);
+out:
+	json_decref(sb);
+	json_decref(env);
+	json_decref(labels);
+	json_decref(body);
+	return r;
+}
+
+/* ---- stop, start, kill ---- */
+
+struct action {
+	const char *method;
+	const char *suffix;
+	const char *done; /* for the human line "<ref>: <done>" */
+};
+
+static int
+act(struct cli *cli, int argc, char **argv, const struct action *a)
+{
+	int c, first_error = 0;
+
+	while ((c = cli_getopt(cli, argc, argv, NULL)) != -1)
+		return cli_option_end(cli, c);
+	if (optind == argc)
+		return cli_usage_error(cli, "needs a REF (a sandbox id or name)");
+	/* every REF is tried; the exit code is the first failure's */
+	for (int i = optind; i < argc; i++) {
+		_cleanup_free_ char *path = sandbox_path(argv[i], a->suffix);
+		_cleanup_free_ char *ref = termsafe_dup(argv[i]);
+		json_t *sb = NULL;
+		int r;
+
+		if (!path || !ref)
+			return oom();
+		r = cli_call(cli, a->method, path, NULL, &sb);
+		if (r == 0 && sb && cli->json) {
+			if (output_json_line(sb) < 0)
+				r = CLI_EXIT_FAILED;
+		} else if (r == 0 && !cli->json) {
+			_cleanup_free_ char *state =
+			        termsafe_dup(sb ? output_str(sb, "state") : a->done);
+			printf("%s: %s\n", ref, state ? state : "?");
+			fflush(stdout);
+		}
+		if (r == 0 && sb)
+			r = check_failed(sb);
+		json_decref(sb);
+		if (r != 0 && first_error == 0)
+			first_error = r;
+		if (r == CLI_EXIT_UNREACHABLE)
+			break; /* the next one would fail the same way */
+	}
+	return first_error;
+}
+
+int
+cmd_stop(struct cli *cli, int argc, char **argv)
+{
+	static const struct action a = { .method = "POST", .suffix = "/stop" };
+
+	return act(cli, argc, argv, &a);
+}
+
+int
+cmd_start(struct cli *cli, int argc, char **argv)
+{
+	static const struct action a = { .method = "POST", .suffix = "/start" };
+
+	return act(cli, argc, argv, &a);
+}
+
+int
+cmd_kill(struct cli *cli, int argc, char **argv)
+{
+	static const struct action a = { .method = "DELETE", .suffix = "", .done = "terminated" };
+
+	return act(cli, argc, argv, &a);
+}
