@@ -1,0 +1,981 @@
+/* conf.c: the conformance suite's HTTP client and per-case context; see conf.h. Only the HTTP
+ * API is used: nothing here knows what kind of server answers. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "conf.h"
+#include "util.h"
+
+#define RESPONSE_MAX (64u << 20)
+#define REQUEST_TIMEOUT_MS 60000L
+#define CONNECT_TIMEOUT_MS 10000L
+#define WAIT_STATE_MS 10000
+#define STREAM_OPEN_MS 10000
+
+const char *const conf_sandbox_fields[] = {
+	"id",
+	"name",
+	"state",
+	"image",
+	"cpus",
+	"memory_mb",
+	"disk_mb",
+	"env_names",
+	"network",
+	"labels",
+	"volumes",
+	"created_at",
+	"idle_timeout_secs",
+	"lifetime_secs",
+	"expires_at",
+	"owner",
+	"reason",
+	NULL,
+};
+
+/* The error table of API.md: a code and the status it goes with. invalid_request also
+ * covers the 4xx statuses the table has no row of their own for (405, 408, 413, 431 ...). */
+static const struct {
+	const char *code;
+	long status;
+} error_codes[] = {
+	{ .code = "invalid_request", .status = 400 }, { .code = "unauthorized", .status = 401 },
+	{ .code = "refused", .status = 403 },         { .code = "forbidden_origin", .status = 403 },
+	{ .code = "not_found", .status = 404 },       { .code = "conflict", .status = 409 },
+	{ .code = "rate_limited", .status = 429 },    { .code = "unsupported", .status = 501 },
+	{ .code = "unavailable", .status = 503 },     { .code = "internal", .status = 500 },
+};
+
+static struct {
+	char *endpoint;
+	char *base; /* what paths are appended to */
+	char *unix_path;
+	char *token;
+	char *ca;
+	CURL *easy; /* reused between requests, so connections are kept */
+	json_t *caps;
+	int sandboxes; /* -1: not probed yet */
+	char run_id[17];
+} G = { .sandboxes = -1 };
+
+struct deferred {
+	void (*fn)(void *);
+	void *p;
+};
+
+/* The running case: what to free and which sandboxes to delete when it ends. */
+static struct {
+	struct deferred *v;
+	size_t n, cap;
+	json_t *created;
+} C;
+
+/* ---- configuration ---- */
+
+static char *
+env_dup(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? strdup(v) : NULL;
+}
+
+int
+conf_init(void)
+{
+	const char *e;
+
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+		fprintf(stderr, "conformance: libcurl did not initialise\n");
+		return -EIO;
+	}
+	G.endpoint = env_dup("SANDBOX_CONFORMANCE_ENDPOINT");
+	G.token = env_dup("SANDBOX_CONFORMANCE_TOKEN");
+	G.ca = env_dup("SANDBOX_CONFORMANCE_CA");
+	e = G.endpoint;
+	if (!e) {
+		fprintf(stderr,
+		        "conformance: set SANDBOX_CONFORMANCE_ENDPOINT to http://HOST:PORT, "
+		        "https://HOST:PORT or unix:///PATH\n");
+		return -EINVAL;
+	}
+	if (str_has_prefix(e, "unix://")) {
+		if (e[7] != '/') {
+			fprintf(stderr,
+			        "conformance: endpoint '%s': the socket path must be "
+			        "absolute (unix:///run/sandboxd.sock)\n",
+			        e);
+			return -EINVAL;
+		}
+		G.unix_path = strdup(e + 7);
+		G.base = strdup("http://localhost");
+	} else if (str_has_prefix(e, "http://") || str_has_prefix(e, "https://")) {
+		size_t n = strlen(e);
+		while (n > 0 && e[n - 1] == '/')
+			n--;
+		G.base = strndup(e, n);
+	} else {
+		fprintf(stderr, "conformance: endpoint '%s': use http://, https:// or unix://\n",
+		        e);
+		return -EINVAL;
+	}
+	G.easy = curl_easy_init();
+	if (!G.base || (str_has_prefix(e, "unix://") && !G.unix_path) || !G.easy ||
+	    random_hex(G.run_id, 8) < 0) {
+		fprintf(stderr, "conformance: out of memory\n");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void
+conf_done(void)
+{
+	(void)conf_case_teardown(NULL);
+	json_decref(G.caps);
+	if (G.easy)
+		curl_easy_cleanup(G.easy);
+	free(G.endpoint);
+	free(G.base);
+	free(G.unix_path);
+	free(G.token);
+	free(G.ca);
+	G = (typeof(G)){ .sandboxes = -1 };
+	curl_global_cleanup();
+}
+
+const char *
+conf_endpoint(void)
+{
+	return G.endpoint;
+}
+
+bool
+conf_is_unix(void)
+{
+	return G.unix_path != NULL;
+}
+
+bool
+conf_has_token(void)
+{
+	return G.token != NULL;
+}
+
+const char *
+conf_token(void)
+{
+	return G.token ? G.token : "";
+}
+
+const char *
+conf_run_id(void)
+{
+	return G.run_id;
+}
+
+/* ---- the case context ---- */
+
+void *
+conf_defer(void (*fn)(void *), void *p)
+{
+	if (!p)
+		fail_msg("out of memory");
+	if (C.n == C.cap) {
+		size_t cap = C.cap ? 2 * C.cap : 64;
+		struct deferred *v = realloc(C.v, cap * sizeof(*v));
+		if (!v) {
+			fn(p);
+			fail_msg("out of memory");
+		}
+		C.v = v;
+		C.cap = cap;
+	}
+	C.v[C.n++] = (struct deferred){ .fn = fn, .p = p };
+	return p;
+}
+
+char *
+conf_keep(char *p)
+{
+	return conf_defer(free, p);
+}
+
+static void
+json_decref_void(void *p)
+{
+	json_decref(p);
+}
+
+json_t *
+conf_keep_json(json_t *j)
+{
+	return conf_defer(json_decref_void, j);
+}
+
+char *
+conf_fmt(const char *fmt, ...)
+{
+	va_list ap;
+	char *s = NULL;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	return conf_keep(s);
+}
+
+int
+conf_case_setup(void **state)
+{
+	C.created = json_array();
+	return C.created ? 0 : -1;
+}
+
+/* ---- requests ---- */
+
+static size_t
+sink_write(char *ptr, size_t size, size_t n, void *data)
+{
+	struct buf *b = data;
+
+	return buf_append(b, ptr, size * n) < 0 ? 0 : size * n;
+}
+
+/* Sets what every request and stream shares: the URL, the transport, TLS and timeouts. */
+static int
+setup_easy(CURL *h, const char *path)
+{
+	_cleanup_free_ char *url = strdup_printf("%s%s", G.base, path);
+
+	if (!url)
+		return -ENOMEM;
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, CONNECT_TIMEOUT_MS);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (G.unix_path)
+		curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, G.unix_path);
+	if (G.ca)
+		curl_easy_setopt(h, CURLOPT_CAINFO, G.ca);
+	return 0;
+}
+
+/* Adds the Authorization header auth asks for. */
+static int
+add_auth(struct curl_slist **h, enum conf_auth auth, const char *raw)
+{
+	_cleanup_free_ char *line = NULL;
+	struct curl_slist *n;
+
+	switch (auth) {
+	case CONF_AUTH_TOKEN:
+		if (!G.token)
+			return 0;
+		line = strdup_printf("Authorization: Bearer %s", G.token);
+		break;
+	case CONF_AUTH_NONE:
+		return 0;
+	case CONF_AUTH_WRONG:
+		/* as long as a real token, so only the content differs */
+		line = strdup_printf("Authorization: Bearer %s",
+		                     "wrong-conformance-token-0123456789abcdef");
+		break;
+	case CONF_AUTH_RAW:
+		line = strdup_printf("Authorization: %s", raw ? raw : "");
+		break;
+	}
+	if (!line)
+		return -ENOMEM;
+	n = curl_slist_append(*h, line);
+	if (!n)
+		return -ENOMEM;
+	*h = n;
+	return 0;
+}
+
+static int
+add_header(struct curl_slist **h, const char *line)
+{
+	struct curl_slist *n = curl_slist_append(*h, line);
+
+	if (!n)
+		return -ENOMEM;
+	*h = n;
+	return 0;
+}
+
+/* Sends req and reads the whole answer. Asserts nothing: teardown uses it too. Returns 0 or
+ * a negative errno; on success *ret_status, ret_body and *ret_ct are set. */
+static int
+perform(const struct conf_req *req, long *ret_status, struct buf *ret_body, char **ret_ct,
+        char *ret_err, size_t err_size)
+{
+	const char *method = req->method ? req->method : "GET";
+	struct curl_slist *hdrs = NULL;
+	size_t blen = req->body ? (req->body_len ? req->body_len : strlen(req->body)) : 0;
+	const char *ct = NULL;
+	char errbuf[CURL_ERROR_SIZE] = "";
+	CURLcode cr;
+	long status = 0;
+	int r = 0;
+
+	curl_easy_reset(G.easy);
+	if (setup_easy(G.easy, req->path) < 0)
+		return -ENOMEM;
+	curl_easy_setopt(G.easy, CURLOPT_TIMEOUT_MS, REQUEST_TIMEOUT_MS);
+	curl_easy_setopt(G.easy, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(G.easy, CURLOPT_WRITEFUNCTION, sink_write);
+	curl_easy_setopt(G.easy, CURLOPT_WRITEDATA, ret_body);
+	if (!streq(method, "GET"))
+		curl_easy_setopt(G.easy, CURLOPT_CUSTOMREQUEST, method);
+	if (req->body || streq(method, "POST")) {
+		/* a POST without a body still says Content-Length: 0 */
+		curl_easy_setopt(G.easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
+		curl_easy_setopt(G.easy, CURLOPT_POSTFIELDS, req->body ? req->body : "");
+	}
+	if (req->content_type && *req->content_type) {
+		_cleanup_free_ char *line = strdup_printf("Content-Type: %s", req->content_type);
+		r = line ? add_header(&hdrs, line) : -ENOMEM;
+	} else if (req->body && !req->content_type) {
+		r = add_header(&hdrs, "Content-Type: application/json");
+	} else {
+		/* libcurl would otherwise add application/x-www-form-urlencoded */
+		r = add_header(&hdrs, "Content-Type:");
+	}
+	if (r >= 0)
+		r = add_header(&hdrs, "Accept: application/json");
+	if (r >= 0)
+		r = add_auth(&hdrs, req->auth, req->authorization);
+	for (size_t i = 0; r >= 0 && i < CONF_MAX_HEADERS && req->headers[i]; i++)
+		r = add_header(&hdrs, req->headers[i]);
+	if (r < 0) {
+		curl_slist_free_all(hdrs);
+		return r;
+	}
+	curl_easy_setopt(G.easy, CURLOPT_HTTPHEADER, hdrs);
+	cr = curl_easy_perform(G.easy);
+	curl_easy_getinfo(G.easy, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_getinfo(G.easy, CURLINFO_CONTENT_TYPE, &ct);
+	*ret_ct = strdup(ct ? ct : "");
+	curl_slist_free_all(hdrs);
+	/* a server may answer early (413) and close while the body is still going out: the
+	 * answer counts if one arrived */
+	if (cr != CURLE_OK && status == 0) {
+		snprintf(ret_err, err_size, "%s", *errbuf ? errbuf : curl_easy_strerror(cr));
+		free(*ret_ct);
+		*ret_ct = NULL;
+		return -EIO;
+	}
+	if (!*ret_ct)
+		return -ENOMEM;
+	*ret_status = status;
+	return 0;
+}
+
+static bool
+code_fits(const char *code, long status)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(error_codes); i++) {
+		if (!streq(code, error_codes[i].code))
+			continue;
+		if (status == error_codes[i].status)
+			return true;
+		/* invalid_request: any 4xx without a row of its own */
+		return streq(code, "invalid_request") && status >= 400 && status < 500 &&
+		       status != 401 && status != 403 && status != 404 && status != 409 &&
+		       status != 429;
+	}
+	return false;
+}
+
+/* R-A12: every error is {"error":{"code","message"}} with a known code fitting the status. */
+static void
+check_error_shape(const struct conf_req *req, const struct conf_resp *resp)
+{
+	const char *method = req->method ? req->method : "GET";
+	const json_t *err = json_object_get(resp->json, "error");
+	const char *code = conf_str(err, "code");
+	const char *message = conf_str(err, "message");
+
+	if (!json_is_object(resp->json) || !json_is_object(err))
+		fail_msg("%s %s: %ld with a body that is not {\"error\":{...}}: '%.300s'", method,
+		         req->path, resp->status, resp->body);
+	if (!json_is_string(json_object_get(err, "code")) || !*code)
+		fail_msg("%s %s: %ld: the error has no code: '%.300s'", method, req->path,
+		         resp->status, resp->body);
+	if (!json_is_string(json_object_get(err, "message")) || !*message)
+		fail_msg("%s %s: %ld: the error has no message: '%.300s'", method, req->path,
+		         resp->status, resp->body);
+	if (!code_fits(code, resp->status))
+		fail_msg("%s %s: %ld with code '%s', which API.md's error table does not pair "
+		         "with that status",
+		         method, req->path, resp->status, code);
+	if (!str_has_prefix(resp->content_type, "application/json"))
+		fail_msg("%s %s: %ld: the error is sent as '%s', not application/json", method,
+		         req->path, resp->status, resp->content_type);
+}
+
+static bool
+is_create(const struct conf_req *req)
+{
+	return req->method && streq(req->method, "POST") &&
+	       (streq(req->path, "/v1/sandboxes") || str_has_prefix(req->path, "/v1/sandboxes?"));
+}
+
+const struct conf_resp *
+conf_send(const struct conf_req *req)
+{
+	_cleanup_buf_ struct buf body = BUF_INIT(RESPONSE_MAX);
+	struct conf_resp *resp = conf_defer(free, calloc(1, sizeof(*resp)));
+	char *ct = NULL, err[CURL_ERROR_SIZE + 64];
+	long status = 0;
+	int r;
+
+	r = perform(req, &status, &body, &ct, err, sizeof(err));
+	if (r < 0)
+		fail_msg("%s %s: no answer: %s", req->method ? req->method : "GET", req->path,
+		         r == -EIO ? err : strerror(-r));
+	resp->content_type = conf_keep(ct);
+	resp->status = status;
+	resp->body_len = body.len;
+	resp->body = conf_keep(body.data ? buf_steal(&body) : strdup(""));
+	if (resp->body_len)
+		resp->json = json_loadb(resp->body, resp->body_len, 0, NULL);
+	if (resp->json)
+		conf_keep_json(resp->json);
+	if (status >= 400)
+		check_error_shape(req, resp);
+	if (status == 201 && is_create(req)) {
+		const char *id = conf_str(resp->json, "id");
+		if (*id && C.created)
+			json_array_append_new(C.created, json_string(id));
+	}
+	return resp;
+}
+
+long
+conf_request(const char *method, const char *path, const char *json_body, json_t **ret_json)
+{
+	const struct conf_resp *resp =
+	        conf_send(&(struct conf_req){ .method = method, .path = path, .body = json_body });
+
+	if (ret_json)
+		*ret_json = resp->json;
+	return resp->status;
+}
+
+const char *
+conf_error_message(const json_t *j)
+{
+	return conf_str(json_object_get(j, "error"), "message");
+}
+
+void
+conf_assert_error(long status, const json_t *j, long want_status, const char *want_code)
+{
+	const char *code = conf_str(json_object_get(j, "error"), "code");
+	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+
+	conf_keep(text ? text : strdup("(no JSON body)"));
+	if (status != want_status || !streq(code, want_code))
+		fail_msg("expected %ld %s, got %ld: %.400s", want_status, want_code, status,
+		         text ? text : "(no JSON body)");
+}
+
+const char *
+conf_str(const json_t *obj, const char *key)
+{
+	const char *s = json_string_value(json_object_get(obj, key));
+
+	return s ? s : "";
+}
+
+char *
+conf_escape(const char *s)
+{
+	char *e = curl_easy_escape(NULL, s, 0);
+	char *copy = e ? strdup(e) : NULL;
+
+	curl_free(e);
+	return conf_keep(copy);
+}
+
+/* ---- discovery ---- */
+
+json_t *
+conf_caps(void)
+{
+	json_t *j;
+	long status;
+
+	if (G.caps)
+		return G.caps;
+	status = conf_request("GET", "/v1/capabilities", NULL, &j);
+	if (status != 200 || !json_is_object(j))
+		fail_msg("GET /v1/capabilities answered %ld", status);
+	G.caps = json_incref(j);
+	return G.caps;
+}
+
+int
+conf_net_mode_rank(const char *mode)
+{
+	static const char *const order[] = { "none", "allowlist", "open" };
+
+	for (size_t i = 0; mode && i < ARRAY_SIZE(order); i++)
+		if (streq(mode, order[i]))
+			return (int)i;
+	return -1;
+}
+
+/* ---- names and ids ---- */
+
+char *
+conf_name(const char *tag)
+{
+	char hex[9];
+
+	if (random_hex(hex, 4) < 0)
+		fail_msg("getrandom failed");
+	return conf_fmt("cf-%.40s-%s", tag, hex);
+}
+
+char *
+conf_random_id(void)
+{
+	char hex[17];
+
+	if (random_hex(hex, 8) < 0)
+		fail_msg("getrandom failed");
+	return conf_fmt("sbx_%s", hex);
+}
+
+bool
+conf_id_valid(const char *s)
+{
+	const char *us;
+	size_t n;
+
+	if (!s || !str_has_prefix(s, "sbx_"))
+		return false;
+	s += 4;
+	us = strchr(s, '_');
+	if (us) {
+		/* sbx_<node>_<hex>: a node name of 1 to 31 [a-z0-9-] */
+		n = (size_t)(us - s);
+		if (n < 1 || n > 31)
+			return false;
+		for (size_t i = 0; i < n; i++)
+			if (!(s[i] >= 'a' && s[i] <= 'z') && !(s[i] >= '0' && s[i] <= '9') &&
+			    s[i] != '-')
+				return false;
+		s = us + 1;
+	}
+	if (strlen(s) != 16)
+		return false;
+	for (size_t i = 0; i < 16; i++)
+		if (!(s[i] >= '0' && s[i] <= '9') && !(s[i] >= 'a' && s[i] <= 'f'))
+			return false;
+	return true;
+}
+
+/* ---- sandboxes ---- */
+
+/* The create body: fields plus our labels and, unless given, a fresh name. */
+static const char *
+create_body(const char *fields)
+{
+	json_error_t jerr;
+	json_t *body = json_loads(fields ? fields : "{}", JSON_ALLOW_NUL, &jerr);
+	json_t *labels;
+
+	if (!json_is_object(body)) {
+		json_decref(body);
+		fail_msg("bad test: '%s' is not a JSON object: %s", fields, jerr.text);
+	}
+	conf_keep_json(body);
+	if (!json_object_get(body, "name"))
+		json_object_set_new(body, "name", json_string(conf_name("sbx")));
+	labels = json_object_get(body, "labels");
+	if (!labels) {
+		labels = json_object();
+		json_object_set_new(body, "labels", labels);
+	}
+	if (json_is_object(labels)) {
+		if (!json_object_get(labels, "conformance"))
+			json_object_set_new(labels, "conformance", json_string("1"));
+		if (!json_object_get(labels, "conformance-run"))
+			json_object_set_new(labels, "conformance-run", json_string(G.run_id));
+	}
+	return conf_keep(json_dumps(body, JSON_COMPACT));
+}
+
+long
+conf_create_status(const char *fields, json_t **ret_json)
+{
+	return conf_request("POST", "/v1/sandboxes", create_body(fields), ret_json);
+}
+
+static bool
+is_unsupported(long status, const json_t *j)
+{
+	return status == 501 && streq(conf_str(json_object_get(j, "error"), "code"), "unsupported");
+}
+
+bool
+conf_sandboxes_supported(void)
+{
+	json_t *j;
+	long status;
+
+	if (G.sandboxes >= 0)
+		return G.sandboxes;
+	status = conf_create_status("{\"wait\":false}", &j);
+	if (status == 201)
+		G.sandboxes = 1; /* deleted when the case ends */
+	else if (is_unsupported(status, j))
+		G.sandboxes = 0;
+	else
+		fail_msg("probing for sandboxes: a plain create answered %ld: %.300s", status,
+		         conf_keep(json_dumps(j, JSON_COMPACT)));
+	return G.sandboxes;
+}
+
+void
+conf_need_sandboxes(void)
+{
+	if (!conf_sandboxes_supported()) {
+		print_message("skip: this server does not create sandboxes (501 unsupported)\n");
+		skip();
+	}
+}
+
+json_t *
+conf_create(const char *fields)
+{
+	json_t *j;
+	long status = conf_create_status(fields, &j);
+
+	if (is_unsupported(status, j)) {
+		G.sandboxes = 0;
+		print_message("skip: this server does not create sandboxes (501 unsupported)\n");
+		skip();
+	}
+	if (status != 201 || !json_is_object(j))
+		fail_msg("create %s: expected 201, got %ld: %.400s", fields ? fields : "{}", status,
+		         j ? conf_keep(json_dumps(j, JSON_COMPACT)) : "(no JSON body)");
+	return j;
+}
+
+json_t *
+conf_create_refused(const char *fields, long want_status, const char *want_code)
+{
+	json_t *j;
+	long status = conf_create_status(fields, &j);
+
+	if (is_unsupported(status, j) && want_status != 501 && !conf_sandboxes_supported()) {
+		print_message("skip: this server does not create sandboxes (501 unsupported)\n");
+		skip();
+	}
+	if (status != want_status ||
+	    !streq(conf_str(json_object_get(j, "error"), "code"), want_code))
+		fail_msg("create %s: expected %ld %s, got %ld: %.400s", fields, want_status,
+		         want_code, status,
+		         j ? conf_keep(json_dumps(j, JSON_COMPACT)) : "(no JSON body)");
+	return j;
+}
+
+json_t *
+conf_get(const char *ref)
+{
+	json_t *j;
+	long status = conf_request("GET", conf_fmt("/v1/sandboxes/%s", ref), NULL, &j);
+
+	if (status != 200 || !json_is_object(j))
+		fail_msg("GET /v1/sandboxes/%s: expected 200, got %ld", ref, status);
+	return j;
+}
+
+json_t *
+conf_wait_state(const char *ref, const char *state)
+{
+	uint64_t deadline = now_mono_ms() + WAIT_STATE_MS;
+	json_t *j;
+
+	for (;;) {
+		j = conf_get(ref);
+		if (streq(conf_str(j, "state"), state))
+			return j;
+		if (now_mono_ms() > deadline)
+			fail_msg("sandbox '%s' is still '%s' after %d ms; expected '%s'", ref,
+			         conf_str(j, "state"), WAIT_STATE_MS, state);
+		usleep(20 * 1000);
+	}
+}
+
+json_t *
+conf_list_ids(const char *query)
+{
+	json_t *j, *list, *ids = conf_keep_json(json_array()), *sb;
+	size_t i;
+	long status =
+	        conf_request("GET", conf_fmt("/v1/sandboxes%s", query ? query : ""), NULL, &j);
+
+	if (status != 200)
+		fail_msg("GET /v1/sandboxes%s: expected 200, got %ld", query ? query : "", status);
+	list = json_object_get(j, "sandboxes");
+	if (!json_is_array(list))
+		fail_msg("GET /v1/sandboxes%s: no \"sandboxes\" array", query ? query : "");
+	json_array_foreach (list, i, sb)
+		json_array_append_new(ids, json_string(conf_str(sb, "id")));
+	return ids;
+}
+
+int
+conf_index_of(const json_t *a, const char *s)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach ((json_t *)a, i, v)
+		if (json_is_string(v) && streq(json_string_value(v), s))
+			return (int)i;
+	return -1;
+}
+
+/* ---- the end of a case ---- */
+
+static void
+delete_quietly(const char *id)
+{
+	_cleanup_buf_ struct buf body = BUF_INIT(RESPONSE_MAX);
+	_cleanup_free_ char *path = strdup_printf("/v1/sandboxes/%s", id);
+	_cleanup_free_ char *ct = NULL;
+	char err[CURL_ERROR_SIZE + 64];
+	long status = 0;
+
+	if (!path)
+		return;
+	if (perform(&(struct conf_req){ .method = "DELETE", .path = path }, &status, &body, &ct,
+	            err, sizeof(err)) < 0)
+		fprintf(stderr, "conformance: cleanup: DELETE %s: %s\n", path, err);
+	else if (status != 204 && status != 404)
+		fprintf(stderr, "conformance: cleanup: DELETE %s answered %ld\n", path, status);
+}
+
+int
+conf_case_teardown(void **state)
+{
+	size_t i;
+	json_t *id;
+
+	/* streams first, so they do not watch the deletes */
+	while (C.n > 0) {
+		C.n--;
+		C.v[C.n].fn(C.v[C.n].p);
+	}
+	free(C.v);
+	C.v = NULL;
+	C.cap = 0;
+	json_array_foreach (C.created, i, id)
+		delete_quietly(json_string_value(id));
+	json_decref(C.created);
+	C.created = NULL;
+	return 0;
+}
+
+/* ---- SSE streams ---- */
+
+struct conf_stream {
+	CURLM *multi;
+	CURL *easy;
+	struct curl_slist *headers;
+	struct buf in; /* received and not yet parsed, without CRs */
+	bool done;
+};
+
+static void
+stream_free(void *p)
+{
+	struct conf_stream *s = p;
+
+	if (s->multi && s->easy)
+		curl_multi_remove_handle(s->multi, s->easy);
+	if (s->easy)
+		curl_easy_cleanup(s->easy);
+	if (s->multi)
+		curl_multi_cleanup(s->multi);
+	curl_slist_free_all(s->headers);
+	buf_free(&s->in);
+	free(s);
+}
+
+static size_t
+stream_write(char *ptr, size_t size, size_t n, void *data)
+{
+	struct conf_stream *s = data;
+	size_t len = size * n;
+
+	/* CRLF and LF end lines alike; dropping CRs leaves LF */
+	for (size_t i = 0; i < len; i++)
+		if (ptr[i] != '\r' && buf_putc(&s->in, ptr[i]) < 0)
+			return 0;
+	return len;
+}
+
+/* Lets libcurl work for up to timeout_ms. */
+static void
+stream_pump(struct conf_stream *s, int timeout_ms)
+{
+	int running = 0, fds;
+
+	curl_multi_perform(s->multi, &running);
+	if (running && timeout_ms > 0) {
+		curl_multi_poll(s->multi, NULL, 0, timeout_ms, &fds);
+		curl_multi_perform(s->multi, &running);
+	}
+	if (!running)
+		s->done = true;
+}
+
+struct conf_stream *
+conf_stream_open(const char *path, const char *last_event_id)
+{
+	struct conf_stream *s = conf_defer(stream_free, calloc(1, sizeof(*s)));
+	uint64_t deadline = now_mono_ms() + STREAM_OPEN_MS;
+	long status = 0;
+	const char *ct = NULL;
+	int r;
+
+	buf_init(&s->in, RESPONSE_MAX);
+	s->multi = curl_multi_init();
+	s->easy = curl_easy_init();
+	if (!s->multi || !s->easy || setup_easy(s->easy, path) < 0)
+		fail_msg("out of memory");
+	r = add_header(&s->headers, "Accept: text/event-stream");
+	if (r >= 0)
+		r = add_auth(&s->headers, CONF_AUTH_TOKEN, NULL);
+	if (r >= 0 && last_event_id) {
+		_cleanup_free_ char *line = strdup_printf("Last-Event-ID: %s", last_event_id);
+		r = line ? add_header(&s->headers, line) : -ENOMEM;
+	}
+	if (r < 0)
+		fail_msg("out of memory");
+	curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, s->headers);
+	curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, stream_write);
+	curl_easy_setopt(s->easy, CURLOPT_WRITEDATA, s);
+	curl_multi_add_handle(s->multi, s->easy);
+	/* the headers mean the server has taken the subscription */
+	while (status == 0 && !s->done && now_mono_ms() < deadline) {
+		stream_pump(s, 50);
+		curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
+	}
+	curl_easy_getinfo(s->easy, CURLINFO_CONTENT_TYPE, &ct);
+	if (status != 200)
+		fail_msg("GET %s (event stream): expected 200, got %ld: %.300s", path, status,
+		         s->in.data ? s->in.data : "");
+	if (!ct || !str_has_prefix(ct, "text/event-stream"))
+		fail_msg("GET %s: the stream is sent as '%s', not text/event-stream", path,
+		         ct ? ct : "");
+	return s;
+}
+
+/* Parses one event block (without its blank line); NULL for a block without data (a
+ * comment, a retry:). */
+static json_t *
+parse_event(const char *block, size_t len)
+{
+	_cleanup_buf_ struct buf data = BUF_INIT(RESPONSE_MAX);
+	_cleanup_free_ char *id = NULL, *type = NULL;
+	const char *p = block, *end = block + len;
+	bool has_data = false;
+	json_t *ev;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end;
+		const char *colon = memchr(p, ':', (size_t)(le - p));
+		size_t flen = colon ? (size_t)(colon - p) : (size_t)(le - p);
+		const char *v = colon ? colon + 1 : le;
+
+		if (v < le && *v == ' ')
+			v++;
+		if (flen == 4 && strneq(p, "data", 4)) {
+			if (has_data)
+				(void)buf_putc(&data, '\n');
+			(void)buf_append(&data, v, (size_t)(le - v));
+			has_data = true;
+		} else if (flen == 2 && strneq(p, "id", 2)) {
+			free(id);
+			id = strndup(v, (size_t)(le - v));
+		} else if (flen == 5 && strneq(p, "event", 5)) {
+			free(type);
+			type = strndup(v, (size_t)(le - v));
+		}
+		p = le + 1;
+	}
+	if (!has_data)
+		return NULL;
+	ev = json_pack("{s:s, s:s, s:s}", "id", id ? id : "", "event", type ? type : "message",
+	               "raw", data.data ? data.data : "");
+	if (!ev)
+		fail_msg("out of memory");
+	json_object_set_new(ev, "data", json_loads(data.data ? data.data : "", 0, NULL));
+	if (!json_object_get(ev, "data"))
+		json_object_set_new(ev, "data", json_null());
+	return ev;
+}
+
+json_t *
+conf_stream_next(struct conf_stream *s, int timeout_ms)
+{
+	uint64_t deadline = now_mono_ms() + (uint64_t)timeout_ms;
+
+	for (;;) {
+		const char *head = buf_head(&s->in);
+		const char *sep = head ? memmem(head, buf_avail(&s->in), "\n\n", 2) : NULL;
+		uint64_t now;
+
+		if (sep) {
+			size_t len = (size_t)(sep - head);
+			json_t *ev = parse_event(head, len);
+			buf_consume(&s->in, len + 2);
+			if (ev)
+				return conf_keep_json(ev);
+			continue;
+		}
+		now = now_mono_ms();
+		if (s->done || now >= deadline)
+			return NULL;
+		stream_pump(s, (int)MIN(deadline - now, 200u));
+	}
+}
+
+const char *
+conf_event_sandbox_id(const json_t *ev)
+{
+	const json_t *data = json_object_get(ev, "data");
+	const char *id = conf_str(data, "sandbox_id");
+
+	return *id ? id : conf_str(json_object_get(data, "sandbox"), "id");
+}
+
+const char *
+conf_event_type(const json_t *ev)
+{
+	const char *t = conf_str(ev, "event");
+
+	return *t && !streq(t, "message") ? t : conf_str(json_object_get(ev, "data"), "type");
+}
+
+long long
+conf_event_seq(const json_t *ev)
+{
+	uint64_t v;
+
+	return parse_u64(conf_str(ev, "id"), &v) < 0 || v > INT64_MAX ? -1 : (long long)v;
+}
