@@ -1,0 +1,539 @@
+/* cases-sandboxes.c: conformance cases for the sandbox resource (API.md, "Sandboxes"):
+ * create, list, get, names, delete, stop/start, patch, limits, environment and network policy
+ * (security requirements R-U2, R-U3, R-P2 to R-P4, R-P7, R-S1, R-L1, R-L2). */
+#include <stdlib.h>
+#include "cases.h"
+#include "conf.h"
+#include "util.h"
+
+static const char *
+sandbox_path(const char *ref, const char *suffix)
+{
+	return conf_fmt("/v1/sandboxes/%s%s", ref, suffix ? suffix : "");
+}
+
+/* The error (status, code) of a request that must fail. */
+static void
+expect_request_error(const char *method, const char *path, const char *body, long want_status,
+                     const char *want_code)
+{
+	json_t *j;
+	long status = conf_request(method, path, body, &j);
+
+	conf_assert_error(status, j, want_status, want_code);
+}
+
+static void
+assert_state(const json_t *sb, const char *state)
+{
+	if (!streq(conf_str(sb, "state"), state))
+		fail_msg("sandbox '%s' is '%s'; expected '%s'", conf_str(sb, "id"),
+		         conf_str(sb, "state"), state);
+}
+
+/* GET of a ref that must not resolve. */
+static void
+assert_not_found(const char *ref)
+{
+	json_t *j;
+	long status = conf_request("GET", sandbox_path(ref, NULL), NULL, &j);
+
+	conf_assert_error(status, j, 404, "not_found");
+}
+
+static const json_t *
+limit(const char *name)
+{
+	const json_t *v = json_object_get(json_object_get(conf_caps(), "limits"), name);
+
+	if (!json_is_integer(v))
+		fail_msg("capabilities.limits.%s is missing", name);
+	return v;
+}
+
+void
+case_create_returns_a_running_sandbox(void **state)
+{
+	const char *name = conf_name("create");
+	json_t *sb = conf_create(conf_fmt("{\"name\":\"%s\"}", name)), *who;
+
+	for (size_t i = 0; conf_sandbox_fields[i]; i++)
+		if (!json_object_get(sb, conf_sandbox_fields[i]))
+			fail_msg("the sandbox object has no '%s'", conf_sandbox_fields[i]);
+	if (!conf_id_valid(conf_str(sb, "id")))
+		fail_msg("id '%s' does not match ^sbx_([a-z0-9-]{1,31}_)?[0-9a-f]{16}$",
+		         conf_str(sb, "id"));
+	assert_string_equal(conf_str(sb, "name"), name);
+	assert_state(sb, "running");
+	assert_string_equal(conf_str(json_object_get(sb, "labels"), "conformance"), "1");
+	assert_true(json_is_array(json_object_get(sb, "env_names")));
+	assert_true(json_is_object(json_object_get(sb, "network")));
+	assert_true(json_integer_value(json_object_get(sb, "cpus")) >= 1);
+	assert_true(json_integer_value(json_object_get(sb, "cpus")) <=
+	            json_integer_value(limit("max_cpus")));
+	assert_true(*conf_str(sb, "created_at"));
+	/* the owner comes from the credential */
+	assert_int_equal(conf_request("GET", "/v1/whoami", NULL, &who), 200);
+	assert_string_equal(conf_str(sb, "owner"), conf_str(who, "user"));
+	/* and GET tells the same story */
+	assert_string_equal(conf_str(conf_get(conf_str(sb, "id")), "id"), conf_str(sb, "id"));
+}
+
+/* The owner, id and state are the server's: a body carrying them is refused. */
+void
+case_create_cannot_set_owner(void **state)
+{
+	static const char *const bodies[] = {
+		"{\"owner\":\"someone-else\"}",
+		"{\"id\":\"sbx_0123456789abcdef\"}",
+		"{\"state\":\"running\"}",
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(bodies); i++)
+		conf_create_refused(bodies[i], 400, "invalid_request");
+	if (!strstr(conf_error_message(conf_create_refused(bodies[0], 400, "invalid_request")),
+	            "owner"))
+		fail_msg("the message does not name the field 'owner'");
+}
+
+void
+case_create_without_wait_returns_at_once(void **state)
+{
+	json_t *sb = conf_create("{\"wait\":false}");
+	const char *s = conf_str(sb, "state");
+
+	if (!streq(s, "pending") && !streq(s, "starting") && !streq(s, "running"))
+		fail_msg("a create without waiting answered state '%s'", s);
+	conf_wait_state(conf_str(sb, "id"), "running");
+}
+
+void
+case_list_is_newest_first(void **state)
+{
+	const char *marker = conf_name("m");
+	const char *fields = conf_fmt("{\"labels\":{\"marker\":\"%s\"}}", marker);
+	const char *a = conf_str(conf_create(fields), "id");
+	const char *b = conf_str(conf_create(fields), "id");
+	json_t *ids = conf_list_ids(conf_fmt("?label=marker=%s", marker));
+
+	assert_int_equal(json_array_size(ids), 2);
+	assert_string_equal(json_string_value(json_array_get(ids, 0)), b);
+	assert_string_equal(json_string_value(json_array_get(ids, 1)), a);
+	ids = conf_list_ids(NULL);
+	assert_true(conf_index_of(ids, b) >= 0);
+	assert_true(conf_index_of(ids, b) < conf_index_of(ids, a));
+}
+
+void
+case_get_by_id_and_by_name(void **state)
+{
+	const char *name = conf_name("get");
+	const char *id = conf_str(conf_create(conf_fmt("{\"name\":\"%s\"}", name)), "id");
+	json_t *by_id = conf_get(id), *by_name = conf_get(name);
+
+	assert_string_equal(conf_str(by_id, "id"), id);
+	assert_string_equal(conf_str(by_name, "id"), id);
+	assert_string_equal(conf_str(by_id, "name"), name);
+	assert_string_equal(conf_str(by_name, "name"), name);
+}
+
+/* ?label=k=v filters, and several filters must all match. */
+void
+case_label_filter_selects(void **state)
+{
+	const char *m = conf_name("m");
+	const char *a = conf_str(
+	        conf_create(conf_fmt(
+	                "{\"labels\":{\"marker\":\"%s\",\"team\":\"a\",\"tier\":\"x\"}}", m)),
+	        "id");
+	const char *b = conf_str(
+	        conf_create(conf_fmt(
+	                "{\"labels\":{\"marker\":\"%s\",\"team\":\"b\",\"tier\":\"x\"}}", m)),
+	        "id");
+	json_t *ids;
+
+	ids = conf_list_ids(conf_fmt("?label=marker=%s", m));
+	assert_int_equal(json_array_size(ids), 2);
+	ids = conf_list_ids(conf_fmt("?label=marker=%s&label=team=a", m));
+	assert_int_equal(json_array_size(ids), 1);
+	assert_int_equal(conf_index_of(ids, a), 0);
+	ids = conf_list_ids(conf_fmt("?label=team=b&label=marker=%s", m));
+	assert_int_equal(json_array_size(ids), 1);
+	assert_int_equal(conf_index_of(ids, b), 0);
+	ids = conf_list_ids(conf_fmt("?label=marker=%s&label=tier=x", m));
+	assert_int_equal(json_array_size(ids), 2);
+	ids = conf_list_ids(conf_fmt("?label=marker=%s&label=team=a&label=tier=y", m));
+	assert_int_equal(json_array_size(ids), 0);
+	ids = conf_list_ids(conf_fmt("?label=marker=%s&label=team=c", m));
+	assert_int_equal(json_array_size(ids), 0);
+}
+
+/* R-U3: names match ^[a-z0-9][a-z0-9-]{0,62}$, so they never look like ids. */
+void
+case_invalid_names_are_rejected(void **state)
+{
+	static const char *const bad[] = {
+		"sbx_x", "sbx_0123456789abcdef", "Upper", "has space", "-lead", "", "a_b", "a.b",
+		"a/b",
+	};
+	char *long64 = conf_keep(calloc(1, 65)), *ok63;
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		conf_create_refused(conf_fmt("{\"name\":\"%s\"}", bad[i]), 400, "invalid_request");
+	memset(long64, 'a', 64);
+	conf_create_refused(conf_fmt("{\"name\":\"%s\"}", long64), 400, "invalid_request");
+	conf_create_refused("{\"name\":42}", 400, "invalid_request");
+
+	ok63 = conf_keep(calloc(1, 64));
+	memset(ok63, 'a', 63);
+	memcpy(ok63, conf_name("n63"), strlen("cf-n63-") + 8);
+	assert_string_equal(conf_str(conf_create(conf_fmt("{\"name\":\"%s\"}", ok63)), "name"),
+	                    ok63);
+}
+
+/* A name is unique among the caller's live sandboxes: create and rename both conflict. */
+void
+case_duplicate_live_name_conflicts(void **state)
+{
+	const char *name = conf_name("dup");
+	const char *other;
+
+	conf_create(conf_fmt("{\"name\":\"%s\"}", name));
+	conf_create_refused(conf_fmt("{\"name\":\"%s\"}", name), 409, "conflict");
+	other = conf_str(conf_create(NULL), "id");
+	expect_request_error("PATCH", sandbox_path(other, NULL),
+	                     conf_fmt("{\"name\":\"%s\"}", name), 409, "conflict");
+}
+
+/* R-U2: after a delete the name is free again, gets a new id, and resolves to the live
+ * sandbox; the old id still answers, terminated. */
+void
+case_name_is_reusable_after_delete(void **state)
+{
+	const char *name = conf_name("reuse");
+	const char *first = conf_str(conf_create(conf_fmt("{\"name\":\"%s\"}", name)), "id");
+	const char *second;
+
+	assert_int_equal(conf_request("DELETE", sandbox_path(first, NULL), NULL, NULL), 204);
+	second = conf_str(conf_create(conf_fmt("{\"name\":\"%s\"}", name)), "id");
+	assert_string_not_equal(first, second);
+	assert_string_equal(conf_str(conf_get(name), "id"), second);
+	assert_state(conf_get(name), "running");
+	assert_state(conf_get(first), "terminated");
+}
+
+/* R-L2: DELETE is idempotent; the id keeps answering. */
+void
+case_terminate_is_idempotent(void **state)
+{
+	const char *id = conf_str(conf_create(NULL), "id");
+	const struct conf_resp *r;
+
+	for (int i = 0; i < 2; i++) {
+		r = conf_send(
+		        &(struct conf_req){ .method = "DELETE", .path = sandbox_path(id, NULL) });
+		if (r->status != 204)
+			fail_msg("DELETE #%d of '%s': expected 204, got %ld: %.300s", i + 1, id,
+			         r->status, r->body);
+		assert_int_equal(r->body_len, 0);
+	}
+	assert_state(conf_get(id), "terminated");
+}
+
+/* A missing sandbox is 404 not_found, the same for every verb and for ids and names. */
+void
+case_unknown_sandbox_is_not_found(void **state)
+{
+	const char *id = conf_random_id(), *name = conf_name("missing");
+	json_t *get, *del;
+	long status;
+
+	status = conf_request("GET", sandbox_path(id, NULL), NULL, &get);
+	conf_assert_error(status, get, 404, "not_found");
+	status = conf_request("DELETE", sandbox_path(id, NULL), NULL, &del);
+	conf_assert_error(status, del, 404, "not_found");
+	/* the same shape whichever verb asked */
+	assert_int_equal(json_object_size(json_object_get(get, "error")),
+	                 json_object_size(json_object_get(del, "error")));
+	expect_request_error("POST", sandbox_path(id, "/stop"), NULL, 404, "not_found");
+	expect_request_error("POST", sandbox_path(id, "/start"), NULL, 404, "not_found");
+	expect_request_error("PATCH", sandbox_path(id, NULL), "{\"labels\":{}}", 404, "not_found");
+	expect_request_error("GET", sandbox_path(id, "/events"), NULL, 404, "not_found");
+	assert_not_found(name);
+	expect_request_error("DELETE", sandbox_path(name, NULL), NULL, 404, "not_found");
+}
+
+/* R-L1: a terminated sandbox refuses work with 409 and still answers GET by id. */
+void
+case_terminated_sandbox_refuses_work(void **state)
+{
+	const char *id = conf_str(conf_create(NULL), "id");
+
+	assert_int_equal(conf_request("DELETE", sandbox_path(id, NULL), NULL, NULL), 204);
+	expect_request_error("POST", sandbox_path(id, "/stop"), NULL, 409, "conflict");
+	expect_request_error("POST", sandbox_path(id, "/start"), NULL, 409, "conflict");
+	expect_request_error("PATCH", sandbox_path(id, NULL),
+	                     conf_fmt("{\"labels\":{\"conformance\":\"1\"}}"), 409, "conflict");
+	assert_state(conf_get(id), "terminated");
+}
+
+static json_t *
+stop_or_start(const char *id, const char *verb)
+{
+	json_t *j;
+	long status = conf_request("POST", sandbox_path(id, verb), NULL, &j);
+
+	if (status != 200)
+		fail_msg("POST %s %s: expected 200, got %ld", id, verb, status);
+	return j;
+}
+
+void
+case_stop_and_start(void **state)
+{
+	const char *id = conf_str(conf_create(NULL), "id");
+
+	assert_state(stop_or_start(id, "/stop"), "stopped");
+	assert_state(conf_get(id), "stopped");
+	/* stopping a stopped sandbox is not an error */
+	assert_state(stop_or_start(id, "/stop"), "stopped");
+	assert_state(stop_or_start(id, "/start"), "running");
+	assert_state(conf_get(id), "running");
+}
+
+void
+case_patch_changes_labels_and_name(void **state)
+{
+	const char *name = conf_name("patch"), *renamed = conf_name("patched");
+	const char *id = conf_str(
+	        conf_create(conf_fmt("{\"name\":\"%s\",\"labels\":{\"color\":\"red\"}}", name)),
+	        "id");
+	const char *labels =
+	        conf_fmt("{\"conformance\":\"1\",\"conformance-run\":\"%s\",\"color\":\"blue\"}",
+	                 conf_run_id());
+	json_t *j;
+
+	assert_int_equal(conf_request("PATCH", sandbox_path(id, NULL),
+	                              conf_fmt("{\"name\":\"%s\",\"labels\":%s}", renamed, labels),
+	                              &j),
+	                 200);
+	assert_string_equal(conf_str(j, "name"), renamed);
+	assert_string_equal(conf_str(json_object_get(j, "labels"), "color"), "blue");
+	assert_string_equal(conf_str(conf_get(renamed), "id"), id);
+	assert_not_found(name);
+
+	/* a bad field changes nothing, the good ones in the same body included */
+	expect_request_error("PATCH", sandbox_path(id, NULL), "{\"name\":\"Bad Name\"}", 400,
+	                     "invalid_request");
+	expect_request_error("PATCH", sandbox_path(id, NULL),
+	                     "{\"labels\":{\"color\":\"green\"},\"name\":\"Bad Name\"}", 400,
+	                     "invalid_request");
+	j = conf_get(id);
+	assert_string_equal(conf_str(j, "name"), renamed);
+	assert_string_equal(conf_str(json_object_get(j, "labels"), "color"), "blue");
+}
+
+void
+case_patch_unknown_field_is_rejected(void **state)
+{
+	static const char *const bodies[] = {
+		"{\"bogus\":1}",
+		"{\"owner\":\"someone-else\"}",
+		"{\"state\":\"stopped\"}",
+		"{\"cpus\":1}",
+	};
+	const char *id = conf_str(conf_create(NULL), "id");
+	json_t *before = conf_get(id), *j;
+	long status;
+
+	for (size_t i = 0; i < ARRAY_SIZE(bodies); i++)
+		expect_request_error("PATCH", sandbox_path(id, NULL), bodies[i], 400,
+		                     "invalid_request");
+	status = conf_request("PATCH", sandbox_path(id, NULL), "{\"bogus\":1}", &j);
+	conf_assert_error(status, j, 400, "invalid_request");
+	if (!strstr(conf_error_message(j), "bogus"))
+		fail_msg("the message does not name the unknown field: '%s'",
+		         conf_error_message(j));
+	assert_string_equal(conf_str(conf_get(id), "owner"), conf_str(before, "owner"));
+	assert_string_equal(conf_str(conf_get(id), "state"), conf_str(before, "state"));
+}
+
+/* R-P2: a resource out of the limits is 400, never clamped (so nothing is created). */
+void
+case_resources_above_limits_are_rejected(void **state)
+{
+	static const char *const sized[] = { "max_cpus", "max_memory_mb", "max_disk_mb",
+		                             "max_idle_timeout_secs", "max_lifetime_secs" };
+	static const char *const fields[] = { "cpus", "memory_mb", "disk_mb", "idle_timeout_secs",
+		                              "lifetime_secs" };
+	static const char *const bad[] = {
+		"\"cpus\":0", "\"cpus\":-1", "\"memory_mb\":0", "\"cpus\":\"2\"", "\"cpus\":1.5",
+	};
+	const char *name;
+
+	for (size_t i = 0; i < ARRAY_SIZE(sized); i++) {
+		json_int_t max = json_integer_value(limit(sized[i]));
+		if (max <= 0 && i > 0)
+			continue; /* 0: no limit advertised */
+		name = conf_name("limit");
+		conf_create_refused(conf_fmt("{\"name\":\"%s\",\"%s\":%lld}", name, fields[i],
+		                             (long long)max + 1),
+		                    400, "invalid_request");
+		assert_not_found(name);
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		name = conf_name("limit");
+		conf_create_refused(conf_fmt("{\"name\":\"%s\",%s}", name, bad[i]), 400,
+		                    "invalid_request");
+		assert_not_found(name);
+	}
+}
+
+/* R-S1: env values never come back (create, get, list, events, the live stream); only the
+ * names do. */
+void
+case_environment_values_are_never_returned(void **state)
+{
+	const char *value = conf_fmt("s3cr3t-%s", conf_name("value"));
+	struct conf_stream *stream = conf_stream_open("/v1/events/stream", NULL);
+	const struct conf_resp *r;
+	json_t *sb =
+	        conf_create(conf_fmt("{\"env\":{\"SECRET_X\":\"%s\",\"PLAIN\":\"p\"}}", value));
+	const char *id = conf_str(sb, "id");
+	const char *const paths[] = {
+		sandbox_path(id, NULL),
+		sandbox_path(conf_str(sb, "name"), NULL),
+		"/v1/sandboxes",
+		conf_fmt("/v1/sandboxes?label=conformance-run=%s", conf_run_id()),
+		sandbox_path(id, "/events"),
+	};
+	json_t *names = json_object_get(sb, "env_names"), *ev;
+	uint64_t deadline = now_mono_ms() + 10000;
+	bool seen = false;
+
+	if (strstr(conf_keep(json_dumps(sb, JSON_COMPACT)), value))
+		fail_msg("the create response carries the env value");
+	assert_true(conf_index_of(names, "SECRET_X") >= 0);
+	assert_true(conf_index_of(names, "PLAIN") >= 0);
+	for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
+		r = conf_send(&(struct conf_req){ .path = paths[i] });
+		assert_int_equal(r->status, 200);
+		if (strstr(r->body, value))
+			fail_msg("GET %s carries the env value", paths[i]);
+	}
+	/* what the live stream said about it, until it ran */
+	while (now_mono_ms() < deadline && (ev = conf_stream_next(stream, 2000))) {
+		if (strstr(conf_str(ev, "raw"), value))
+			fail_msg("the event stream carries the env value");
+		if (streq(conf_event_sandbox_id(ev), id))
+			seen = true;
+		if (seen && strstr(conf_str(ev, "raw"), "\"running\""))
+			break;
+	}
+	if (!seen)
+		fail_msg("the event stream said nothing about sandbox '%s'", id);
+	/* stopping and starting again (the values are kept for the next boot) still shows none */
+	r = conf_send(&(struct conf_req){ .method = "POST", .path = sandbox_path(id, "/stop") });
+	assert_int_equal(r->status, 200);
+	assert_null(strstr(r->body, value));
+	r = conf_send(&(struct conf_req){ .method = "POST", .path = sandbox_path(id, "/start") });
+	assert_int_equal(r->status, 200);
+	assert_null(strstr(r->body, value));
+}
+
+/* R-P7: loader and shell variables are refused, alone or among good ones. */
+void
+case_reserved_environment_names_are_refused(void **state)
+{
+	static const char *const reserved[] = {
+		"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "BASH_ENV", "ENV",
+		"SHELLOPTS",  "BASHOPTS",        "PS4",      "IFS",      "GLOBIGNORE",
+	};
+	const char *name;
+
+	for (size_t i = 0; i < ARRAY_SIZE(reserved); i++)
+		conf_create_refused(conf_fmt("{\"env\":{\"%s\":\"x\"}}", reserved[i]), 403,
+		                    "refused");
+	name = conf_name("env");
+	conf_create_refused(conf_fmt("{\"name\":\"%s\",\"env\":{\"GOOD\":\"1\",\"LD_PRELOAD\":"
+	                             "\"/tmp/x.so\"}}",
+	                             name),
+	                    403, "refused");
+	assert_not_found(name);
+}
+
+/* R-P7: env names match ^[A-Za-z_][A-Za-z0-9_]*$; a NUL in a value is 400. */
+void
+case_invalid_environment_names_are_rejected(void **state)
+{
+	static const char *const bad[] = {
+		"{\"env\":{\"1BAD\":\"x\"}}", "{\"env\":{\"A-B\":\"x\"}}",
+		"{\"env\":{\"\":\"x\"}}",     "{\"env\":{\"A B\":\"x\"}}",
+		"{\"env\":{\"A=B\":\"x\"}}",  "{\"env\":{\"OK\":\"a\\u0000b\"}}",
+		"{\"env\":{\"OK\":1}}",       "{\"env\":[\"OK=1\"]}",
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		conf_create_refused(bad[i], 400, "invalid_request");
+	/* and a good one is fine */
+	assert_int_equal(conf_index_of(json_object_get(conf_create("{\"env\":{\"_ok_1\":\"x\"}}"),
+	                                               "env_names"),
+	                               "_ok_1"),
+	                 0);
+}
+
+/* R-P3, R-P4: an unknown mode, allow without allowlist, and unknown fields are 400. */
+void
+case_invalid_network_is_rejected(void **state)
+{
+	static const char *const bad[] = {
+		"{\"network\":{\"mode\":\"bogus\"}}",
+		"{\"network\":{\"mode\":\"OPEN\"}}",
+		"{\"network\":{\"mode\":\"none\",\"allow\":[\"example.com\"]}}",
+		"{\"network\":{\"mode\":\"none\",\"bogus\":1}}",
+		"{\"network\":\"open\"}",
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		conf_create_refused(bad[i], 400, "invalid_request");
+}
+
+static int
+ceiling_rank(void)
+{
+	return conf_net_mode_rank(conf_str(json_object_get(conf_caps(), "network"), "ceiling"));
+}
+
+/* R-P3: a mode above capabilities.network.ceiling is 403 refused; tightening is allowed. */
+void
+case_network_above_ceiling_is_refused(void **state)
+{
+	static const char *const modes[] = { "none", "allowlist", "open" };
+	int ceiling = ceiling_rank();
+	json_t *sb;
+
+	for (int m = ceiling + 1; m < (int)ARRAY_SIZE(modes); m++) {
+		const char *name = conf_name("net");
+		conf_create_refused(
+		        conf_fmt("{\"name\":\"%s\",\"network\":{\"mode\":\"%s\"}}", name, modes[m]),
+		        403, "refused");
+		assert_not_found(name);
+	}
+	sb = conf_create("{\"network\":{\"mode\":\"none\"}}");
+	assert_string_equal(conf_str(json_object_get(sb, "network"), "mode"), "none");
+	if (ceiling >= 2) {
+		print_message("skip: the ceiling is open; no mode is above it\n");
+		skip();
+	}
+}
+
+/* R-P4: "allow": [] means nothing, and is refused. */
+void
+case_empty_allowlist_is_refused(void **state)
+{
+	if (ceiling_rank() < conf_net_mode_rank("allowlist")) {
+		print_message("skip: the network ceiling does not allow allowlist\n");
+		skip();
+	}
+	conf_create_refused("{\"network\":{\"mode\":\"allowlist\",\"allow\":[]}}", 403, "refused");
+}
