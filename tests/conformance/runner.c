@@ -1,0 +1,304 @@
+/* runner.c: the CTest side of the conformance suite. Starts a fresh sandboxd-fake (token file,
+ * TCP listener, unix socket; with "tls" also a throwaway CA and server certificate made with the
+ * openssl command) and runs the conformance binary against each of its endpoints. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "harness.h"
+#include "util.h"
+
+#define SUITE_TIMEOUT_MS (240 * 1000)
+#define START_TRIES 3
+
+extern char **environ;
+
+/* The files this runner makes in its directory, removed at the end. */
+static const char *const made_files[] = {
+	"token",  "openssl.cnf", "openssl.log", "ca.key",
+	"ca.pem", "server.key",  "server.csr",  "server.pem",
+};
+
+static char dir[256];
+
+static char *
+in_dir(const char *name)
+{
+	char *p = strdup_printf("%s/%s", dir, name);
+
+	if (!p) {
+		fprintf(stderr, "runner: out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+static void
+remove_dir(void)
+{
+	if (!dir[0] || getenv("HARNESS_KEEP"))
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(made_files); i++) {
+		_cleanup_free_ char *p = in_dir(made_files[i]);
+		(void)unlink(p);
+	}
+	(void)rmdir(dir);
+}
+
+/* Runs argv (found on $PATH) and waits up to timeout_ms. out_path: where its stdout and stderr
+ * go (NULL: ours). Returns its exit status, 128+signal, or -1 if it could not start. */
+static int
+run(const char *const *argv, const char *out_path, int timeout_ms)
+{
+	posix_spawn_file_actions_t fa;
+	uint64_t deadline = now_mono_ms() + (uint64_t)timeout_ms;
+	int status = 0, r;
+	pid_t pid;
+
+	posix_spawn_file_actions_init(&fa);
+	if (out_path) {
+		posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_APPEND,
+		                                 0600);
+		posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	}
+	r = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (r != 0) {
+		fprintf(stderr, "runner: cannot run %s: %s\n", argv[0], strerror(r));
+		return -1;
+	}
+	for (;;) {
+		pid_t w = waitpid(pid, &status, WNOHANG);
+		if (w == pid)
+			break;
+		if (w < 0 && errno != EINTR)
+			return -1;
+		if (now_mono_ms() > deadline) {
+			fprintf(stderr, "runner: %s ran past %d s; killing it\n", argv[0],
+			        timeout_ms / 1000);
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			break;
+		}
+		usleep(20 * 1000);
+	}
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int
+write_file(const char *name, const char *text)
+{
+	_cleanup_free_ char *p = in_dir(name);
+
+	if (write_file_atomic(p, text, strlen(text), 0600) < 0) {
+		fprintf(stderr, "runner: cannot write %s\n", p);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+print_log(const char *path)
+{
+	_cleanup_free_ char *text = NULL;
+
+	if (read_file_max(path, 1 << 20, &text, NULL) >= 0)
+		fprintf(stderr, "%s", text);
+}
+
+static const char openssl_cnf[] = "[req]\n"
+                                  "distinguished_name = dn\n"
+                                  "prompt = no\n"
+                                  "[dn]\n"
+                                  "CN = sandboxd conformance\n"
+                                  "[ca_ext]\n"
+                                  "basicConstraints = critical, CA:TRUE\n"
+                                  "keyUsage = critical, keyCertSign, cRLSign\n"
+                                  "subjectKeyIdentifier = hash\n"
+                                  "[server_ext]\n"
+                                  "basicConstraints = critical, CA:FALSE\n"
+                                  "keyUsage = critical, digitalSignature\n"
+                                  "extendedKeyUsage = serverAuth\n"
+                                  "subjectAltName = IP:127.0.0.1, DNS:localhost\n"
+                                  "subjectKeyIdentifier = hash\n"
+                                  "authorityKeyIdentifier = keyid\n";
+
+/* A throwaway CA and a server certificate for 127.0.0.1 and localhost. 0, -1, or 77 when
+ * there is no openssl command. */
+static int
+make_certs(void)
+{
+	_cleanup_free_ char *cnf = in_dir("openssl.cnf"), *log = in_dir("openssl.log");
+	_cleanup_free_ char *ca_key = in_dir("ca.key"), *ca = in_dir("ca.pem");
+	_cleanup_free_ char *key = in_dir("server.key"), *csr = in_dir("server.csr");
+	_cleanup_free_ char *cert = in_dir("server.pem"), *serial = NULL;
+	const char *version[] = { "openssl", "version", NULL };
+	char hex[17];
+
+	if (run(version, log, 10000) != 0) {
+		fprintf(stderr, "skip: the openssl command is needed to make test certificates\n");
+		return 77;
+	}
+	if (write_file("openssl.cnf", openssl_cnf) < 0 || random_hex(hex, 8) < 0 ||
+	    !(serial = strdup_printf("0x%s", hex)))
+		return -1;
+	const char *make_ca[] = { "openssl",
+		                  "req",
+		                  "-x509",
+		                  "-config",
+		                  cnf,
+		                  "-extensions",
+		                  "ca_ext",
+		                  "-newkey",
+		                  "ec",
+		                  "-pkeyopt",
+		                  "ec_paramgen_curve:prime256v1",
+		                  "-nodes",
+		                  "-keyout",
+		                  ca_key,
+		                  "-out",
+		                  ca,
+		                  "-days",
+		                  "2",
+		                  "-subj",
+		                  "/CN=sandboxd conformance CA",
+		                  NULL };
+	const char *make_csr[] = { "openssl",
+		                   "req",
+		                   "-new",
+		                   "-config",
+		                   cnf,
+		                   "-newkey",
+		                   "ec",
+		                   "-pkeyopt",
+		                   "ec_paramgen_curve:prime256v1",
+		                   "-nodes",
+		                   "-keyout",
+		                   key,
+		                   "-out",
+		                   csr,
+		                   "-subj",
+		                   "/CN=localhost",
+		                   NULL };
+	const char *sign[] = { "openssl",     "x509",       "-req",   "-in",      csr,
+		               "-CA",         ca,           "-CAkey", ca_key,     "-set_serial",
+		               serial,        "-days",      "2",      "-extfile", cnf,
+		               "-extensions", "server_ext", "-out",   cert,       NULL };
+	if (run(make_ca, log, 30000) != 0 || run(make_csr, log, 30000) != 0 ||
+	    run(sign, log, 30000) != 0 || chmod(key, 0600) < 0) {
+		fprintf(stderr, "runner: making the test certificates failed:\n");
+		print_log(log);
+		return -1;
+	}
+	return 0;
+}
+
+/* Runs the suite against endpoint; prints a header so the log says which run failed. */
+static int
+run_suite(const char *suite, const char *endpoint, const char *token, const char *ca)
+{
+	const char *argv[] = { suite, NULL };
+	int r;
+
+	printf("\n==== conformance against %s (%s%s) ====\n", endpoint,
+	       token ? "token" : "no token", ca ? ", TLS with a test CA" : "");
+	fflush(stdout);
+	setenv("SANDBOX_CONFORMANCE_ENDPOINT", endpoint, 1);
+	if (token)
+		setenv("SANDBOX_CONFORMANCE_TOKEN", token, 1);
+	else
+		unsetenv("SANDBOX_CONFORMANCE_TOKEN");
+	if (ca)
+		setenv("SANDBOX_CONFORMANCE_CA", ca, 1);
+	else
+		unsetenv("SANDBOX_CONFORMANCE_CA");
+	r = run(argv, NULL, SUITE_TIMEOUT_MS);
+	if (r != 0)
+		fprintf(stderr, "runner: the suite failed against %s (exit %d)\n", endpoint, r);
+	return r;
+}
+
+int
+main(int argc, char **argv)
+{
+	_cleanup_free_ char *token_file = NULL, *listen = NULL, *tcp = NULL, *unix_ep = NULL;
+	_cleanup_free_ char *cert = NULL, *key = NULL, *ca = NULL;
+	const char *binary = harness_binary("SANDBOXD_FAKE");
+	struct daemon_proc p = { 0 };
+	char token[33];
+	bool tls;
+	int r, failed = 0, port = -1;
+
+	if (argc != 3 || (!streq(argv[2], "plain") && !streq(argv[2], "tls"))) {
+		fprintf(stderr, "usage: conformance-runner CONFORMANCE_BINARY plain|tls\n");
+		return 2;
+	}
+	tls = streq(argv[2], "tls");
+	if (harness_tmpdir(dir, sizeof(dir)) < 0) {
+		fprintf(stderr, "runner: cannot make a temporary directory: %m\n");
+		return 1;
+	}
+	token_file = in_dir("token");
+	if (random_hex(token, 16) < 0 || write_file("token", token) < 0) {
+		remove_dir();
+		return 1;
+	}
+	if (tls) {
+		r = make_certs();
+		if (r != 0) {
+			remove_dir();
+			return r == 77 ? 77 : 1;
+		}
+		cert = in_dir("server.pem");
+		key = in_dir("server.key");
+		ca = in_dir("ca.pem");
+	}
+	/* the port can be taken between finding it and binding it: try again */
+	for (int i = 0; i < START_TRIES; i++) {
+		const char *plain_args[] = { "--listen", NULL, "--token-file", token_file, NULL };
+		const char *tls_args[] = { "--listen",  NULL,         "--token-file",
+			                   token_file,  "--tls-cert", cert,
+			                   "--tls-key", key,          NULL };
+		port = harness_free_port();
+		free(listen);
+		listen = strdup_printf("127.0.0.1:%d", port);
+		plain_args[1] = tls_args[1] = listen;
+		if (port > 0 && harness_start(&p, binary, tls ? tls_args : plain_args, NULL) == 0)
+			break;
+		harness_cleanup(&p);
+		p = (struct daemon_proc){ 0 };
+		port = -1;
+	}
+	if (port < 0) {
+		fprintf(stderr, "runner: %s did not start\n", binary);
+		remove_dir();
+		return 1;
+	}
+	tcp = strdup_printf("%s://127.0.0.1:%d", tls ? "https" : "http", port);
+	unix_ep = strdup_printf("unix://%s", p.sock);
+	if (!tcp || !unix_ep) {
+		failed = 1;
+	} else if (tls) {
+		failed |= run_suite(argv[1], tcp, token, ca) != 0;
+	} else {
+		failed |= run_suite(argv[1], tcp, token, NULL) != 0;
+		failed |= run_suite(argv[1], unix_ep, NULL, NULL) != 0;
+	}
+	r = harness_stop(&p, SIGTERM);
+	if (r != 0) {
+		fprintf(stderr, "runner: the daemon exited with %d after SIGTERM\n", r);
+		failed = 1;
+	}
+	if (failed) {
+		fprintf(stderr, "---- daemon log (%s) ----\n", p.log);
+		print_log(p.log);
+	}
+	harness_cleanup(&p);
+	remove_dir();
+	return failed ? 1 : 0;
+}
