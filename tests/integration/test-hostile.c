@@ -299,6 +299,87 @@ test_unknown_paths_and_methods(void **state)
 	free(body);
 }
 
+static long
+rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+static void
+test_memory_stays_bounded(void **state)
+{
+	/* A second daemon, without ASan's quarantine (which would keep every freed block
+	 * resident and hide nothing but the answer). 200 refused 1 MiB bodies, 200 oversized
+	 * heads and 500 abandoned connections must leave its memory where it was, give or take
+	 * allocator slack; anything that kept them would grow by hundreds of MiB. */
+	const char *env[] = { "ASAN_OPTIONS=quarantine_size_mb=0:detect_leaks=1", NULL };
+	struct daemon_proc q;
+	size_t n = (1u << 20) + 1;
+	char *body = malloc(n + 256);
+	long before, after;
+	int h;
+
+	assert_int_equal(harness_start(&q, harness_binary("SANDBOXD_FAKE"), NULL, env), 0);
+	/* warm up: one of each, so lazily allocated state is counted in "before" */
+	h = snprintf(body, 256,
+	             "POST /v1/sandboxes HTTP/1.1\r\nHost: localhost\r\n"
+	             "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+	             "%zx\r\n",
+	             n);
+	memset(body + h, ' ', n);
+	memcpy(body + h + n, "\r\n0\r\n\r\n", 7);
+	for (int i = 0; i < 3; i++) {
+		char *resp = NULL;
+		assert_true(harness_raw(q.sock, 0, body, (size_t)h + n + 7, &resp, 10000) > 0);
+		free(resp);
+	}
+	before = rss_kib(q.pid);
+	for (int i = 0; i < 200; i++) {
+		char *resp = NULL;
+		assert_true(harness_raw(q.sock, 0, body, (size_t)h + n + 7, &resp, 10000) > 0);
+		assert_int_equal(status_of(resp), 413);
+		free(resp);
+	}
+	{
+		size_t big = 20000;
+		char *req = malloc(big + 256);
+		size_t k = (size_t)snprintf(req, 256, "GET /v1/health HTTP/1.1\r\nHost: x\r\nX: ");
+		memset(req + k, 'a', big);
+		for (int i = 0; i < 200; i++) {
+			char *resp = NULL;
+			assert_true(harness_raw(q.sock, 0, req, k + big, &resp, 10000) > 0);
+			free(resp);
+		}
+		free(req);
+	}
+	for (int i = 0; i < 500; i++) {
+		char *resp = NULL;
+		(void)harness_raw(q.sock, 0, "GET /v1/hea", 11, &resp, 0);
+		free(resp);
+	}
+	usleep(300000);
+	after = rss_kib(q.pid);
+	print_message("daemon RSS: %ld KiB before, %ld KiB after\n", before, after);
+	assert_true(before > 0 && after > 0);
+	assert_true(after - before < 32 * 1024);
+	assert_int_equal(harness_http(q.sock, "GET", "/v1/health", NULL, NULL), 200);
+	free(body);
+	assert_int_equal(harness_stop(&q, SIGTERM), 0);
+	harness_cleanup(&q);
+}
+
 int
 main(void)
 {
@@ -310,6 +391,7 @@ main(void)
 		cmocka_unit_test(test_unknown_paths_and_methods),
 		cmocka_unit_test(test_connection_cap),
 		cmocka_unit_test(test_slow_clients_do_not_stall_others),
+		cmocka_unit_test(test_memory_stays_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

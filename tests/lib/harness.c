@@ -1,5 +1,6 @@
 /* harness.c: see harness.h. */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -52,8 +53,18 @@ build_env(const char *const *add)
 	e = calloc(n + k + 1, sizeof(*e));
 	if (!e)
 		return NULL;
-	for (size_t i = 0; i < n; i++)
-		e[i] = environ[i];
+	/* an added "K=V" replaces the inherited K (getenv would find the first one) */
+	n = 0;
+	for (size_t i = 0; environ[i]; i++) {
+		const char *eq = strchr(environ[i], '=');
+		size_t len = eq ? (size_t)(eq - environ[i]) + 1 : strlen(environ[i]);
+		bool replaced = false;
+		for (size_t j = 0; j < k; j++)
+			if (strncmp(add[j], environ[i], len) == 0)
+				replaced = true;
+		if (!replaced)
+			e[n++] = environ[i];
+	}
 	for (size_t i = 0; i < k; i++)
 		e[n + i] = (char *)add[i];
 	return e;

@@ -1,0 +1,191 @@
+/* test-lifecycle.c: lifecycle paths a user meets that need the fake backend's help to
+ * provoke: a boot that fails, a VM that dies on its own, a delete while booting, a stop
+ * while booting, lifetimes and idle timeouts. Each failure carries its reason in the
+ * sandbox and in the event stream, and nothing is left half-made. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "harness.h"
+
+static bool
+streq_safe(const char *a, const char *b)
+{
+	return a && b && strcmp(a, b) == 0;
+}
+
+static struct daemon_proc p;
+
+static int
+setup(void **state)
+{
+	return harness_start(&p, harness_binary("SANDBOXD_FAKE"), NULL, NULL);
+}
+
+static int
+teardown(void **state)
+{
+	int rc = harness_stop(&p, SIGTERM);
+
+	harness_cleanup(&p);
+	return rc == 0 ? 0 : -1;
+}
+
+static json_t *
+call(const char *method, const char *path, const char *body, int want)
+{
+	char *out = NULL;
+	int status = harness_http(p.sock, method, path, body, &out);
+	json_t *j;
+
+	if (status != want)
+		fail_msg("%s %s: expected %d, got %d: %s", method, path, want, status,
+		         out ? out : "");
+	j = out && *out ? json_loads(out, 0, NULL) : NULL;
+	free(out);
+	return j;
+}
+
+static const char *
+str(json_t *j, const char *key)
+{
+	return json_string_value(json_object_get(j, key));
+}
+
+/* Polls GET until the sandbox reaches want (or 10 s pass); returns the object. */
+static json_t *
+await_state(const char *id, const char *want)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+	for (int i = 0; i < 200; i++) {
+		json_t *j = call("GET", path, NULL, 200);
+		if (streq_safe(str(j, "state"), want))
+			return j;
+		json_decref(j);
+		usleep(50000);
+	}
+	fail_msg("sandbox %s never reached %s", id, want);
+	return NULL;
+}
+
+static bool
+has_event(const char *id, const char *type, const char *needle)
+{
+	char path[128];
+	json_t *j, *ev;
+	size_t i;
+	bool found = false;
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", id);
+	j = call("GET", path, NULL, 200);
+	json_array_foreach (json_object_get(j, "events"), i, ev) {
+		char *text = json_dumps(ev, JSON_COMPACT);
+		if (streq_safe(str(ev, "type"), type) && (!needle || strstr(text, needle)))
+			found = true;
+		free(text);
+	}
+	json_decref(j);
+	return found;
+}
+
+static void
+test_failed_boot(void **state)
+{
+	json_t *j = call("POST", "/v1/sandboxes", "{\"image\":\"fake/fail-boot\"}", 201);
+
+	/* the create answers with the failure and its reason, and the record stays for
+	 * inspection until it is deleted */
+	assert_string_equal(str(j, "state"), "failed");
+	assert_non_null(strstr(str(j, "reason"), "failed to boot"));
+	assert_true(has_event(str(j, "id"), "state", "failed to boot"));
+	{
+		char path[128];
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s", str(j, "id"));
+		json_decref(call("DELETE", path, NULL, 204));
+		json_t *g = call("GET", path, NULL, 200);
+		assert_string_equal(str(g, "state"), "terminated");
+		json_decref(g);
+	}
+	json_decref(j);
+}
+
+static void
+test_vm_dies_on_its_own(void **state)
+{
+	json_t *j = call("POST", "/v1/sandboxes", "{\"image\":\"fake/crash\"}", 201), *g;
+
+	assert_string_equal(str(j, "state"), "running");
+	g = await_state(str(j, "id"), "failed");
+	assert_non_null(strstr(str(g, "reason"), "crashed"));
+	assert_true(has_event(str(j, "id"), "state", "\"from\":\"running\",\"to\":\"failed\""));
+	json_decref(g);
+	json_decref(j);
+}
+
+static void
+test_delete_and_stop_while_booting(void **state)
+{
+	json_t *j = call("POST", "/v1/sandboxes",
+	                 "{\"image\":\"fake/slow\",\"wait\":false,\"name\":\"slow\"}", 201);
+	char path[128], calls[400];
+	json_t *e;
+
+	assert_string_equal(str(j, "state"), "starting");
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/stop", str(j, "id"));
+	e = call("POST", path, NULL, 409);
+	assert_string_equal(str(json_object_get(e, "error"), "code"), "conflict");
+	json_decref(e);
+	/* deleting cancels the boot: 204, terminated, and the name is free at once */
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", str(j, "id"));
+	json_decref(call("DELETE", path, NULL, 204));
+	e = call("GET", path, NULL, 200);
+	assert_string_equal(str(e, "state"), "terminated");
+	json_decref(e);
+	json_decref(call("POST", "/v1/sandboxes", "{\"name\":\"slow\"}", 201));
+	snprintf(calls, sizeof(calls), "%s/fake/calls.log", p.state);
+	{
+		char line[128];
+		snprintf(line, sizeof(line), "destroy %s", str(j, "id"));
+		assert_true(harness_file_contains(calls, line));
+	}
+	json_decref(j);
+}
+
+static void
+test_lifetime_and_idle_timeout(void **state)
+{
+	json_t *a = call("POST", "/v1/sandboxes", "{\"lifetime_secs\":1}", 201);
+	json_t *b = call("POST", "/v1/sandboxes", "{\"idle_timeout_secs\":1}", 201);
+	json_t *g;
+
+	assert_non_null(str(a, "expires_at"));
+	g = await_state(str(a, "id"), "terminated");
+	assert_non_null(strstr(str(g, "reason"), "lifetime"));
+	json_decref(g);
+	g = await_state(str(b, "id"), "terminated");
+	assert_non_null(strstr(str(g, "reason"), "idle"));
+	json_decref(g);
+	json_decref(a);
+	json_decref(b);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_failed_boot),
+		cmocka_unit_test(test_vm_dies_on_its_own),
+		cmocka_unit_test(test_delete_and_stop_while_booting),
+		cmocka_unit_test(test_lifetime_and_idle_timeout),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
