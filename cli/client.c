@@ -217,6 +217,8 @@ client_escape(const char *s)
 	static const char hex[] = "0123456789ABCDEF";
 	_cleanup_buf_ struct buf b = BUF_INIT(3 * strlen(s) + 1);
 
+	if (!*s)
+		return strdup(""); /* buf_steal() of an empty buf is not NUL-terminated */
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
 		int r;
 		if (isalnum(*p) || *p == '-' || *p == '.' || *p == '_' || *p == '~')

@@ -348,8 +348,8 @@ cmd_events(struct cli *cli, int argc, char **argv)
 			return cli_option_end(cli, c);
 		}
 	}
-	if (argc - optind > 1)
-		return cli_usage_error(cli, "takes at most one REF");
+	if (argc - optind > 1 || (optind < argc && !*argv[optind]))
+		return cli_usage_error(cli, "takes at most one REF (a sandbox id or name)");
 	if (since_arg && (parse_u64(since_arg, &since) < 0 || since > INT64_MAX))
 		return cli_usage_error(cli, "--since takes an event sequence number");
 	if (since_arg && optind < argc)

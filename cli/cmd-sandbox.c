@@ -163,7 +163,7 @@ cmd_inspect(struct cli *cli, int argc, char **argv)
 
 	while ((c = cli_getopt(cli, argc, argv, NULL)) != -1)
 		return cli_option_end(cli, c);
-	if (argc - optind != 1)
+	if (argc - optind != 1 || !*argv[optind])
 		return cli_usage_error(cli, "needs one REF (a sandbox id or name)");
 	path = sandbox_path(argv[optind], "");
 	if (!path)
@@ -326,6 +326,9 @@ act(struct cli *cli, int argc, char **argv, const struct action *a)
 		return cli_option_end(cli, c);
 	if (optind == argc)
 		return cli_usage_error(cli, "needs a REF (a sandbox id or name)");
+	for (int i = optind; i < argc; i++)
+		if (!*argv[i])
+			return cli_usage_error(cli, "an empty REF names no sandbox");
 	/* every REF is tried; the exit code is the first failure's */
 	for (int i = optind; i < argc; i++) {
 		_cleanup_free_ char *path = sandbox_path(argv[i], a->suffix);

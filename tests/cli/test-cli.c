@@ -1,0 +1,727 @@
+/* test-cli.c: sandbox-cli against a real sandboxd-fake, as a user runs it: contexts and their
+ * files, doctor over the unix socket, TCP with a token and https with a private CA, the
+ * sandbox verbs with their tables and --json, the exit codes scripts rely on, the messages
+ * that say what to do, and the live event stream. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "harness.h"
+#include "util.h"
+
+#define TOKEN "cli-test-token-0123456789abcdef"
+
+extern char **environ;
+
+static struct daemon_proc sbxd;
+static const char *cli_bin;
+static char home[256];    /* $HOME of every CLI run: the real config is never touched */
+static char unix_ep[320]; /* unix://<socket> */
+static char tcp_ep[64];   /* http://127.0.0.1:<port> */
+static char token_file[320];
+
+#define CLI(out, ...) cli_run(NULL, out, (const char *const[]){ __VA_ARGS__, NULL })
+#define CLI_ENV(env, out, ...) cli_run(env, out, (const char *const[]){ __VA_ARGS__, NULL })
+
+/* Runs sandbox-cli; returns its exit code and its output (stdout and stderr; caller frees). */
+static int
+cli_run(const char *const *env, char **out, const char *const *args)
+{
+	char *o = NULL;
+	int rc = harness_run(cli_bin, args, env, &o);
+
+	assert_non_null(o);
+	/* under ASan/UBSan a report can hide behind an exit code the test expects */
+	if (strstr(o, "Sanitizer") || strstr(o, "runtime error:"))
+		fail_msg("sandbox-cli %s: sanitizer report:\n%s", args[0], o);
+	if (out)
+		*out = o;
+	else
+		free(o);
+	return rc;
+}
+
+static void
+expect_output(const char *out, const char *needle)
+{
+	if (!strstr(out, needle))
+		fail_msg("expected '%s' in the output:\n%s", needle, out);
+}
+
+static void
+expect_no_output(const char *out, const char *needle)
+{
+	if (strstr(out, needle))
+		fail_msg("did not expect '%s' in the output:\n%s", needle, out);
+}
+
+/* The line of out that holds needle starts with prefix. */
+static void
+expect_line(const char *out, const char *needle, const char *prefix)
+{
+	const char *p = strstr(out, needle), *start;
+
+	if (!p)
+		fail_msg("expected '%s' in the output:\n%s", needle, out);
+	for (start = p; start > out && start[-1] != '\n'; start--)
+		;
+	if (strncmp(start, prefix, strlen(prefix)) != 0)
+		fail_msg("the line with '%s' should start with '%s':\n%s", needle, prefix, out);
+}
+
+static json_t *
+parse_json(const char *text)
+{
+	json_error_t err;
+	json_t *j = json_loads(text, 0, &err);
+
+	if (!j)
+		fail_msg("not JSON (%s):\n%s", err.text, text);
+	return j;
+}
+
+static const char *
+str(const json_t *j, const char *key)
+{
+	return json_string_value(json_object_get(j, key));
+}
+
+/* create prints the id and nothing else: "sbx_<16 hex>\n". */
+static void
+expect_id_line(const char *out, char id[static 32])
+{
+	size_t n = strlen(out);
+
+	if (n != 21 || strncmp(out, "sbx_", 4) != 0 || out[20] != '\n' ||
+	    strspn(out + 4, "0123456789abcdef") != 16)
+		fail_msg("create should print only the id, printed:\n%s", out);
+	memcpy(id, out, 20);
+	id[20] = '\0';
+}
+
+static void
+create(const char *name, char id[static 32])
+{
+	char *out;
+
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--name", name), 0);
+	expect_id_line(out, id);
+	free(out);
+}
+
+static json_t *
+inspect(const char *ref)
+{
+	char *out;
+	json_t *j;
+
+	assert_int_equal(CLI(&out, "inspect", ref, "--endpoint", unix_ep, "--json"), 0);
+	j = parse_json(out);
+	free(out);
+	return j;
+}
+
+static void
+write_file(const char *path, const char *text, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	assert_int_equal(fchmod(fd, mode), 0);
+	close(fd);
+}
+
+static int
+setup(void **state)
+{
+	char listen[32];
+	int port = harness_free_port();
+	const char *extra[] = { "--listen", listen, "--token-file", token_file, NULL };
+
+	cli_bin = harness_binary("SANDBOX_CLI");
+	if (harness_tmpdir(home, sizeof(home)) < 0 || port <= 0)
+		return -1;
+	/* the CLI's environment is this process's: a private home, nothing inherited that
+	 * would pick another server or credential */
+	setenv("HOME", home, 1);
+	unsetenv("XDG_CONFIG_HOME");
+	unsetenv("SANDBOX_CONTEXT");
+	unsetenv("SANDBOX_ENDPOINT");
+	unsetenv("SANDBOX_TOKEN");
+	unsetenv("SANDBOX_CA");
+	snprintf(token_file, sizeof(token_file), "%s/token", home);
+	write_file(token_file, TOKEN "\n", 0600);
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+	snprintf(tcp_ep, sizeof(tcp_ep), "http://127.0.0.1:%d", port);
+	if (harness_start(&sbxd, harness_binary("SANDBOXD_FAKE"), extra, NULL) < 0)
+		return -1;
+	snprintf(unix_ep, sizeof(unix_ep), "unix://%s", sbxd.sock);
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	int rc = harness_stop(&sbxd, SIGTERM);
+	char cmd[320];
+
+	harness_cleanup(&sbxd);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", home);
+	if (!getenv("HARNESS_KEEP") && system(cmd) != 0)
+		return -1;
+	return rc == 0 ? 0 : -1;
+}
+
+static void
+test_contexts(void **state)
+{
+	char path[400], loose[320], *out;
+	struct stat st;
+
+	assert_int_equal(CLI(&out, "context", "ls"), 0);
+	expect_output(out, "No contexts");
+	free(out);
+
+	/* a token file others can read is refused, and nothing is written */
+	snprintf(loose, sizeof(loose), "%s/loose-token", home);
+	write_file(loose, TOKEN "\n", 0644);
+	assert_int_equal(CLI(&out, "context", "add", "bad", tcp_ep, "--token-file", loose), 2);
+	expect_output(out, "chmod 600");
+	free(out);
+	snprintf(path, sizeof(path), "%s/.config/sandbox-cli/config.json", home);
+	assert_int_equal(access(path, F_OK), -1);
+
+	assert_int_equal(CLI(&out, "context", "add", "local", unix_ep), 0);
+	free(out);
+	assert_int_equal(CLI(&out, "context", "add", "tcp", tcp_ep, "--token-file", token_file), 0);
+	free(out);
+	/* the same name twice is refused */
+	assert_int_equal(CLI(&out, "context", "add", "tcp", tcp_ep), 2);
+	expect_output(out, "already");
+	free(out);
+
+	/* the config is private and holds a copy of the token */
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	snprintf(loose, sizeof(loose), "%s/.config/sandbox-cli", home);
+	assert_int_equal(stat(loose, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	assert_true(harness_file_contains(path, TOKEN));
+
+	/* ls shows the contexts, never the token */
+	assert_int_equal(CLI(&out, "context", "ls"), 0);
+	expect_output(out, "local");
+	expect_output(out, tcp_ep);
+	expect_no_output(out, TOKEN);
+	free(out);
+
+	/* the current context is used without --endpoint, with its token */
+	assert_int_equal(CLI(&out, "context", "use", "tcp"), 0);
+	free(out);
+	assert_int_equal(CLI(&out, "context", "ls"), 0);
+	expect_line(out, "tcp", "*");
+	expect_line(out, "local", " ");
+	free(out);
+	assert_int_equal(CLI(&out, "doctor"), 0);
+	expect_output(out, tcp_ep);
+	expect_output(out, "context 'tcp'");
+	expect_output(out, "operator");
+	free(out);
+	/* --context picks another one for one command; SANDBOX_CONTEXT too */
+	assert_int_equal(CLI(&out, "--context", "local", "doctor"), 0);
+	expect_output(out, unix_ep);
+	free(out);
+	assert_int_equal(
+	        CLI_ENV(((const char *const[]){ "SANDBOX_CONTEXT=local", NULL }), &out, "doctor"),
+	        0);
+	expect_output(out, unix_ep);
+	free(out);
+	assert_int_equal(CLI(&out, "--context", "nosuch", "doctor"), 2);
+	expect_output(out, "no context named 'nosuch'");
+	free(out);
+
+	/* the current context's token never goes to an --endpoint typed on the command
+	 * line */
+	assert_int_equal(CLI(&out, "--endpoint", tcp_ep, "list"), 4);
+	free(out);
+
+	/* removing the current context leaves none current */
+	assert_int_equal(CLI(&out, "context", "rm", "tcp"), 0);
+	free(out);
+	assert_int_equal(CLI(&out, "context", "ls"), 0);
+	expect_no_output(out, "tcp");
+	expect_output(out, "No context is current");
+	free(out);
+	assert_int_equal(CLI(&out, "context", "rm", "tcp"), 2);
+	free(out);
+	assert_int_equal(CLI(&out, "context", "rm", "local"), 0);
+	free(out);
+
+	/* $XDG_CONFIG_HOME is where the config goes when it is set */
+	{
+		char xdg[300], env[320];
+		snprintf(xdg, sizeof(xdg), "%s/xdg", home);
+		snprintf(env, sizeof(env), "XDG_CONFIG_HOME=%s", xdg);
+		assert_int_equal(CLI_ENV(((const char *const[]){ env, NULL }), &out, "context",
+		                         "add", "x", unix_ep),
+		                 0);
+		free(out);
+		snprintf(path, sizeof(path), "%s/sandbox-cli/config.json", xdg);
+		assert_int_equal(access(path, F_OK), 0);
+	}
+}
+
+static void
+test_doctor(void **state)
+{
+	char env_token[128], *out;
+	json_t *j;
+
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "doctor"), 0);
+	expect_output(out, "sandboxd");
+	expect_output(out, "fake");
+	expect_output(out, "operator");
+	expect_output(out, "ceiling");
+	free(out);
+
+	/* TCP with the token from a file or from the environment */
+	assert_int_equal(CLI(&out, "doctor", "--endpoint", tcp_ep, "--token-file", token_file), 0);
+	expect_output(out, tcp_ep);
+	expect_output(out, "operator");
+	free(out);
+	snprintf(env_token, sizeof(env_token), "SANDBOX_TOKEN=%s", TOKEN);
+	assert_int_equal(CLI_ENV(((const char *const[]){ env_token, NULL }), &out, "--endpoint",
+	                         tcp_ep, "doctor"),
+	                 0);
+	free(out);
+
+	/* no token, a wrong token: exit 4 and what to do */
+	assert_int_equal(CLI(&out, "--endpoint", tcp_ep, "doctor"), 4);
+	expect_output(out, "unauthorized");
+	expect_output(out, "--token-file");
+	free(out);
+	assert_int_equal(
+	        CLI_ENV(((const char *const[]){ "SANDBOX_TOKEN=wrong-token-wrong-token", NULL }),
+	                &out, "--endpoint", tcp_ep, "doctor"),
+	        4);
+	expect_output(out, "refused the token");
+	expect_no_output(out, "wrong-token-wrong-token");
+	free(out);
+
+	/* --json: one object with what the server said */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "--json", "doctor"), 0);
+	j = parse_json(out);
+	assert_string_equal(str(json_object_get(j, "capabilities"), "backend"), "fake");
+	assert_string_equal(str(json_object_get(j, "whoami"), "user"), "operator");
+	json_decref(j);
+	free(out);
+}
+
+static void
+test_create_list_inspect(void **state)
+{
+	char id[32], *out;
+	json_t *j, *list, *sb;
+	size_t i;
+	bool found = false;
+
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--name", "lister", "--label",
+	                     "team=blue", "--label", "tier=web", "--env", "GREETING=hello",
+	                     "--cpus", "1", "--memory", "256"),
+	                 0);
+	expect_id_line(out, id);
+	free(out);
+
+	/* the table */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "list"), 0);
+	expect_output(out, "ID");
+	expect_output(out, "NAME");
+	expect_output(out, "STATE");
+	expect_output(out, "AGE");
+	expect_output(out, id);
+	expect_output(out, "lister");
+	expect_output(out, "running");
+	expect_output(out, "256M");
+	free(out);
+
+	/* label filters */
+	assert_int_equal(CLI(&out, "list", "--label", "team=blue", "--endpoint", unix_ep), 0);
+	expect_output(out, "lister");
+	free(out);
+	assert_int_equal(CLI(&out, "list", "--label", "team=blue", "--label", "tier=db",
+	                     "--endpoint", unix_ep),
+	                 0);
+	expect_no_output(out, "lister");
+	free(out);
+
+	/* --json is the server's list */
+	assert_int_equal(CLI(&out, "list", "--json", "--endpoint", unix_ep), 0);
+	j = parse_json(out);
+	list = json_object_get(j, "sandboxes");
+	assert_true(json_is_array(list));
+	json_array_foreach (list, i, sb)
+		found = found || (str(sb, "id") && strcmp(str(sb, "id"), id) == 0);
+	assert_true(found);
+	json_decref(j);
+	free(out);
+
+	/* inspect: pretty JSON by name, the same object by id; env values never shown */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "inspect", "lister"), 0);
+	expect_output(out, "\n  \"id\": ");
+	expect_output(out, "GREETING");
+	expect_no_output(out, "hello");
+	j = parse_json(out);
+	assert_string_equal(str(j, "id"), id);
+	assert_string_equal(str(j, "state"), "running");
+	assert_string_equal(str(json_object_get(j, "labels"), "team"), "blue");
+	json_decref(j);
+	free(out);
+
+	/* create --json prints the object */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--json", "--name", "jsonic"),
+	                 0);
+	j = parse_json(out);
+	assert_string_equal(str(j, "name"), "jsonic");
+	assert_string_equal(str(j, "state"), "running");
+	json_decref(j);
+	free(out);
+}
+
+static void
+test_stop_start_kill(void **state)
+{
+	char id[32], *out;
+	json_t *j;
+
+	create("cycler", id);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "stop", "cycler"), 0);
+	expect_output(out, "stopped");
+	free(out);
+	j = inspect(id);
+	assert_string_equal(str(j, "state"), "stopped");
+	json_decref(j);
+
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "start", id), 0);
+	expect_output(out, "running");
+	free(out);
+	j = inspect("cycler");
+	assert_string_equal(str(j, "state"), "running");
+	json_decref(j);
+
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "kill", "cycler"), 0);
+	free(out);
+	j = inspect(id);
+	assert_string_equal(str(j, "state"), "terminated");
+	json_decref(j);
+	/* killing it again succeeds; starting it does not */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "kill", id), 0);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "start", id), 6);
+	expect_output(out, "conflict");
+	free(out);
+}
+
+static void
+test_exit_codes(void **state)
+{
+	char id[32], nope[320], *out;
+
+	/* 6: a name in use */
+	create("taken", id);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--name", "taken"), 6);
+	expect_output(out, "sandbox-cli: conflict: ");
+	free(out);
+
+	/* 2: out of the server's limits, and usage errors */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--cpus", "999"), 2);
+	expect_output(out, "sandbox-cli: invalid_request: ");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--cpus", "many"), 2);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "inspect"), 2);
+	expect_output(out, "--help");
+	free(out);
+	assert_int_equal(CLI(&out, "frobnicate"), 2);
+	free(out);
+	assert_int_equal(CLI(&out, "list", "--bogus"), 2);
+	expect_output(out, "--bogus");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", "ftp://example.com", "list"), 2);
+	free(out);
+
+	/* 5: not found */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "inspect", "no-such-sandbox"), 5);
+	expect_output(out, "sandbox-cli: not_found: ");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "kill", "sbx_0000000000000000"), 5);
+	free(out);
+	/* the server quotes the ref back; its escape sequence must not reach the terminal */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "inspect", "\x1b[2Jgotcha"), 5);
+	expect_output(out, "?[2Jgotcha");
+	expect_no_output(out, "\x1b");
+	free(out);
+
+	/* 3: nothing listens there */
+	snprintf(nope, sizeof(nope), "unix://%s/no.sock", home);
+	assert_int_equal(CLI(&out, "--endpoint", nope, "list"), 3);
+	expect_output(out, "cannot reach");
+	expect_output(out, "is sandboxd running?");
+	free(out);
+	{
+		char ep[64];
+		snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", harness_free_port());
+		assert_int_equal(CLI(&out, "--endpoint", ep, "doctor"), 3);
+		expect_output(out, "cannot reach");
+		free(out);
+	}
+
+	/* 1: the sandbox failed to boot; its id is still printed, the reason too */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--image", "fake/fail-boot"),
+	                 1);
+	expect_output(out, "sbx_");
+	expect_output(out, "failed");
+	expect_output(out, "fail-boot");
+	free(out);
+
+	/* help is exit 0 and mentions the exit codes */
+	assert_int_equal(CLI(&out, "--help"), 0);
+	expect_output(out, "Exit codes");
+	free(out);
+	assert_int_equal(CLI(&out, "create", "--help"), 0);
+	expect_output(out, "--no-wait");
+	free(out);
+}
+
+static void
+test_events(void **state)
+{
+	char id[32], *out;
+	json_t *j;
+
+	create("eventful", id);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "stop", "eventful"), 0);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "events", "eventful"), 0);
+	expect_output(out, "TIME");
+	expect_output(out, "created");
+	expect_output(out, "state");
+	expect_output(out, "starting -> running");
+	expect_output(out, "running -> stopping");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "events", id, "--json"), 0);
+	j = parse_json(out);
+	assert_true(json_array_size(json_object_get(j, "events")) >= 4);
+	json_decref(j);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "events", "no-such-sandbox"), 5);
+	free(out);
+}
+
+/* Starts sandbox-cli in the background with its output going to path. */
+static pid_t
+spawn_bg(const char *path, const char *const *args)
+{
+	posix_spawn_file_actions_t fa;
+	const char *argv[16];
+	size_t n = 0;
+	pid_t pid;
+
+	argv[n++] = cli_bin;
+	for (size_t i = 0; args[i] && n < 15; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	assert_int_equal(posix_spawn(&pid, cli_bin, &fa, NULL, (char *const *)argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	return pid;
+}
+
+/* Waits up to ms for the process to exit; its exit code, or -1 if it is still running. */
+static int
+wait_exit(pid_t pid, int ms)
+{
+	int status;
+
+	for (int i = 0; i < ms / 10; i++) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		usleep(10000);
+	}
+	return -1;
+}
+
+static void
+stop_bg(pid_t pid)
+{
+	if (wait_exit(pid, 0) == -1) {
+		kill(pid, SIGTERM);
+		if (wait_exit(pid, 5000) == -1) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+		}
+	}
+}
+
+static void
+test_follow_stream(void **state)
+{
+	char path[320], id[32] = "", name[32];
+	bool seen = false;
+	pid_t pid;
+
+	snprintf(path, sizeof(path), "%s/follow.out", home);
+	pid = spawn_bg(path, (const char *const[]){ "--endpoint", unix_ep, "events", "--follow",
+	                                            "--json", NULL });
+	/* the follower may not be subscribed yet when the first sandbox is made: make
+	 * another until one shows up (each one that does proves the stream works) */
+	for (int attempt = 0; attempt < 10 && !seen; attempt++) {
+		snprintf(name, sizeof(name), "followed-%d", attempt);
+		create(name, id);
+		for (int i = 0; i < 100 && !seen; i++) {
+			seen = harness_file_contains(path, id);
+			if (!seen)
+				usleep(20000);
+		}
+	}
+	assert_int_equal(wait_exit(pid, 0), -1); /* still following */
+	stop_bg(pid);
+	if (!seen)
+		fail_msg("events --follow --json never printed sandbox %s", id);
+	/* every line is one event object */
+	{
+		char *text = NULL, *line, *save = NULL;
+		size_t len;
+		FILE *f = fopen(path, "r");
+		assert_non_null(f);
+		text = calloc(1, 1 << 20);
+		len = fread(text, 1, (1 << 20) - 1, f);
+		fclose(f);
+		assert_true(len > 0);
+		for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			json_t *ev = parse_json(line);
+			assert_non_null(str(ev, "type"));
+			assert_non_null(str(ev, "sandbox_id"));
+			json_decref(ev);
+		}
+		free(text);
+	}
+}
+
+static void
+test_follow_one_sandbox(void **state)
+{
+	char path[320], id[32], other[32], *out;
+	pid_t pid;
+	int rc;
+
+	/* REF --follow prints the history, then that sandbox's new events, and ends when it
+	 * is terminated */
+	create("watched", id);
+	snprintf(path, sizeof(path), "%s/follow-one.out", home);
+	pid = spawn_bg(path, (const char *const[]){ "--endpoint", unix_ep, "events", "watched",
+	                                            "--follow", NULL });
+	for (int i = 0; i < 500 && !harness_file_contains(path, "starting -> running"); i++)
+		usleep(10000);
+	create("bystander", other);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "kill", "watched"), 0);
+	free(out);
+	rc = wait_exit(pid, 10000);
+	if (rc == -1)
+		stop_bg(pid);
+	assert_int_equal(rc, 0);
+	assert_true(harness_file_contains(path, "created"));
+	assert_true(harness_file_contains(path, "-> terminated"));
+	assert_false(harness_file_contains(path, other));
+	assert_false(harness_file_contains(path, "bystander"));
+}
+
+static void
+test_https_private_ca(void **state)
+{
+	char dir[320], cmd[2048], cert[400], key[400], ca[400], listen[32], ep[64];
+	char *out;
+	const char *extra[] = { "--socket",     "none",     "--listen",   listen,
+		                "--token-file", token_file, "--tls-cert", cert,
+		                "--tls-key",    key,        NULL };
+	struct daemon_proc tls;
+	int port = harness_free_port();
+
+	if (system("openssl version >/dev/null 2>&1") != 0) {
+		fprintf(stderr, "skip: openssl is not installed; https with --ca is untested\n");
+		skip();
+	}
+	snprintf(dir, sizeof(dir), "%s/pki", home);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+	snprintf(cert, sizeof(cert), "%s/server.pem", dir);
+	snprintf(key, sizeof(key), "%s/server.key", dir);
+	snprintf(cmd, sizeof(cmd),
+	         "cd '%s' && umask 077 && "
+	         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+	         "-keyout ca.key -out ca.pem -days 2 -subj /CN=sandbox-cli-test-ca && "
+	         "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+	         "-keyout server.key -out server.csr -subj /CN=localhost && "
+	         "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > ext && "
+	         "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+	         "-out server.pem -days 2 -extfile ext",
+	         dir);
+	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " >'%s/openssl.log' 2>&1", dir);
+	assert_int_equal(system(cmd), 0);
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+	snprintf(ep, sizeof(ep), "https://localhost:%d", port);
+	assert_int_equal(harness_start(&tls, harness_binary("SANDBOXD_FAKE"), extra, NULL), 0);
+
+	/* verification is always on: without the CA the certificate is refused */
+	assert_int_equal(CLI(&out, "--endpoint", ep, "--token-file", token_file, "doctor"), 3);
+	expect_output(out, "TLS");
+	expect_output(out, "--ca");
+	free(out);
+	assert_int_equal(
+	        CLI(&out, "--endpoint", ep, "--token-file", token_file, "--ca", ca, "doctor"), 0);
+	expect_output(out, "fake");
+	free(out);
+	/* and through a context that keeps the CA */
+	assert_int_equal(
+	        CLI(&out, "context", "add", "secure", ep, "--token-file", token_file, "--ca", ca),
+	        0);
+	free(out);
+	assert_int_equal(CLI(&out, "--context", "secure", "list"), 0);
+	free(out);
+	assert_int_equal(CLI(&out, "context", "rm", "secure"), 0);
+	free(out);
+
+	harness_stop(&tls, SIGTERM);
+	harness_cleanup(&tls);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_contexts),
+		cmocka_unit_test(test_doctor),
+		cmocka_unit_test(test_create_list_inspect),
+		cmocka_unit_test(test_stop_start_kill),
+		cmocka_unit_test(test_exit_codes),
+		cmocka_unit_test(test_events),
+		cmocka_unit_test(test_follow_stream),
+		cmocka_unit_test(test_follow_one_sandbox),
+		cmocka_unit_test(test_https_private_ca),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
