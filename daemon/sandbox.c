@@ -313,19 +313,14 @@ registry_done(struct registry *r)
 int
 registry_add(struct registry *r, struct sandbox *sb)
 {
-	struct list_node *pos;
 	int rc = hashmap_put(&r->by_id, sb->id, sb);
 
 	if (rc < 0)
 		return rc;
-	/* keep newest first; sandboxes are usually added newest, so the scan stops at once */
-	LIST_FOREACH (pos, &r->all) {
-		struct sandbox *o = list_entry(pos, struct sandbox, by_created);
-		if (o->created_at < sb->created_at ||
-		    (o->created_at == sb->created_at && strcmp(o->id, sb->id) < 0))
-			break;
-	}
-	list_insert_after(pos->prev, &sb->by_created);
+	/* newest first: sandboxes are added in creation order (new ones as they are created,
+	 * stored ones oldest first at startup), so the newest is always at the front, even
+	 * when two share a millisecond */
+	list_push_front(&r->all, &sb->by_created);
 	r->count++;
 	return 0;
 }

@@ -326,9 +326,9 @@ store_load_live(struct store *s, int (*fn)(struct sandbox *sb, void *data), void
 	sqlite3_stmt *st;
 	int rc, r = 0;
 
-	if (sqlite3_prepare_v2(s->db,
-	                       SELECT_SANDBOX "WHERE state != 'terminated' ORDER BY created_at, id",
-	                       -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(
+	            s->db, SELECT_SANDBOX "WHERE state != 'terminated' ORDER BY created_at, rowid",
+	            -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct sandbox *sb = NULL;

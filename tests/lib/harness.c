@@ -19,6 +19,42 @@
 
 extern char **environ;
 
+/* Every daemon started and not yet stopped, by pid: a failed assertion jumps out of a test
+ * before its cleanup, so whatever is left is killed when the test program exits. */
+static pid_t running[64];
+
+static void
+kill_leftovers(void)
+{
+	for (size_t i = 0; i < 64; i++)
+		if (running[i] > 0) {
+			kill(running[i], SIGKILL);
+			waitpid(running[i], NULL, 0);
+			running[i] = 0;
+		}
+}
+
+static void
+track(pid_t pid, bool add)
+{
+	static bool registered;
+
+	if (!registered) {
+		atexit(kill_leftovers);
+		registered = true;
+	}
+	for (size_t i = 0; i < 64; i++) {
+		if (add && running[i] <= 0) {
+			running[i] = pid;
+			return;
+		}
+		if (!add && running[i] == pid) {
+			running[i] = 0;
+			return;
+		}
+	}
+}
+
 const char *
 harness_binary(const char *env_name)
 {
@@ -171,6 +207,7 @@ launch(struct daemon_proc *p, const char *binary, const char *const *extra, cons
 	p->pid = spawn(binary, args, env, p->log, -1);
 	if (p->pid < 0)
 		return -1;
+	track(p->pid, true);
 	for (int i = 0; i < 1000; i++) {
 		int status;
 		if (harness_file_contains(p->log, "serving API v1"))
@@ -178,6 +215,7 @@ launch(struct daemon_proc *p, const char *binary, const char *const *extra, cons
 		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
 			fprintf(stderr, "harness: %s exited during startup\n", binary);
 			print_file(p->log);
+			track(p->pid, false);
 			p->pid = 0;
 			return -1;
 		}
@@ -224,6 +262,7 @@ harness_stop(struct daemon_proc *p, int sig)
 	kill(p->pid, sig);
 	for (int i = 0; i < 1000; i++) {
 		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+			track(p->pid, false);
 			p->pid = 0;
 			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 		}
@@ -231,6 +270,7 @@ harness_stop(struct daemon_proc *p, int sig)
 	}
 	kill(p->pid, SIGKILL);
 	waitpid(p->pid, &status, 0);
+	track(p->pid, false);
 	p->pid = 0;
 	return 128 + SIGKILL;
 }
