@@ -53,6 +53,17 @@ print_limit(struct buf *b, const json_t *limits, const char *key, const char *wh
 		(void)buf_printf(b, "%s%s %lld%s", b->len ? ", " : "", what, (long long)v, unit);
 }
 
+/* Whether an http:// endpoint names a loopback host, where a plain token stays on the
+ * machine. */
+static bool
+http_is_loopback(const char *endpoint)
+{
+	const char *host = endpoint + strlen("http://");
+
+	return str_has_prefix(host, "127.") || str_has_prefix(host, "[::1]") ||
+	       (str_has_prefix(host, "localhost") && strchr(":/", host[9] ? host[9] : '/'));
+}
+
 static void
 print_human(struct cli *cli, const json_t *caps, const json_t *me)
 {
@@ -97,9 +108,10 @@ print_human(struct cli *cli, const json_t *caps, const json_t *me)
 	if (accel && (streq(accel, "none") || streq(accel, "tcg")))
 		printf("note: no hardware acceleration (%s): sandboxes boot and run slowly.\n",
 		       accel);
-	if (client_kind(cli->client) == ENDPOINT_HTTP)
-		printf("note: plain http: the token crosses the network unencrypted unless the "
-		       "host is loopback.\n");
+	if (client_kind(cli->client) == ENDPOINT_HTTP &&
+	    !http_is_loopback(client_endpoint(cli->client)))
+		printf("note: plain http to another host: the token crosses the network "
+		       "unencrypted; use https.\n");
 	printf("ok\n");
 }
 
