@@ -132,7 +132,8 @@ cli_getopt(struct cli *cli, int argc, char **argv, const struct option *opts)
 			return c;
 		if (c == '?' || c == ':') {
 			char shortname[3] = { '-', (char)optopt, '\0' };
-			const char *opt = optopt ? shortname : argv[optind - 1];
+			/* a short option is named by optopt; a long one only by where it was */
+			const char *opt = optopt > 0 && optopt < 128 ? shortname : argv[optind - 1];
 			_cleanup_free_ char *safe = termsafe_dup(opt);
 			if (c == '?')
 				cli_usage_error(cli, "unknown option '%s'", safe ? safe : "?");
@@ -299,7 +300,7 @@ resolve(struct cli *cli, struct target *t)
 		ca = json_string_value(json_object_get(ctx, "ca"));
 	if (ca) {
 		if (access(ca, R_OK) < 0) {
-			output_error("cannot read the CA file '%s': %m", ca);
+			output_error("cannot read the CA file '%s': %s", ca, strerror(errno));
 			return CLI_EXIT_USAGE;
 		}
 		t->ca = strdup(ca);

@@ -114,7 +114,7 @@ context_add(struct cli *cli, int argc, char **argv)
 		/* the config keeps the path, made absolute so it works from any directory */
 		ca = realpath(ca_file, NULL);
 		if (!ca || access(ca, R_OK) < 0) {
-			output_error("cannot read the CA file '%s': %m", ca_file);
+			output_error("cannot read the CA file '%s': %s", ca_file, strerror(errno));
 			return CLI_EXIT_USAGE;
 		}
 		if (kind != ENDPOINT_HTTPS)

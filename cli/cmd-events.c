@@ -112,21 +112,26 @@ is_terminated(const json_t *ev)
 	return type && to && streq(type, "state") && streq(to, "terminated");
 }
 
+static const char *
+or_dash(const char *s)
+{
+	return s ? s : "-";
+}
+
 /* One line for a followed event: TIME [ID NAME] TYPE DETAIL. */
 static int
 print_event_line(const json_t *ev, bool with_sandbox)
 {
 	_cleanup_free_ char *detail = event_detail(ev), *line = NULL, *safe = NULL;
 	const json_t *sb = json_object_get(ev, "sandbox");
-	const char *name = output_str(sb, "name");
+	const char *when = or_dash(output_str(ev, "time")), *type = or_dash(output_str(ev, "type"));
 
 	if (with_sandbox)
-		line = strdup_printf("%s  %s  %s  %-7s  %s", output_str(ev, "time"),
-		                     output_str(ev, "sandbox_id"), name ? name : "-",
-		                     output_str(ev, "type"), detail ? detail : "");
+		line = strdup_printf("%s  %s  %s  %-7s  %s", when,
+		                     or_dash(output_str(ev, "sandbox_id")),
+		                     or_dash(output_str(sb, "name")), type, detail ? detail : "");
 	else
-		line = strdup_printf("%s  %-7s  %s", output_str(ev, "time"), output_str(ev, "type"),
-		                     detail ? detail : "");
+		line = strdup_printf("%s  %-7s  %s", when, type, detail ? detail : "");
 	safe = termsafe_dup(line);
 	if (!safe)
 		return -ENOMEM;
@@ -185,9 +190,10 @@ on_chunk(void *userdata, const char *p, size_t n)
 static void
 resume_hint(const struct follow *f)
 {
-	if (f->only_id)
-		output_error("hint: resume with: sandbox-cli events %s --follow", f->only_id);
-	else if (f->last_seq > 0)
+	if (f->only_id) {
+		_cleanup_free_ char *id = termsafe_dup(f->only_id);
+		output_error("hint: resume with: sandbox-cli events %s --follow", id ? id : "?");
+	} else if (f->last_seq > 0)
 		output_error("hint: resume with: sandbox-cli events --follow --since %lld",
 		             (long long)f->last_seq);
 }

@@ -201,10 +201,10 @@ main(int argc, char **argv)
 		}
 		if (c == '?' || c == ':') {
 			char shortname[3] = { '-', (char)optopt, '\0' };
-			_cleanup_free_ char *safe =
-			        termsafe_dup(optopt ? shortname : argv[optind - 1]);
-			fprintf(stderr, "sandbox-cli: %s option '%s'\nTry 'sandbox-cli --help'.\n",
-			        c == '?' ? "unknown" : "a value is missing after the",
+			_cleanup_free_ char *safe = termsafe_dup(
+			        optopt > 0 && optopt < 128 ? shortname : argv[optind - 1]);
+			fprintf(stderr, "sandbox-cli: %s '%s'\nTry 'sandbox-cli --help'.\n",
+			        c == '?' ? "unknown option" : "a value is missing after",
 			        safe ? safe : "?");
 			return CLI_EXIT_USAGE;
 		}
