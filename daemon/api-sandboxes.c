@@ -477,7 +477,9 @@ api_sandbox_events(struct api_call *call)
 struct stream {
 	struct event_sub sub;
 	struct conn *c;
+	struct sandboxd *d;
 	char owner[128];
+	struct sandbox *ended; /* replay: the last terminated sandbox loaded from the store */
 };
 
 static void
@@ -486,6 +488,7 @@ stream_closed(struct conn *c _unused_, void *data)
 	struct stream *s = data;
 
 	events_unsubscribe(&s->sub);
+	sandbox_free(s->ended);
 	free(s);
 }
 
@@ -498,6 +501,24 @@ stream_event(struct event_sub *sub, const char *text, size_t len)
 	(void)conn_stream_write(s->c, text, len);
 }
 
+/* The sandbox as it is now, for a replayed event: live ones from memory, ended ones from the
+ * store (consecutive events of one sandbox load it once). */
+static json_t *
+current_object(struct stream *s, const char *id)
+{
+	struct sandbox *sb = registry_get(&s->d->reg, id);
+
+	if (!sb) {
+		if (!s->ended || !streq(s->ended->id, id)) {
+			s->ended = sandbox_free(s->ended);
+			if (store_load(s->d->store, id, &s->ended) < 0)
+				return json_null();
+		}
+		sb = s->ended;
+	}
+	return json_loadb(sb->json, sb->json_len, 0, NULL);
+}
+
 static int
 replay_event(const struct store_event *e, void *data)
 {
@@ -508,6 +529,8 @@ replay_event(const struct store_event *e, void *data)
 
 	if (!j)
 		return -ENOMEM;
+	/* the same shape as a live event: with the sandbox object */
+	json_object_set_new(j, "sandbox", current_object(s, e->sandbox_id));
 	text = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	if (!text || event_format_sse(&msg, e->seq, e->type, text) < 0)
@@ -554,6 +577,7 @@ api_events_stream(struct api_call *call)
 		return;
 	}
 	s->c = call->c;
+	s->d = call->d;
 	list_init(&s->sub.link);
 	if (owner)
 		snprintf(s->owner, sizeof(s->owner), "%s", owner);

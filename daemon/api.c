@@ -131,6 +131,11 @@ api_reply_error(struct conn *c, int status, const char *code, const char *fmt, .
 	va_start(ap, fmt);
 	vsnprintf(message, sizeof(message), fmt, ap);
 	va_end(ap);
+	/* messages quote what the client sent (a ref, a field name): keep them safe to show a
+	 * person on a terminal or a page */
+	for (char *p = message; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+			*p = '?';
 	if (status >= 500)
 		log_error("answering %d %s: %s", status, code, message);
 	body = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", message);

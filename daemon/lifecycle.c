@@ -105,9 +105,8 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
 	}
 	r = registry_add(&d->reg, sb);
 	if (r < 0) {
-		/* the row exists; mark it failed so it is not taken for a live one later */
-		sb->state = SANDBOX_FAILED;
-		(void)sandbox_commit(d, sb, false, "state", NULL);
+		/* the row exists; fail it so it is not taken for a live one later */
+		(void)sandbox_set_state(d, sb, SANDBOX_FAILED, "sandboxd ran out of memory");
 		api_err_set(err, 500, "internal", "out of memory");
 		return r;
 	}

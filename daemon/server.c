@@ -310,7 +310,7 @@ conn_stream_write(struct conn *c, const void *data, size_t len)
 		log_info("connection: closing a stream whose client fell %zu bytes behind",
 		         buf_avail(&c->out));
 		conn_close(c);
-		return -ENOBUFS;
+		return -EPIPE;
 	}
 	if (c->chunked)
 		r = buf_printf(&c->out, "%zx\r\n", len);
@@ -320,7 +320,7 @@ conn_stream_write(struct conn *c, const void *data, size_t len)
 		r = buf_puts(&c->out, "\r\n");
 	if (r < 0) {
 		conn_close(c);
-		return r;
+		return -EPIPE;
 	}
 	flush(c);
 	return c->state == CONN_CLOSING ? -EPIPE : 0;
@@ -623,8 +623,13 @@ server_free(struct server *s)
 
 	if (!s)
 		return NULL;
-	LIST_FOREACH_SAFE (n, tmp, &s->conns)
-		conn_close(list_entry(n, struct conn, link));
+	LIST_FOREACH_SAFE (n, tmp, &s->conns) {
+		struct conn *c = list_entry(n, struct conn, link);
+		/* end open streams properly, so clients can tell a shutdown from a crash */
+		if (c->state == CONN_STREAMING && c->chunked && buf_puts(&c->out, "0\r\n\r\n") >= 0)
+			flush(c);
+		conn_close(c);
+	}
 	LIST_FOREACH_SAFE (n, tmp, &s->listeners) {
 		struct listener *l = list_entry(n, struct listener, link);
 		int fd = l->src.fd;

@@ -37,8 +37,8 @@ void conn_reply(struct conn *c, int status, const char *content_type, const void
 /* Starts a chunked streaming response; the connection stays open until conn_stream_end or the
  * client goes away. */
 int conn_stream_start(struct conn *c, int status, const char *content_type);
-/* Queues one chunk. -ENOBUFS (and the connection is closed) when the client is too far
- * behind. */
+/* Queues one chunk. -EPIPE when the connection is closed (now or before): the client went
+ * away, or fell too far behind. */
 int conn_stream_write(struct conn *c, const void *data, size_t len);
 void conn_stream_end(struct conn *c);
 

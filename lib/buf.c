@@ -55,6 +55,7 @@ buf_reserve(struct buf *b, size_t n)
 		return -ENOMEM;
 	b->data = p;
 	b->cap = ncap;
+	b->data[b->len] = '\0';
 	return 0;
 }
 

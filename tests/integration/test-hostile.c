@@ -290,6 +290,13 @@ test_unknown_paths_and_methods(void **state)
 	free(body);
 	assert_int_equal(harness_http(p.sock, "GET", "/v1/sandboxes/%00x", NULL, &body), 400);
 	free(body);
+	/* what the client sent comes back in messages only as safe text */
+	assert_int_equal(harness_http(p.sock, "GET", "/v1/sandboxes/%1b%5b2Jx%0a", NULL, &body),
+	                 404);
+	assert_null(strchr(body, '\x1b'));
+	assert_null(strstr(body, "\\u001b"));
+	assert_non_null(strstr(body, "sandbox '?[2Jx?' not found"));
+	free(body);
 	/* a JSON body that is not an object, and one with an unknown field named */
 	assert_int_equal(harness_http(p.sock, "POST", "/v1/sandboxes", "[1]", &body), 400);
 	free(body);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "harness.h"
 
@@ -157,12 +158,60 @@ test_sigterm_keeps_sandboxes(void **state)
 	harness_cleanup(&p);
 }
 
+static void
+test_streams_end_cleanly_and_replay(void **state)
+{
+	static const char sub[] = "GET /v1/events/stream HTTP/1.1\r\nHost: localhost\r\n"
+	                          "Last-Event-ID: 0\r\n\r\n";
+	const char *bin = harness_binary("SANDBOXD_FAKE");
+	struct daemon_proc p;
+	char *resp = NULL;
+	json_t *j;
+	pid_t reader;
+	int pipefd[2];
+
+	assert_int_equal(harness_start(&p, bin, NULL, NULL), 0);
+	j = call(&p, "POST", "/v1/sandboxes", "{\"name\":\"replayed\"}", 201);
+	json_decref(j);
+	/* a subscriber replaying from the start, then reading until the server closes */
+	assert_int_equal(pipe(pipefd), 0);
+	reader = fork();
+	if (reader == 0) {
+		ssize_t n = harness_raw(p.sock, 0, sub, sizeof(sub) - 1, &resp, 5000);
+		if (n > 0)
+			(void)!write(pipefd[1], resp, (size_t)n);
+		_exit(0);
+	}
+	close(pipefd[1]);
+	usleep(500000);
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	{
+		char buf[65536];
+		size_t got = 0;
+		ssize_t n;
+		while ((n = read(pipefd[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+			got += (size_t)n;
+		buf[got] = '\0';
+		waitpid(reader, NULL, 0);
+		close(pipefd[0]);
+		/* replayed events carry the sandbox object like live ones */
+		assert_non_null(strstr(buf, "event: created"));
+		assert_non_null(strstr(buf, "\"sandbox\":{\"id\":\"sbx_"));
+		assert_non_null(strstr(buf, "\"name\":\"replayed\""));
+		/* a shutdown ends the chunked stream properly: a client can tell it from a crash */
+		assert_true(got >= 5);
+		assert_string_equal(buf + got - 5, "0\r\n\r\n");
+	}
+	harness_cleanup(&p);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kill_and_restart),
 		cmocka_unit_test(test_sigterm_keeps_sandboxes),
+		cmocka_unit_test(test_streams_end_cleanly_and_replay),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
