@@ -1,10 +1,12 @@
 /* fuzz-http.c: lib/http.c's request parser on the bytes of one connection, fed whole, byte by
  * byte and in data-derived pieces (every split must yield the same requests), with pipelined
- * requests parsed in turn; completed requests go through the header and query/path helpers. */
+ * requests parsed in turn; completed requests go through the header and query/path helpers
+ * and the Host/Origin splitting of daemon/auth.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
+#include "auth.h"
 #include "fuzz.h"
 #include "http.h"
 #include "util.h"
@@ -97,10 +99,24 @@ exercise_path(const char *path)
 	}
 }
 
+/* What the Host/Origin guard compares: a lowercase host name or address, or a refusal. */
+static void
+exercise_host(const char *hostport)
+{
+	char host[256];
+
+	if (!hostport || auth_host_part(hostport, host, sizeof(host)) < 0)
+		return;
+	FUZZ_CHECK(host[0] && strlen(host) < sizeof(host));
+	for (const char *c = host; *c; c++)
+		FUZZ_CHECK((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+		           strchr(".-:_", *c));
+}
+
 static void
 check_request(const struct http_request *req, struct outcome *o)
 {
-	const char *q, *te;
+	const char *q, *te, *origin;
 
 	FUZZ_CHECK(req->target && req->path && req->query);
 	FUZZ_CHECK(req->path[0] == '/');
@@ -160,6 +176,10 @@ check_request(const struct http_request *req, struct outcome *o)
 		mix(o, req->body.data ? req->body.data : "", req->body.len);
 	}
 
+	exercise_host(http_req_header(req, "host"));
+	origin = http_req_header(req, "origin");
+	if (origin && str_has_prefix(origin, "http://"))
+		exercise_host(origin + strlen("http://"));
 	exercise_query(req->query, 256, 256);
 	exercise_query(req->query, 4, 2);
 	exercise_path(req->path);
