@@ -1,6 +1,6 @@
 /* fuzz-request.c: daemon/request.c on request bodies, parsed as the API parses them (jansson,
  * duplicates refused), decoded as a create and as a patch; accepted sandboxes are serialised
- * the way the API answers and stores them, refusals must carry a message the API can send.
+ * the way the API answers and stores them, refusals must carry a status, code and message.
  *
  * An input is JSON, decoded both ways under the embedded policy. A first byte of 'c' or 'p'
  * decodes the rest only as a create or a patch; 'o' decodes it both ways under a policy whose
@@ -16,25 +16,19 @@
 #define HOST_CPUS 4
 #define NOW_MS 1800000000000LL /* a fixed clock: runs must be reproducible */
 
-/* A refusal must be one the API can answer as it is: it packs the message into JSON, and a
- * message that is not UTF-8 would turn the answer into a 500. */
+/* A refusal must be one the API can answer: a status its error map knows, the matching code
+ * and a message (api_reply_error makes the message printable ASCII before sending it). */
 static void
 check_refusal(int r, const struct api_err *err)
 {
-	json_t *msg;
-
 	if (r == -ENOMEM)
 		return;
 	FUZZ_CHECK(r == -EINVAL || r == -EPERM || r == -EOPNOTSUPP);
 	FUZZ_CHECK(err->code && err->message[0]);
+	FUZZ_CHECK(memchr(err->message, '\0', sizeof(err->message)));
 	FUZZ_CHECK((err->status == 400 && streq(err->code, "invalid_request")) ||
 	           (err->status == 403 && streq(err->code, "refused")) ||
 	           (err->status == 501 && streq(err->code, "unsupported")));
-	msg = json_string(err->message);
-	if (!msg)
-		fprintf(stderr, "error message is not UTF-8: %s\n", err->message);
-	FUZZ_CHECK(msg != NULL);
-	json_decref(msg);
 }
 
 static void
