@@ -156,21 +156,23 @@ test_host_and_origin_guard(void **state)
 
 	/* DNS rebinding: a name the server does not answer for */
 	assert_int_equal(
-	        RAW("GET /v1/health HTTP/1.1\r\nHost: evil.example\r\n\r\n", "forbidden_origin"),
+	        RAW("GET /v1/health HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
+	            "forbidden_origin"),
 	        403);
 	/* a cross-origin "simple" POST (text/plain skips the CORS preflight) */
 	assert_int_equal(RAW("POST /v1/sandboxes HTTP/1.1\r\nHost: localhost\r\n"
 	                     "Origin: https://evil.example\r\nContent-Type: text/plain\r\n"
+	                     "Connection: close\r\n"
 	                     "Content-Length: 2\r\n\r\n{}",
 	                     "forbidden_origin"),
 	                 403);
-	assert_int_equal(
-	        RAW("GET /v1/sandboxes HTTP/1.1\r\nHost: localhost\r\nOrigin: null\r\n\r\n",
-	            "forbidden_origin"),
-	        403);
+	assert_int_equal(RAW("GET /v1/sandboxes HTTP/1.1\r\nHost: localhost\r\nOrigin: null\r\n"
+	                     "Connection: close\r\n\r\n",
+	                     "forbidden_origin"),
+	                 403);
 	/* the same origin is fine */
 	assert_int_equal(RAW("GET /v1/health HTTP/1.1\r\nHost: localhost:7443\r\n"
-	                     "Origin: http://localhost:7443\r\n\r\n",
+	                     "Origin: http://localhost:7443\r\nConnection: close\r\n\r\n",
 	                     NULL),
 	                 200);
 	assert_int_equal(harness_http(p.sock, "GET", "/v1/sandboxes", NULL, &list), 200);
