@@ -10,6 +10,9 @@ static const char *const reserved_env[] = {
 	"SHELLOPTS",  "BASHOPTS",        "PS4",      "IFS",      "GLOBIGNORE",
 };
 #define RESERVED_ENV_PREFIX "SANDBOXD_"
+/* The most seconds a timeout may say when the policy sets no maximum: a century, so that
+ * deadlines in milliseconds stay far from int64 overflow. */
+#define UNBOUNDED_SECS_MAX (100ull * 366 * 86400)
 
 bool
 env_name_valid(const char *name)
@@ -135,6 +138,12 @@ get_uint(const json_t *obj, const char *field, uint64_t min, uint64_t max, uint6
 	}
 	*ret = (uint64_t)n;
 	return 0;
+}
+
+static uint64_t
+secs_max(uint64_t policy_max)
+{
+	return policy_max ? policy_max : UNBOUNDED_SECS_MAX;
 }
 
 static int
@@ -316,9 +325,10 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 	if ((r = get_uint(body, "cpus", 1, p->limits.max_cpus, &cpus, err)) < 0 ||
 	    (r = get_uint(body, "memory_mb", 64, p->limits.max_memory_mb, &mem, err)) < 0 ||
 	    (r = get_uint(body, "disk_mb", 64, p->limits.max_disk_mb, &disk, err)) < 0 ||
-	    (r = get_uint(body, "idle_timeout_secs", 0, p->limits.max_idle_timeout_secs, &idle,
-	                  err)) < 0 ||
-	    (r = get_uint(body, "lifetime_secs", 0, p->limits.max_lifetime_secs, &life, err)) < 0)
+	    (r = get_uint(body, "idle_timeout_secs", 0, secs_max(p->limits.max_idle_timeout_secs),
+	                  &idle, err)) < 0 ||
+	    (r = get_uint(body, "lifetime_secs", 0, secs_max(p->limits.max_lifetime_secs), &life,
+	                  err)) < 0)
 		return r;
 	sb->cpus = (unsigned)cpus;
 	sb->memory_mb = (unsigned)mem;
@@ -398,7 +408,8 @@ request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_
 	v = json_object_get(body, "idle_timeout_secs");
 	if (v) {
 		patch.set_idle = true;
-		if ((r = get_uint(body, "idle_timeout_secs", 0, p->limits.max_idle_timeout_secs,
+		if ((r = get_uint(body, "idle_timeout_secs", 0,
+		                  secs_max(p->limits.max_idle_timeout_secs),
 		                  &patch.idle_timeout_secs, err)) < 0)
 			goto fail;
 		if (json_is_null(v)) {

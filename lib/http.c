@@ -77,6 +77,12 @@ on_header_field(http_parser *p, const char *at, size_t n)
 	struct http_request *r = &hp->req;
 	struct http_header *h;
 
+	if (r->target) {
+		/* after the head: trailer fields of a chunked body. They would bypass every check
+		 * above and grow the arena that target/path/query point into. */
+		fail(hp, 400, "trailer fields are not accepted");
+		return -1;
+	}
 	if (!hp->url_done) {
 		/* the url is complete once the first header name starts */
 		hp->url_done = true;
@@ -113,7 +119,7 @@ on_header_value(http_parser *p, const char *at, size_t n)
 	struct http_request *r = &hp->req;
 	struct http_header *h;
 
-	if (r->nheaders == 0)
+	if (r->nheaders == 0 || r->target)
 		return -1;
 	hp->last_was_name = false;
 	h = &r->headers[r->nheaders - 1];
@@ -168,7 +174,11 @@ on_headers_complete(http_parser *p)
 	if (q) {
 		size_t plen = (size_t)(q - r->target);
 		size_t off = r->arena.len;
-		if (buf_append(&r->arena, r->target, plen) < 0 || arena_end(hp) < 0)
+		/* the copy's source is the arena itself: make room first, so that appending
+		 * cannot move the bytes it copies */
+		if (buf_reserve(&r->arena, plen + 1) < 0)
+			return -1;
+		if (buf_append(&r->arena, r->arena.data, plen) < 0 || arena_end(hp) < 0)
 			return -1;
 		r->target = r->arena.data;
 		r->path = r->arena.data + off;
@@ -186,6 +196,11 @@ on_headers_complete(http_parser *p)
 	r->has_length = (p->flags & F_CONTENTLENGTH) != 0;
 	r->content_length = r->has_length ? p->content_length : 0;
 
+	if (r->http_major != 1) {
+		/* HTTP/0.9 ("GET /" alone) and 2.x over this framing are not requests we serve */
+		fail(hp, 400, "only HTTP/1.0 and HTTP/1.1 are accepted");
+		return -1;
+	}
 	if (r->path[0] != '/') {
 		fail(hp, 400, "the request target must be an absolute path");
 		return -1;
@@ -211,8 +226,15 @@ on_headers_complete(http_parser *p)
 		fail(hp, 413, "request body too large");
 		return -1;
 	}
-	if (r->upgrade)
+	if (r->upgrade) {
+		/* the bytes after the head belong to the new protocol: a body would make where
+		 * the request ends depend on how the bytes arrive */
+		if (r->chunked || r->content_length > 0) {
+			fail(hp, 400, "an upgrade request cannot carry a body");
+			return -1;
+		}
 		return 0;
+	}
 	hp->phase = HTTP_PHASE_BODY;
 	return 0;
 }
@@ -321,6 +343,8 @@ prescan(struct http_req_parser *hp, const char *data, size_t len, size_t *ret_n,
 		}
 		if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f)
 			return fail(hp, 400, "control character in the request head");
+		if (hp->head_lines == 0 && (c == '\t' || c >= 0x80))
+			return fail(hp, 400, "invalid character in the request line");
 		if (hp->head_lines > 0) {
 			if (hp->line_len == 0 && (c == ' ' || c == '\t'))
 				return fail(hp, 400, "obsolete line folding in a header");
@@ -342,6 +366,91 @@ prescan(struct http_req_parser *hp, const char *data, size_t len, size_t *ret_n,
 	return 0;
 }
 
+enum {
+	CHUNK_SIZE_START, /* the first hex digit of a chunk size */
+	CHUNK_SIZE,
+	CHUNK_EXT, /* ";name=value" after the size, up to CR */
+	CHUNK_SIZE_LF,
+	CHUNK_DATA,
+	CHUNK_DATA_CR,
+	CHUNK_DATA_LF,
+	CHUNK_END_CR, /* after the last chunk: no trailers, just CRLF */
+	CHUNK_END_LF,
+	CHUNK_DONE,
+};
+
+/* Checks the framing of a chunked body that libhttp-parser has consumed: it accepts any two
+ * bytes after chunk data and a few other bare-LF and missing-LF spellings that a stricter
+ * proxy in front would frame differently. Returns 0 or -EBADMSG. */
+static int
+chunk_scan(struct http_req_parser *hp, const char *data, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)data[i];
+		int hex = c >= '0' && c <= '9'   ? c - '0'
+		          : c >= 'a' && c <= 'f' ? c - 'a' + 10
+		          : c >= 'A' && c <= 'F' ? c - 'A' + 10
+		                                 : -1;
+
+		switch (hp->chunk_state) {
+		case CHUNK_SIZE_START:
+		case CHUNK_SIZE:
+			if (hex >= 0) {
+				if (hp->chunk_left > (UINT64_MAX >> 4))
+					return fail(hp, 400, "chunk size too large");
+				hp->chunk_left = hp->chunk_left << 4 | (uint64_t)hex;
+				hp->chunk_state = CHUNK_SIZE;
+			} else if (hp->chunk_state == CHUNK_SIZE && c == '\r') {
+				hp->chunk_state = CHUNK_SIZE_LF;
+			} else if (hp->chunk_state == CHUNK_SIZE &&
+			           (c == ';' || c == ' ' || c == '\t')) {
+				hp->chunk_state = CHUNK_EXT;
+			} else {
+				return fail(hp, 400, "malformed chunk size");
+			}
+			break;
+		case CHUNK_EXT:
+			if (c == '\r')
+				hp->chunk_state = CHUNK_SIZE_LF;
+			else if ((c < 0x20 && c != '\t') || c == 0x7f)
+				return fail(hp, 400, "malformed chunk extension");
+			break;
+		case CHUNK_SIZE_LF:
+			if (c != '\n')
+				return fail(hp, 400, "chunk size line not ended by CRLF");
+			hp->chunk_state = hp->chunk_left ? CHUNK_DATA : CHUNK_END_CR;
+			break;
+		case CHUNK_DATA: {
+			size_t n = (size_t)MIN((uint64_t)(len - i), hp->chunk_left);
+			hp->chunk_left -= n;
+			i += n - 1;
+			if (hp->chunk_left == 0)
+				hp->chunk_state = CHUNK_DATA_CR;
+			break;
+		}
+		case CHUNK_DATA_CR:
+		case CHUNK_END_CR:
+			if (c != '\r')
+				return fail(hp, 400,
+				            hp->chunk_state == CHUNK_END_CR
+				                    ? "trailer fields are not accepted"
+				                    : "chunk data not followed by CRLF");
+			hp->chunk_state++;
+			break;
+		case CHUNK_DATA_LF:
+		case CHUNK_END_LF:
+			if (c != '\n')
+				return fail(hp, 400, "chunk data not followed by CRLF");
+			hp->chunk_state =
+			        hp->chunk_state == CHUNK_DATA_LF ? CHUNK_SIZE_START : CHUNK_DONE;
+			break;
+		default:
+			return fail(hp, 400, "bytes after the end of a chunked body");
+		}
+	}
+	return 0;
+}
+
 int
 http_req_feed(struct http_req_parser *hp, const char *data, size_t len, size_t *ret_used)
 {
@@ -358,9 +467,12 @@ http_req_feed(struct http_req_parser *hp, const char *data, size_t len, size_t *
 		if (prescan(hp, data, len, &head_n, &head_end) < 0)
 			return -EBADMSG;
 	}
-	(void)head_n;
 	n = http_parser_execute(&hp->p, &settings, data, len);
 	if (hp->phase == HTTP_PHASE_ERROR)
+		return -EBADMSG;
+	/* the body bytes the parser took in this feed: after the head if it ended here */
+	if (hp->req.chunked && !hp->req.upgrade && n > (head_end ? head_n : 0) &&
+	    chunk_scan(hp, data + (head_end ? head_n : 0), n - (head_end ? head_n : 0)) < 0)
 		return -EBADMSG;
 	if (HTTP_PARSER_ERRNO(&hp->p) == HPE_PAUSED) {
 		*ret_used = n;

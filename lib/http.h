@@ -65,6 +65,9 @@ struct http_req_parser {
 	bool last_was_name;     /* the last header callback was a name (names may be split) */
 	bool url_done;          /* the url piece of the arena is terminated */
 	bool seen_host;
+	/* chunked-body framing check (libhttp-parser skips the CRLF after chunk data) */
+	int chunk_state;
+	uint64_t chunk_left;
 	http_body_limit_fn body_limit;
 	void *body_limit_data;
 	uint64_t body_max;
