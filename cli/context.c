@@ -1,26 +1,14 @@
 /* context.c: see context.h. */
 #include <errno.h>
 #include <fcntl.h>
-#include <pwd.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include "context.h"
+#include "paths.h"
 #include "util.h"
 
 #define CONFIG_MAX (1u << 20)
 #define TOKEN_MAX 4096
-
-static const char *
-home_dir(void)
-{
-	const char *h = getenv("HOME");
-	struct passwd *pw;
-
-	if (h && h[0] == '/')
-		return h;
-	pw = getpwuid(getuid());
-	return pw && pw->pw_dir ? pw->pw_dir : NULL;
-}
 
 static char *
 config_dir(void)
@@ -30,7 +18,7 @@ config_dir(void)
 	/* the XDG spec: a relative value is to be ignored */
 	if (xdg && xdg[0] == '/')
 		return strdup_printf("%s/sandbox-cli", xdg);
-	home = home_dir();
+	home = paths_home_dir();
 	return home ? strdup_printf("%s/.config/sandbox-cli", home) : NULL;
 }
 

@@ -116,16 +116,43 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
 	return 0;
 }
 
-int
-lifecycle_stop(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
+/* stop and start: where each may begin, where it is already done or on its way, and how it
+ * goes through the backend. */
+struct move {
+	enum sandbox_op op;
+	enum sandbox_state via;
+	unsigned from; /* states it may begin from */
+	unsigned done; /* states where there is nothing to do */
+	const char *refusal;
+};
+
+#define STATE_BIT(s) (1u << (s))
+
+static const struct move move_stop = {
+	.op = SANDBOX_OP_STOP,
+	.via = SANDBOX_STOPPING,
+	.from = STATE_BIT(SANDBOX_RUNNING) | STATE_BIT(SANDBOX_SUSPENDED),
+	.done = STATE_BIT(SANDBOX_STOPPED) | STATE_BIT(SANDBOX_STOPPING),
+	.refusal = "only a running sandbox stops",
+};
+
+static const struct move move_start = {
+	.op = SANDBOX_OP_RESTART, /* restart mode: the layer the stop kept boots again */
+	.via = SANDBOX_STARTING,
+	.from = STATE_BIT(SANDBOX_STOPPED),
+	.done = STATE_BIT(SANDBOX_RUNNING) | STATE_BIT(SANDBOX_STARTING),
+	.refusal = "only a stopped sandbox starts",
+};
+
+static int
+move(struct sandboxd *d, struct sandbox *sb, const struct move *m, struct api_err *err)
 {
 	lifecycle_touch(sb);
-	if (sb->state == SANDBOX_STOPPED || sb->state == SANDBOX_STOPPING)
+	if (m->done & STATE_BIT(sb->state))
 		return 0; /* already there, or on its way */
-	if (sb->state != SANDBOX_RUNNING && sb->state != SANDBOX_SUSPENDED) {
-		api_err_set(err, 409, "conflict",
-		            "sandbox '%s' is %s; only a running sandbox stops", sb->id,
-		            sandbox_state_to_string(sb->state));
+	if (!(m->from & STATE_BIT(sb->state))) {
+		api_err_set(err, 409, "conflict", "sandbox '%s' is %s; %s", sb->id,
+		            sandbox_state_to_string(sb->state), m->refusal);
 		return -EBUSY;
 	}
 	if (!backend_for(d, sb)) {
@@ -134,28 +161,19 @@ lifecycle_stop(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
 		            sb->id);
 		return -ENODEV;
 	}
-	return begin(d, sb, SANDBOX_OP_STOP, SANDBOX_STOPPING);
+	return begin(d, sb, m->op, m->via);
+}
+
+int
+lifecycle_stop(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
+{
+	return move(d, sb, &move_stop, err);
 }
 
 int
 lifecycle_start(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
 {
-	lifecycle_touch(sb);
-	if (sb->state == SANDBOX_RUNNING || sb->state == SANDBOX_STARTING)
-		return 0;
-	if (sb->state != SANDBOX_STOPPED) {
-		api_err_set(err, 409, "conflict",
-		            "sandbox '%s' is %s; only a stopped sandbox starts", sb->id,
-		            sandbox_state_to_string(sb->state));
-		return -EBUSY;
-	}
-	if (!backend_for(d, sb)) {
-		api_err_set(err, 503, "unavailable",
-		            "the backend '%s' of sandbox '%s' is not available", sb->backend,
-		            sb->id);
-		return -ENODEV;
-	}
-	return begin(d, sb, SANDBOX_OP_RESTART, SANDBOX_STARTING);
+	return move(d, sb, &move_start, err);
 }
 
 static void

@@ -83,13 +83,18 @@ image_ref_valid(const char *image)
 	return true;
 }
 
-/* Refuses any member of obj not named in allowed (NULL-terminated). */
+/* Refuses a body that is not an object, or has a member not named in allowed
+ * (NULL-terminated). */
 static int
 check_fields(const json_t *obj, const char *const *allowed, struct api_err *err)
 {
 	const char *key;
 	json_t *v;
 
+	if (!json_is_object(obj)) {
+		api_err_set(err, 400, "invalid_request", "the body must be a JSON object");
+		return -EINVAL;
+	}
 	json_object_foreach ((json_t *)obj, key, v) {
 		bool ok = false;
 		for (size_t i = 0; allowed[i]; i++)
@@ -291,10 +296,6 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 	json_t *v;
 	int r;
 
-	if (!json_is_object(body)) {
-		api_err_set(err, 400, "invalid_request", "the body must be a JSON object");
-		return -EINVAL;
-	}
 	r = check_fields(body, fields, err);
 	if (r < 0)
 		return r;
@@ -385,10 +386,6 @@ request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_
 	json_t *v;
 	int r;
 
-	if (!json_is_object(body)) {
-		api_err_set(err, 400, "invalid_request", "the body must be a JSON object");
-		return -EINVAL;
-	}
 	r = check_fields(body, fields, err);
 	if (r < 0)
 		return r;

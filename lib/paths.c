@@ -5,8 +5,8 @@
 #include "paths.h"
 #include "util.h"
 
-static const char *
-home_dir(void)
+const char *
+paths_home_dir(void)
 {
 	const char *h = getenv("HOME");
 	struct passwd *pw;
@@ -27,7 +27,7 @@ paths_default_state_dir(void)
 	xdg = getenv("XDG_DATA_HOME");
 	if (xdg && xdg[0] == '/')
 		return strdup_printf("%s/sandboxd", xdg);
-	home = home_dir();
+	home = paths_home_dir();
 	return home ? strdup_printf("%s/.local/share/sandboxd", home) : NULL;
 }
 

@@ -3,6 +3,9 @@
  * as a user: $XDG_RUNTIME_DIR/sandboxd.sock and ~/.local/share/sandboxd. */
 #pragma once
 
+/* $HOME if it is absolute, else the password database's; NULL if neither is known. */
+const char *paths_home_dir(void);
+
 /* Newly allocated paths; NULL when out of memory or HOME is unknown. */
 char *paths_default_state_dir(void);
 char *paths_default_socket(void);

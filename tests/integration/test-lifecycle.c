@@ -37,27 +37,6 @@ teardown(void **state)
 	return rc == 0 ? 0 : -1;
 }
 
-static json_t *
-call(const char *method, const char *path, const char *body, int want)
-{
-	char *out = NULL;
-	int status = harness_http(p.sock, method, path, body, &out);
-	json_t *j;
-
-	if (status != want)
-		fail_msg("%s %s: expected %d, got %d: %s", method, path, want, status,
-		         out ? out : "");
-	j = out && *out ? json_loads(out, 0, NULL) : NULL;
-	free(out);
-	return j;
-}
-
-static const char *
-str(json_t *j, const char *key)
-{
-	return json_string_value(json_object_get(j, key));
-}
-
 /* Polls GET until the sandbox reaches want (or 10 s pass); returns the object. */
 static json_t *
 await_state(const char *id, const char *want)
@@ -66,8 +45,8 @@ await_state(const char *id, const char *want)
 
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
 	for (int i = 0; i < 200; i++) {
-		json_t *j = call("GET", path, NULL, 200);
-		if (streq_safe(str(j, "state"), want))
+		json_t *j = harness_json(p.sock, "GET", path, NULL, 200);
+		if (streq_safe(harness_str(j, "state"), want))
 			return j;
 		json_decref(j);
 		usleep(50000);
@@ -85,10 +64,11 @@ has_event(const char *id, const char *type, const char *needle)
 	bool found = false;
 
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", id);
-	j = call("GET", path, NULL, 200);
+	j = harness_json(p.sock, "GET", path, NULL, 200);
 	json_array_foreach (json_object_get(j, "events"), i, ev) {
 		char *text = json_dumps(ev, JSON_COMPACT);
-		if (streq_safe(str(ev, "type"), type) && (!needle || strstr(text, needle)))
+		if (streq_safe(harness_str(ev, "type"), type) &&
+		    (!needle || strstr(text, needle)))
 			found = true;
 		free(text);
 	}
@@ -99,19 +79,20 @@ has_event(const char *id, const char *type, const char *needle)
 static void
 test_failed_boot(void **state)
 {
-	json_t *j = call("POST", "/v1/sandboxes", "{\"image\":\"fake/fail-boot\"}", 201);
+	json_t *j = harness_json(p.sock, "POST", "/v1/sandboxes", "{\"image\":\"fake/fail-boot\"}",
+	                         201);
 
 	/* the create answers with the failure and its reason, and the record stays for
 	 * inspection until it is deleted */
-	assert_string_equal(str(j, "state"), "failed");
-	assert_non_null(strstr(str(j, "reason"), "failed to boot"));
-	assert_true(has_event(str(j, "id"), "state", "failed to boot"));
+	assert_string_equal(harness_str(j, "state"), "failed");
+	assert_non_null(strstr(harness_str(j, "reason"), "failed to boot"));
+	assert_true(has_event(harness_str(j, "id"), "state", "failed to boot"));
 	{
 		char path[128];
-		snprintf(path, sizeof(path), "/v1/sandboxes/%s", str(j, "id"));
-		json_decref(call("DELETE", path, NULL, 204));
-		json_t *g = call("GET", path, NULL, 200);
-		assert_string_equal(str(g, "state"), "terminated");
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(j, "id"));
+		json_decref(harness_json(p.sock, "DELETE", path, NULL, 204));
+		json_t *g = harness_json(p.sock, "GET", path, NULL, 200);
+		assert_string_equal(harness_str(g, "state"), "terminated");
 		json_decref(g);
 	}
 	json_decref(j);
@@ -120,12 +101,15 @@ test_failed_boot(void **state)
 static void
 test_vm_dies_on_its_own(void **state)
 {
-	json_t *j = call("POST", "/v1/sandboxes", "{\"image\":\"fake/crash\"}", 201), *g;
+	json_t *j = harness_json(p.sock, "POST", "/v1/sandboxes", "{\"image\":\"fake/crash\"}",
+	                         201),
+	       *g;
 
-	assert_string_equal(str(j, "state"), "running");
-	g = await_state(str(j, "id"), "failed");
-	assert_non_null(strstr(str(g, "reason"), "crashed"));
-	assert_true(has_event(str(j, "id"), "state", "\"from\":\"running\",\"to\":\"failed\""));
+	assert_string_equal(harness_str(j, "state"), "running");
+	g = await_state(harness_str(j, "id"), "failed");
+	assert_non_null(strstr(harness_str(g, "reason"), "crashed"));
+	assert_true(
+	        has_event(harness_str(j, "id"), "state", "\"from\":\"running\",\"to\":\"failed\""));
 	json_decref(g);
 	json_decref(j);
 }
@@ -133,27 +117,27 @@ test_vm_dies_on_its_own(void **state)
 static void
 test_delete_and_stop_while_booting(void **state)
 {
-	json_t *j = call("POST", "/v1/sandboxes",
-	                 "{\"image\":\"fake/slow\",\"wait\":false,\"name\":\"slow\"}", 201);
+	json_t *j = harness_json(p.sock, "POST", "/v1/sandboxes",
+	                         "{\"image\":\"fake/slow\",\"wait\":false,\"name\":\"slow\"}", 201);
 	char path[128], calls[400];
 	json_t *e;
 
-	assert_string_equal(str(j, "state"), "starting");
-	snprintf(path, sizeof(path), "/v1/sandboxes/%s/stop", str(j, "id"));
-	e = call("POST", path, NULL, 409);
-	assert_string_equal(str(json_object_get(e, "error"), "code"), "conflict");
+	assert_string_equal(harness_str(j, "state"), "starting");
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/stop", harness_str(j, "id"));
+	e = harness_json(p.sock, "POST", path, NULL, 409);
+	assert_string_equal(harness_str(json_object_get(e, "error"), "code"), "conflict");
 	json_decref(e);
 	/* deleting cancels the boot: 204, terminated, and the name is free at once */
-	snprintf(path, sizeof(path), "/v1/sandboxes/%s", str(j, "id"));
-	json_decref(call("DELETE", path, NULL, 204));
-	e = call("GET", path, NULL, 200);
-	assert_string_equal(str(e, "state"), "terminated");
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(j, "id"));
+	json_decref(harness_json(p.sock, "DELETE", path, NULL, 204));
+	e = harness_json(p.sock, "GET", path, NULL, 200);
+	assert_string_equal(harness_str(e, "state"), "terminated");
 	json_decref(e);
-	json_decref(call("POST", "/v1/sandboxes", "{\"name\":\"slow\"}", 201));
+	json_decref(harness_json(p.sock, "POST", "/v1/sandboxes", "{\"name\":\"slow\"}", 201));
 	snprintf(calls, sizeof(calls), "%s/fake/calls.log", p.state);
 	{
 		char line[128];
-		snprintf(line, sizeof(line), "destroy %s", str(j, "id"));
+		snprintf(line, sizeof(line), "destroy %s", harness_str(j, "id"));
 		assert_true(harness_file_contains(calls, line));
 	}
 	json_decref(j);
@@ -162,16 +146,16 @@ test_delete_and_stop_while_booting(void **state)
 static void
 test_lifetime_and_idle_timeout(void **state)
 {
-	json_t *a = call("POST", "/v1/sandboxes", "{\"lifetime_secs\":1}", 201);
-	json_t *b = call("POST", "/v1/sandboxes", "{\"idle_timeout_secs\":1}", 201);
+	json_t *a = harness_json(p.sock, "POST", "/v1/sandboxes", "{\"lifetime_secs\":1}", 201);
+	json_t *b = harness_json(p.sock, "POST", "/v1/sandboxes", "{\"idle_timeout_secs\":1}", 201);
 	json_t *g;
 
-	assert_non_null(str(a, "expires_at"));
-	g = await_state(str(a, "id"), "terminated");
-	assert_non_null(strstr(str(g, "reason"), "lifetime"));
+	assert_non_null(harness_str(a, "expires_at"));
+	g = await_state(harness_str(a, "id"), "terminated");
+	assert_non_null(strstr(harness_str(g, "reason"), "lifetime"));
 	json_decref(g);
-	g = await_state(str(b, "id"), "terminated");
-	assert_non_null(strstr(str(g, "reason"), "idle"));
+	g = await_state(harness_str(b, "id"), "terminated");
+	assert_non_null(strstr(harness_str(g, "reason"), "idle"));
 	json_decref(g);
 	json_decref(a);
 	json_decref(b);

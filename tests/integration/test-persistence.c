@@ -16,27 +16,6 @@
 #include <unistd.h>
 #include "harness.h"
 
-static json_t *
-call(struct daemon_proc *p, const char *method, const char *path, const char *body, int want_status)
-{
-	char *out = NULL;
-	int status = harness_http(p->sock, method, path, body, &out);
-	json_t *j;
-
-	if (status != want_status)
-		fail_msg("%s %s: expected %d, got %d: %s", method, path, want_status, status,
-		         out ? out : "");
-	j = out && *out ? json_loads(out, 0, NULL) : NULL;
-	free(out);
-	return j;
-}
-
-static const char *
-str(json_t *j, const char *key)
-{
-	return json_string_value(json_object_get(j, key));
-}
-
 static void
 get_state(struct daemon_proc *p, const char *id, char *state, size_t n, char *reason, size_t rn)
 {
@@ -44,10 +23,11 @@ get_state(struct daemon_proc *p, const char *id, char *state, size_t n, char *re
 	json_t *j;
 
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
-	j = call(p, "GET", path, NULL, 200);
-	snprintf(state, n, "%s", str(j, "state"));
+	j = harness_json(p->sock, "GET", path, NULL, 200);
+	snprintf(state, n, "%s", harness_str(j, "state"));
 	if (reason)
-		snprintf(reason, rn, "%s", str(j, "reason") ? str(j, "reason") : "");
+		snprintf(reason, rn, "%s",
+		         harness_str(j, "reason") ? harness_str(j, "reason") : "");
 	json_decref(j);
 }
 
@@ -65,23 +45,24 @@ test_kill_and_restart(void **state)
 		snprintf(body, sizeof(body),
 		         "{\"name\":\"keep-%d\",\"labels\":{\"n\":\"%d\"},\"env\":{\"K\":\"v\"}}",
 		         i, i);
-		j = call(&p, "POST", "/v1/sandboxes", body, 201);
-		assert_string_equal(str(j, "state"), "running");
-		snprintf(ids[i], sizeof(ids[i]), "%s", str(j, "id"));
+		j = harness_json(p.sock, "POST", "/v1/sandboxes", body, 201);
+		assert_string_equal(harness_str(j, "state"), "running");
+		snprintf(ids[i], sizeof(ids[i]), "%s", harness_str(j, "id"));
 		json_decref(j);
 	}
 	/* 1 stopped, 2 deleted, 3 renamed, 4's VM will vanish while sandboxd is down */
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/stop", ids[1]);
-	json_decref(call(&p, "POST", path, NULL, 200));
+	json_decref(harness_json(p.sock, "POST", path, NULL, 200));
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", ids[2]);
-	json_decref(call(&p, "DELETE", path, NULL, 204));
+	json_decref(harness_json(p.sock, "DELETE", path, NULL, 204));
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", ids[3]);
-	json_decref(call(&p, "PATCH", path, "{\"name\":\"renamed\"}", 200));
+	json_decref(harness_json(p.sock, "PATCH", path, "{\"name\":\"renamed\"}", 200));
 
 	/* a create still booting (wait:false, slow image) when the daemon dies */
-	j = call(&p, "POST", "/v1/sandboxes", "{\"image\":\"fake/slow\",\"wait\":false}", 201);
+	j = harness_json(p.sock, "POST", "/v1/sandboxes",
+	                 "{\"image\":\"fake/slow\",\"wait\":false}", 201);
 	char booting[32];
-	snprintf(booting, sizeof(booting), "%s", str(j, "id"));
+	snprintf(booting, sizeof(booting), "%s", harness_str(j, "id"));
 	json_decref(j);
 
 	assert_int_equal(harness_stop(&p, SIGKILL), 128 + SIGKILL);
@@ -99,8 +80,8 @@ test_kill_and_restart(void **state)
 	assert_string_equal(st, "terminated");
 	get_state(&p, ids[3], st, sizeof(st), NULL, 0);
 	assert_string_equal(st, "running");
-	j = call(&p, "GET", "/v1/sandboxes/renamed", NULL, 200);
-	assert_string_equal(str(j, "id"), ids[3]);
+	j = harness_json(p.sock, "GET", "/v1/sandboxes/renamed", NULL, 200);
+	assert_string_equal(harness_str(j, "id"), ids[3]);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "labels"), "n")),
 	                    "3");
 	assert_string_equal(json_string_value(json_array_get(json_object_get(j, "env_names"), 0)),
@@ -114,22 +95,22 @@ test_kill_and_restart(void **state)
 	assert_non_null(strstr(reason, "before it finished starting"));
 
 	/* the list holds exactly the live ones, and the events survived too */
-	j = call(&p, "GET", "/v1/sandboxes", NULL, 200);
+	j = harness_json(p.sock, "GET", "/v1/sandboxes", NULL, 200);
 	assert_int_equal(json_array_size(json_object_get(j, "sandboxes")), 5);
 	json_decref(j);
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", ids[1]);
-	j = call(&p, "GET", path, NULL, 200);
+	j = harness_json(p.sock, "GET", path, NULL, 200);
 	assert_true(json_array_size(json_object_get(j, "events")) >= 5);
 	json_decref(j);
 
 	/* the taken-back sandboxes keep working */
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/start", ids[1]);
-	j = call(&p, "POST", path, NULL, 200);
-	assert_string_equal(str(j, "state"), "running");
+	j = harness_json(p.sock, "POST", path, NULL, 200);
+	assert_string_equal(harness_str(j, "state"), "running");
 	json_decref(j);
 	/* and a name freed by a delete before the crash can be used again */
-	j = call(&p, "POST", "/v1/sandboxes", "{\"name\":\"keep-2\"}", 201);
-	assert_string_not_equal(str(j, "id"), ids[2]);
+	j = harness_json(p.sock, "POST", "/v1/sandboxes", "{\"name\":\"keep-2\"}", 201);
+	assert_string_not_equal(harness_str(j, "id"), ids[2]);
 	json_decref(j);
 
 	assert_int_equal(harness_stop(&p, SIGTERM), 0);
@@ -145,8 +126,8 @@ test_sigterm_keeps_sandboxes(void **state)
 	json_t *j;
 
 	assert_int_equal(harness_start(&p, bin, NULL, NULL), 0);
-	j = call(&p, "POST", "/v1/sandboxes", "{}", 201);
-	snprintf(id, sizeof(id), "%s", str(j, "id"));
+	j = harness_json(p.sock, "POST", "/v1/sandboxes", "{}", 201);
+	snprintf(id, sizeof(id), "%s", harness_str(j, "id"));
 	json_decref(j);
 	assert_int_equal(harness_stop(&p, SIGTERM), 0);
 	assert_true(harness_file_contains(p.log, "shutting down; sandboxes keep running"));
@@ -171,7 +152,7 @@ test_streams_end_cleanly_and_replay(void **state)
 	int pipefd[2];
 
 	assert_int_equal(harness_start(&p, bin, NULL, NULL), 0);
-	j = call(&p, "POST", "/v1/sandboxes", "{\"name\":\"replayed\"}", 201);
+	j = harness_json(p.sock, "POST", "/v1/sandboxes", "{\"name\":\"replayed\"}", 201);
 	json_decref(j);
 	/* a subscriber replaying from the start, then reading until the server closes */
 	assert_int_equal(pipe(pipefd), 0);

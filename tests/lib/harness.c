@@ -15,6 +15,11 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <jansson.h>
 #include "harness.h"
 
 extern char **environ;
@@ -443,4 +448,26 @@ harness_free_port(void)
 		port = ntohs(sa.sin_port);
 	close(fd);
 	return port;
+}
+
+json_t *
+harness_json(const char *sock_path, const char *method, const char *path, const char *body,
+             int want_status)
+{
+	char *out = NULL;
+	int status = harness_http(sock_path, method, path, body, &out);
+	json_t *j;
+
+	if (status != want_status)
+		fail_msg("%s %s: expected %d, got %d: %s", method, path, want_status, status,
+		         out ? out : "");
+	j = out && *out ? json_loads(out, 0, NULL) : NULL;
+	free(out);
+	return j;
+}
+
+const char *
+harness_str(json_t *obj, const char *key)
+{
+	return json_string_value(json_object_get(obj, key));
 }

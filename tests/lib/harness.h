@@ -50,6 +50,15 @@ ssize_t harness_raw(const char *sock_path, int port, const void *req, size_t len
 int harness_http(const char *sock_path, const char *method, const char *path, const char *body,
                  char **ret_body);
 
+/* harness_http, expecting want_status (the test fails otherwise); returns the parsed JSON
+ * body (NULL when empty; caller decrefs). Declared with an opaque type so users of the
+ * harness that do not use jansson need not include it. */
+struct json_t;
+struct json_t *harness_json(const char *sock_path, const char *method, const char *path,
+                            const char *body, int want_status);
+/* A string member of a JSON object, or NULL. */
+const char *harness_str(struct json_t *obj, const char *key);
+
 /* Whether a file contains a string. */
 bool harness_file_contains(const char *path, const char *needle);
 

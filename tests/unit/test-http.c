@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include "http.h"
+#include "datacases.h"
 #include "util.h"
 
 #define HTTP_DATA_DIR TEST_DATA_DIR "/http"
@@ -533,12 +534,6 @@ test_status_line(void **state)
 	buf_free(&b);
 }
 
-static int
-name_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 int
 main(void)
 {
@@ -548,42 +543,5 @@ main(void)
 		cmocka_unit_test(test_segment_decode),
 		cmocka_unit_test(test_status_line),
 	};
-	struct CMUnitTest *tests;
-	char **names = NULL;
-	size_t n = 0, ntests = 0;
-	struct dirent *de;
-	DIR *dir;
-	int r;
-
-	dir = opendir(HTTP_DATA_DIR);
-	if (!dir) {
-		fprintf(stderr, "cannot open %s: %s\n", HTTP_DATA_DIR, strerror(errno));
-		return 1;
-	}
-	while ((de = readdir(dir))) {
-		size_t len = strlen(de->d_name);
-		if (len > 4 && streq(de->d_name + len - 4, ".req")) {
-			names = realloc(names, (n + 1) * sizeof(*names));
-			if (!names || !(names[n++] = strndup(de->d_name, len - 4)))
-				return 1;
-		}
-	}
-	closedir(dir);
-	qsort(names, n, sizeof(*names), name_cmp);
-
-	tests = calloc(n + ARRAY_SIZE(fixed), sizeof(*tests));
-	if (!tests)
-		return 1;
-	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
-		tests[ntests++] = fixed[i];
-	for (size_t i = 0; i < n; i++)
-		tests[ntests++] = (struct CMUnitTest){ .name = names[i],
-			                               .test_func = test_case,
-			                               .initial_state = names[i] };
-	r = _cmocka_run_group_tests("http", tests, ntests, NULL, NULL);
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	free(tests);
-	return r;
+	return datacases_run("http", HTTP_DATA_DIR, ".req", fixed, ARRAY_SIZE(fixed), test_case);
 }

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include "request.h"
+#include "datacases.h"
 #include "util.h"
 
 #define REQUEST_DATA_DIR TEST_DATA_DIR "/request"
@@ -279,55 +280,14 @@ test_label_filter(void **state)
 	}
 }
 
-static int
-name_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 int
 main(void)
 {
 	static const struct CMUnitTest fixed[] = {
 		cmocka_unit_test(test_label_filter),
 	};
-	struct CMUnitTest *tests;
-	char **names = NULL;
-	size_t n = 0, ntests = 0;
-	struct dirent *de;
-	DIR *dir;
-	int r;
 
 	json_object_seed(1); /* which bad field is reported first must not vary */
-	dir = opendir(REQUEST_DATA_DIR);
-	if (!dir) {
-		fprintf(stderr, "cannot open %s: %s\n", REQUEST_DATA_DIR, strerror(errno));
-		return 1;
-	}
-	while ((de = readdir(dir))) {
-		size_t len = strlen(de->d_name);
-		if (len > 5 && streq(de->d_name + len - 5, ".json")) {
-			names = realloc(names, (n + 1) * sizeof(*names));
-			if (!names || !(names[n++] = strndup(de->d_name, len - 5)))
-				return 1;
-		}
-	}
-	closedir(dir);
-	qsort(names, n, sizeof(*names), name_cmp);
-
-	tests = calloc(n + ARRAY_SIZE(fixed), sizeof(*tests));
-	if (!tests)
-		return 1;
-	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
-		tests[ntests++] = fixed[i];
-	for (size_t i = 0; i < n; i++)
-		tests[ntests++] = (struct CMUnitTest){ .name = names[i],
-			                               .test_func = test_case,
-			                               .initial_state = names[i] };
-	r = _cmocka_run_group_tests("request", tests, ntests, NULL, NULL);
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-	free(tests);
-	return r;
+	return datacases_run("request", REQUEST_DATA_DIR, ".json", fixed, ARRAY_SIZE(fixed),
+	                     test_case);
 }
