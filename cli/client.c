@@ -341,6 +341,21 @@ perform(struct client *c, struct transfer *t)
 	return -EIO;
 }
 
+/* Points the handle at url with headers and runs the transfer, unless setting it up failed
+ * (e); the handle forgets the headers afterwards, so the caller may free them. */
+static int
+finish(struct client *c, struct transfer *t, CURLcode e, const char *url,
+       struct curl_slist *headers)
+{
+	int r;
+
+	e |= curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
+	e |= curl_easy_setopt(c->curl, CURLOPT_URL, url);
+	r = e == CURLE_OK ? perform(c, t) : -EINVAL;
+	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, NULL);
+	return r;
+}
+
 int
 client_request(struct client *c, const char *method, const char *path, const char *body,
                struct client_response *resp)
@@ -374,15 +389,8 @@ client_request(struct client *c, const char *method, const char *path, const cha
 	}
 	if (!streq(method, "GET") && !streq(method, "POST"))
 		e |= curl_easy_setopt(c->curl, CURLOPT_CUSTOMREQUEST, method);
-	e |= curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
-	e |= curl_easy_setopt(c->curl, CURLOPT_URL, url);
-	if (e != CURLE_OK) {
-		r = -EINVAL;
-		goto out;
-	}
-	r = perform(c, &t);
+	r = finish(c, &t, e, url, headers);
 out:
-	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, NULL);
 	curl_slist_free_all(headers);
 	if (r < 0)
 		client_response_done(resp);
@@ -405,17 +413,10 @@ client_stream(struct client *c, const char *path, client_chunk_fn fn, void *user
 	r = setup(c, "Accept: text/event-stream", &headers);
 	if (r < 0)
 		goto out;
-	e |= curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, headers);
-	e |= curl_easy_setopt(c->curl, CURLOPT_URL, url);
 	e |= curl_easy_setopt(c->curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	e |= curl_easy_setopt(c->curl, CURLOPT_LOW_SPEED_TIME, STREAM_SILENCE_S);
-	if (e != CURLE_OK) {
-		r = -EINVAL;
-		goto out;
-	}
-	r = perform(c, &t);
+	r = finish(c, &t, e, url, headers);
 out:
-	curl_easy_setopt(c->curl, CURLOPT_HTTPHEADER, NULL);
 	curl_slist_free_all(headers);
 	if (r < 0)
 		client_response_done(resp);

@@ -153,26 +153,35 @@ context_add(struct cli *cli, int argc, char **argv)
 	return CLI_EXIT_OK;
 }
 
+/* use and rm: one NAME, one change to the stored contexts, saved. */
 static int
-context_use_cmd(struct cli *cli, int argc, char **argv)
+change_named(struct cli *cli, int argc, char **argv, struct context_store *store,
+             int (*change)(struct context_store *, const char *))
 {
-	_cleanup_(context_store_done) struct context_store store = { 0 };
 	int c, r;
 
 	while ((c = cli_getopt(cli, argc, argv, NULL)) != -1)
 		return cli_option_end(cli, c);
 	if (argc - optind != 1)
 		return cli_usage_error(cli, "needs the NAME of a context");
-	r = load(&store);
+	r = load(store);
 	if (r != 0)
 		return r;
-	if (context_use(&store, argv[optind]) < 0) {
+	if (change(store, argv[optind]) < 0) {
 		_cleanup_free_ char *safe = termsafe_dup(argv[optind]);
 		output_error("there is no context named '%s' (see: sandbox-cli context ls)",
 		             safe ? safe : "?");
 		return CLI_EXIT_USAGE;
 	}
-	r = save(&store);
+	return save(store);
+}
+
+static int
+context_use_cmd(struct cli *cli, int argc, char **argv)
+{
+	_cleanup_(context_store_done) struct context_store store = { 0 };
+	int r = change_named(cli, argc, argv, &store, context_use);
+
 	if (r != 0)
 		return r;
 	printf("Now using context '%s' (%s).\n", argv[optind],
@@ -240,22 +249,8 @@ static int
 context_rm(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_(context_store_done) struct context_store store = { 0 };
-	int c, r;
+	int r = change_named(cli, argc, argv, &store, context_remove);
 
-	while ((c = cli_getopt(cli, argc, argv, NULL)) != -1)
-		return cli_option_end(cli, c);
-	if (argc - optind != 1)
-		return cli_usage_error(cli, "needs the NAME of a context");
-	r = load(&store);
-	if (r != 0)
-		return r;
-	if (context_remove(&store, argv[optind]) < 0) {
-		_cleanup_free_ char *safe = termsafe_dup(argv[optind]);
-		output_error("there is no context named '%s' (see: sandbox-cli context ls)",
-		             safe ? safe : "?");
-		return CLI_EXIT_USAGE;
-	}
-	r = save(&store);
 	if (r != 0)
 		return r;
 	printf("Removed context '%s'.\n", argv[optind]);
