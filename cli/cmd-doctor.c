@@ -105,9 +105,10 @@ print_human(struct cli *cli, const json_t *caps, const json_t *me)
 	buf_reset(&line);
 	(void)buf_printf(&line, "%s (role %s; scopes %s)", user, role, scopes);
 	print_line("you are:", line.data);
-	if (accel && (streq(accel, "none") || streq(accel, "tcg")))
-		printf("note: no hardware acceleration (%s): sandboxes boot and run slowly.\n",
-		       accel);
+	if (backend && streq(backend, "none"))
+		printf("note: this server has no VM backend built in: it cannot run sandboxes.\n");
+	else if (accel && streq(accel, "tcg"))
+		printf("note: no hardware acceleration (tcg): sandboxes boot and run slowly.\n");
 	if (client_kind(cli->client) == ENDPOINT_HTTP &&
 	    !http_is_loopback(client_endpoint(cli->client)))
 		printf("note: plain http to another host: the token crosses the network "

@@ -16,8 +16,10 @@ struct api_call {
 	struct conn *c;
 	struct http_request *req;
 	struct principal who;
-	char ref[256]; /* the decoded {ref} segment, if the route has one */
-	json_t *body;  /* the parsed JSON object, or NULL when no body was sent */
+	char ref[256];       /* the first decoded {name} segment, if the route has one */
+	char sub[256];       /* the second one (a process id, say) */
+	const char *feature; /* for routes this server does not offer yet */
+	json_t *body;        /* the parsed JSON object, or NULL when no body was sent */
 };
 
 typedef void (*api_handler_fn)(struct api_call *call);

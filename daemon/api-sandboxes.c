@@ -480,6 +480,7 @@ struct stream {
 	struct sandboxd *d;
 	char owner[128];
 	struct sandbox *ended; /* replay: the last terminated sandbox loaded from the store */
+	unsigned replayed;
 };
 
 static void
@@ -529,6 +530,7 @@ replay_event(const struct store_event *e, void *data)
 
 	if (!j)
 		return -ENOMEM;
+	s->replayed++;
 	/* the same shape as a live event: with the sandbox object */
 	json_object_set_new(j, "sandbox", current_object(s, e->sandbox_id));
 	text = json_dumps(j, JSON_COMPACT);
@@ -591,9 +593,25 @@ api_events_stream(struct api_call *call)
 		return;
 	/* what happened while the client was away, then everything new, with nothing lost in
 	 * between: the loop is single-threaded, so no event lands between the two */
-	if (replay && store_events_since(call->d->store, (int64_t)since, owner, EVENTS_REPLAY_MAX,
-	                                 replay_event, s) < 0)
-		return;
+	if (replay) {
+		r = store_events_since(call->d->store, (int64_t)since, owner, EVENTS_REPLAY_MAX,
+		                       replay_event, s);
+		if (r == -EPIPE)
+			return; /* the client went away: stream_closed freed s */
+		if (r < 0)
+			log_warning("event stream: replaying from %llu failed: %s",
+			            (unsigned long long)since, strerror(-r));
+		s->ended = sandbox_free(s->ended);
+		/* more were missed than a replay carries: say so instead of going on silently */
+		if (s->replayed == EVENTS_REPLAY_MAX) {
+			static const char overflow[] = "event: overflow\ndata: {\"message\":\"more "
+			                               "events were missed than a "
+			                               "replay carries; reload the sandboxes with "
+			                               "GET /v1/sandboxes\"}\n\n";
+			if (conn_stream_write(call->c, overflow, sizeof(overflow) - 1) < 0)
+				return;
+		}
+	}
 	events_subscribe(call->d, &s->sub);
 }
 

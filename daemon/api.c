@@ -15,58 +15,98 @@ enum route_flags {
 
 struct route {
 	enum http_method method;
-	const char *pattern; /* "{ref}" matches one path segment */
+	const char *pattern; /* "{name}" matches one path segment */
 	api_handler_fn fn;
 	unsigned flags;
+	const char *feature; /* for api_unsupported: what this server lacks */
 };
 
 static void api_health(struct api_call *call);
 static void api_capabilities(struct api_call *call);
 static void api_whoami(struct api_call *call);
+static void api_unsupported(struct api_call *call);
+
+#define ROUTE(m, p, f, fl)                                                                         \
+	{                                                                                          \
+		.method = HTTP_##m, .pattern = (p), .fn = (f), .flags = (fl)                       \
+	}
+/* A path of the API v1 contract that this server does not offer yet: 501, not 404. */
+#define LATER(m, p, what)                                                                          \
+	{                                                                                          \
+		.method = HTTP_##m, .pattern = (p), .fn = api_unsupported, .feature = (what)       \
+	}
 
 static const struct route routes[] = {
-	{ .method = HTTP_GET, .pattern = "/v1/health", .fn = api_health, .flags = ROUTE_PUBLIC },
-	{ .method = HTTP_GET, .pattern = "/v1/capabilities", .fn = api_capabilities },
-	{ .method = HTTP_GET, .pattern = "/v1/whoami", .fn = api_whoami },
-	{ .method = HTTP_GET, .pattern = "/v1/sandboxes", .fn = api_sandbox_list },
-	{ .method = HTTP_POST,
-	  .pattern = "/v1/sandboxes",
-	  .fn = api_sandbox_create,
-	  .flags = ROUTE_JSON },
-	{ .method = HTTP_GET, .pattern = "/v1/sandboxes/{ref}", .fn = api_sandbox_get },
-	{ .method = HTTP_PATCH,
-	  .pattern = "/v1/sandboxes/{ref}",
-	  .fn = api_sandbox_patch,
-	  .flags = ROUTE_JSON },
-	{ .method = HTTP_DELETE, .pattern = "/v1/sandboxes/{ref}", .fn = api_sandbox_delete },
-	{ .method = HTTP_POST,
-	  .pattern = "/v1/sandboxes/{ref}/stop",
-	  .fn = api_sandbox_stop,
-	  .flags = ROUTE_JSON_OPT },
-	{ .method = HTTP_POST,
-	  .pattern = "/v1/sandboxes/{ref}/start",
-	  .fn = api_sandbox_start,
-	  .flags = ROUTE_JSON_OPT },
-	{ .method = HTTP_GET, .pattern = "/v1/sandboxes/{ref}/events", .fn = api_sandbox_events },
-	{ .method = HTTP_GET, .pattern = "/v1/events/stream", .fn = api_events_stream },
+	ROUTE(GET, "/v1/health", api_health, ROUTE_PUBLIC),
+	ROUTE(GET, "/v1/capabilities", api_capabilities, 0),
+	ROUTE(GET, "/v1/whoami", api_whoami, 0),
+	ROUTE(GET, "/v1/sandboxes", api_sandbox_list, 0),
+	ROUTE(POST, "/v1/sandboxes", api_sandbox_create, ROUTE_JSON),
+	ROUTE(GET, "/v1/sandboxes/{ref}", api_sandbox_get, 0),
+	ROUTE(PATCH, "/v1/sandboxes/{ref}", api_sandbox_patch, ROUTE_JSON),
+	ROUTE(DELETE, "/v1/sandboxes/{ref}", api_sandbox_delete, 0),
+	ROUTE(POST, "/v1/sandboxes/{ref}/stop", api_sandbox_stop, ROUTE_JSON_OPT),
+	ROUTE(POST, "/v1/sandboxes/{ref}/start", api_sandbox_start, ROUTE_JSON_OPT),
+	ROUTE(GET, "/v1/sandboxes/{ref}/events", api_sandbox_events, 0),
+	ROUTE(GET, "/v1/events/stream", api_events_stream, 0),
+	LATER(POST, "/v1/sandboxes/{ref}/suspend", "suspend"),
+	LATER(POST, "/v1/sandboxes/{ref}/resume", "suspend"),
+	LATER(POST, "/v1/sandboxes/{ref}/run", "processes"),
+	LATER(GET, "/v1/sandboxes/{ref}/processes", "processes"),
+	LATER(POST, "/v1/sandboxes/{ref}/processes", "processes"),
+	LATER(GET, "/v1/sandboxes/{ref}/processes/{pid}", "processes"),
+	LATER(GET, "/v1/sandboxes/{ref}/processes/{pid}/output", "processes"),
+	LATER(POST, "/v1/sandboxes/{ref}/processes/{pid}/stdin", "processes"),
+	LATER(POST, "/v1/sandboxes/{ref}/processes/{pid}/signal", "processes"),
+	LATER(GET, "/v1/sandboxes/{ref}/processes/{pid}/attach", "processes"),
+	LATER(GET, "/v1/sandboxes/{ref}/files", "files"),
+	LATER(PUT, "/v1/sandboxes/{ref}/files", "files"),
+	LATER(DELETE, "/v1/sandboxes/{ref}/files", "files"),
+	LATER(GET, "/v1/sandboxes/{ref}/dirs", "files"),
+	LATER(POST, "/v1/sandboxes/{ref}/snapshots", "snapshots"),
+	LATER(GET, "/v1/snapshots", "snapshots"),
+	LATER(DELETE, "/v1/snapshots/{id}", "snapshots"),
+	LATER(GET, "/v1/images", "images"),
+	LATER(POST, "/v1/images", "images"),
+	LATER(DELETE, "/v1/images/{image}", "images"),
+	LATER(GET, "/v1/volumes", "volumes"),
+	LATER(POST, "/v1/volumes", "volumes"),
+	LATER(DELETE, "/v1/volumes/{name}", "volumes"),
+	LATER(GET, "/v1/node", "node information"),
+	LATER(POST, "/v1/node/cordon", "node information"),
+	LATER(POST, "/v1/auth/login", "accounts"),
+	LATER(POST, "/v1/auth/logout", "accounts"),
+	LATER(GET, "/v1/keys", "accounts"),
+	LATER(POST, "/v1/keys", "accounts"),
+	LATER(DELETE, "/v1/keys/{id}", "accounts"),
+	LATER(GET, "/v1/users", "accounts"),
+	LATER(POST, "/v1/users", "accounts"),
+	LATER(PATCH, "/v1/users/{id}", "accounts"),
+	LATER(DELETE, "/v1/users/{id}", "accounts"),
 };
 
-/* Matches path against pattern; fills ref from a "{ref}" segment. 1: match, 0: no,
- * -EINVAL: the segment is not decodable. */
+/* Matches path against pattern. The first "{name}" segment is decoded into ref, the second
+ * into sub. 1: match, 0: no, -EINVAL: a segment is not decodable, -E2BIG: too long. */
 static int
-match(const char *pattern, const char *path, char *ref, size_t ref_size)
+match(const char *pattern, const char *path, char *ref, size_t ref_size, char *sub, size_t sub_size)
 {
 	const char *p = pattern, *s = path;
+	unsigned captured = 0;
 
 	while (*p && *s) {
-		if (strneq(p, "{ref}", 5)) {
+		if (*p == '{') {
+			const char *close = strchr(p, '}');
 			const char *end = strchr(s, '/');
 			size_t n = end ? (size_t)(end - s) : strlen(s);
-			if (n == 0)
+			int r;
+			if (!close || n == 0)
 				return 0;
-			if (http_segment_decode(s, n, ref, ref_size) < 0)
-				return -EINVAL;
-			p += 5;
+			r = captured == 0 ? http_segment_decode(s, n, ref, ref_size)
+			                  : http_segment_decode(s, n, sub, sub_size);
+			if (r < 0)
+				return r == -E2BIG ? -E2BIG : -EINVAL;
+			captured++;
+			p = close + 1;
 			s += n;
 			continue;
 		}
@@ -78,25 +118,31 @@ match(const char *pattern, const char *path, char *ref, size_t ref_size)
 	return *p == '\0' && *s == '\0';
 }
 
+/* The route for the request, or NULL. When the path exists with other methods, allow lists
+ * them (for 405); *ret_err is set when a path segment cannot be used. */
 static const struct route *
-find_route(const struct http_request *req, char *ref, size_t ref_size, bool *ret_path_known,
-           bool *ret_bad_segment)
+find_route(struct api_call *call, struct buf *allow, int *ret_err)
 {
-	*ret_path_known = false;
-	*ret_bad_segment = false;
+	const struct http_request *req = call->req;
+	const struct route *found = NULL;
+
+	*ret_err = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
-		int m = match(routes[i].pattern, req->path, ref, ref_size);
+		int m = match(routes[i].pattern, req->path, call->ref, sizeof(call->ref), call->sub,
+		              sizeof(call->sub));
 		if (m < 0) {
-			*ret_bad_segment = true;
+			*ret_err = m;
 			return NULL;
 		}
 		if (m == 0)
 			continue;
-		*ret_path_known = true;
-		if (routes[i].method == req->method)
-			return &routes[i];
+		if (routes[i].method == req->method && !found)
+			found = &routes[i];
+		else if (routes[i].method != req->method)
+			(void)buf_printf(allow, "%s%s", allow->len ? ", " : "",
+			                 http_method_str(routes[i].method));
 	}
-	return NULL;
+	return found;
 }
 
 uint64_t
@@ -120,24 +166,28 @@ api_reply_json(struct conn *c, int status, json_t *body)
 	free(text);
 }
 
-void
-api_reply_error(struct conn *c, int status, const char *code, const char *fmt, ...)
+static void
+reply_error_v(struct conn *c, int status, const char *code, const char *headers, const char *fmt,
+              va_list ap)
 {
 	char message[512];
+	_cleanup_free_ char *hdrs = NULL;
 	json_t *body;
 	char *text;
-	va_list ap;
 
-	va_start(ap, fmt);
 	vsnprintf(message, sizeof(message), fmt, ap);
-	va_end(ap);
 	/* messages quote what the client sent (a ref, a field name): keep them safe to show a
 	 * person on a terminal or a page */
 	for (char *p = message; *p; p++)
 		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
 			*p = '?';
-	if (status >= 500)
+	/* 5xx is logged: 500 is a bug, 501 and 503 are what this server cannot do now */
+	if (status == 500)
 		log_error("answering %d %s: %s", status, code, message);
+	else if (status > 500)
+		log_info("answering %d %s: %s", status, code, message);
+	if (status == 401)
+		headers = "WWW-Authenticate: Bearer realm=\"sandboxd\"\r\n";
 	body = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", message);
 	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_decref(body);
@@ -147,9 +197,29 @@ api_reply_error(struct conn *c, int status, const char *code, const char *fmt, .
 		conn_reply(c, 500, "application/json", oom, sizeof(oom) - 1, NULL);
 		return;
 	}
-	conn_reply(c, status, "application/json", text, strlen(text),
-	           status == 401 ? "WWW-Authenticate: Bearer realm=\"sandboxd\"\r\n" : NULL);
+	conn_reply(c, status, "application/json", text, strlen(text), headers);
 	free(text);
+}
+
+void
+api_reply_error(struct conn *c, int status, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	reply_error_v(c, status, code, NULL, fmt, ap);
+	va_end(ap);
+}
+
+void
+api_reply_error_headers(struct conn *c, int status, const char *code, const char *headers,
+                        const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	reply_error_v(c, status, code, headers, fmt, ap);
+	va_end(ap);
 }
 
 static bool
@@ -201,10 +271,11 @@ parse_body(struct api_call *call, const struct route *rt)
 void
 api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 {
+	_cleanup_buf_ struct buf allow = BUF_INIT(512);
 	struct api_call call = { .d = d, .c = c, .req = req };
 	const struct route *rt;
 	const char *why = NULL;
-	bool known, bad;
+	int err;
 
 	/* the guard first: a rebound or cross-origin request learns nothing, not even 401 */
 	if (auth_check_origin(d, req, &why) < 0) {
@@ -215,7 +286,7 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 		api_reply_error(c, 400, "invalid_request", "this path does not upgrade");
 		return;
 	}
-	rt = find_route(req, call.ref, sizeof(call.ref), &known, &bad);
+	rt = find_route(&call, &allow, &err);
 	if (!rt || !(rt->flags & ROUTE_PUBLIC)) {
 		if (auth_authenticate(d, c, req, &call.who) < 0) {
 			api_reply_error(c, 401, "unauthorized",
@@ -224,18 +295,24 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 			return;
 		}
 	}
-	if (bad) {
-		api_reply_error(c, 400, "invalid_request", "the path has an invalid escape");
+	if (err < 0) {
+		api_reply_error(c, 400, "invalid_request", "%s",
+		                err == -E2BIG ? "a path segment is longer than 255 bytes"
+		                              : "the path has an invalid escape");
 		return;
 	}
 	if (!rt) {
-		if (known)
-			api_reply_error(c, 405, "invalid_request", "%s is not allowed on %s",
-			                http_method_str(req->method), req->path);
-		else
+		if (allow.len) {
+			_cleanup_free_ char *hdr = strdup_printf("Allow: %s\r\n", allow.data);
+			api_reply_error_headers(c, 405, "invalid_request", hdr,
+			                        "%s is not allowed on this path; use %s",
+			                        http_method_str(req->method), allow.data);
+		} else {
 			api_reply_error(c, 404, "not_found", "no such API path");
+		}
 		return;
 	}
+	call.feature = rt->feature;
 	if (parse_body(&call, rt) < 0)
 		goto out;
 	rt->fn(&call);
@@ -247,6 +324,13 @@ const char *
 api_owner_filter(const struct api_call *call)
 {
 	return call->who.role == ROLE_ADMIN ? NULL : call->who.name;
+}
+
+static void
+api_unsupported(struct api_call *call)
+{
+	api_reply_error(call->c, 501, "unsupported", "this server does not offer %s yet",
+	                call->feature);
 }
 
 static void

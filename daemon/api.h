@@ -21,5 +21,8 @@ uint64_t api_body_limit(const struct http_request *req, void *data);
 /* The one place that formats an error. Logs 5xx (a bug or an outage); 4xx is the client's. */
 void api_reply_error(struct conn *c, int status, const char *code, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
+/* The same, with extra response headers ("Name: value\r\n"...). */
+void api_reply_error_headers(struct conn *c, int status, const char *code, const char *headers,
+                             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Replies with a JSON value (stolen). */
 void api_reply_json(struct conn *c, int status, json_t *body);

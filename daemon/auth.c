@@ -81,7 +81,10 @@ auth_host_part(const char *hostport, char *out, size_t size)
 
 	if (!hostport || !*hostport)
 		return -EINVAL;
-	if (hostport[0] == '[') {
+	if (strchr(hostport, ':') != strrchr(hostport, ':') && hostport[0] != '[') {
+		/* a bare IPv6 address (two or more colons): no port can follow */
+		n = strlen(hostport);
+	} else if (hostport[0] == '[') {
 		end = strchr(hostport, ']');
 		if (!end || (end[1] != '\0' && end[1] != ':'))
 			return -EINVAL;
@@ -90,8 +93,6 @@ auth_host_part(const char *hostport, char *out, size_t size)
 	} else {
 		end = strchr(hostport, ':');
 		n = end ? (size_t)(end - hostport) : strlen(hostport);
-		if (end && strchr(end + 1, ':'))
-			return -EINVAL;
 	}
 	if (n == 0 || n >= size)
 		return -EINVAL;

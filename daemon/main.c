@@ -88,6 +88,22 @@ prepare_state_dir(const char *dir, int *ret_lock)
 	return 0;
 }
 
+/* Refuses an unknown --backend before anything is created on disk. */
+static int
+check_backend_name(const char *name)
+{
+	if (!name)
+		return 0;
+	for (size_t i = 0; i < backend_table_size; i++)
+		if (streq(name, backend_table[i].name))
+			return 0;
+	if (backend_table_size == 0)
+		log_error("--backend '%s': this sandboxd has no VM backend built in", name);
+	else
+		log_error("--backend '%s' is not built into this sandboxd", name);
+	return -ENOENT;
+}
+
 static int
 prepare_socket_dir(const char *socket_path)
 {
@@ -108,30 +124,33 @@ prepare_socket_dir(const char *socket_path)
 	return r;
 }
 
+/* The last startup line, in the form operators grep for:
+ * "sandboxd <version>: serving API v1 on <where>; backend <name> (<accel>); ...". */
 static void
 startup_line(struct sandboxd *d)
 {
-	_cleanup_buf_ struct buf where = BUF_INIT(4096);
+	_cleanup_buf_ struct buf line = BUF_INIT(4096);
 	const struct options *o = d->opts;
 	struct backend_caps caps = { .accel = "none" };
 
+	(void)buf_printf(&line, "sandboxd %s: serving API v1 on ", sandboxd_version);
 	if (o->socket_path)
-		(void)buf_printf(&where, "unix:%s", o->socket_path);
+		(void)buf_printf(&line, "unix:%s", o->socket_path);
 	if (o->listen)
-		(void)buf_printf(&where, "%s%s://%s (token required%s)",
+		(void)buf_printf(&line, "%s%s://%s (token required%s)",
 		                 o->socket_path ? " and " : "", o->tls_cert ? "https" : "http",
 		                 o->listen, o->client_ca ? ", client certificates required" : "");
 	if (d->backend) {
 		d->backend->ops->caps(d->backend, &caps);
-		log_info("sandboxd %s: serving API v1 on %s; backend %s (%s); network ceiling %s; "
-		         "state %s",
-		         sandboxd_version, where.data, d->backend->ops->name, caps.accel,
-		         net_mode_to_string(d->policy.network.ceiling), o->state_dir);
+		(void)buf_printf(&line, "; backend %s (%s); network ceiling %s",
+		                 d->backend->ops->name, caps.accel,
+		                 net_mode_to_string(d->policy.network.ceiling));
 	} else {
-		log_info("sandboxd %s: serving API v1 on %s; backend none (no VM backend built in: "
-		         "sandboxes cannot run); state %s",
-		         sandboxd_version, where.data, o->state_dir);
+		(void)buf_puts(&line,
+		               "; backend none (no VM backend built in: sandboxes cannot run)");
 	}
+	(void)buf_printf(&line, "; state %s\n", o->state_dir);
+	(void)!write(STDERR_FILENO, line.data, line.len);
 }
 
 static int
@@ -154,24 +173,17 @@ run(struct sandboxd *d)
 		return -ENOMEM;
 	r = store_open(db, &d->store);
 	if (r < 0) {
-		log_error("store '%s': cannot open: %s", db, strerror(-r));
+		/* a newer schema or a broken database was explained by the store itself */
+		if (r != -EPROTO && r != -EIO)
+			log_error("store '%s': cannot open: %s", db, strerror(-r));
 		return r;
 	}
 	if (backend_table_size > 0) {
 		r = backend_create(d, d->opts->backend, &d->backend);
-		if (r == -ENOENT) {
-			log_error("--backend '%s' is not built into this sandboxd",
-			          d->opts->backend);
-			return r;
-		}
 		if (r < 0) {
 			log_error("backend: cannot start: %s", strerror(-r));
 			return r;
 		}
-	} else if (d->opts->backend) {
-		log_error("--backend '%s': this sandboxd has no VM backend built in",
-		          d->opts->backend);
-		return -ENOENT;
 	}
 	r = lifecycle_recover(d);
 	if (r < 0) {
@@ -245,6 +257,9 @@ main(int argc, char **argv)
 	umask(0077);
 	signal(SIGPIPE, SIG_IGN);
 
+	r = check_backend_name(opts.backend);
+	if (r < 0)
+		goto out;
 	r = prepare_state_dir(opts.state_dir, &lock);
 	if (r < 0)
 		goto out;

@@ -193,8 +193,13 @@ options_parse(int argc, char **argv, struct options *o)
 				        OPTIONS_MAX_ALLOWED_HOSTS);
 				return -EINVAL;
 			}
+			struct in6_addr a6;
+			/* a name or an address, without a port: an IPv6 address may come bare or
+			 * in brackets */
+			bool v6 = inet_pton(AF_INET6, optarg, &a6) == 1 ||
+			          (optarg[0] == '[' && optarg[strlen(optarg) - 1] == ']');
 			if (auth_host_part(optarg, host, sizeof(host)) < 0 ||
-			    strchr(optarg, ':') != NULL) {
+			    (!v6 && strchr(optarg, ':') != NULL)) {
 				fprintf(stderr,
 				        "sandboxd: --allowed-host '%s' must be a host name or "
 				        "address "

@@ -223,7 +223,7 @@ write_row(struct store *s, sqlite3_stmt *st, const struct sandbox *sb)
 
 	if (!j)
 		return -ENOMEM;
-	spec = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	spec = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
 	if (!spec)
 		return -ENOMEM;

@@ -22,7 +22,7 @@ static struct daemon_proc p;
 static int
 setup(void **state)
 {
-	const char *args[] = { "--max-connections", "64", NULL };
+	const char *args[] = { "--max-connections", "64", "--allowed-host", "fd00::1", NULL };
 
 	return harness_start(&p, harness_binary("SANDBOXD_FAKE"), args, NULL);
 }
@@ -170,6 +170,15 @@ test_host_and_origin_guard(void **state)
 	                     "Connection: close\r\n\r\n",
 	                     "forbidden_origin"),
 	                 403);
+	/* an --allowed-host IPv6 address, in a Host header as it must be written */
+	assert_int_equal(RAW("GET /v1/health HTTP/1.1\r\nHost: [fd00::1]:7443\r\n"
+	                     "Connection: close\r\n\r\n",
+	                     NULL),
+	                 200);
+	assert_int_equal(RAW("GET /v1/health HTTP/1.1\r\nHost: [fd00::2]:7443\r\n"
+	                     "Connection: close\r\n\r\n",
+	                     "forbidden_origin"),
+	                 403);
 	/* the same origin is fine */
 	assert_int_equal(RAW("GET /v1/health HTTP/1.1\r\nHost: localhost:7443\r\n"
 	                     "Origin: http://localhost:7443\r\nConnection: close\r\n\r\n",
@@ -287,9 +296,34 @@ test_unknown_paths_and_methods(void **state)
 	assert_int_equal(harness_http(p.sock, "GET", "/v1/nope", NULL, &body), 404);
 	assert_non_null(strstr(body, "\"code\":\"not_found\""));
 	free(body);
-	assert_int_equal(harness_http(p.sock, "PUT", "/v1/sandboxes", NULL, &body), 405);
-	assert_non_null(strstr(body, "\"code\":\"invalid_request\""));
+	/* a path that exists with other methods: 405, saying which */
+	{
+		static const char put[] = "PUT /v1/sandboxes HTTP/1.1\r\nHost: localhost\r\n"
+		                          "Connection: close\r\n\r\n";
+		char *resp = NULL;
+		assert_true(harness_raw(p.sock, 0, put, sizeof(put) - 1, &resp, 5000) > 0);
+		assert_int_equal(status_of(resp), 405);
+		assert_non_null(strstr(resp, "\r\nAllow: GET, POST\r\n"));
+		assert_non_null(strstr(resp, "\"code\":\"invalid_request\""));
+		free(resp);
+	}
+	/* a path of the contract this server does not offer yet: 501, not 404 */
+	assert_int_equal(harness_http(p.sock, "GET", "/v1/images", NULL, &body), 501);
+	assert_non_null(strstr(body, "\"code\":\"unsupported\""));
 	free(body);
+	assert_int_equal(
+	        harness_http(p.sock, "GET", "/v1/sandboxes/x/processes/7/output", NULL, &body),
+	        501);
+	free(body);
+	{
+		char path[400];
+		memset(path, 'a', sizeof(path));
+		memcpy(path, "/v1/sandboxes/", 14);
+		path[sizeof(path) - 1] = '\0';
+		assert_int_equal(harness_http(p.sock, "GET", path, NULL, &body), 400);
+		assert_non_null(strstr(body, "longer than 255 bytes"));
+		free(body);
+	}
 	assert_int_equal(harness_http(p.sock, "GET", "/v1/sandboxes/%00x", NULL, &body), 400);
 	free(body);
 	/* what the client sent comes back in messages only as safe text */
