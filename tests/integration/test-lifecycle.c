@@ -67,8 +67,7 @@ has_event(const char *id, const char *type, const char *needle)
 	j = harness_json(p.sock, "GET", path, NULL, 200);
 	json_array_foreach (json_object_get(j, "events"), i, ev) {
 		char *text = json_dumps(ev, JSON_COMPACT);
-		if (streq_safe(harness_str(ev, "type"), type) &&
-		    (!needle || strstr(text, needle)))
+		if (streq_safe(harness_str(ev, "type"), type) && (!needle || strstr(text, needle)))
 			found = true;
 		free(text);
 	}
