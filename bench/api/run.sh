@@ -526,7 +526,8 @@ for _ in 1 2 3; do # the code paths of a list are warm before the baseline
 	curl -sf -o /dev/null --unix-socket "$TMP/m.sock" http://localhost/v1/sandboxes
 done
 half=$((RECORDS / 2))
-extra='\"labels\":{\"bench\":\"mem\",\"team\":\"perf\"},\"env\":{\"LANG\":\"C.UTF-8\",\"MODE\":\"bench\"}'
+labels='\"labels\":{\"bench\":\"mem\",\"team\":\"perf\"}'
+extra="$labels"',\"env\":{\"LANG\":\"C.UTF-8\",\"MODE\":\"bench\"}'
 read -r rss0 pss0 anon0 <<<"$(mem "$PID_M")"
 rec "mem records=0 rss_kib=$rss0 pss_kib=$pss0 anon_kib=$anon0"
 create_sandboxes "$TMP/m.sock" "$half" mem-a "$extra"
