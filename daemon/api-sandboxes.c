@@ -156,17 +156,48 @@ wait_for(struct api_call *call, struct sandbox *sb, enum wait_kind kind)
 
 /* ---- handlers ---- */
 
+/* Joins the cached objects of the sandboxes owner may see that match filter, newest first:
+ * no JSON is built per request. */
+static int
+build_list(struct sandboxd *d, const char *owner, const json_t *filter, struct buf *out)
+{
+	struct list_node *n;
+	size_t total = 32;
+	bool first = true;
+	int r;
+
+	LIST_FOREACH (n, &d->reg.all)
+		total += list_entry(n, struct sandbox, by_created)->json_len + 1;
+	r = buf_reserve(out, total); /* one allocation, not a doubling chain */
+	if (r >= 0)
+		r = buf_puts(out, "{\"sandboxes\":[");
+	LIST_FOREACH (n, &d->reg.all) {
+		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
+		if (owner && !streq(owner, sb->owner))
+			continue;
+		if (json_object_size(filter) && !sandbox_matches_labels(sb, filter))
+			continue;
+		if (!first && r >= 0)
+			r = buf_putc(out, ',');
+		if (r >= 0)
+			r = buf_append(out, sb->json, sb->json_len);
+		first = false;
+	}
+	if (r >= 0)
+		r = buf_puts(out, "]}");
+	return r;
+}
+
 void
 api_sandbox_list(struct api_call *call)
 {
 	_cleanup_buf_ struct buf out = BUF_INIT(256u << 20);
+	struct sandboxd *d = call->d;
 	const char *owner = api_owner_filter(call);
 	json_t *filter = json_object();
 	char key[64], value[512];
 	struct api_err err;
-	struct list_node *n;
 	size_t pos = 0;
-	bool first = true;
 	int r;
 
 	if (!filter) {
@@ -189,21 +220,21 @@ api_sandbox_list(struct api_call *call)
 		api_reply_error(call->c, 400, "invalid_request", "the query string is malformed");
 		goto out;
 	}
-	/* the list is the cached objects joined: no JSON is built per request */
-	r = buf_puts(&out, "{\"sandboxes\":[");
-	LIST_FOREACH (n, &call->d->reg.all) {
-		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
-		if (owner && !streq(owner, sb->owner))
-			continue;
-		if (json_object_size(filter) && !sandbox_matches_labels(sb, filter))
-			continue;
-		if (!first)
-			r |= buf_putc(&out, ',');
-		r |= buf_append(&out, sb->json, sb->json_len);
-		first = false;
+	/* the whole list, as an admin sees it, is kept until any sandbox changes */
+	if (!owner && json_object_size(filter) == 0) {
+		if (!d->list_cache_valid || d->list_cache_gen != sandbox_generation()) {
+			buf_reset(&d->list_cache);
+			d->list_cache.max = out.max;
+			d->list_cache_valid = build_list(d, NULL, filter, &d->list_cache) >= 0;
+			d->list_cache_gen = sandbox_generation();
+		}
+		if (d->list_cache_valid) {
+			conn_reply(call->c, 200, "application/json", d->list_cache.data,
+			           d->list_cache.len, NULL);
+			goto out;
+		}
 	}
-	r |= buf_puts(&out, "]}");
-	if (r < 0) {
+	if (build_list(d, owner, filter, &out) < 0) {
 		api_reply_error(call->c, 500, "internal", "the list does not fit in memory");
 		goto out;
 	}

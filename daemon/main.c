@@ -279,6 +279,7 @@ out:
 	d.server = server_free(d.server);
 	d.backend = backend_free(d.backend);
 	registry_done(&d.reg);
+	buf_free(&d.list_cache);
 	d.store = store_free(d.store);
 	d.loop = loop_free(d.loop);
 	policy_done(&d.policy);

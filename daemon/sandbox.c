@@ -214,6 +214,16 @@ sandbox_to_json(const struct sandbox *sb)
 	                 sb->owner, "reason", sb->reason);
 }
 
+/* Bumped whenever any sandbox's API object changes or one joins or leaves the registry:
+ * whoever caches something built from the objects compares it. */
+static uint64_t generation;
+
+uint64_t
+sandbox_generation(void)
+{
+	return generation;
+}
+
 int
 sandbox_refresh_json(struct sandbox *sb)
 {
@@ -229,6 +239,7 @@ sandbox_refresh_json(struct sandbox *sb)
 	free(sb->json);
 	sb->json = text;
 	sb->json_len = strlen(text);
+	generation++;
 	return 0;
 }
 
@@ -322,6 +333,7 @@ registry_add(struct registry *r, struct sandbox *sb)
 	 * when two share a millisecond */
 	list_push_front(&r->all, &sb->by_created);
 	r->count++;
+	generation++;
 	return 0;
 }
 
@@ -341,6 +353,7 @@ registry_drop(struct sandboxd *d, struct sandbox *sb)
 	hashmap_remove(&r->by_id, sb->id);
 	list_remove(&sb->by_created);
 	r->count--;
+	generation++;
 	notify_waiters(sb, true);
 	if (loop_defer(d->loop, free_deferred, sb) < 0)
 		log_warning("sandbox '%s': leaking its memory: out of memory", sb->id);

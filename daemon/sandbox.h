@@ -107,6 +107,8 @@ json_t *sandbox_spec_to_json(const struct sandbox *sb);
 int sandbox_spec_from_json(struct sandbox *sb, const json_t *spec);
 /* The API object; env values are never included. */
 json_t *sandbox_to_json(const struct sandbox *sb);
+/* Changes whenever an API object is rebuilt or a sandbox joins or leaves the registry. */
+uint64_t sandbox_generation(void);
 /* Rebuilds sb->json after a change. -ENOMEM. */
 int sandbox_refresh_json(struct sandbox *sb);
 /* When lifetime_secs is set: created_at + lifetime, else 0. */

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "backend.h"
+#include "buf.h"
 #include "list.h"
 #include "loop.h"
 #include "options.h"
@@ -23,6 +24,9 @@ struct sandboxd {
 	struct registry reg;
 	struct server *server;
 	struct list_node subscribers; /* struct event_sub: live event streams */
+	struct buf list_cache;        /* GET /v1/sandboxes for an admin, unfiltered */
+	uint64_t list_cache_gen;      /* sandbox_generation() it was built at */
+	bool list_cache_valid;
 	struct loop_timer housekeeping;
 	struct loop_signals signals;
 	char *token; /* the operator token, or NULL (unix socket peers only) */

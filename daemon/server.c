@@ -7,6 +7,7 @@
 #include <openssl/err.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include "api.h"
 #include "list.h"
@@ -235,20 +236,54 @@ flush(struct conn *c)
 
 /* ---- responses ---- */
 
-static void
-put_common_headers(struct conn *c)
+static int
+put_common_headers(struct conn *c, struct buf *out)
 {
-	(void)buf_puts(&c->out, "Server: sandboxd\r\n"
-	                        "Cache-Control: no-store\r\n"
-	                        "X-Content-Type-Options: nosniff\r\n");
-	(void)buf_puts(&c->out,
-	               c->keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n");
+	return buf_puts(out, c->keep_alive ? "Server: sandboxd\r\n"
+	                                     "Cache-Control: no-store\r\n"
+	                                     "X-Content-Type-Options: nosniff\r\n"
+	                                     "Connection: keep-alive\r\n"
+	                                   : "Server: sandboxd\r\n"
+	                                     "Cache-Control: no-store\r\n"
+	                                     "X-Content-Type-Options: nosniff\r\n"
+	                                     "Connection: close\r\n");
+}
+
+/* Writes head and body straight from where they are (no copy into c->out) when nothing is
+ * queued on a plain socket; whatever the socket does not take is queued. TLS queues it all. */
+static int
+send_or_queue(struct conn *c, const struct buf *head, const void *body, size_t len)
+{
+	size_t sent = 0;
+
+	if (!c->ssl && buf_avail(&c->out) == 0) {
+		struct iovec iov[2] = { { .iov_base = head->data, .iov_len = head->len },
+			                { .iov_base = (void *)body, .iov_len = len } };
+		struct msghdr msg = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+		ssize_t k = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+		if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			return -EPIPE;
+		sent = k > 0 ? (size_t)k : 0;
+	}
+	if (sent < head->len) {
+		if (buf_append(&c->out, head->data + sent, head->len - sent) < 0)
+			return -ENOBUFS;
+		sent = 0;
+	} else {
+		sent -= head->len;
+	}
+	if (sent < len && buf_append(&c->out, (const char *)body + sent, len - sent) < 0)
+		return -ENOBUFS;
+	return 0;
 }
 
 void
 conn_reply(struct conn *c, int status, const char *content_type, const void *body, size_t len,
            const char *extra_headers)
 {
+	_cleanup_buf_ struct buf head = BUF_INIT(16384);
+	int r;
+
 	if (c->state == CONN_CLOSING)
 		return;
 	if (c->state != CONN_HANDLING && c->state != CONN_READING) {
@@ -258,22 +293,26 @@ conn_reply(struct conn *c, int status, const char *content_type, const void *bod
 	c->keep_alive = c->keep_alive && c->hp.req.keep_alive && c->hp.phase == HTTP_PHASE_DONE;
 	c->on_close = NULL;
 	c->state = CONN_WRITING;
-	if (http_put_status_line(&c->out, status) < 0)
-		goto oom;
-	put_common_headers(c);
-	if (content_type)
-		(void)buf_printf(&c->out, "Content-Type: %s\r\n", content_type);
-	if (extra_headers)
-		(void)buf_puts(&c->out, extra_headers);
-	if (status != 204 && buf_printf(&c->out, "Content-Length: %zu\r\n", len) < 0)
-		goto oom;
-	if (buf_puts(&c->out, "\r\n") < 0 || (len && buf_append(&c->out, body, len) < 0))
-		goto oom;
+	r = http_put_status_line(&head, status);
+	if (r >= 0)
+		r = put_common_headers(c, &head);
+	if (r >= 0 && content_type)
+		r = buf_printf(&head, "Content-Type: %s\r\n", content_type);
+	if (r >= 0 && extra_headers)
+		r = buf_puts(&head, extra_headers);
+	if (r >= 0 && status != 204)
+		r = buf_printf(&head, "Content-Length: %zu\r\n", len);
+	if (r >= 0)
+		r = buf_puts(&head, "\r\n");
+	if (r >= 0)
+		r = send_or_queue(c, &head, body, len);
+	if (r < 0) {
+		if (r != -EPIPE)
+			log_error("connection: response of %zu bytes does not fit; closing", len);
+		conn_close(c);
+		return;
+	}
 	flush(c);
-	return;
-oom:
-	log_error("connection: response of %zu bytes does not fit; closing", len);
-	conn_close(c);
 }
 
 int
@@ -287,7 +326,7 @@ conn_stream_start(struct conn *c, int status, const char *content_type)
 	c->deadline = 0;
 	if (http_put_status_line(&c->out, status) < 0)
 		return -ENOMEM;
-	put_common_headers(c);
+	(void)put_common_headers(c, &c->out);
 	(void)buf_printf(&c->out, "Content-Type: %s\r\n", content_type);
 	if (c->chunked)
 		(void)buf_puts(&c->out, "Transfer-Encoding: chunked\r\n");
@@ -376,10 +415,13 @@ dispatch(struct conn *c)
 	c->state = CONN_HANDLING;
 	c->deadline = 0;
 	c->keep_alive = true;
-	set_interest(c);
 	c->in_dispatch = true;
 	api_handle(c->s->d, c, &c->hp.req);
 	c->in_dispatch = false;
+	/* most answers are written at once and leave the interest as it was; only a handler
+	 * that answers later needs to stop reading (and hear a hang-up) meanwhile */
+	if (c->state == CONN_HANDLING || c->state == CONN_STREAMING)
+		set_interest(c);
 }
 
 static void
@@ -453,6 +495,10 @@ read_input(struct conn *c)
 			return;
 		}
 		process_input(c);
+		/* a short read drained a plain socket: epoll says when more comes. TLS may hold
+		 * decrypted bytes epoll cannot see, so it reads on until it would block. */
+		if (!c->ssl && (size_t)k < sizeof(chunk))
+			break;
 	}
 	/* a TLS connection may hold decrypted bytes epoll cannot see: come back for them */
 	if (c->state == CONN_READING && total >= 4 * READ_CHUNK && !c->continue_scheduled) {

@@ -160,6 +160,36 @@ test_lifetime_and_idle_timeout(void **state)
 	json_decref(b);
 }
 
+/* The unfiltered list is served from a cache: every change must show in the next one. */
+static void
+test_list_follows_every_change(void **state)
+{
+	json_t *a = harness_json(p.sock, "POST", "/v1/sandboxes", "{\"name\":\"cached\"}", 201);
+	char path[128];
+	char *list = NULL;
+
+	assert_int_equal(harness_http(p.sock, "GET", "/v1/sandboxes", NULL, &list), 200);
+	assert_non_null(strstr(list, "\"name\":\"cached\""));
+	free(list);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(a, "id"));
+	json_decref(harness_json(p.sock, "PATCH", path, "{\"name\":\"renamed-cached\"}", 200));
+	assert_int_equal(harness_http(p.sock, "GET", "/v1/sandboxes", NULL, &list), 200);
+	assert_null(strstr(list, "\"name\":\"cached\""));
+	assert_non_null(strstr(list, "\"name\":\"renamed-cached\""));
+	free(list);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/stop", harness_str(a, "id"));
+	json_decref(harness_json(p.sock, "POST", path, NULL, 200));
+	assert_int_equal(harness_http(p.sock, "GET", "/v1/sandboxes", NULL, &list), 200);
+	assert_non_null(strstr(list, "\"state\":\"stopped\""));
+	free(list);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(a, "id"));
+	json_decref(harness_json(p.sock, "DELETE", path, NULL, 204));
+	assert_int_equal(harness_http(p.sock, "GET", "/v1/sandboxes", NULL, &list), 200);
+	assert_null(strstr(list, harness_str(a, "id")));
+	free(list);
+	json_decref(a);
+}
+
 int
 main(void)
 {
@@ -168,6 +198,7 @@ main(void)
 		cmocka_unit_test(test_vm_dies_on_its_own),
 		cmocka_unit_test(test_delete_and_stop_while_booting),
 		cmocka_unit_test(test_lifetime_and_idle_timeout),
+		cmocka_unit_test(test_list_follows_every_change),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
