@@ -26,6 +26,8 @@
 #define OUT_MAX (API_FILE_MAX + (8u << 20)) /* the biggest response: a file read */
 #define STREAM_BACKLOG_MAX (4u << 20)
 #define READ_CHUNK 16384
+#define LINGER_MS 2000
+#define LINGER_MAX (1u << 20)
 
 enum conn_state {
 	CONN_HANDSHAKE, /* TLS handshake */
@@ -33,6 +35,7 @@ enum conn_state {
 	CONN_HANDLING,  /* a handler holds the request */
 	CONN_WRITING,   /* flushing a complete response */
 	CONN_STREAMING, /* a streaming response is open */
+	CONN_LINGERING, /* the last answer is out; reading what the client still sends */
 	CONN_CLOSING,
 };
 
@@ -69,6 +72,7 @@ struct conn {
 	bool continue_scheduled;
 	bool sent_continue; /* "100 Continue" for this request */
 	uint64_t deadline;  /* 0: none */
+	size_t lingered;    /* bytes dropped while lingering */
 	uid_t peer_uid;
 	void (*on_close)(struct conn *c, void *data);
 	void *on_close_data;
@@ -184,6 +188,39 @@ conn_write_raw(struct conn *c, const void *p, size_t n)
 	}
 }
 
+/* After a last answer on a plain socket: closing while the client's bytes sit unread would
+ * reset the connection and could destroy the answer before the client reads it. So the
+ * writing side is shut, and what still arrives is read and dropped until the client closes,
+ * 2 s pass or 1 MiB came (nginx's lingering close). */
+static void
+linger(struct conn *c)
+{
+	if (c->ssl || shutdown(c->fd, SHUT_WR) < 0) {
+		conn_close(c);
+		return;
+	}
+	c->state = CONN_LINGERING;
+	c->deadline = now_mono_ms() + LINGER_MS;
+	c->lingered = 0;
+	(void)loop_modify(&c->src, EPOLLIN | EPOLLRDHUP);
+}
+
+static void
+linger_read(struct conn *c)
+{
+	char chunk[READ_CHUNK];
+
+	for (;;) {
+		ssize_t k = read(c->fd, chunk, sizeof(chunk));
+		if (k < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (k <= 0 || (c->lingered += (size_t)k) > LINGER_MAX) {
+			conn_close(c);
+			return;
+		}
+	}
+}
+
 /* Writes what it can; after a complete response goes back to reading (or closes). */
 static void
 flush(struct conn *c)
@@ -218,7 +255,7 @@ flush(struct conn *c)
 	}
 	/* the response is out */
 	if (!c->keep_alive) {
-		conn_close(c);
+		linger(c);
 		return;
 	}
 	http_req_parser_reset(&c->hp);
@@ -568,6 +605,10 @@ conn_io(struct loop_source *src _unused_, uint32_t events, void *data)
 		return;
 	if (c->state == CONN_READING && (events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))) {
 		read_input(c);
+		return;
+	}
+	if (c->state == CONN_LINGERING) {
+		linger_read(c);
 		return;
 	}
 	/* a handler or a stream holds the connection: a hang-up means the client left */
