@@ -6,6 +6,7 @@
 #include "api.h"
 #include "auth.h"
 #include "http.h"
+#include "policy.h"
 #include "sandbox.h"
 
 struct sandboxd;
@@ -33,6 +34,27 @@ void api_sandbox_stop(struct api_call *call);
 void api_sandbox_start(struct api_call *call);
 void api_sandbox_events(struct api_call *call);
 void api_events_stream(struct api_call *call);
+
+/* A live sandbox the caller may see, by id or name; NULL if none. */
+struct sandbox *api_lookup_live(struct api_call *call);
+/* A terminated sandbox the caller may see, by id (the caller frees it); NULL if none. */
+struct sandbox *api_lookup_ended(struct api_call *call);
+/* 404 for call->ref, the same bytes whether it never existed or is someone else's. */
+void api_reply_not_found(struct api_call *call);
+void api_reply_api_err(struct api_call *call, const struct api_err *err);
+
+void api_process_run(struct api_call *call);
+void api_process_create(struct api_call *call);
+void api_process_list(struct api_call *call);
+void api_process_get(struct api_call *call);
+void api_process_output(struct api_call *call);
+void api_process_stdin(struct api_call *call);
+void api_process_signal(struct api_call *call);
+void api_process_attach(struct api_call *call);
+void api_file_read(struct api_call *call);
+void api_file_write(struct api_call *call);
+void api_file_remove(struct api_call *call);
+void api_dir_list(struct api_call *call);
 
 /* The owner filter for the caller: NULL (every owner) for an admin. */
 const char *api_owner_filter(const struct api_call *call);

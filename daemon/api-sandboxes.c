@@ -13,15 +13,15 @@
 #define EVENTS_LIST_MAX 5000
 #define EVENTS_REPLAY_MAX 10000
 
-static void
-reply_not_found(struct api_call *call)
+void
+api_reply_not_found(struct api_call *call)
 {
 	/* the same bytes whether it never existed or belongs to someone else */
 	api_reply_error(call->c, 404, "not_found", "sandbox '%s' not found", call->ref);
 }
 
-static void
-reply_api_err(struct api_call *call, const struct api_err *err)
+void
+api_reply_api_err(struct api_call *call, const struct api_err *err)
 {
 	api_reply_error(call->c, err->status, err->code, "%s", err->message);
 }
@@ -33,15 +33,15 @@ reply_sandbox(struct conn *c, int status, const struct sandbox *sb)
 }
 
 /* A live sandbox the caller may see, by id or name. */
-static struct sandbox *
-lookup_live(struct api_call *call)
+struct sandbox *
+api_lookup_live(struct api_call *call)
 {
 	return registry_find(&call->d->reg, call->ref, api_owner_filter(call));
 }
 
 /* A terminated sandbox the caller may see, by id only (names resolve among live ones). */
-static struct sandbox *
-lookup_ended(struct api_call *call)
+struct sandbox *
+api_lookup_ended(struct api_call *call)
 {
 	struct sandbox *sb = NULL;
 	const char *owner = api_owner_filter(call);
@@ -212,7 +212,7 @@ api_sandbox_list(struct api_call *call)
 			goto out;
 		}
 		if (request_add_label_filter(filter, value, &err) < 0) {
-			reply_api_err(call, &err);
+			api_reply_api_err(call, &err);
 			goto out;
 		}
 	}
@@ -266,12 +266,12 @@ api_sandbox_create(struct api_call *call)
 	if (r < 0) {
 		if (r == -ENOMEM)
 			api_err_set(&err, 500, "internal", "out of memory");
-		reply_api_err(call, &err);
+		api_reply_api_err(call, &err);
 		return;
 	}
 	r = lifecycle_create(call->d, sb, &err);
 	if (r < 0) {
-		reply_api_err(call, &err);
+		api_reply_api_err(call, &err);
 		return;
 	}
 	/* the registry owns it now */
@@ -286,15 +286,15 @@ api_sandbox_create(struct api_call *call)
 void
 api_sandbox_get(struct api_call *call)
 {
-	struct sandbox *sb = lookup_live(call);
+	struct sandbox *sb = api_lookup_live(call);
 
 	if (sb) {
 		reply_sandbox(call->c, 200, sb);
 		return;
 	}
-	sb = lookup_ended(call);
+	sb = api_lookup_ended(call);
 	if (!sb) {
-		reply_not_found(call);
+		api_reply_not_found(call);
 		return;
 	}
 	reply_sandbox(call->c, 200, sb);
@@ -305,7 +305,7 @@ void
 api_sandbox_patch(struct api_call *call)
 {
 	struct sandbox_patch patch = { 0 };
-	struct sandbox *sb = lookup_live(call);
+	struct sandbox *sb = api_lookup_live(call);
 	struct api_err err;
 	char *old_name;
 	json_t *old_labels, *old_network, *fields;
@@ -313,13 +313,13 @@ api_sandbox_patch(struct api_call *call)
 	int r;
 
 	if (!sb) {
-		struct sandbox *ended = lookup_ended(call);
+		struct sandbox *ended = api_lookup_ended(call);
 		if (ended) {
 			api_reply_error(call->c, 409, "conflict",
 			                "sandbox '%s' is terminated and cannot change", ended->id);
 			sandbox_free(ended);
 		} else {
-			reply_not_found(call);
+			api_reply_not_found(call);
 		}
 		return;
 	}
@@ -327,7 +327,7 @@ api_sandbox_patch(struct api_call *call)
 	if (r < 0) {
 		if (r == -ENOMEM)
 			api_err_set(&err, 500, "internal", "out of memory");
-		reply_api_err(call, &err);
+		api_reply_api_err(call, &err);
 		return;
 	}
 	if (patch.set_name && patch.name && !(sb->name && streq(sb->name, patch.name)) &&
@@ -399,22 +399,22 @@ api_sandbox_patch(struct api_call *call)
 void
 api_sandbox_delete(struct api_call *call)
 {
-	struct sandbox *sb = lookup_live(call);
+	struct sandbox *sb = api_lookup_live(call);
 	struct api_err err;
 
 	if (!sb) {
-		struct sandbox *ended = lookup_ended(call);
+		struct sandbox *ended = api_lookup_ended(call);
 		if (ended) {
 			/* idempotent: ending an ended sandbox succeeds */
 			conn_reply(call->c, 204, NULL, NULL, 0, NULL);
 			sandbox_free(ended);
 		} else {
-			reply_not_found(call);
+			api_reply_not_found(call);
 		}
 		return;
 	}
 	if (lifecycle_delete(call->d, sb, "deleted", &err) < 0) {
-		reply_api_err(call, &err);
+		api_reply_api_err(call, &err);
 		return;
 	}
 	wait_for(call, sb, WAIT_DELETE);
@@ -423,7 +423,7 @@ api_sandbox_delete(struct api_call *call)
 static void
 stop_or_start(struct api_call *call, bool stop)
 {
-	struct sandbox *sb = lookup_live(call);
+	struct sandbox *sb = api_lookup_live(call);
 	struct api_err err;
 	int r;
 
@@ -432,19 +432,19 @@ stop_or_start(struct api_call *call, bool stop)
 		return;
 	}
 	if (!sb) {
-		struct sandbox *ended = lookup_ended(call);
+		struct sandbox *ended = api_lookup_ended(call);
 		if (ended) {
 			api_reply_error(call->c, 409, "conflict", "sandbox '%s' is terminated",
 			                ended->id);
 			sandbox_free(ended);
 		} else {
-			reply_not_found(call);
+			api_reply_not_found(call);
 		}
 		return;
 	}
 	r = stop ? lifecycle_stop(call->d, sb, &err) : lifecycle_start(call->d, sb, &err);
 	if (r < 0) {
-		reply_api_err(call, &err);
+		api_reply_api_err(call, &err);
 		return;
 	}
 	wait_for(call, sb, stop ? WAIT_STOP : WAIT_START);
@@ -474,16 +474,16 @@ append_event(const struct store_event *e, void *data)
 void
 api_sandbox_events(struct api_call *call)
 {
-	struct sandbox *live = lookup_live(call), *ended = NULL;
+	struct sandbox *live = api_lookup_live(call), *ended = NULL;
 	const char *id;
 	bool truncated = false;
 	json_t *arr;
 	int r;
 
 	if (!live) {
-		ended = lookup_ended(call);
+		ended = api_lookup_ended(call);
 		if (!ended) {
-			reply_not_found(call);
+			api_reply_not_found(call);
 			return;
 		}
 	}

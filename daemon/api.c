@@ -11,6 +11,8 @@ enum route_flags {
 	ROUTE_PUBLIC = 1 << 0,   /* no credential needed */
 	ROUTE_JSON = 1 << 1,     /* takes a JSON object body */
 	ROUTE_JSON_OPT = 1 << 2, /* takes an optional JSON object body */
+	ROUTE_RAW = 1 << 3,      /* takes a raw body (application/octet-stream, 64 MiB) */
+	ROUTE_UPGRADE = 1 << 4,  /* may upgrade the connection */
 };
 
 struct route {
@@ -51,18 +53,18 @@ static const struct route routes[] = {
 	ROUTE(GET, "/v1/events/stream", api_events_stream, 0),
 	LATER(POST, "/v1/sandboxes/{ref}/suspend", "suspend"),
 	LATER(POST, "/v1/sandboxes/{ref}/resume", "suspend"),
-	LATER(POST, "/v1/sandboxes/{ref}/run", "processes"),
-	LATER(GET, "/v1/sandboxes/{ref}/processes", "processes"),
-	LATER(POST, "/v1/sandboxes/{ref}/processes", "processes"),
-	LATER(GET, "/v1/sandboxes/{ref}/processes/{pid}", "processes"),
-	LATER(GET, "/v1/sandboxes/{ref}/processes/{pid}/output", "processes"),
-	LATER(POST, "/v1/sandboxes/{ref}/processes/{pid}/stdin", "processes"),
-	LATER(POST, "/v1/sandboxes/{ref}/processes/{pid}/signal", "processes"),
-	LATER(GET, "/v1/sandboxes/{ref}/processes/{pid}/attach", "processes"),
-	LATER(GET, "/v1/sandboxes/{ref}/files", "files"),
-	LATER(PUT, "/v1/sandboxes/{ref}/files", "files"),
-	LATER(DELETE, "/v1/sandboxes/{ref}/files", "files"),
-	LATER(GET, "/v1/sandboxes/{ref}/dirs", "files"),
+	ROUTE(POST, "/v1/sandboxes/{ref}/run", api_process_run, ROUTE_JSON),
+	ROUTE(GET, "/v1/sandboxes/{ref}/processes", api_process_list, 0),
+	ROUTE(POST, "/v1/sandboxes/{ref}/processes", api_process_create, ROUTE_JSON),
+	ROUTE(GET, "/v1/sandboxes/{ref}/processes/{pid}", api_process_get, 0),
+	ROUTE(GET, "/v1/sandboxes/{ref}/processes/{pid}/output", api_process_output, 0),
+	ROUTE(POST, "/v1/sandboxes/{ref}/processes/{pid}/stdin", api_process_stdin, ROUTE_RAW),
+	ROUTE(POST, "/v1/sandboxes/{ref}/processes/{pid}/signal", api_process_signal, ROUTE_JSON),
+	ROUTE(GET, "/v1/sandboxes/{ref}/processes/{pid}/attach", api_process_attach, ROUTE_UPGRADE),
+	ROUTE(GET, "/v1/sandboxes/{ref}/files", api_file_read, 0),
+	ROUTE(PUT, "/v1/sandboxes/{ref}/files", api_file_write, ROUTE_RAW),
+	ROUTE(DELETE, "/v1/sandboxes/{ref}/files", api_file_remove, 0),
+	ROUTE(GET, "/v1/sandboxes/{ref}/dirs", api_dir_list, 0),
 	LATER(POST, "/v1/sandboxes/{ref}/snapshots", "snapshots"),
 	LATER(GET, "/v1/snapshots", "snapshots"),
 	LATER(DELETE, "/v1/snapshots/{id}", "snapshots"),
@@ -146,9 +148,15 @@ find_route(struct api_call *call, struct buf *allow, int *ret_err)
 }
 
 uint64_t
-api_body_limit(const struct http_request *req _unused_, void *data _unused_)
+api_body_limit(const struct http_request *req, void *data _unused_)
 {
-	/* file and stdin routes (raw bodies up to API_FILE_MAX) arrive with processes */
+	char ref[256], sub[256];
+
+	/* raw bodies (file writes, stdin) may be up to 64 MiB; everything else is JSON */
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
+		if ((routes[i].flags & ROUTE_RAW) && routes[i].method == req->method &&
+		    match(routes[i].pattern, req->path, ref, sizeof(ref), sub, sizeof(sub)) == 1)
+			return API_FILE_MAX;
 	return API_JSON_MAX;
 }
 
@@ -237,6 +245,8 @@ parse_body(struct api_call *call, const struct route *rt)
 	const struct http_request *req = call->req;
 	json_error_t jerr;
 
+	if (rt->flags & ROUTE_RAW)
+		return 0; /* the handler takes req->body as it is */
 	if (req->body.len == 0) {
 		if (rt->flags & ROUTE_JSON) {
 			api_reply_error(call->c, 400, "invalid_request",
@@ -282,10 +292,6 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 		api_reply_error(c, 403, "forbidden_origin", "%s", why);
 		return;
 	}
-	if (req->upgrade) {
-		api_reply_error(c, 400, "invalid_request", "this path does not upgrade");
-		return;
-	}
 	rt = find_route(&call, &allow, &err);
 	if (!rt || !(rt->flags & ROUTE_PUBLIC)) {
 		if (auth_authenticate(d, c, req, &call.who) < 0) {
@@ -310,6 +316,10 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 		} else {
 			api_reply_error(c, 404, "not_found", "no such API path");
 		}
+		return;
+	}
+	if (req->upgrade && !(rt->flags & ROUTE_UPGRADE)) {
+		api_reply_error(c, 400, "invalid_request", "this path does not upgrade");
 		return;
 	}
 	call.feature = rt->feature;

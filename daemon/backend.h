@@ -1,7 +1,8 @@
 /* backend.h: what runs sandboxes. sandboxd drives every backend through these operations,
  * the same shape as seed 000's five callbacks (start, stop, restart, status, destroy) plus
- * process and file operations. The product links the microVM backend; the test tree links a
- * fake one that says so in its name. Nothing else in sandboxd knows how a sandbox runs.
+ * the guest agent that process and file operations go through. The product links the microVM
+ * backend; the test tree links a fake one that says so in its name. Nothing else in sandboxd knows
+ * how a sandbox runs.
  *
  * Contract for the asynchronous operations (start, restart, stop, destroy): the call returns
  * 0 once the operation is under way, or -errno if it could not begin (nothing was left
@@ -34,24 +35,6 @@ struct backend_caps {
 	bool files;
 };
 
-/* A process to run in a sandbox (issue: processes and files). argv and env are borrowed for
- * the duration of the call. */
-struct backend_exec {
-	char *const *argv;
-	const struct sandbox_env *env;
-	size_t nenv;
-	const char *cwd;
-	bool tty;
-	unsigned short rows, cols;
-	bool keep; /* keeps running when nobody is attached */
-};
-
-/* Output and exit of a process, delivered on the loop. */
-struct backend_proc_events {
-	void (*output)(void *data, int stream, const void *bytes, size_t len);
-	void (*exited)(void *data, int exit_code);
-};
-
 struct backend_ops {
 	const char *name;
 	/* One line for the startup log and `doctor`, e.g. "qemu microvm (tcg)". */
@@ -70,22 +53,10 @@ struct backend_ops {
 	 * restart of sandboxd). Must not block for long. */
 	int (*status)(struct backend *b, struct sandbox *sb, enum backend_status *ret);
 
-	/* Processes and files; NULL when the backend lacks them (the API answers 501). */
-	int (*exec)(struct backend *b, struct sandbox *sb, const struct backend_exec *spec,
-	            const struct backend_proc_events *ev, void *data, uint32_t *ret_pid);
-	int (*signal)(struct backend *b, struct sandbox *sb, uint32_t pid, int signo);
-	int (*write_stdin)(struct backend *b, struct sandbox *sb, uint32_t pid, const void *bytes,
-	                   size_t len, bool close);
-	int (*resize)(struct backend *b, struct sandbox *sb, uint32_t pid, unsigned short rows,
-	              unsigned short cols);
-	int (*read_file)(struct backend *b, struct sandbox *sb, const char *path, size_t max,
-	                 void (*done)(void *data, int r, const void *bytes, size_t len),
-	                 void *data);
-	int (*write_file)(struct backend *b, struct sandbox *sb, const char *path,
-	                  const void *bytes, size_t len, void (*done)(void *data, int r),
-	                  void *data);
-	int (*remove_file)(struct backend *b, struct sandbox *sb, const char *path,
-	                   void (*done)(void *data, int r), void *data);
+	/* The connected guest agent of a running sandbox, through which processes and files
+	 * work (daemon/agent.h), or NULL when there is none (not running, or a backend without
+	 * one: the API answers 501). */
+	struct agent *(*agent)(struct backend *b, struct sandbox *sb);
 };
 
 struct backend {

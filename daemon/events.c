@@ -99,3 +99,18 @@ out:
 	json_decref(data);
 	return r;
 }
+
+int
+sandbox_event(struct sandboxd *d, struct sandbox *sb, const char *type, json_t *data)
+{
+	int64_t seq = 0, now = now_unix_ms();
+	int r;
+
+	if (!data)
+		return -ENOMEM;
+	r = store_add_event(d->store, sb->id, now, type, data, &seq);
+	if (r >= 0)
+		broadcast(d, sb, seq, now, type, data);
+	json_decref(data);
+	return r;
+}

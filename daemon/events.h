@@ -28,6 +28,11 @@ void events_unsubscribe(struct event_sub *s);
 int sandbox_commit(struct sandboxd *d, struct sandbox *sb, bool insert, const char *type,
                    json_t *data);
 
+/* Records an event that changes nothing in the row (a process started, a file written) and
+ * broadcasts it. data is stolen (NULL: -ENOMEM). Best effort for callers: a failure to record
+ * is logged by the store and never fails the request. */
+int sandbox_event(struct sandboxd *d, struct sandbox *sb, const char *type, json_t *data);
+
 /* The API form of a stored event: {seq, time, sandbox_id, type, data}. */
 json_t *event_to_json(const struct store_event *e);
 /* Appends one SSE message carrying event_json (compact JSON, so a single data: line). */

@@ -7,6 +7,7 @@
 #include "events.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "proc.h"
 #include "sandboxd.h"
 #include "store.h"
 #include "util.h"
@@ -32,6 +33,7 @@ fail(struct sandboxd *d, struct sandbox *sb, const char *fmt, ...)
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
 	sb->op = SANDBOX_OP_NONE;
+	proc_clear(sb); /* its processes are gone with its VM */
 	if (sb->state != SANDBOX_FAILED && sb->state != SANDBOX_TERMINATED)
 		(void)sandbox_set_state(d, sb, SANDBOX_FAILED, reason);
 }
@@ -45,6 +47,8 @@ begin(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op, enum sandbox_s
 	r = sandbox_set_state(d, sb, via, NULL);
 	if (r < 0)
 		return r;
+	if (op == SANDBOX_OP_STOP)
+		proc_clear(sb); /* a stop ends every process (restart mode keeps only files) */
 	sb->op = op;
 	switch (op) {
 	case SANDBOX_OP_START:
@@ -180,6 +184,7 @@ static void
 terminated(struct sandboxd *d, struct sandbox *sb, const char *why)
 {
 	sb->op = SANDBOX_OP_NONE;
+	proc_clear(sb);
 	if (sandbox_set_state(d, sb, SANDBOX_TERMINATED, why) == 0)
 		registry_drop(d, sb);
 }
@@ -203,6 +208,7 @@ lifecycle_delete(struct sandboxd *d, struct sandbox *sb, const char *why, struct
 		api_err_set(err, 500, "internal", "out of memory");
 		return -ENOMEM;
 	}
+	proc_clear(sb);
 	/* the reason is recorded when the destroy completes */
 	free(sb->pending_reason);
 	sb->pending_reason = reason;

@@ -1,5 +1,6 @@
 /* request.c: see request.h. */
 #include <ctype.h>
+#include "base64.h"
 #include "request.h"
 #include "util.h"
 
@@ -454,4 +455,159 @@ request_add_label_filter(json_t *filter, const char *kv, struct api_err *err)
 		return -EINVAL;
 	}
 	return json_object_set_new(filter, key, json_string(eq + 1)) < 0 ? -ENOMEM : 0;
+}
+
+bool
+request_path_valid(const char *path)
+{
+	size_t n = strlen(path);
+
+	if (n == 0 || n > 4096 || path[0] != '/')
+		return false;
+	for (const char *p = path; (p = strstr(p, "..")); p += 2) {
+		bool starts = p == path || p[-1] == '/';
+		bool ends = p[2] == '\0' || p[2] == '/';
+		if (starts && ends)
+			return false;
+	}
+	return true;
+}
+
+void
+exec_request_done(struct exec_request *x)
+{
+	for (size_t i = 0; x->argv && x->argv[i]; i++)
+		free(x->argv[i]);
+	free(x->argv);
+	for (size_t i = 0; x->env && x->env[i]; i++) {
+		explicit_bzero(x->env[i], strlen(x->env[i]));
+		free(x->env[i]);
+	}
+	free(x->env);
+	free(x->cwd);
+	buf_free(&x->stdin_data);
+	*x = (struct exec_request){ 0 };
+}
+
+static int
+get_bool(const json_t *obj, const char *field, bool *ret, struct api_err *err)
+{
+	json_t *v = json_object_get(obj, field);
+
+	if (is_unset(v))
+		return 0;
+	if (!json_is_boolean(v)) {
+		api_err_set(err, 400, "invalid_request", "'%s' must be true or false", field);
+		return -EINVAL;
+	}
+	*ret = json_is_true(v);
+	return 0;
+}
+
+int
+request_decode_exec(const json_t *body, bool process_fields, struct exec_request *ret,
+                    struct api_err *err)
+{
+	static const char *const run_fields[] = { "argv",  "env",          "cwd",
+		                                  "stdin", "timeout_secs", NULL };
+	static const char *const proc_fields[] = { "argv", "env",  "cwd",  "stdin", "timeout_secs",
+		                                   "tty",  "rows", "cols", "keep",  NULL };
+	struct exec_request x = { .rows = 24, .cols = 80 };
+	uint64_t rows = 24, cols = 80;
+	size_t i, total = 0;
+	json_t *v, *a;
+	int r;
+
+	buf_init(&x.stdin_data, 1u << 20);
+	r = check_fields(body, process_fields ? proc_fields : run_fields, err);
+	if (r < 0)
+		goto fail;
+	a = json_object_get(body, "argv");
+	if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > 4096) {
+		api_err_set(err, 400, "invalid_request",
+		            "'argv' must be a non-empty array of strings (the program first)");
+		r = -EINVAL;
+		goto fail;
+	}
+	x.argv = calloc(json_array_size(a) + 1, sizeof(char *));
+	if (!x.argv)
+		goto oom;
+	json_array_foreach (a, i, v) {
+		if (!json_is_string(v) || (i == 0 && json_string_length(v) == 0)) {
+			api_err_set(
+			        err, 400, "invalid_request",
+			        "'argv' must be a non-empty array of strings (the program first)");
+			r = -EINVAL;
+			goto fail;
+		}
+		total += json_string_length(v) + 1;
+		if (!(x.argv[i] = strdup(json_string_value(v))))
+			goto oom;
+	}
+	v = json_object_get(body, "env");
+	if (!is_unset(v)) {
+		struct sandbox *tmp = sandbox_new();
+		if (!tmp)
+			goto oom;
+		r = decode_env(v, tmp, err);
+		if (r >= 0) {
+			x.env = calloc(tmp->nenv + 1, sizeof(char *));
+			for (size_t j = 0; x.env && j < tmp->nenv; j++) {
+				x.env[j] =
+				        strdup_printf("%s=%s", tmp->env[j].name, tmp->env[j].value);
+				total += strlen(x.env[j] ? x.env[j] : "") + 1;
+			}
+		}
+		sandbox_free(tmp);
+		if (r < 0)
+			goto fail;
+		if (!x.env)
+			goto oom;
+	}
+	if (total > (768u << 10)) {
+		api_err_set(err, 400, "invalid_request",
+		            "argv and env together are larger than 768 KiB");
+		r = -EINVAL;
+		goto fail;
+	}
+	v = json_object_get(body, "cwd");
+	if (!is_unset(v)) {
+		if (!json_is_string(v) || !request_path_valid(json_string_value(v))) {
+			api_err_set(err, 400, "invalid_request",
+			            "'cwd' must be an absolute path without '..'");
+			r = -EINVAL;
+			goto fail;
+		}
+		if (!(x.cwd = strdup(json_string_value(v))))
+			goto oom;
+	}
+	v = json_object_get(body, "stdin");
+	if (!is_unset(v)) {
+		if (!json_is_string(v) ||
+		    base64_decode(&x.stdin_data, json_string_value(v), json_string_length(v)) < 0) {
+			api_err_set(err, 400, "invalid_request", "'stdin' must be base64");
+			r = -EINVAL;
+			goto fail;
+		}
+		x.has_stdin = true;
+	}
+	if ((r = get_uint(body, "timeout_secs", 0, 100ull * 366 * 86400, &x.timeout_secs, err)) < 0)
+		goto fail;
+	if (process_fields) {
+		if ((r = get_bool(body, "tty", &x.tty, err)) < 0 ||
+		    (r = get_bool(body, "keep", &x.keep, err)) < 0 ||
+		    (r = get_uint(body, "rows", 1, 1000, &rows, err)) < 0 ||
+		    (r = get_uint(body, "cols", 1, 1000, &cols, err)) < 0)
+			goto fail;
+		x.rows = (unsigned short)rows;
+		x.cols = (unsigned short)cols;
+	}
+	*ret = x;
+	return 0;
+oom:
+	r = -ENOMEM;
+	api_err_set(err, 500, "internal", "out of memory");
+fail:
+	exec_request_done(&x);
+	return r;
 }

@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include "buf.h"
 #include "policy.h"
 #include "sandbox.h"
 
@@ -37,3 +38,23 @@ bool env_name_valid(const char *name);
 bool env_name_reserved(const char *name);
 bool label_key_valid(const char *key);
 bool image_ref_valid(const char *image);
+
+/* POST …/run and POST …/processes: {argv[], env{}, cwd, stdin(b64), timeout_secs} plus, for
+ * processes, {tty, rows, cols, keep}. */
+struct exec_request {
+	char **argv; /* NULL-terminated */
+	char **env;  /* "K=V", NULL-terminated */
+	char *cwd;   /* NULL: the home directory */
+	struct buf stdin_data;
+	bool has_stdin;
+	uint64_t timeout_secs; /* 0: none */
+	bool tty;
+	unsigned short rows, cols;
+	bool keep;
+};
+int request_decode_exec(const json_t *body, bool process_fields, struct exec_request *ret,
+                        struct api_err *err);
+void exec_request_done(struct exec_request *x);
+
+/* A guest path in the API: absolute, no NUL, no ".." segment, not empty, at most 4096 bytes. */
+bool request_path_valid(const char *path);

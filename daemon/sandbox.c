@@ -64,6 +64,7 @@ sandbox_new(void)
 		return NULL;
 	list_init(&sb->by_created);
 	list_init(&sb->waiters);
+	list_init(&sb->procs);
 	sb->labels = json_object();
 	sb->network = json_object();
 	if (!sb->labels || !sb->network)

@@ -80,6 +80,7 @@ struct sandbox {
 	char *json;
 	size_t json_len;
 
+	struct list_node procs;      /* struct proc: its processes, while it runs */
 	struct list_node by_created; /* registry: newest first */
 	struct list_node waiters;    /* struct sandbox_waiter */
 };

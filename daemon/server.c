@@ -27,6 +27,7 @@
 #define STREAM_BACKLOG_MAX (4u << 20)
 #define READ_CHUNK 16384
 #define LINGER_MS 2000
+#define DRAIN_LOW (64u << 10)
 #define LINGER_MAX (1u << 20)
 
 enum conn_state {
@@ -36,6 +37,7 @@ enum conn_state {
 	CONN_WRITING,   /* flushing a complete response */
 	CONN_STREAMING, /* a streaming response is open */
 	CONN_LINGERING, /* the last answer is out; reading what the client still sends */
+	CONN_RAW,       /* upgraded (101): bytes go to the handler both ways */
 	CONN_CLOSING,
 };
 
@@ -76,6 +78,11 @@ struct conn {
 	uid_t peer_uid;
 	void (*on_close)(struct conn *c, void *data);
 	void *on_close_data;
+	void (*on_drain)(struct conn *c, void *data);
+	void *on_drain_data;
+	void (*raw_data)(struct conn *c, const void *bytes, size_t len, void *ctx);
+	void *raw_ctx;
+	bool raw_closing; /* close once the queue is written */
 };
 
 static void conn_io(struct loop_source *src, uint32_t events, void *data);
@@ -102,7 +109,8 @@ set_interest(struct conn *c)
 
 	if (c->state == CONN_CLOSING)
 		return;
-	if (c->state == CONN_READING || c->state == CONN_HANDSHAKE)
+	if (c->state == CONN_READING || c->state == CONN_HANDSHAKE ||
+	    (c->state == CONN_RAW && !c->raw_closing))
 		ev |= EPOLLIN;
 	if (buf_avail(&c->out) > 0)
 		ev |= EPOLLOUT;
@@ -242,11 +250,21 @@ flush(struct conn *c)
 		if (progressed || !c->deadline)
 			c->deadline = now_mono_ms() + WRITE_TIMEOUT_MS;
 		set_interest(c);
+		/* a stream's reader may refill once the backlog is low again */
+		if (progressed && c->on_drain && buf_avail(&c->out) < DRAIN_LOW &&
+		    (c->state == CONN_STREAMING || c->state == CONN_RAW))
+			c->on_drain(c, c->on_drain_data);
 		return;
 	}
-	if (c->state == CONN_STREAMING) {
+	if (c->state == CONN_STREAMING || c->state == CONN_RAW) {
 		c->deadline = 0;
+		if (c->state == CONN_RAW && c->raw_closing) {
+			conn_close(c);
+			return;
+		}
 		set_interest(c);
+		if (progressed && c->on_drain)
+			c->on_drain(c, c->on_drain_data);
 		return;
 	}
 	if (c->state != CONN_WRITING) {
@@ -419,6 +437,73 @@ conn_stream_end(struct conn *c)
 	flush(c);
 }
 
+size_t
+conn_backlog(const struct conn *c)
+{
+	return buf_avail(&c->out);
+}
+
+void
+conn_on_drain(struct conn *c, void (*fn)(struct conn *c, void *data), void *data)
+{
+	c->on_drain = fn;
+	c->on_drain_data = data;
+}
+
+int
+conn_upgrade(struct conn *c, const char *headers,
+             void (*data)(struct conn *c, const void *bytes, size_t len, void *ctx), void *ctx)
+{
+	int r;
+
+	if (c->state != CONN_HANDLING)
+		return -EINVAL;
+	r = http_put_status_line(&c->out, 101);
+	if (r >= 0)
+		r = buf_puts(&c->out, "Server: sandboxd\r\n");
+	if (r >= 0)
+		r = buf_puts(&c->out, headers);
+	if (r >= 0)
+		r = buf_puts(&c->out, "\r\n");
+	if (r < 0)
+		return r;
+	c->state = CONN_RAW;
+	c->deadline = 0;
+	c->raw_data = data;
+	c->raw_ctx = ctx;
+	flush(c);
+	return c->state == CONN_CLOSING ? -EPIPE : 0;
+}
+
+int
+conn_raw_write(struct conn *c, const void *bytes, size_t len)
+{
+	if (c->state != CONN_RAW || c->raw_closing)
+		return -EPIPE;
+	if (buf_avail(&c->out) + len > STREAM_BACKLOG_MAX) {
+		log_info("connection: closing an attachment whose client fell %zu bytes behind",
+		         buf_avail(&c->out));
+		conn_close(c);
+		return -EPIPE;
+	}
+	if (buf_append(&c->out, bytes, len) < 0) {
+		conn_close(c);
+		return -EPIPE;
+	}
+	flush(c);
+	return c->state == CONN_CLOSING ? -EPIPE : 0;
+}
+
+void
+conn_raw_close(struct conn *c)
+{
+	if (c->state != CONN_RAW)
+		return;
+	c->raw_closing = true;
+	c->on_close = NULL;
+	flush(c);
+}
+
 void
 conn_on_close(struct conn *c, void (*fn)(struct conn *c, void *data), void *data)
 {
@@ -499,11 +584,16 @@ process_input(struct conn *c)
 			}
 			return;
 		}
-		if (c->hp.req.upgrade) {
-			/* no route upgrades yet: answer and close, leaving the raw bytes unread */
-			c->keep_alive = false;
-		}
+		if (c->hp.req.upgrade)
+			c->keep_alive = false; /* unless a handler takes the upgrade */
 		dispatch(c);
+	}
+	/* bytes that came right behind an upgrade's head belong to the new protocol */
+	if (c->state == CONN_RAW && buf_avail(&c->in) > 0) {
+		_cleanup_buf_ struct buf rest = BUF_INIT(IN_MAX);
+		(void)buf_append(&rest, buf_head(&c->in), buf_avail(&c->in));
+		buf_reset(&c->in);
+		c->raw_data(c, rest.data, rest.len, c->raw_ctx);
 	}
 }
 
@@ -513,7 +603,7 @@ read_input(struct conn *c)
 	char chunk[READ_CHUNK];
 	size_t total = 0;
 
-	while (c->state == CONN_READING && total < 4 * READ_CHUNK) {
+	while ((c->state == CONN_READING || c->state == CONN_RAW) && total < 4 * READ_CHUNK) {
 		bool want_write;
 		ssize_t k = conn_read(c, chunk, sizeof(chunk), &want_write);
 
@@ -527,6 +617,13 @@ read_input(struct conn *c)
 			return;
 		}
 		total += (size_t)k;
+		if (c->state == CONN_RAW) {
+			if (!c->raw_closing)
+				c->raw_data(c, chunk, (size_t)k, c->raw_ctx);
+			if (!c->ssl && (size_t)k < sizeof(chunk))
+				break;
+			continue;
+		}
 		if (buf_append(&c->in, chunk, (size_t)k) < 0) {
 			conn_close(c);
 			return;
@@ -603,7 +700,8 @@ conn_io(struct loop_source *src _unused_, uint32_t events, void *data)
 		flush(c);
 	if (c->state == CONN_CLOSING)
 		return;
-	if (c->state == CONN_READING && (events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))) {
+	if ((c->state == CONN_READING || c->state == CONN_RAW) &&
+	    (events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))) {
 		read_input(c);
 		return;
 	}

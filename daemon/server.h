@@ -42,8 +42,24 @@ int conn_stream_start(struct conn *c, int status, const char *content_type);
 int conn_stream_write(struct conn *c, const void *data, size_t len);
 void conn_stream_end(struct conn *c);
 
-/* Called once when the connection closes while a handler still holds it (waiting or
- * streaming). The connection must not be used after it. */
+/* Bytes queued and not yet written (streams and upgraded connections). */
+size_t conn_backlog(const struct conn *c);
+/* Called after writes make progress on a stream or an upgraded connection whose queue is
+ * low again, so a producer that paused can go on. */
+void conn_on_drain(struct conn *c, void (*fn)(struct conn *c, void *data), void *data);
+
+/* Answers 101 Switching Protocols with headers ("Name: value\r\n"...) and from then on hands
+ * every byte the client sends to data(). conn_on_close still tells when it goes away. */
+int conn_upgrade(struct conn *c, const char *headers,
+                 void (*data)(struct conn *c, const void *bytes, size_t len, void *ctx), void *ctx);
+/* Queues bytes on an upgraded connection. -EPIPE when it is closed (now or before: a client
+ * more than 4 MiB behind is closed). */
+int conn_raw_write(struct conn *c, const void *bytes, size_t len);
+/* Writes what is queued, then closes (the close hook is not called). */
+void conn_raw_close(struct conn *c);
+
+/* Called once when the connection closes while a handler still holds it (waiting,
+ * streaming or upgraded). The connection must not be used after it. */
 void conn_on_close(struct conn *c, void (*fn)(struct conn *c, void *data), void *data);
 
 bool conn_is_unix(const struct conn *c);

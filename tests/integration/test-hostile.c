@@ -311,9 +311,7 @@ test_unknown_paths_and_methods(void **state)
 	assert_int_equal(harness_http(p.sock, "GET", "/v1/images", NULL, &body), 501);
 	assert_non_null(strstr(body, "\"code\":\"unsupported\""));
 	free(body);
-	assert_int_equal(
-	        harness_http(p.sock, "GET", "/v1/sandboxes/x/processes/7/output", NULL, &body),
-	        501);
+	assert_int_equal(harness_http(p.sock, "POST", "/v1/sandboxes/x/suspend", NULL, &body), 501);
 	free(body);
 	{
 		char path[400];

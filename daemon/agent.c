@@ -1,0 +1,921 @@
+/* agent.c: the host side of sbx-agent/1; see agent.h and lib/agentproto.h. */
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include "agent.h"
+#include "agentproto.h"
+#include "frame.h"
+#include "log.h"
+#include "tlv.h"
+#include "util.h"
+
+#define RETRY_MS 20
+#define OUT_MAX (80u << 20) /* a 64 MiB file write plus its frames */
+#define READ_CHUNK (256u << 10)
+
+enum agent_state {
+	AGENT_IDLE,
+	AGENT_CONNECTING, /* waiting for the socket, retrying */
+	AGENT_HANDSHAKE,  /* HELLO sent, waiting for HELLO_ACK with our nonce */
+	AGENT_READY,
+};
+
+struct agent_req {
+	struct list_node link;
+	struct agent *a;
+	uint32_t id;
+	uint8_t type;
+	agent_done_fn done;
+	void (*proc)(void *data, const struct agent_proc_info *p);
+	void (*chunk)(void *data, const void *bytes, size_t len);
+	void (*entry)(void *data, const struct agent_dirent *e);
+	void *data;
+};
+
+struct agent {
+	struct loop *loop;
+	char *path;
+	int fd;
+	struct loop_source src;
+	struct loop_timer retry;
+	enum agent_state state;
+	uint64_t deadline;
+	struct frame_decoder dec;
+	struct buf out;
+	struct buf hello; /* the HELLO payload without nonce, time and entropy */
+	uint8_t nonce[AP_NONCE_LEN];
+	uint32_t next_id;
+	struct list_node reqs;
+	struct list_node subs;
+	const struct agent_events *ev;
+	void *ev_data;
+};
+
+static void on_io(struct loop_source *src, uint32_t events, void *data);
+
+static void
+set_interest(struct agent *a)
+{
+	uint32_t ev = EPOLLIN | EPOLLRDHUP;
+
+	if (a->fd < 0)
+		return;
+	if (buf_avail(&a->out) > 0 || a->state == AGENT_CONNECTING)
+		ev |= EPOLLOUT;
+	(void)loop_modify(&a->src, ev);
+}
+
+static int
+put_hello_tlvs(struct buf *b, const struct agent_hello *h)
+{
+	int r = 0;
+
+	if (h->hostname)
+		r |= tlv_put_str(b, AP_T_HOSTNAME, h->hostname);
+	if (h->root_dev)
+		r |= tlv_put_str(b, AP_T_ROOT_DEV, h->root_dev);
+	if (h->upper_dev)
+		r |= tlv_put_str(b, AP_T_UPPER_DEV, h->upper_dev);
+	for (size_t i = 0; h->env && h->env[i]; i++)
+		r |= tlv_put_str(b, AP_T_ENV, h->env[i]);
+	if (h->uid)
+		r |= tlv_put_u32(b, AP_T_UID, h->uid);
+	if (h->gid)
+		r |= tlv_put_u32(b, AP_T_GID, h->gid);
+	if (h->home)
+		r |= tlv_put_str(b, AP_T_HOME, h->home);
+	return r < 0 ? -ENOMEM : 0;
+}
+
+int
+agent_new(struct loop *loop, const char *path, const struct agent_hello *hello,
+          const struct agent_events *ev, void *data, struct agent **ret)
+{
+	struct agent *a = calloc(1, sizeof(*a));
+	int r;
+
+	if (!a)
+		return -ENOMEM;
+	a->loop = loop;
+	a->fd = -1;
+	a->src.fd = -1;
+	a->ev = ev;
+	a->ev_data = data;
+	a->next_id = 1;
+	list_init(&a->reqs);
+	list_init(&a->subs);
+	buf_init(&a->out, OUT_MAX);
+	buf_init(&a->hello, AP_FRAME_MAX);
+	frame_decoder_init(&a->dec, AP_FRAME_MAX, true);
+	a->path = strdup(path);
+	r = a->path ? put_hello_tlvs(&a->hello, hello) : -ENOMEM;
+	if (r >= 0)
+		r = loop_timer_init(loop, &a->retry, NULL, a);
+	if (r < 0) {
+		agent_free(a);
+		return r;
+	}
+	*ret = a;
+	return 0;
+}
+
+/* Ends every request with err and forgets them. */
+static void
+fail_requests(struct agent *a, int err, const char *message)
+{
+	struct list_node *n, *tmp;
+
+	LIST_FOREACH_SAFE (n, tmp, &a->reqs) {
+		struct agent_req *r = list_entry(n, struct agent_req, link);
+		struct agent_result res = { .err = err, .message = message };
+		list_remove(&r->link);
+		if (r->done)
+			r->done(r->data, &res);
+		free(r);
+	}
+}
+
+static void
+disconnect(struct agent *a)
+{
+	loop_remove(&a->src);
+	a->fd = safe_close(a->fd);
+	a->state = AGENT_IDLE;
+	buf_reset(&a->out);
+	frame_decoder_reset(&a->dec, true);
+	(void)loop_timer_arm(&a->retry, 0, 0);
+}
+
+struct agent *
+agent_free(struct agent *a)
+{
+	struct list_node *n, *tmp;
+
+	if (!a)
+		return NULL;
+	disconnect(a);
+	/* requests still under way learn that the connection is gone */
+	fail_requests(a, ECONNRESET, "the sandbox's agent went away");
+	LIST_FOREACH_SAFE (n, tmp, &a->subs)
+		list_remove(n);
+	loop_timer_done(&a->retry);
+	frame_decoder_done(&a->dec);
+	buf_free(&a->out);
+	buf_free(&a->hello);
+	free(a->path);
+	free(a);
+	return NULL;
+}
+
+void
+agent_close(struct agent *a, const char *reason)
+{
+	if (a->state == AGENT_IDLE)
+		return;
+	log_debug("agent '%s': closing: %s", a->path, reason);
+	disconnect(a);
+	fail_requests(a, ECONNRESET, reason);
+	if (a->ev->closed)
+		a->ev->closed(a, reason, a->ev_data);
+}
+
+bool
+agent_ready(const struct agent *a)
+{
+	return a->state == AGENT_READY;
+}
+
+static int
+send_frame(struct agent *a, uint8_t type, uint8_t flags, uint32_t chan, const void *p, size_t len)
+{
+	int r;
+
+	if (a->state != AGENT_READY && type != AP_HELLO)
+		return -ENOTCONN;
+	r = frame_put(&a->out, type, flags, chan, p, len);
+	if (r < 0)
+		return r;
+	set_interest(a);
+	return 0;
+}
+
+static int
+send_hello(struct agent *a)
+{
+	_cleanup_buf_ struct buf p = BUF_INIT(AP_FRAME_MAX);
+	uint8_t entropy[AP_ENTROPY_LEN];
+	struct timespec ts;
+	int r;
+
+	r = random_bytes(a->nonce, sizeof(a->nonce));
+	if (r >= 0)
+		r = random_bytes(entropy, sizeof(entropy));
+	if (r < 0)
+		return r;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	r = tlv_put(&p, AP_T_NONCE, a->nonce, sizeof(a->nonce));
+	if (r >= 0)
+		r = tlv_put_u64(&p, AP_T_TIME_NS,
+		                (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+	if (r >= 0)
+		r = tlv_put(&p, AP_T_ENTROPY, entropy, sizeof(entropy));
+	if (r >= 0)
+		r = buf_append(&p, a->hello.data ? a->hello.data : "", a->hello.len);
+	explicit_bzero(entropy, sizeof(entropy));
+	if (r < 0)
+		return r;
+	r = frame_put_magic(&a->out);
+	if (r >= 0)
+		r = frame_put(&a->out, AP_HELLO, 0, 0, p.data, p.len);
+	set_interest(a);
+	return r;
+}
+
+/* One connection attempt: 0 connected (or in progress), -EAGAIN retry later, -errno. */
+static int
+try_connect(struct agent *a)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, r;
+
+	if (strlen(a->path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, a->path, strlen(a->path));
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return negative_errno();
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno != EINPROGRESS &&
+	    errno != EAGAIN) {
+		r = -errno;
+		close(fd);
+		return r == -ENOENT || r == -ECONNREFUSED ? -EAGAIN : r;
+	}
+	a->fd = fd;
+	r = loop_add(a->loop, &a->src, fd, EPOLLIN | EPOLLOUT | EPOLLRDHUP, on_io, a);
+	if (r < 0) {
+		a->fd = safe_close(a->fd);
+		return r;
+	}
+	a->state = AGENT_HANDSHAKE;
+	frame_decoder_reset(&a->dec, true);
+	buf_reset(&a->out);
+	return send_hello(a);
+}
+
+static void
+retry_fired(struct loop_timer *t _unused_, void *data)
+{
+	struct agent *a = data;
+	int r;
+
+	if (a->state != AGENT_CONNECTING)
+		return;
+	r = try_connect(a);
+	if (r == 0)
+		return;
+	if (r == -EAGAIN && now_mono_ms() < a->deadline) {
+		(void)loop_timer_arm(&a->retry, RETRY_MS, 0);
+		return;
+	}
+	a->state = AGENT_HANDSHAKE; /* so agent_close runs its course */
+	agent_close(a, r == -EAGAIN ? "the agent did not answer in time" : strerror(-r));
+}
+
+int
+agent_connect(struct agent *a, uint64_t deadline_ms)
+{
+	if (a->state != AGENT_IDLE)
+		return -EALREADY;
+	a->deadline = deadline_ms;
+	a->state = AGENT_CONNECTING;
+	a->retry.fn = retry_fired;
+	return loop_timer_arm(&a->retry, 1, 0);
+}
+
+/* ---- frames from the guest ---- */
+
+static struct agent_req *
+find_req(struct agent *a, uint32_t id)
+{
+	struct list_node *n;
+
+	LIST_FOREACH (n, &a->reqs) {
+		struct agent_req *r = list_entry(n, struct agent_req, link);
+		if (r->id == id)
+			return r;
+	}
+	return NULL;
+}
+
+static struct agent_sub *
+find_sub(struct agent *a, uint32_t pid)
+{
+	struct list_node *n;
+
+	LIST_FOREACH (n, &a->subs) {
+		struct agent_sub *s = list_entry(n, struct agent_sub, link);
+		if (s->pid == pid)
+			return s;
+	}
+	return NULL;
+}
+
+static int
+on_hello_ack(struct agent *a, const struct frame *f, bool new_session)
+{
+	struct tlv_reader rd;
+	struct tlv t;
+	bool nonce_ok = false;
+	uint8_t mounted = 0;
+	_cleanup_free_ char *version = NULL;
+	int r;
+
+	if (f->type != AP_HELLO_ACK || !new_session) {
+		/* stale bytes of an earlier session: look for the next session start */
+		frame_decoder_reset(&a->dec, true);
+		return 0;
+	}
+	tlv_reader_init(&rd, f->payload, f->len);
+	while ((r = tlv_next(&rd, &t)) > 0) {
+		if (t.tag == AP_T_NONCE)
+			nonce_ok = t.len == AP_NONCE_LEN &&
+			           secret_equal(t.val, t.len, a->nonce, sizeof(a->nonce));
+		else if (t.tag == AP_T_MOUNTED && tlv_u8(&t, &mounted) < 0)
+			return -EPROTO;
+		else if (t.tag == AP_T_VERSION && !version && tlv_strdup(&t, 256, &version) < 0)
+			return -EPROTO;
+	}
+	if (r < 0)
+		return -EPROTO;
+	if (!nonce_ok) {
+		/* an answer to someone else's hello */
+		frame_decoder_reset(&a->dec, true);
+		return 0;
+	}
+	a->state = AGENT_READY;
+	/* the guest forgot its session attachments: attach again from where each stood */
+	{
+		struct list_node *n;
+		LIST_FOREACH (n, &a->subs) {
+			struct agent_sub *s = list_entry(n, struct agent_sub, link);
+			uint8_t p[8];
+			if (s->ended)
+				continue;
+			be64_put(p, s->next_offset);
+			(void)send_frame(a, AP_ATTACH, 0, s->pid, p, sizeof(p));
+		}
+	}
+	if (a->ev->ready)
+		a->ev->ready(a, mounted != 0, version ? version : "?", a->ev_data);
+	return 0;
+}
+
+static int
+on_result(struct agent *a, const struct frame *f)
+{
+	struct agent_req *r = find_req(a, f->chan);
+	struct agent_result res = { 0 };
+	_cleanup_free_ char *message = NULL;
+	struct tlv_reader rd;
+	struct tlv t;
+	uint32_t u32;
+	int k;
+
+	tlv_reader_init(&rd, f->payload, f->len);
+	while ((k = tlv_next(&rd, &t)) > 0) {
+		switch (t.tag) {
+		case AP_T_ERRNO:
+			if (tlv_u32(&t, &u32) < 0 || u32 > 4095)
+				return -EPROTO;
+			res.err = (int)u32;
+			break;
+		case AP_T_MESSAGE:
+			if (!message && tlv_strdup(&t, 1024, &message) < 0)
+				return -EPROTO;
+			break;
+		case AP_T_PID:
+			if (tlv_u32(&t, &res.pid) < 0)
+				return -EPROTO;
+			break;
+		case AP_T_SIZE:
+			if (tlv_u64(&t, &res.size) < 0)
+				return -EPROTO;
+			break;
+		default:
+			break; /* newer agents may say more */
+		}
+	}
+	if (k < 0)
+		return -EPROTO;
+	if (!r)
+		return 0; /* cancelled */
+	res.message = message;
+	list_remove(&r->link);
+	if (r->done)
+		r->done(r->data, &res);
+	free(r);
+	return 0;
+}
+
+static int
+on_proc(struct agent *a, const struct frame *f)
+{
+	struct agent_req *r = find_req(a, f->chan);
+	struct agent_proc_info info = { .running = true };
+	_cleanup_free_ char *argv0 = NULL;
+	struct tlv_reader rd;
+	struct tlv t;
+	uint8_t u8;
+	uint32_t u32;
+	int k;
+
+	if (r && r->type != AP_PS)
+		return -EPROTO;
+	tlv_reader_init(&rd, f->payload, f->len);
+	while ((k = tlv_next(&rd, &t)) > 0) {
+		int e = 0;
+		switch (t.tag) {
+		case AP_T_PID:
+			e = tlv_u32(&t, &info.pid);
+			break;
+		case AP_T_ARG:
+			if (!argv0)
+				e = tlv_strdup(&t, AP_PATH_MAX, &argv0);
+			break;
+		case AP_T_TTY:
+			e = tlv_u8(&t, &u8);
+			info.tty = u8;
+			break;
+		case AP_T_KEEP:
+			e = tlv_u8(&t, &u8);
+			info.keep = u8;
+			break;
+		case AP_T_STATE:
+			e = tlv_u8(&t, &u8);
+			info.running = u8 == AP_PROC_RUNNING;
+			break;
+		case AP_T_EXIT_CODE:
+			e = tlv_u32(&t, &u32);
+			info.exit_code = (int)u32;
+			break;
+		case AP_T_STARTED_MS:
+			e = tlv_u64(&t, &info.started_ms);
+			break;
+		case AP_T_SIZE:
+			e = tlv_u64(&t, &info.output_bytes);
+			break;
+		default:
+			break;
+		}
+		if (e < 0)
+			return -EPROTO;
+	}
+	if (k < 0 || info.pid == 0)
+		return -EPROTO;
+	info.argv0 = argv0 ? argv0 : "";
+	if (r && r->proc)
+		r->proc(r->data, &info);
+	return 0;
+}
+
+static int
+on_dirent(struct agent *a, const struct frame *f)
+{
+	struct agent_req *r = find_req(a, f->chan);
+	struct agent_dirent e = { .type = 'o' };
+	_cleanup_free_ char *name = NULL;
+	struct tlv_reader rd;
+	struct tlv t;
+	uint8_t u8;
+	int k;
+
+	if (r && r->type != AP_FILE_LIST)
+		return -EPROTO;
+	tlv_reader_init(&rd, f->payload, f->len);
+	while ((k = tlv_next(&rd, &t)) > 0) {
+		if (t.tag == AP_T_NAME && !name && tlv_strdup(&t, 255, &name) < 0)
+			return -EPROTO;
+		if (t.tag == AP_T_FTYPE) {
+			if (tlv_u8(&t, &u8) < 0 || !strchr("fdlo", u8) || u8 == 0)
+				return -EPROTO;
+			e.type = (char)u8;
+		}
+		if (t.tag == AP_T_SIZE && tlv_u64(&t, &e.size) < 0)
+			return -EPROTO;
+	}
+	if (k < 0 || !name || !*name || strchr(name, '/'))
+		return -EPROTO;
+	e.name = name;
+	if (r && r->entry)
+		r->entry(r->data, &e);
+	return 0;
+}
+
+static int
+on_file_data(struct agent *a, const struct frame *f)
+{
+	struct agent_req *r = find_req(a, f->chan);
+
+	if (r && r->type != AP_FILE_READ)
+		return -EPROTO;
+	if (r && r->chunk)
+		r->chunk(r->data, f->payload, f->len);
+	return 0;
+}
+
+static int
+on_output(struct agent *a, const struct frame *f)
+{
+	struct agent_sub *s = find_sub(a, f->chan);
+	uint64_t offset;
+	uint8_t stream;
+
+	if (f->len < 9)
+		return -EPROTO;
+	stream = f->payload[0];
+	offset = be64_get(f->payload + 1);
+	if (stream != AP_STDOUT && stream != AP_STDERR)
+		return -EPROTO;
+	if (!s || s->ended)
+		return 0; /* detached meanwhile */
+	/* output is in order and without gaps (DROPPED says where a replay starts) */
+	if (offset != s->next_offset)
+		return -EPROTO;
+	s->next_offset += f->len - 9;
+	if (f->len > 9)
+		s->output(s, stream, offset, f->payload + 9, f->len - 9);
+	return 0;
+}
+
+static int
+on_dropped(struct agent *a, const struct frame *f)
+{
+	struct agent_sub *s = find_sub(a, f->chan);
+	uint64_t n;
+
+	if (f->len != 8)
+		return -EPROTO;
+	n = be64_get(f->payload);
+	if (!s || s->ended)
+		return 0;
+	if (n > UINT64_MAX - s->next_offset)
+		return -EPROTO;
+	s->next_offset += n;
+	if (s->dropped)
+		s->dropped(s, n);
+	return 0;
+}
+
+static int
+on_exit_frame(struct agent *a, const struct frame *f)
+{
+	struct agent_sub *s = find_sub(a, f->chan);
+	uint64_t end;
+	int32_t code;
+
+	if (f->len != 12)
+		return -EPROTO;
+	code = (int32_t)be32_get(f->payload);
+	end = be64_get(f->payload + 4);
+	if (!s || s->ended)
+		return 0;
+	if (end != s->next_offset || code < 0 || code > 255)
+		return -EPROTO;
+	s->ended = true;
+	s->exited(s, code, end);
+	return 0;
+}
+
+static int
+dispatch(struct agent *a, const struct frame *f, bool new_session)
+{
+	if (a->state == AGENT_HANDSHAKE)
+		return on_hello_ack(a, f, new_session);
+	if (new_session)
+		return -EPROTO; /* the guest may not start sessions */
+	switch (f->type) {
+	case AP_RESULT:
+		return on_result(a, f);
+	case AP_OUTPUT:
+		return on_output(a, f);
+	case AP_DROPPED:
+		return on_dropped(a, f);
+	case AP_EXIT:
+		return on_exit_frame(a, f);
+	case AP_PROC:
+		return on_proc(a, f);
+	case AP_DIRENT:
+		return on_dirent(a, f);
+	case AP_FILE_DATA:
+		return on_file_data(a, f);
+	default:
+		return -EPROTO; /* host-to-guest types, or a second HELLO_ACK */
+	}
+}
+
+static void
+read_frames(struct agent *a)
+{
+	char chunk[65536];
+	size_t total = 0;
+
+	while (a->fd >= 0 && total < READ_CHUNK) {
+		ssize_t k = read(a->fd, chunk, sizeof(chunk));
+		struct frame f;
+		bool new_session = false;
+		int r;
+
+		if (k < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (k <= 0) {
+			agent_close(a, k == 0 ? "the guest closed the channel" : strerror(errno));
+			return;
+		}
+		total += (size_t)k;
+		if (frame_decoder_feed(&a->dec, chunk, (size_t)k) < 0) {
+			agent_close(a, "protocol violation: too much unframed data");
+			return;
+		}
+		while (a->fd >= 0 && (r = frame_decoder_next(&a->dec, &f, &new_session)) > 0) {
+			if (dispatch(a, &f, new_session) < 0) {
+				agent_close(a, "protocol violation");
+				return;
+			}
+		}
+		if (a->fd >= 0 && r < 0) {
+			agent_close(a, "protocol violation: bad frame");
+			return;
+		}
+	}
+}
+
+static void
+write_frames(struct agent *a)
+{
+	while (buf_avail(&a->out) > 0) {
+		ssize_t k = send(a->fd, buf_head(&a->out), buf_avail(&a->out), MSG_NOSIGNAL);
+		if (k < 0 && (errno == EAGAIN || errno == EINTR))
+			break;
+		if (k <= 0) {
+			agent_close(a, strerror(errno));
+			return;
+		}
+		buf_consume(&a->out, (size_t)k);
+	}
+	set_interest(a);
+}
+
+static void
+on_io(struct loop_source *src _unused_, uint32_t events, void *data)
+{
+	struct agent *a = data;
+
+	if (events & EPOLLOUT)
+		write_frames(a);
+	if (a->fd >= 0 && (events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP | EPOLLERR)))
+		read_frames(a);
+}
+
+/* ---- requests ---- */
+
+static struct agent_req *
+request(struct agent *a, uint8_t type, const struct buf *payload, agent_done_fn done, void *data)
+{
+	struct agent_req *r;
+
+	if (a->state != AGENT_READY)
+		return NULL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	r->a = a;
+	r->id = a->next_id++;
+	if (a->next_id == 0)
+		a->next_id = 1;
+	r->type = type;
+	r->done = done;
+	r->data = data;
+	if (send_frame(a, type, 0, r->id, payload ? payload->data : NULL,
+	               payload ? payload->len : 0) < 0) {
+		free(r);
+		return NULL;
+	}
+	list_push_back(&a->reqs, &r->link);
+	return r;
+}
+
+struct agent_req *
+agent_exec(struct agent *a, const struct agent_exec_spec *spec, agent_done_fn done, void *data)
+{
+	_cleanup_buf_ struct buf p = BUF_INIT(AP_FRAME_MAX);
+	int r = 0;
+
+	for (size_t i = 0; spec->argv[i]; i++)
+		r |= tlv_put_str(&p, AP_T_ARG, spec->argv[i]);
+	for (size_t i = 0; spec->env && spec->env[i]; i++)
+		r |= tlv_put_str(&p, AP_T_ENV, spec->env[i]);
+	if (spec->cwd)
+		r |= tlv_put_str(&p, AP_T_CWD, spec->cwd);
+	r |= tlv_put_u8(&p, AP_T_TTY, spec->tty);
+	if (spec->tty) {
+		r |= tlv_put_u16(&p, AP_T_ROWS, spec->rows);
+		r |= tlv_put_u16(&p, AP_T_COLS, spec->cols);
+	}
+	r |= tlv_put_u8(&p, AP_T_KEEP, spec->keep);
+	if (r < 0)
+		return NULL;
+	return request(a, AP_EXEC, &p, done, data);
+}
+
+struct agent_req *
+agent_ping(struct agent *a, agent_done_fn done, void *data)
+{
+	return request(a, AP_PING, NULL, done, data);
+}
+
+struct agent_req *
+agent_shutdown(struct agent *a, agent_done_fn done, void *data)
+{
+	return request(a, AP_SHUTDOWN, NULL, done, data);
+}
+
+struct agent_req *
+agent_ps(struct agent *a, void (*proc)(void *data, const struct agent_proc_info *p),
+         agent_done_fn done, void *data)
+{
+	struct agent_req *r = request(a, AP_PS, NULL, done, data);
+
+	if (r)
+		r->proc = proc;
+	return r;
+}
+
+static int
+path_payload(struct buf *p, const char *path)
+{
+	return tlv_put_str(p, AP_T_PATH, path);
+}
+
+struct agent_req *
+agent_read_file(struct agent *a, const char *path, uint64_t max,
+                void (*chunk)(void *data, const void *bytes, size_t len), agent_done_fn done,
+                void *data)
+{
+	_cleanup_buf_ struct buf p = BUF_INIT(AP_FRAME_MAX);
+	struct agent_req *r;
+
+	if (path_payload(&p, path) < 0 || tlv_put_u64(&p, AP_T_SIZE, max) < 0)
+		return NULL;
+	r = request(a, AP_FILE_READ, &p, done, data);
+	if (r)
+		r->chunk = chunk;
+	return r;
+}
+
+struct agent_req *
+agent_write_file(struct agent *a, const char *path, uint32_t mode, const void *bytes, size_t len,
+                 agent_done_fn done, void *data)
+{
+	_cleanup_buf_ struct buf p = BUF_INIT(AP_FRAME_MAX);
+	struct agent_req *r;
+	const uint8_t *b = bytes;
+
+	if (path_payload(&p, path) < 0 || tlv_put_u64(&p, AP_T_SIZE, len) < 0 ||
+	    tlv_put_u32(&p, AP_T_MODE, mode) < 0)
+		return NULL;
+	r = request(a, AP_FILE_WRITE, &p, done, data);
+	if (!r)
+		return NULL;
+	for (size_t off = 0; off < len;) {
+		size_t n = MIN(len - off, (size_t)(64u << 10));
+		if (send_frame(a, AP_FILE_DATA, 0, r->id, b + off, n) < 0) {
+			/* the queue is full: the request cannot be completed */
+			agent_cancel(r);
+			return NULL;
+		}
+		off += n;
+	}
+	return r;
+}
+
+struct agent_req *
+agent_list(struct agent *a, const char *path,
+           void (*entry)(void *data, const struct agent_dirent *e), agent_done_fn done, void *data)
+{
+	_cleanup_buf_ struct buf p = BUF_INIT(AP_FRAME_MAX);
+	struct agent_req *r;
+
+	if (path_payload(&p, path) < 0)
+		return NULL;
+	r = request(a, AP_FILE_LIST, &p, done, data);
+	if (r)
+		r->entry = entry;
+	return r;
+}
+
+struct agent_req *
+agent_remove(struct agent *a, const char *path, agent_done_fn done, void *data)
+{
+	_cleanup_buf_ struct buf p = BUF_INIT(AP_FRAME_MAX);
+
+	if (path_payload(&p, path) < 0)
+		return NULL;
+	return request(a, AP_FILE_REMOVE, &p, done, data);
+}
+
+void
+agent_cancel(struct agent_req *r)
+{
+	if (!r)
+		return;
+	/* keep it listed so its frames are still recognised (and ignored) */
+	r->done = NULL;
+	r->proc = NULL;
+	r->chunk = NULL;
+	r->entry = NULL;
+}
+
+/* ---- processes ---- */
+
+int
+agent_attach(struct agent *a, struct agent_sub *s, uint64_t from)
+{
+	uint8_t p[8];
+
+	if (find_sub(a, s->pid))
+		return -EBUSY;
+	s->next_offset = from;
+	s->ended = false;
+	list_push_back(&a->subs, &s->link);
+	if (a->state != AGENT_READY)
+		return 0; /* attached at the next session start */
+	be64_put(p, from);
+	return send_frame(a, AP_ATTACH, 0, s->pid, p, sizeof(p));
+}
+
+void
+agent_detach(struct agent *a, struct agent_sub *s)
+{
+	if (!list_linked(&s->link))
+		return;
+	list_remove(&s->link);
+	if (a->state == AGENT_READY && !s->ended)
+		(void)send_frame(a, AP_DETACH, 0, s->pid, NULL, 0);
+}
+
+static int
+send_u64(struct agent *a, uint8_t type, uint32_t pid, uint64_t v)
+{
+	uint8_t p[8];
+
+	be64_put(p, v);
+	return send_frame(a, type, 0, pid, p, sizeof(p));
+}
+
+int
+agent_ack(struct agent *a, uint32_t pid, uint64_t offset)
+{
+	return send_u64(a, AP_ACK, pid, offset);
+}
+
+int
+agent_stdin(struct agent *a, uint32_t pid, const void *bytes, size_t len, bool eof)
+{
+	const uint8_t *b = bytes;
+	int r = 0;
+
+	/* in frames no bigger than the guest's limit; EOF on the last one */
+	do {
+		size_t n = MIN(len, (size_t)(64u << 10));
+		r = send_frame(a, AP_STDIN, eof && n == len ? AP_F_EOF : 0, pid, b, n);
+		b += n;
+		len -= n;
+	} while (r >= 0 && len > 0);
+	return r;
+}
+
+int
+agent_signal(struct agent *a, uint32_t pid, int signo)
+{
+	uint8_t p[4];
+
+	be32_put(p, (uint32_t)signo);
+	return send_frame(a, AP_SIGNAL, 0, pid, p, sizeof(p));
+}
+
+int
+agent_resize(struct agent *a, uint32_t pid, unsigned short rows, unsigned short cols)
+{
+	uint8_t p[4];
+
+	be16_put(p, rows);
+	be16_put(p + 2, cols);
+	return send_frame(a, AP_RESIZE, 0, pid, p, sizeof(p));
+}
+
+int
+agent_release(struct agent *a, uint32_t pid)
+{
+	return send_frame(a, AP_RELEASE, 0, pid, NULL, 0);
+}

@@ -1,0 +1,129 @@
+/* agent.h: sandboxd's side of the host <-> guest protocol (lib/agentproto.h): one connection
+ * to a sandbox's agent socket (QEMU's virtio-serial chardev, or sandbox-guestd's test mode),
+ * the session handshake, requests with callbacks, and process output routed to a subscriber.
+ *
+ * Everything the guest sends is hostile: frames are bounded by the decoder, payloads are
+ * checked before use, and any violation closes the connection with a reason; the owner
+ * decides whether to reconnect (a new session) or to fail the sandbox. Requests under way
+ * when the agent is freed complete with ECONNRESET during agent_free(); no other callback runs
+ * after it, or after the request or subscription it belongs to was cancelled. Owners of
+ * subscriptions (daemon/proc.c) must be gone before the agent is freed. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "list.h"
+#include "loop.h"
+
+struct agent;
+struct agent_req;
+
+/* What the host says at every session start (see AP_HELLO). Strings may be NULL. */
+struct agent_hello {
+	const char *hostname;
+	const char *root_dev; /* NULL: no disks (test mode) */
+	const char *upper_dev;
+	char *const *env; /* the image environment, "K=V", NULL-terminated; may be NULL */
+	uint32_t uid, gid;
+	const char *home;
+};
+
+struct agent_events {
+	/* The session is up (handshake done). mounted: the guest's root is set up. */
+	void (*ready)(struct agent *a, bool mounted, const char *version, void *data);
+	/* The connection ended: reason says why (the guest went away, a protocol violation, the
+	 * connect deadline passed). The agent is idle afterwards; agent_connect() starts over. */
+	void (*closed)(struct agent *a, const char *reason, void *data);
+};
+
+/* Creates an agent for the socket at path (nothing happens until agent_connect). */
+int agent_new(struct loop *loop, const char *path, const struct agent_hello *hello,
+              const struct agent_events *ev, void *data, struct agent **ret);
+/* Ends the connection without calling closed; requests complete with ECONNRESET. */
+struct agent *agent_free(struct agent *a);
+DEFINE_FREEP(struct agent, agent_free)
+
+/* Connects (retrying while the socket is missing or refuses, as when QEMU is still starting)
+ * and performs the handshake; gives up at the deadline (CLOCK_MONOTONIC ms) with closed(). */
+int agent_connect(struct agent *a, uint64_t deadline_ms);
+bool agent_ready(const struct agent *a);
+/* Closes the connection now (reason is logged and passed to closed()). */
+void agent_close(struct agent *a, const char *reason);
+
+/* The answer to a request. err is 0 or a positive errno from the guest (or a local -errno
+ * negated to positive: ECONNRESET when the connection ended first). */
+struct agent_result {
+	int err;
+	const char *message; /* may be NULL */
+	uint32_t pid;        /* EXEC */
+	uint64_t size;       /* FILE_READ: bytes read */
+};
+typedef void (*agent_done_fn)(void *data, const struct agent_result *res);
+
+struct agent_exec_spec {
+	char *const *argv; /* NULL-terminated */
+	char *const *env;  /* "K=V", NULL-terminated, may be NULL */
+	const char *cwd;   /* NULL: the home directory */
+	bool tty;
+	unsigned short rows, cols;
+	bool keep;
+};
+
+struct agent_req *agent_exec(struct agent *a, const struct agent_exec_spec *spec,
+                             agent_done_fn done, void *data);
+struct agent_req *agent_ping(struct agent *a, agent_done_fn done, void *data);
+struct agent_req *agent_shutdown(struct agent *a, agent_done_fn done, void *data);
+
+struct agent_proc_info {
+	uint32_t pid;
+	const char *argv0;
+	bool tty, keep, running;
+	int exit_code;
+	uint64_t started_ms, output_bytes;
+};
+struct agent_req *agent_ps(struct agent *a,
+                           void (*proc)(void *data, const struct agent_proc_info *p),
+                           agent_done_fn done, void *data);
+
+/* Reads at most max bytes of a file: chunk() gets them in order, then done(). */
+struct agent_req *agent_read_file(struct agent *a, const char *path, uint64_t max,
+                                  void (*chunk)(void *data, const void *bytes, size_t len),
+                                  agent_done_fn done, void *data);
+struct agent_req *agent_write_file(struct agent *a, const char *path, uint32_t mode,
+                                   const void *bytes, size_t len, agent_done_fn done, void *data);
+struct agent_dirent {
+	const char *name;
+	char type; /* 'f' 'd' 'l' 'o' */
+	uint64_t size;
+};
+struct agent_req *agent_list(struct agent *a, const char *path,
+                             void (*entry)(void *data, const struct agent_dirent *e),
+                             agent_done_fn done, void *data);
+struct agent_req *agent_remove(struct agent *a, const char *path, agent_done_fn done, void *data);
+/* Forgets the callbacks of a request still under way (its frames are then ignored). */
+void agent_cancel(struct agent_req *r);
+
+/* Output of one process. The agent routes OUTPUT, DROPPED and EXIT frames for pid to the
+ * subscriber; offsets are checked to be continuous. */
+struct agent_sub {
+	uint32_t pid;
+	void (*output)(struct agent_sub *s, int stream, uint64_t offset, const void *bytes,
+	               size_t len);
+	void (*dropped)(struct agent_sub *s, uint64_t count);
+	void (*exited)(struct agent_sub *s, int code, uint64_t end);
+	void *data;
+	/* private */
+	struct list_node link;
+	uint64_t next_offset;
+	bool ended; /* EXIT was delivered */
+};
+/* Subscribes and sends ATTACH from offset. One subscriber per pid. */
+int agent_attach(struct agent *a, struct agent_sub *s, uint64_t from);
+/* Unsubscribes (and sends DETACH when connected). Safe on a subscriber not attached. */
+void agent_detach(struct agent *a, struct agent_sub *s);
+int agent_ack(struct agent *a, uint32_t pid, uint64_t offset);
+int agent_stdin(struct agent *a, uint32_t pid, const void *bytes, size_t len, bool eof);
+int agent_signal(struct agent *a, uint32_t pid, int signo);
+int agent_resize(struct agent *a, uint32_t pid, unsigned short rows, unsigned short cols);
+int agent_release(struct agent *a, uint32_t pid);

@@ -1,0 +1,338 @@
+/* api-files.c: files in a sandbox: read, write (creating parent directories), remove, and list
+ * a directory. Paths are absolute guest paths, checked here and never resolved on the host;
+ * the bytes travel through the sandbox's guest agent. */
+#include "agent.h"
+#include "api-internal.h"
+#include "events.h"
+#include "lifecycle.h"
+#include "request.h"
+#include "sandboxd.h"
+#include "server.h"
+#include "util.h"
+
+struct file_op {
+	struct sandboxd *d;
+	struct conn *c;
+	struct sandbox *sb;
+	struct agent_req *req;
+	char *path;
+	struct buf data; /* a read's bytes */
+	json_t *entries; /* a listing */
+	size_t written;
+};
+
+static void
+op_free(struct file_op *op)
+{
+	if (op->c)
+		conn_on_close(op->c, NULL, NULL);
+	free(op->path);
+	buf_free(&op->data);
+	json_decref(op->entries);
+	free(op);
+}
+
+static void
+op_client_gone(struct conn *c _unused_, void *data)
+{
+	struct file_op *op = data;
+
+	/* the guest finishes what it started (a write lands whole or not at all) */
+	op->c = NULL;
+	agent_cancel(op->req);
+	op_free(op);
+}
+
+/* The file operation's target, or an answer already given. */
+static struct file_op *
+begin(struct api_call *call)
+{
+	struct sandbox *sb = api_lookup_live(call);
+	struct backend *b = call->d->backend;
+	char key[16], value[4097 + 1];
+	struct file_op *op;
+	struct agent *a;
+	size_t pos = 0;
+	bool have = false;
+	int r;
+
+	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
+	                            sizeof(value))) > 0) {
+		if (!streq(key, "path") || have) {
+			api_reply_error(call->c, 400, "invalid_request",
+			                "the only query parameter is path=<absolute path>");
+			return NULL;
+		}
+		have = true;
+	}
+	if (r < 0 || !have || !request_path_valid(value)) {
+		api_reply_error(call->c, 400, "invalid_request",
+		                "path must be an absolute guest path without '..' or NUL");
+		return NULL;
+	}
+	if (!sb) {
+		struct sandbox *ended = api_lookup_ended(call);
+		if (ended) {
+			api_reply_error(call->c, 409, "conflict", "sandbox '%s' is terminated",
+			                ended->id);
+			sandbox_free(ended);
+		} else {
+			api_reply_not_found(call);
+		}
+		return NULL;
+	}
+	if (sb->state != SANDBOX_RUNNING) {
+		api_reply_error(call->c, 409, "conflict", "sandbox '%s' is %s; it must be running",
+		                sb->id, sandbox_state_to_string(sb->state));
+		return NULL;
+	}
+	a = b && b->ops->agent ? b->ops->agent(b, sb) : NULL;
+	if (!a || !agent_ready(a)) {
+		api_reply_error(call->c, a ? 503 : 501, a ? "unavailable" : "unsupported",
+		                a ? "the sandbox's agent is reconnecting; try again"
+		                  : "this server's backend offers no files");
+		return NULL;
+	}
+	op = calloc(1, sizeof(*op));
+	if (!op || !(op->path = strdup(value))) {
+		free(op);
+		api_reply_error(call->c, 500, "internal", "out of memory");
+		return NULL;
+	}
+	lifecycle_touch(sb);
+	op->d = call->d;
+	op->c = call->c;
+	op->sb = sb;
+	buf_init(&op->data, API_FILE_MAX);
+	return op;
+}
+
+static struct agent *
+op_agent(struct file_op *op)
+{
+	struct backend *b = op->d->backend;
+
+	return b->ops->agent(b, op->sb);
+}
+
+/* Maps the guest's errno to the API's answer. Returns true when it answered an error. */
+static bool
+reply_failure(struct file_op *op, const struct agent_result *res)
+{
+	const char *m = res->message ? res->message : strerror(res->err);
+
+	if (!res->err)
+		return false;
+	switch (res->err) {
+	case ENOENT:
+		api_reply_error(op->c, 404, "not_found", "'%s': no such file or directory",
+		                op->path);
+		break;
+	case ENOTEMPTY:
+	case EEXIST:
+		api_reply_error(op->c, 409, "conflict", "'%s': directory not empty", op->path);
+		break;
+	case EFBIG:
+		api_reply_error(op->c, 400, "invalid_request", "'%s' is larger than %u bytes",
+		                op->path, API_FILE_MAX);
+		break;
+	case EISDIR:
+	case ENOTDIR:
+	case EINVAL:
+	case ENAMETOOLONG:
+	case ELOOP:
+		api_reply_error(op->c, 400, "invalid_request", "'%s': %s", op->path, m);
+		break;
+	case EACCES:
+	case EPERM:
+	case EROFS:
+		api_reply_error(op->c, 403, "refused", "'%s': %s", op->path, m);
+		break;
+	case ECONNRESET:
+		api_reply_error(op->c, 503, "unavailable", "the sandbox stopped: %s", m);
+		break;
+	default:
+		api_reply_error(op->c, 500, "internal", "'%s': %s", op->path, m);
+	}
+	return true;
+}
+
+static void
+finish(struct file_op *op)
+{
+	op->c = NULL;
+	op_free(op);
+}
+
+static void
+read_chunk(void *data, const void *bytes, size_t len)
+{
+	struct file_op *op = data;
+
+	if (buf_append(&op->data, bytes, len) < 0)
+		agent_cancel(op->req); /* a hostile guest sending more than asked */
+}
+
+static void
+read_done(void *data, const struct agent_result *res)
+{
+	struct file_op *op = data;
+
+	op->req = NULL;
+	if (op->c && !reply_failure(op, res)) {
+		if (res->size != op->data.len) {
+			api_reply_error(op->c, 500, "internal",
+			                "'%s': the guest sent %zu of %llu bytes", op->path,
+			                op->data.len, (unsigned long long)res->size);
+		} else {
+			conn_reply(op->c, 200, "application/octet-stream", op->data.data,
+			           op->data.len, NULL);
+			(void)sandbox_event(op->d, op->sb, "file.read",
+			                    json_pack("{s:s, s:I}", "path", op->path, "bytes",
+			                              (json_int_t)op->data.len));
+		}
+	}
+	finish(op);
+}
+
+void
+api_file_read(struct api_call *call)
+{
+	struct file_op *op = begin(call);
+
+	if (!op)
+		return;
+	op->req = agent_read_file(op_agent(op), op->path, API_FILE_MAX, read_chunk, read_done, op);
+	if (!op->req) {
+		api_reply_error(call->c, 503, "unavailable",
+		                "the sandbox's agent is not connected");
+		finish(op);
+		return;
+	}
+	conn_on_close(call->c, op_client_gone, op);
+}
+
+static void
+write_done(void *data, const struct agent_result *res)
+{
+	struct file_op *op = data;
+
+	op->req = NULL;
+	if (op->c && !reply_failure(op, res)) {
+		conn_reply(op->c, 204, NULL, NULL, 0, NULL);
+		(void)sandbox_event(op->d, op->sb, "file.written",
+		                    json_pack("{s:s, s:I}", "path", op->path, "bytes",
+		                              (json_int_t)op->written));
+	}
+	finish(op);
+}
+
+void
+api_file_write(struct api_call *call)
+{
+	const char *ct = http_req_header(call->req, "content-type");
+	struct file_op *op;
+
+	if (ct && strncmp(ct, "application/octet-stream", 24) != 0) {
+		api_reply_error(
+		        call->c, 400, "invalid_request",
+		        "a file body must be sent as Content-Type: application/octet-stream");
+		return;
+	}
+	op = begin(call);
+	if (!op)
+		return;
+	op->written = call->req->body.len;
+	op->req = agent_write_file(op_agent(op), op->path, 0644, call->req->body.data,
+	                           call->req->body.len, write_done, op);
+	if (!op->req) {
+		api_reply_error(call->c, 503, "unavailable",
+		                "the sandbox's agent is busy; try again");
+		finish(op);
+		return;
+	}
+	conn_on_close(call->c, op_client_gone, op);
+}
+
+static void
+remove_done(void *data, const struct agent_result *res)
+{
+	struct file_op *op = data;
+
+	op->req = NULL;
+	if (op->c && !reply_failure(op, res)) {
+		conn_reply(op->c, 204, NULL, NULL, 0, NULL);
+		(void)sandbox_event(op->d, op->sb, "file.removed",
+		                    json_pack("{s:s}", "path", op->path));
+	}
+	finish(op);
+}
+
+void
+api_file_remove(struct api_call *call)
+{
+	struct file_op *op = begin(call);
+
+	if (!op)
+		return;
+	op->req = agent_remove(op_agent(op), op->path, remove_done, op);
+	if (!op->req) {
+		api_reply_error(call->c, 503, "unavailable",
+		                "the sandbox's agent is not connected");
+		finish(op);
+		return;
+	}
+	conn_on_close(call->c, op_client_gone, op);
+}
+
+static void
+list_entry_cb(void *data, const struct agent_dirent *e)
+{
+	struct file_op *op = data;
+	static const struct {
+		char t;
+		const char *name;
+	} types[] = { { 'f', "file" }, { 'd', "dir" }, { 'l', "link" }, { 'o', "other" } };
+	const char *type = "other";
+	json_t *j;
+
+	if (json_array_size(op->entries) >= 100000)
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(types); i++)
+		if (types[i].t == e->type)
+			type = types[i].name;
+	j = json_pack("{s:s, s:s, s:I}", "name", e->name, "type", type, "size",
+	              (json_int_t)MIN(e->size, (uint64_t)INT64_MAX));
+	if (j) /* a name that is not UTF-8 cannot be listed in JSON; it is skipped */
+		json_array_append_new(op->entries, j);
+}
+
+static void
+list_done(void *data, const struct agent_result *res)
+{
+	struct file_op *op = data;
+
+	op->req = NULL;
+	if (op->c && !reply_failure(op, res))
+		api_reply_json(op->c, 200, json_pack("{s:O}", "entries", op->entries));
+	finish(op);
+}
+
+void
+api_dir_list(struct api_call *call)
+{
+	struct file_op *op = begin(call);
+
+	if (!op)
+		return;
+	op->entries = json_array();
+	op->req = op->entries ? agent_list(op_agent(op), op->path, list_entry_cb, list_done, op)
+	                      : NULL;
+	if (!op->req) {
+		api_reply_error(call->c, 503, "unavailable",
+		                "the sandbox's agent is not connected");
+		finish(op);
+		return;
+	}
+	conn_on_close(call->c, op_client_gone, op);
+}

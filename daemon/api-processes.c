@@ -1,0 +1,1070 @@
+/* api-processes.c: processes in a sandbox: run (wait for the result), start, list, follow
+ * output (NDJSON), stdin, signals, and the interactive attach over sbx-stream/1 or WebSocket.
+ * Everything goes through the sandbox's guest agent (daemon/agent.h) and the process hubs
+ * (daemon/proc.h). */
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+#include <signal.h>
+#include <strings.h>
+#include <wslay/wslay.h>
+#include "api-internal.h"
+#include "base64.h"
+#include "events.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "proc.h"
+#include "request.h"
+#include "sandboxd.h"
+#include "server.h"
+#include "util.h"
+
+#define RUN_STREAM_MAX (8u << 20)
+#define STREAM_LOW (256u << 10)
+#define EXITED_KEEP 64
+#define ATTACH_FRAME_MAX (1u << 20)
+
+/* ---- shared ---- */
+
+/* The agent of a running sandbox the caller may see; otherwise answers and returns NULL. */
+static struct agent *
+sandbox_agent(struct api_call *call, struct sandbox **ret_sb)
+{
+	struct sandbox *sb = api_lookup_live(call);
+	struct backend *b = call->d->backend;
+	struct agent *a;
+
+	if (!sb) {
+		struct sandbox *ended = api_lookup_ended(call);
+		if (ended) {
+			api_reply_error(call->c, 409, "conflict", "sandbox '%s' is terminated",
+			                ended->id);
+			sandbox_free(ended);
+		} else {
+			api_reply_not_found(call);
+		}
+		return NULL;
+	}
+	if (sb->state != SANDBOX_RUNNING) {
+		api_reply_error(call->c, 409, "conflict", "sandbox '%s' is %s; it must be running",
+		                sb->id, sandbox_state_to_string(sb->state));
+		return NULL;
+	}
+	a = b && b->ops->agent ? b->ops->agent(b, sb) : NULL;
+	if (!a) {
+		api_reply_error(call->c, 501, "unsupported",
+		                "this server's backend runs no processes or files");
+		return NULL;
+	}
+	if (!agent_ready(a)) {
+		api_reply_error(call->c, 503, "unavailable",
+		                "the agent of sandbox '%s' is reconnecting; try again", sb->id);
+		return NULL;
+	}
+	lifecycle_touch(sb);
+	*ret_sb = sb;
+	return a;
+}
+
+static struct proc *
+sandbox_proc(struct api_call *call, struct sandbox **ret_sb)
+{
+	struct sandbox *sb = NULL;
+	struct proc *p;
+	uint64_t pid;
+
+	if (!sandbox_agent(call, &sb))
+		return NULL;
+	if (parse_u64(call->sub, &pid) < 0 || pid == 0 || pid > UINT32_MAX ||
+	    !(p = proc_find(sb, (uint32_t)pid))) {
+		api_reply_error(call->c, 404, "not_found", "process '%s' not found in sandbox '%s'",
+		                call->sub, call->ref);
+		return NULL;
+	}
+	*ret_sb = sb;
+	return p;
+}
+
+/* The environment a process gets from sandboxd: the sandbox's (given at create), then the
+ * request's (which wins, coming later). Values lost at a restart are skipped. */
+static char **
+merge_env(const struct sandbox *sb, char **req_env)
+{
+	size_t n = 0, k = 0;
+	char **env;
+
+	while (req_env && req_env[n])
+		n++;
+	env = calloc(sb->nenv + n + 1, sizeof(char *));
+	if (!env)
+		return NULL;
+	for (size_t i = 0; i < sb->nenv; i++)
+		if (sb->env[i].value)
+			env[k++] = strdup_printf("%s=%s", sb->env[i].name, sb->env[i].value);
+	for (size_t i = 0; i < n; i++)
+		env[k++] = strdup(req_env[i]);
+	for (size_t i = 0; i < k; i++)
+		if (!env[i]) {
+			for (size_t j = 0; j < k; j++)
+				free(env[j]);
+			free(env);
+			return NULL;
+		}
+	return env;
+}
+
+static void
+free_strv(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++) {
+		explicit_bzero(v[i], strlen(v[i]));
+		free(v[i]);
+	}
+	free(v);
+}
+
+/* The audit record of a process: the program, how many arguments, and a SHA-256 over each
+ * argument followed by a NUL; never the arguments themselves (an agent's prompt is one). */
+static void
+record_started(struct sandboxd *d, struct sandbox *sb, uint32_t pid, char *const *argv, bool keep)
+{
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	char hex[2 * SHA256_DIGEST_LENGTH + 1];
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	size_t n = 0;
+
+	if (!ctx)
+		return;
+	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	for (; argv[n]; n++)
+		EVP_DigestUpdate(ctx, argv[n], strlen(argv[n]) + 1);
+	EVP_DigestFinal_ex(ctx, md, NULL);
+	EVP_MD_CTX_free(ctx);
+	for (size_t i = 0; i < sizeof(md); i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	(void)sandbox_event(d, sb, "process.started",
+	                    json_pack("{s:I, s:s, s:I, s:s, s:b}", "pid", (json_int_t)pid,
+	                              "program", argv[0], "arg_count", (json_int_t)n - 1,
+	                              "args_sha256", hex, "keep", keep));
+}
+
+/* An exec the guest refused: a missing program or a bad cwd is the request's fault. */
+static void
+reply_exec_error(struct conn *c, const struct agent_result *res)
+{
+	const char *msg = res->message ? res->message : strerror(res->err);
+
+	switch (res->err) {
+	case ENOENT:
+	case ENOTDIR:
+	case EACCES:
+	case ENOEXEC:
+	case EISDIR:
+	case E2BIG:
+	case EINVAL:
+		api_reply_error(c, 400, "invalid_request", "%s", msg);
+		break;
+	case ECONNRESET:
+		api_reply_error(c, 503, "unavailable", "the sandbox stopped: %s", msg);
+		break;
+	default:
+		api_reply_error(c, 500, "internal", "starting the process failed: %s", msg);
+	}
+}
+
+/* Frees the oldest exited processes nobody reads beyond EXITED_KEEP. */
+static void
+collect_exited(struct sandbox *sb)
+{
+	struct list_node *n, *tmp;
+	unsigned exited = 0;
+
+	LIST_FOREACH (n, &sb->procs)
+		if (!list_entry(n, struct proc, link)->running)
+			exited++;
+	LIST_FOREACH_SAFE (n, tmp, &sb->procs) {
+		struct proc *p = list_entry(n, struct proc, link);
+		if (exited <= EXITED_KEEP)
+			break;
+		if (p->running || !list_empty(&p->readers))
+			continue;
+		proc_discard(p);
+		exited--;
+	}
+}
+
+/* ---- run ---- */
+
+struct run_op {
+	struct sandboxd *d;
+	struct conn *c; /* NULL once the client left */
+	struct sandbox *sb;
+	struct agent *agent;
+	struct agent_req *req;
+	struct proc *p;
+	struct proc_reader reader;
+	struct exec_request x;
+	struct buf out[3]; /* by stream: [1] stdout, [2] stderr */
+	bool truncated, timed_out, killed;
+	struct loop_timer timer;
+	bool timer_on;
+};
+
+static void
+run_free(struct run_op *op)
+{
+	proc_reader_remove(&op->reader);
+	/* a run's process is nobody else's: once it is over (or nobody waits), forget it; a
+	 * process still running after its client left was killed and goes when it exits */
+	if (op->p && (!op->p->running || !op->c))
+		proc_discard(op->p);
+	if (op->timer_on)
+		loop_timer_done(&op->timer);
+	if (op->c)
+		conn_on_close(op->c, NULL, NULL);
+	buf_free(&op->out[1]);
+	buf_free(&op->out[2]);
+	exec_request_done(&op->x);
+	free(op);
+}
+
+static void
+run_kill(struct run_op *op)
+{
+	if (op->p && op->p->running && !op->killed) {
+		op->killed = true;
+		(void)agent_signal(op->agent, op->p->pid, SIGKILL);
+	}
+}
+
+static void
+run_output(struct proc_reader *r, int stream, const void *bytes, size_t len)
+{
+	struct run_op *op = r->data_ptr;
+	struct buf *b = &op->out[stream == 2 ? 2 : 1];
+	size_t room = RUN_STREAM_MAX - b->len;
+
+	if (len > room) {
+		op->truncated = true;
+		len = room;
+	}
+	if (len)
+		(void)buf_append(b, bytes, len);
+}
+
+static void
+run_exited(struct proc_reader *r, int code)
+{
+	struct run_op *op = r->data_ptr;
+	_cleanup_buf_ struct buf out = BUF_INIT(64u << 20);
+	int k = 0;
+
+	r->p = NULL; /* told once; run_free must not touch the reader list again */
+	if (op->p)
+		(void)sandbox_event(
+		        op->d, op->sb, "process.exited",
+		        json_pack("{s:I, s:i}", "pid", (json_int_t)op->p->pid, "exit_code", code));
+	if (op->c) {
+		k |= buf_printf(&out, "{\"exit_code\":%d,\"stdout\":\"", code);
+		k |= base64_encode(&out, op->out[1].data, op->out[1].len);
+		k |= buf_puts(&out, "\",\"stderr\":\"");
+		k |= base64_encode(&out, op->out[2].data, op->out[2].len);
+		k |= buf_printf(&out, "\",\"truncated\":%s,\"timed_out\":%s}",
+		                op->truncated ? "true" : "false", op->timed_out ? "true" : "false");
+		if (k < 0)
+			api_reply_error(op->c, 500, "internal",
+			                "the output does not fit in memory");
+		else
+			conn_reply(op->c, 200, "application/json", out.data, out.len, NULL);
+		op->c = NULL;
+	}
+	run_free(op);
+}
+
+static void
+run_timeout(struct loop_timer *t _unused_, void *data)
+{
+	struct run_op *op = data;
+
+	op->timed_out = true;
+	run_kill(op);
+}
+
+static void
+run_client_gone(struct conn *c _unused_, void *data)
+{
+	struct run_op *op = data;
+
+	/* a run is synchronous: nobody waits for it any more */
+	op->c = NULL;
+	if (op->req)
+		return; /* run_started will see it */
+	run_kill(op);
+}
+
+static void
+run_started(void *data, const struct agent_result *res)
+{
+	struct run_op *op = data;
+	int r;
+
+	op->req = NULL;
+	if (res->err) {
+		if (op->c)
+			reply_exec_error(op->c, res);
+		op->c = NULL;
+		run_free(op);
+		return;
+	}
+	r = proc_new(op->d, op->sb, op->agent, res->pid, op->x.argv, false, false, now_unix_ms(),
+	             &op->p);
+	if (r < 0) {
+		(void)agent_signal(op->agent, res->pid, SIGKILL);
+		if (op->c)
+			api_reply_error(op->c, 500, "internal", "could not follow the process: %s",
+			                strerror(-r));
+		op->c = NULL;
+		run_free(op);
+		return;
+	}
+	record_started(op->d, op->sb, res->pid, op->x.argv, false);
+	/* a run's stdin is what the request gave, then end of input */
+	(void)agent_stdin(op->agent, res->pid, op->x.stdin_data.data, op->x.stdin_data.len, true);
+	if (!op->c) {
+		run_kill(op);
+	} else if (op->x.timeout_secs) {
+		if (loop_timer_init(op->d->loop, &op->timer, run_timeout, op) >= 0) {
+			op->timer_on = true;
+			(void)loop_timer_arm(&op->timer, op->x.timeout_secs * 1000, 0);
+		}
+	}
+	op->reader =
+	        (struct proc_reader){ .data = run_output, .exited = run_exited, .data_ptr = op };
+	proc_reader_add(op->p, &op->reader, 0);
+}
+
+static struct agent_req *
+start_exec(struct agent *a, struct sandbox *sb, struct exec_request *x, bool tty, bool keep,
+           agent_done_fn done, void *data)
+{
+	char **env = merge_env(sb, x->env);
+	struct agent_exec_spec spec = {
+		.argv = x->argv,
+		.env = env,
+		.cwd = x->cwd,
+		.tty = tty,
+		.rows = x->rows,
+		.cols = x->cols,
+		.keep = keep,
+	};
+	struct agent_req *r = env ? agent_exec(a, &spec, done, data) : NULL;
+
+	free_strv(env);
+	return r;
+}
+
+void
+api_process_run(struct api_call *call)
+{
+	struct sandbox *sb = NULL;
+	struct agent *a = sandbox_agent(call, &sb);
+	struct run_op *op;
+	struct api_err err;
+	int r;
+
+	if (!a)
+		return;
+	op = calloc(1, sizeof(*op));
+	if (!op) {
+		api_reply_error(call->c, 500, "internal", "out of memory");
+		return;
+	}
+	op->d = call->d;
+	op->c = call->c;
+	op->sb = sb;
+	op->agent = a;
+	list_init(&op->reader.link);
+	buf_init(&op->out[1], RUN_STREAM_MAX);
+	buf_init(&op->out[2], RUN_STREAM_MAX);
+	r = request_decode_exec(call->body, false, &op->x, &err);
+	if (r < 0) {
+		api_reply_api_err(call, &err);
+		op->c = NULL;
+		run_free(op);
+		return;
+	}
+	op->req = start_exec(a, sb, &op->x, false, false, run_started, op);
+	if (!op->req) {
+		api_reply_error(call->c, 503, "unavailable",
+		                "the sandbox's agent is not connected");
+		op->c = NULL;
+		run_free(op);
+		return;
+	}
+	conn_on_close(call->c, run_client_gone, op);
+}
+
+/* ---- start a process ---- */
+
+struct start_op {
+	struct sandboxd *d;
+	struct conn *c;
+	struct sandbox *sb;
+	struct agent *agent;
+	struct exec_request x;
+};
+
+static void
+start_op_free(struct start_op *op)
+{
+	if (op->c)
+		conn_on_close(op->c, NULL, NULL);
+	exec_request_done(&op->x);
+	free(op);
+}
+
+static void
+start_client_gone(struct conn *c _unused_, void *data)
+{
+	struct start_op *op = data;
+
+	op->c = NULL; /* the process starts anyway; it is listed */
+}
+
+static void
+start_done(void *data, const struct agent_result *res)
+{
+	struct start_op *op = data;
+	struct proc *p = NULL;
+	int r;
+
+	if (res->err) {
+		if (op->c)
+			reply_exec_error(op->c, res);
+		start_op_free(op);
+		return;
+	}
+	r = proc_new(op->d, op->sb, op->agent, res->pid, op->x.argv, op->x.tty, op->x.keep,
+	             now_unix_ms(), &p);
+	if (r < 0) {
+		(void)agent_signal(op->agent, res->pid, SIGKILL);
+		if (op->c)
+			api_reply_error(op->c, 500, "internal", "could not follow the process: %s",
+			                strerror(-r));
+		start_op_free(op);
+		return;
+	}
+	record_started(op->d, op->sb, res->pid, op->x.argv, op->x.keep);
+	if (op->x.has_stdin)
+		(void)agent_stdin(op->agent, res->pid, op->x.stdin_data.data, op->x.stdin_data.len,
+		                  false);
+	if (op->x.timeout_secs && proc_set_timeout(p, op->x.timeout_secs) < 0)
+		log_warning("sandbox '%s': process %u: no timer for its timeout", op->sb->id,
+		            p->pid);
+	collect_exited(op->sb);
+	if (op->c)
+		api_reply_json(op->c, 201, proc_to_json(p));
+	start_op_free(op);
+}
+
+void
+api_process_create(struct api_call *call)
+{
+	struct sandbox *sb = NULL;
+	struct agent *a = sandbox_agent(call, &sb);
+	struct start_op *op;
+	struct api_err err;
+
+	if (!a)
+		return;
+	op = calloc(1, sizeof(*op));
+	if (!op) {
+		api_reply_error(call->c, 500, "internal", "out of memory");
+		return;
+	}
+	op->d = call->d;
+	op->c = call->c;
+	op->sb = sb;
+	op->agent = a;
+	if (request_decode_exec(call->body, true, &op->x, &err) < 0) {
+		api_reply_api_err(call, &err);
+		op->c = NULL;
+		start_op_free(op);
+		return;
+	}
+	if (!start_exec(a, sb, &op->x, op->x.tty, op->x.keep, start_done, op)) {
+		api_reply_error(call->c, 503, "unavailable",
+		                "the sandbox's agent is not connected");
+		op->c = NULL;
+		start_op_free(op);
+		return;
+	}
+	conn_on_close(call->c, start_client_gone, op);
+}
+
+void
+api_process_list(struct api_call *call)
+{
+	struct sandbox *sb = NULL;
+	struct list_node *n;
+	json_t *arr;
+
+	if (!sandbox_agent(call, &sb))
+		return;
+	arr = json_array();
+	LIST_FOREACH (n, &sb->procs)
+		json_array_append_new(arr, proc_to_json(list_entry(n, struct proc, link)));
+	api_reply_json(call->c, 200, json_pack("{s:o}", "processes", arr ? arr : json_array()));
+}
+
+void
+api_process_get(struct api_call *call)
+{
+	struct sandbox *sb = NULL;
+	struct proc *p = sandbox_proc(call, &sb);
+
+	if (p)
+		api_reply_json(call->c, 200, proc_to_json(p));
+}
+
+/* ---- stdin and signals ---- */
+
+void
+api_process_stdin(struct api_call *call)
+{
+	struct sandbox *sb = NULL;
+	struct proc *p = sandbox_proc(call, &sb);
+	char key[16], value[16];
+	size_t pos = 0;
+	bool eof = false;
+	int r;
+
+	if (!p)
+		return;
+	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
+	                            sizeof(value))) > 0) {
+		if (!streq(key, "close") || (!streq(value, "1") && !streq(value, "0"))) {
+			api_reply_error(call->c, 400, "invalid_request",
+			                "the only query parameter is close=1");
+			return;
+		}
+		eof = streq(value, "1");
+	}
+	if (!p->running) {
+		api_reply_error(call->c, 409, "conflict", "process %u has exited", p->pid);
+		return;
+	}
+	if (agent_stdin(p->agent, p->pid, call->req->body.data, call->req->body.len, eof) < 0) {
+		api_reply_error(call->c, 503, "unavailable",
+		                "the sandbox's agent is not connected");
+		return;
+	}
+	conn_reply(call->c, 204, NULL, NULL, 0, NULL);
+}
+
+static const struct {
+	const char *name;
+	int signo;
+} signals[] = {
+	{ "INT", SIGINT },   { "TERM", SIGTERM }, { "KILL", SIGKILL }, { "HUP", SIGHUP },
+	{ "QUIT", SIGQUIT }, { "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "WINCH", SIGWINCH },
+};
+
+static int
+signal_number(const char *name)
+{
+	if (strncasecmp(name, "SIG", 3) == 0)
+		name += 3;
+	for (size_t i = 0; i < ARRAY_SIZE(signals); i++)
+		if (strcasecmp(name, signals[i].name) == 0)
+			return signals[i].signo;
+	return -1;
+}
+
+void
+api_process_signal(struct api_call *call)
+{
+	struct sandbox *sb = NULL;
+	struct proc *p = sandbox_proc(call, &sb);
+	json_t *v;
+	int signo;
+
+	if (!p)
+		return;
+	v = json_object_get(call->body, "signal");
+	if (json_object_size(call->body) != 1 || !json_is_string(v) ||
+	    (signo = signal_number(json_string_value(v))) < 0) {
+		api_reply_error(call->c, 400, "invalid_request",
+		                "the body must be {\"signal\": one of INT, TERM, KILL, HUP, QUIT, "
+		                "USR1, USR2, WINCH}");
+		return;
+	}
+	if (!p->running) {
+		api_reply_error(call->c, 409, "conflict", "process %u has exited", p->pid);
+		return;
+	}
+	if (agent_signal(p->agent, p->pid, signo) < 0) {
+		api_reply_error(call->c, 503, "unavailable",
+		                "the sandbox's agent is not connected");
+		return;
+	}
+	conn_reply(call->c, 204, NULL, NULL, 0, NULL);
+}
+
+/* ---- output as NDJSON ---- */
+
+struct out_stream {
+	struct proc_reader reader;
+	struct conn *c;
+};
+
+static void
+out_free(struct out_stream *s)
+{
+	proc_reader_remove(&s->reader);
+	free(s);
+}
+
+static void
+out_line(struct out_stream *s, struct buf *line)
+{
+	if (line->len && conn_stream_write(s->c, line->data, line->len) < 0)
+		s->c = NULL;
+}
+
+static void
+out_data(struct proc_reader *r, int stream, const void *bytes, size_t len)
+{
+	struct out_stream *s = r->data_ptr;
+	_cleanup_buf_ struct buf line = BUF_INIT(1u << 20);
+
+	if (!s->c)
+		return;
+	(void)buf_printf(&line, "{\"stream\":\"%s\",\"data\":\"",
+	                 stream == 2 ? "stderr" : "stdout");
+	(void)base64_encode(&line, bytes, len);
+	(void)buf_puts(&line, "\"}\n");
+	out_line(s, &line);
+}
+
+static void
+out_dropped(struct proc_reader *r, uint64_t count)
+{
+	struct out_stream *s = r->data_ptr;
+	_cleanup_buf_ struct buf line = BUF_INIT(128);
+
+	if (!s->c)
+		return;
+	(void)buf_printf(&line, "{\"dropped\":%llu}\n", (unsigned long long)count);
+	out_line(s, &line);
+}
+
+static void
+out_exited(struct proc_reader *r, int code)
+{
+	struct out_stream *s = r->data_ptr;
+	_cleanup_buf_ struct buf line = BUF_INIT(128);
+	struct conn *c = s->c;
+
+	r->p = NULL;
+	if (c) {
+		(void)buf_printf(&line, "{\"exit_code\":%d}\n", code);
+		out_line(s, &line);
+		if (s->c) {
+			conn_on_close(c, NULL, NULL);
+			conn_on_drain(c, NULL, NULL);
+			conn_stream_end(c);
+		}
+	}
+	free(s);
+}
+
+static bool
+out_ready(struct proc_reader *r)
+{
+	struct out_stream *s = r->data_ptr;
+
+	return s->c && conn_backlog(s->c) < STREAM_LOW;
+}
+
+static void
+out_drained(struct conn *c _unused_, void *data)
+{
+	struct out_stream *s = data;
+
+	proc_pump(&s->reader);
+}
+
+static void
+out_closed(struct conn *c _unused_, void *data)
+{
+	struct out_stream *s = data;
+
+	s->c = NULL;
+	out_free(s);
+}
+
+void
+api_process_output(struct api_call *call)
+{
+	struct sandbox *sb = NULL;
+	struct proc *p = sandbox_proc(call, &sb);
+	struct out_stream *s;
+
+	if (!p)
+		return;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		api_reply_error(call->c, 500, "internal", "out of memory");
+		return;
+	}
+	s->c = call->c;
+	s->reader = (struct proc_reader){ .data = out_data,
+		                          .dropped = out_dropped,
+		                          .exited = out_exited,
+		                          .ready = out_ready,
+		                          .data_ptr = s };
+	list_init(&s->reader.link);
+	conn_on_close(call->c, out_closed, s);
+	if (conn_stream_start(call->c, 200, "application/x-ndjson") < 0)
+		return; /* closed: out_closed freed s */
+	conn_on_drain(call->c, out_drained, s);
+	/* replayed from the oldest byte still held, then followed */
+	proc_reader_add(p, &s->reader, 0);
+}
+
+/* ---- attach: sbx-stream/1 and WebSocket ---- */
+
+struct attach {
+	struct proc_reader reader;
+	struct conn *c;
+	struct agent *agent;
+	uint32_t pid;
+	bool ws;
+	wslay_event_context_ptr ctx;
+	struct buf in;  /* sbx-stream/1 frames being assembled, or WebSocket bytes */
+	size_t in_used; /* WebSocket: bytes of `in` wslay has taken */
+};
+
+static void
+attach_free(struct attach *at)
+{
+	proc_reader_remove(&at->reader);
+	if (at->ctx)
+		wslay_event_context_free(at->ctx);
+	buf_free(&at->in);
+	free(at);
+}
+
+/* Sends one frame: type, u32 length, payload (a WebSocket binary message each). */
+static int
+attach_send(struct attach *at, char type, const void *payload, size_t len)
+{
+	_cleanup_buf_ struct buf f = BUF_INIT(ATTACH_FRAME_MAX + 5);
+	uint8_t h[5];
+
+	h[0] = (uint8_t)type;
+	h[1] = (uint8_t)(len >> 24);
+	h[2] = (uint8_t)(len >> 16);
+	h[3] = (uint8_t)(len >> 8);
+	h[4] = (uint8_t)len;
+	if (!at->c || buf_append(&f, h, 5) < 0 || buf_append(&f, payload, len) < 0)
+		return -EPIPE;
+	if (at->ws) {
+		struct wslay_event_msg msg = { .opcode = WSLAY_BINARY_FRAME,
+			                       .msg = (const uint8_t *)f.data,
+			                       .msg_length = f.len };
+		if (wslay_event_queue_msg(at->ctx, &msg) != 0 || wslay_event_send(at->ctx) != 0)
+			return -EPIPE;
+		return 0;
+	}
+	return conn_raw_write(at->c, f.data, f.len);
+}
+
+static void
+attach_data(struct proc_reader *r, int stream, const void *bytes, size_t len)
+{
+	struct attach *at = r->data_ptr;
+
+	if (attach_send(at, stream == 2 ? 'E' : 'o', bytes, len) < 0 && at->c) {
+		conn_raw_close(at->c);
+		at->c = NULL;
+	}
+}
+
+static void
+attach_dropped(struct proc_reader *r, uint64_t count)
+{
+	struct attach *at = r->data_ptr;
+	uint8_t p[8];
+
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(count >> (56 - 8 * i));
+	(void)attach_send(at, 'd', p, sizeof(p));
+}
+
+static void
+attach_exited(struct proc_reader *r, int code)
+{
+	struct attach *at = r->data_ptr;
+	uint8_t p[4] = { (uint8_t)((uint32_t)code >> 24), (uint8_t)((uint32_t)code >> 16),
+		         (uint8_t)((uint32_t)code >> 8), (uint8_t)code };
+
+	r->p = NULL;
+	/* x is the last frame; then the connection closes */
+	(void)attach_send(at, 'x', p, sizeof(p));
+	if (at->c) {
+		if (at->ws) {
+			(void)wslay_event_queue_close(at->ctx, WSLAY_CODE_NORMAL_CLOSURE, NULL, 0);
+			(void)wslay_event_send(at->ctx);
+		}
+		conn_raw_close(at->c);
+		at->c = NULL;
+	}
+	attach_free(at);
+}
+
+static bool
+attach_ready(struct proc_reader *r)
+{
+	struct attach *at = r->data_ptr;
+
+	return at->c && conn_backlog(at->c) < STREAM_LOW;
+}
+
+/* One client frame: i stdin, e end of input, s signal name, r resize (u16 rows, u16 cols). */
+static int
+attach_frame(struct attach *at, uint8_t type, const uint8_t *p, size_t len)
+{
+	char name[16];
+	int signo;
+
+	switch (type) {
+	case 'i':
+		return agent_stdin(at->agent, at->pid, p, len, false);
+	case 'e':
+		return agent_stdin(at->agent, at->pid, NULL, 0, true);
+	case 's':
+		if (len == 0 || len >= sizeof(name))
+			return -EINVAL;
+		memcpy(name, p, len);
+		name[len] = '\0';
+		signo = signal_number(name);
+		return signo < 0 ? -EINVAL : agent_signal(at->agent, at->pid, signo);
+	case 'r':
+		if (len != 4 || !((p[0] << 8 | p[1]) > 0) || !((p[2] << 8 | p[3]) > 0))
+			return -EINVAL;
+		return agent_resize(at->agent, at->pid, (unsigned short)(p[0] << 8 | p[1]),
+		                    (unsigned short)(p[2] << 8 | p[3]));
+	default:
+		return -EINVAL;
+	}
+}
+
+/* sbx-stream/1: frames straight on the connection. */
+static void
+attach_raw_in(struct conn *c, const void *bytes, size_t len, void *ctx)
+{
+	struct attach *at = ctx;
+
+	if (buf_append(&at->in, bytes, len) < 0) {
+		conn_raw_close(c);
+		return;
+	}
+	while (buf_avail(&at->in) >= 5) {
+		const uint8_t *h = (const uint8_t *)buf_head(&at->in);
+		uint32_t n =
+		        (uint32_t)h[1] << 24 | (uint32_t)h[2] << 16 | (uint32_t)h[3] << 8 | h[4];
+		if (n > ATTACH_FRAME_MAX) {
+			conn_raw_close(c);
+			return;
+		}
+		if (buf_avail(&at->in) < 5 + (size_t)n)
+			return;
+		if (attach_frame(at, h[0], h + 5, n) < 0) {
+			conn_raw_close(c);
+			return;
+		}
+		buf_consume(&at->in, 5 + (size_t)n);
+	}
+}
+
+static ssize_t
+ws_recv(wslay_event_context_ptr ctx, uint8_t *out, size_t len, int flags _unused_, void *user)
+{
+	struct attach *at = user;
+	size_t avail = buf_avail(&at->in);
+
+	if (avail == 0) {
+		wslay_event_set_error(ctx, WSLAY_ERR_WOULDBLOCK);
+		return -1;
+	}
+	len = MIN(len, avail);
+	memcpy(out, buf_head(&at->in), len);
+	buf_consume(&at->in, len);
+	return (ssize_t)len;
+}
+
+static ssize_t
+ws_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags _unused_,
+        void *user)
+{
+	struct attach *at = user;
+
+	if (!at->c || conn_raw_write(at->c, data, len) < 0) {
+		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
+		at->c = NULL;
+		return -1;
+	}
+	return (ssize_t)len;
+}
+
+static int
+ws_genmask(wslay_event_context_ptr ctx _unused_, uint8_t *buf, size_t len, void *user _unused_)
+{
+	return random_bytes(buf, len) < 0 ? -1 : 0;
+}
+
+static void
+ws_msg(wslay_event_context_ptr ctx _unused_, const struct wslay_event_on_msg_recv_arg *arg,
+       void *user)
+{
+	struct attach *at = user;
+	uint32_t n;
+
+	if (arg->opcode != WSLAY_BINARY_FRAME)
+		return; /* text frames carry nothing here; close and ping are handled by wslay */
+	if (arg->msg_length < 5)
+		goto bad;
+	n = (uint32_t)arg->msg[1] << 24 | (uint32_t)arg->msg[2] << 16 | (uint32_t)arg->msg[3] << 8 |
+	    arg->msg[4];
+	if (n != arg->msg_length - 5 || attach_frame(at, arg->msg[0], arg->msg + 5, n) < 0)
+		goto bad;
+	return;
+bad:
+	(void)wslay_event_queue_close(at->ctx, WSLAY_CODE_PROTOCOL_ERROR, NULL, 0);
+}
+
+static void
+attach_ws_in(struct conn *c, const void *bytes, size_t len, void *ctx)
+{
+	struct attach *at = ctx;
+
+	if (buf_append(&at->in, bytes, len) < 0 || wslay_event_recv(at->ctx) != 0 ||
+	    wslay_event_send(at->ctx) != 0) {
+		conn_raw_close(c);
+		return;
+	}
+	if (!wslay_event_want_read(at->ctx) && !wslay_event_want_write(at->ctx))
+		conn_raw_close(c); /* the close handshake is done */
+}
+
+static void
+attach_closed(struct conn *c _unused_, void *data)
+{
+	struct attach *at = data;
+
+	/* detaching never stops the process */
+	at->c = NULL;
+	attach_free(at);
+}
+
+static void
+attach_drained(struct conn *c _unused_, void *data)
+{
+	struct attach *at = data;
+
+	proc_pump(&at->reader);
+}
+
+static const struct wslay_event_callbacks ws_callbacks = {
+	.recv_callback = ws_recv,
+	.send_callback = ws_send,
+	.genmask_callback = ws_genmask,
+	.on_msg_recv_callback = ws_msg,
+};
+
+/* The Sec-WebSocket-Accept value for a client's key (RFC 6455). */
+static int
+ws_accept(const char *key, char out[64])
+{
+	static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+	unsigned char md[SHA_DIGEST_LENGTH];
+	_cleanup_free_ char *s = strdup_printf("%s%s", key, guid);
+
+	if (!s || strlen(key) != 24)
+		return -EINVAL;
+	SHA1((const unsigned char *)s, strlen(s), md);
+	EVP_EncodeBlock((unsigned char *)out, md, sizeof(md));
+	return 0;
+}
+
+void
+api_process_attach(struct api_call *call)
+{
+	const char *upgrade = http_req_header(call->req, "upgrade");
+	struct sandbox *sb = NULL;
+	struct proc *p;
+	struct attach *at;
+	char accept[64], headers[256];
+	bool ws;
+	int r;
+
+	if (!upgrade || (strcasecmp(upgrade, "websocket") && strcasecmp(upgrade, "sbx-stream/1"))) {
+		api_reply_error(call->c, 400, "invalid_request",
+		                "attach needs 'Upgrade: sbx-stream/1' or a WebSocket handshake");
+		return;
+	}
+	ws = strcasecmp(upgrade, "websocket") == 0;
+	if (ws) {
+		const char *key = http_req_header(call->req, "sec-websocket-key");
+		const char *version = http_req_header(call->req, "sec-websocket-version");
+		if (!key || !version || !streq(version, "13") || ws_accept(key, accept) < 0) {
+			api_reply_error(
+			        call->c, 400, "invalid_request",
+			        "a WebSocket handshake needs Sec-WebSocket-Key and version 13");
+			return;
+		}
+	}
+	p = sandbox_proc(call, &sb);
+	if (!p)
+		return;
+	at = calloc(1, sizeof(*at));
+	if (!at) {
+		api_reply_error(call->c, 500, "internal", "out of memory");
+		return;
+	}
+	at->c = call->c;
+	at->agent = p->agent;
+	at->pid = p->pid;
+	at->ws = ws;
+	buf_init(&at->in, ATTACH_FRAME_MAX + 4096);
+	list_init(&at->reader.link);
+	at->reader = (struct proc_reader){ .data = attach_data,
+		                           .dropped = attach_dropped,
+		                           .exited = attach_exited,
+		                           .ready = attach_ready,
+		                           .data_ptr = at };
+	list_init(&at->reader.link);
+	if (ws && wslay_event_context_server_init(&at->ctx, &ws_callbacks, at) != 0) {
+		attach_free(at);
+		api_reply_error(call->c, 500, "internal", "out of memory");
+		return;
+	}
+	if (ws)
+		wslay_event_config_set_max_recv_msg_length(at->ctx, ATTACH_FRAME_MAX + 5);
+	if (ws)
+		snprintf(
+		        headers, sizeof(headers),
+		        "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n",
+		        accept);
+	else
+		snprintf(headers, sizeof(headers),
+		         "Upgrade: sbx-stream/1\r\nConnection: Upgrade\r\n");
+	conn_on_close(call->c, attach_closed, at);
+	r = conn_upgrade(call->c, headers, ws ? attach_ws_in : attach_raw_in, at);
+	if (r < 0)
+		return; /* closed: attach_closed freed it */
+	conn_on_drain(call->c, attach_drained, at);
+	/* replay what the guest still holds, then follow; detaching never stops it */
+	proc_reader_add(p, &at->reader, 0);
+}

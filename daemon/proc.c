@@ -1,0 +1,355 @@
+/* proc.c: process hubs; see proc.h. */
+#include <jansson.h>
+#include <signal.h>
+#include "log.h"
+#include "proc.h"
+#include "sandboxd.h"
+#include "util.h"
+
+#define ACK_STEP (128u << 10)
+
+static struct proc *
+from_sub(struct agent_sub *s)
+{
+	return s->data;
+}
+
+/* The acknowledgement the guest may have: everything when nobody reads, else what the
+ * slowest reader has taken (the guest then runs at most one window ahead of it, and the ring
+ * holds that window). */
+static void
+update_ack(struct proc *p)
+{
+	uint64_t target = p->frontier;
+	struct list_node *n;
+
+	LIST_FOREACH (n, &p->readers) {
+		struct proc_reader *r = list_entry(n, struct proc_reader, link);
+		if (r->offset < target)
+			target = MAX(r->offset, p->ring_start);
+	}
+	if (target <= p->acked)
+		return;
+	/* acknowledge in steps, and always when the guest would otherwise stall */
+	if (target - p->acked >= ACK_STEP || target == p->frontier) {
+		if (agent_ack(p->agent, p->pid, target) >= 0)
+			p->acked = target;
+	}
+}
+
+void
+proc_pump(struct proc_reader *r)
+{
+	struct proc *p = r->p;
+
+	if (!p)
+		return;
+	if (r->offset < p->ring_start) {
+		uint64_t n = p->ring_start - r->offset;
+		r->offset = p->ring_start;
+		if (r->dropped)
+			r->dropped(r, n);
+	}
+	while (r->offset < p->frontier && (!r->ready || r->ready(r))) {
+		size_t at = (size_t)(r->offset % PROC_RING);
+		uint8_t stream = p->ring_stream[at];
+		size_t n = 1;
+		/* the longest run of one stream that is contiguous in the ring */
+		size_t limit = (size_t)MIN(p->frontier - r->offset, (uint64_t)(PROC_RING - at));
+		limit = MIN(limit, (size_t)(64u << 10));
+		while (n < limit && p->ring_stream[at + n] == stream)
+			n++;
+		r->offset += n;
+		r->data(r, stream, p->ring + at, n);
+		if (!r->p)
+			return; /* the reader went away in its callback */
+	}
+	if (!p->running && r->offset >= p->frontier && !r->told_exit) {
+		r->told_exit = true;
+		if (r->exited)
+			r->exited(r, p->exit_code);
+		if (!r->p)
+			return;
+	}
+	update_ack(p);
+}
+
+static void
+pump_all(struct proc *p)
+{
+	struct list_node *n, *tmp;
+
+	LIST_FOREACH_SAFE (n, tmp, &p->readers)
+		proc_pump(list_entry(n, struct proc_reader, link));
+	update_ack(p);
+}
+
+static void
+on_output(struct agent_sub *s, int stream, uint64_t offset, const void *bytes, size_t len)
+{
+	struct proc *p = from_sub(s);
+	const uint8_t *b = bytes;
+
+	/* the agent checked continuity; the first bytes after a (re)attach may repeat what we
+	 * hold, so keep only what is new */
+	if (offset + len <= p->frontier)
+		return;
+	if (offset < p->frontier) {
+		b += p->frontier - offset;
+		len -= (size_t)(p->frontier - offset);
+	} else if (offset > p->frontier) {
+		/* a gap (output dropped while nobody was attached) */
+		p->frontier = offset;
+		p->ring_start = MAX(p->ring_start, offset);
+	}
+	while (len > 0) {
+		size_t at = (size_t)(p->frontier % PROC_RING);
+		size_t n = MIN(len, (size_t)PROC_RING - at);
+		memcpy(p->ring + at, b, n);
+		memset(p->ring_stream + at, stream, n);
+		p->frontier += n;
+		b += n;
+		len -= n;
+	}
+	if (p->frontier - p->ring_start > PROC_RING)
+		p->ring_start = p->frontier - PROC_RING;
+	pump_all(p);
+}
+
+static void
+on_dropped(struct agent_sub *s, uint64_t count)
+{
+	struct proc *p = from_sub(s);
+
+	/* the guest's ring started later than we asked: those bytes are gone for everyone */
+	p->frontier = s->next_offset;
+	p->ring_start = MAX(p->ring_start, p->frontier);
+	(void)count;
+	pump_all(p);
+}
+
+static void
+on_exited(struct agent_sub *s, int code, uint64_t end)
+{
+	struct proc *p = from_sub(s);
+
+	p->running = false;
+	p->exit_code = code;
+	(void)end;
+	log_debug("sandbox '%s': process %u exited with %d", p->sb->id, p->pid, code);
+	pump_all(p);
+}
+
+int
+proc_new(struct sandboxd *d, struct sandbox *sb, struct agent *agent, uint32_t pid,
+         char *const *argv, bool tty, bool keep, int64_t started_at, struct proc **ret)
+{
+	struct proc *p = calloc(1, sizeof(*p));
+	size_t n = 0;
+	int r;
+
+	if (!p)
+		return -ENOMEM;
+	while (argv && argv[n])
+		n++;
+	p->argv = calloc(n + 1, sizeof(char *));
+	p->ring = malloc(PROC_RING);
+	p->ring_stream = malloc(PROC_RING);
+	if (!p->argv || !p->ring || !p->ring_stream)
+		goto oom;
+	for (size_t i = 0; i < n; i++)
+		if (!(p->argv[i] = strdup(argv[i])))
+			goto oom;
+	p->d = d;
+	p->sb = sb;
+	p->agent = agent;
+	p->pid = pid;
+	p->tty = tty;
+	p->keep = keep;
+	p->running = true;
+	p->started_at = started_at;
+	list_init(&p->readers);
+	list_init(&p->sub.link);
+	p->sub = (struct agent_sub){ .pid = pid,
+		                     .output = on_output,
+		                     .dropped = on_dropped,
+		                     .exited = on_exited,
+		                     .data = p };
+	list_init(&p->sub.link);
+	r = agent_attach(agent, &p->sub, 0);
+	if (r < 0) {
+		p->sb = NULL;
+		list_init(&p->link);
+		proc_free(p);
+		return r;
+	}
+	p->sub_attached = true;
+	list_push_back(&sb->procs, &p->link);
+	*ret = p;
+	return 0;
+oom:
+	list_init(&p->link);
+	list_init(&p->readers);
+	proc_free(p);
+	return -ENOMEM;
+}
+
+static void
+free_memory(void *data)
+{
+	struct proc *p = data;
+
+	for (size_t i = 0; p->argv && p->argv[i]; i++)
+		free(p->argv[i]);
+	free(p->argv);
+	free(p->ring);
+	free(p->ring_stream);
+	free(p);
+}
+
+/* Lets go of the guest and the sandbox's list (the agent is alive now; it may not be when a
+ * deferred free runs). */
+static void
+unhook(struct proc *p)
+{
+	if (p->timer_on) {
+		loop_timer_done(&p->timer);
+		p->timer_on = false;
+	}
+	if (p->sub_attached) {
+		agent_detach(p->agent, &p->sub);
+		p->sub_attached = false;
+	}
+	list_remove(&p->link);
+}
+
+void
+proc_free(struct proc *p)
+{
+	struct list_node *n, *tmp;
+
+	if (!p || p->freeing)
+		return;
+	p->freeing = true;
+	if (p->running) {
+		p->running = false;
+		p->exit_code = 137; /* the VM goes away under it */
+	}
+	/* readers hear the end (once) and are let go */
+	LIST_FOREACH_SAFE (n, tmp, &p->readers) {
+		struct proc_reader *r = list_entry(n, struct proc_reader, link);
+		list_remove(&r->link);
+		r->p = NULL;
+		if (!r->told_exit) {
+			r->told_exit = true;
+			if (r->exited)
+				r->exited(r, p->exit_code);
+		}
+	}
+	unhook(p);
+	free_memory(p);
+}
+
+void
+proc_discard(struct proc *p)
+{
+	struct list_node *n, *tmp;
+
+	if (!p || p->freeing)
+		return;
+	p->freeing = true;
+	if (!p->running)
+		(void)agent_release(p->agent, p->pid);
+	LIST_FOREACH_SAFE (n, tmp, &p->readers) {
+		struct proc_reader *r = list_entry(n, struct proc_reader, link);
+		list_remove(&r->link);
+		r->p = NULL;
+	}
+	unhook(p);
+	/* callers may be inside this process's own callbacks: free it after them */
+	if (loop_defer(p->d->loop, free_memory, p) < 0)
+		log_warning("process %u: leaking its memory: out of memory", p->pid);
+}
+
+static void
+timeout_fired(struct loop_timer *t _unused_, void *data)
+{
+	struct proc *p = data;
+
+	if (p->running)
+		(void)agent_signal(p->agent, p->pid, SIGKILL);
+}
+
+int
+proc_set_timeout(struct proc *p, uint64_t secs)
+{
+	int r;
+
+	if (!p->timer_on) {
+		r = loop_timer_init(p->d->loop, &p->timer, timeout_fired, p);
+		if (r < 0)
+			return r;
+		p->timer_on = true;
+	}
+	return loop_timer_arm(&p->timer, secs * 1000, 0);
+}
+
+struct proc *
+proc_find(struct sandbox *sb, uint32_t pid)
+{
+	struct list_node *n;
+
+	LIST_FOREACH (n, &sb->procs) {
+		struct proc *p = list_entry(n, struct proc, link);
+		if (p->pid == pid)
+			return p;
+	}
+	return NULL;
+}
+
+void
+proc_clear(struct sandbox *sb)
+{
+	struct list_node *n, *tmp;
+
+	LIST_FOREACH_SAFE (n, tmp, &sb->procs)
+		proc_free(list_entry(n, struct proc, link));
+}
+
+void
+proc_reader_add(struct proc *p, struct proc_reader *r, uint64_t from)
+{
+	r->p = p;
+	r->offset = from;
+	r->told_exit = false;
+	list_push_back(&p->readers, &r->link);
+	proc_pump(r);
+}
+
+void
+proc_reader_remove(struct proc_reader *r)
+{
+	struct proc *p = r->p;
+
+	if (!p)
+		return;
+	list_remove(&r->link);
+	r->p = NULL;
+	update_ack(p);
+}
+
+json_t *
+proc_to_json(const struct proc *p)
+{
+	json_t *argv = json_array();
+	char started[32];
+
+	for (size_t i = 0; argv && p->argv[i]; i++)
+		json_array_append_new(argv, json_string(p->argv[i]));
+	format_rfc3339(p->started_at, started);
+	return json_pack("{s:I, s:b, s:b, s:o, s:s, s:o, s:s}", "pid", (json_int_t)p->pid, "tty",
+	                 p->tty, "keep", p->keep, "argv", argv ? argv : json_array(), "state",
+	                 p->running ? "running" : "exited", "exit_code",
+	                 p->running ? json_null() : json_integer(p->exit_code), "started_at",
+	                 started);
+}

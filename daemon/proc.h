@@ -1,0 +1,81 @@
+/* proc.h: processes of a sandbox as sandboxd sees them. Each has a hub: one attachment to the
+ * guest (agent_sub) feeding a ring of the newest PROC_RING bytes of output (the stream of every
+ * byte kept), from which any number of readers (run, NDJSON output, attach) take their own
+ * position. Acknowledgements to the guest follow the slowest reader, so a reader that keeps
+ * up never loses a byte and a stalled one stalls the process rather than losing output; with
+ * no reader, everything is acknowledged and the ring keeps the newest bytes. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "agent.h"
+#include "list.h"
+
+#define PROC_RING (1u << 20)
+
+struct sandboxd;
+struct sandbox;
+struct proc;
+
+struct proc_reader {
+	struct list_node link;
+	struct proc *p;
+	uint64_t offset; /* the next byte it wants */
+	bool told_exit;
+	/* callbacks: data in order, at most as much as ready() allows */
+	void (*data)(struct proc_reader *r, int stream, const void *bytes, size_t len);
+	void (*dropped)(struct proc_reader *r, uint64_t count);
+	void (*exited)(struct proc_reader *r, int code);
+	/* whether it takes more now (NULL: always); a reader that said no calls proc_pump()
+	 * when it can take more again */
+	bool (*ready)(struct proc_reader *r);
+	void *data_ptr;
+};
+
+struct proc {
+	struct list_node link; /* in the sandbox's list */
+	struct sandboxd *d;
+	struct sandbox *sb;
+	struct agent *agent;
+	uint32_t pid;
+	char **argv;
+	bool tty, keep;
+	bool running;
+	int exit_code;
+	int64_t started_at; /* unix ms */
+	struct agent_sub sub;
+	uint8_t *ring;        /* bytes */
+	uint8_t *ring_stream; /* the stream of each byte */
+	uint64_t ring_start, frontier, acked;
+	struct list_node readers;
+	bool sub_attached;
+	bool freeing;
+	struct loop_timer timer; /* its timeout, if it has one */
+	bool timer_on;
+};
+
+/* A process the guest started (or reported after a restart). Attaches to its output from
+ * from (0 for a new one). The sandbox's list owns it. */
+int proc_new(struct sandboxd *d, struct sandbox *sb, struct agent *agent, uint32_t pid,
+             char *const *argv, bool tty, bool keep, int64_t started_at, struct proc **ret);
+/* Unlinks and frees; readers are told the process ended (exit code 137 when it was running:
+ * the sandbox is stopping or ending). */
+void proc_free(struct proc *p);
+/* Forgets a process nobody needs any more (a finished run): the guest releases it, readers are
+ * dropped without a word, and the memory goes after the current callbacks return. */
+void proc_discard(struct proc *p);
+/* Kills the process (SIGKILL) after secs. */
+int proc_set_timeout(struct proc *p, uint64_t secs);
+struct proc *proc_find(struct sandbox *sb, uint32_t pid);
+/* Ends and frees every process of a sandbox (it stops or ends). */
+void proc_clear(struct sandbox *sb);
+
+/* Starts reading from offset (0: from the oldest byte the ring still holds). */
+void proc_reader_add(struct proc *p, struct proc_reader *r, uint64_t from);
+void proc_reader_remove(struct proc_reader *r);
+/* Delivers what a reader can take now; called again when a reader that was full drains. */
+void proc_pump(struct proc_reader *r);
+
+/* The API form: {pid, tty, argv, state, exit_code, started_at, keep}. */
+json_t *proc_to_json(const struct proc *p);
