@@ -52,6 +52,13 @@ struct backend_ops {
 	/* Synchronous: what exists of this sandbox now (used to take sandboxes back after a
 	 * restart of sandboxd). Must not block for long. */
 	int (*status)(struct backend *b, struct sandbox *sb, enum backend_status *ret);
+	/* Takes back a sandbox whose VM status() found running after a restart of sandboxd:
+	 * supervise it again and reconnect to its agent (asynchronously; a failure is reported
+	 * with lifecycle_backend_lost()). NULL: nothing to do. */
+	int (*adopt)(struct backend *b, struct sandbox *sb);
+	/* After every stored sandbox was looked at: end what the backend finds running that no
+	 * sandbox took back. NULL: nothing to do. */
+	void (*recovered)(struct backend *b);
 
 	/* The connected guest agent of a running sandbox, through which processes and files
 	 * work (daemon/agent.h), or NULL when there is none (not running, or a backend without

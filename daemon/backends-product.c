@@ -1,9 +1,9 @@
-/* backends-product.c: the backends the product sandboxd is built with. The microVM backend
- * joins this table; until then the product runs no sandboxes and says so, and tests use the
- * fake backend that lives only in the test tree (tests/fake/). */
+/* backends-product.c: the backends the product sandboxd is built with: the QEMU microVM
+ * backend. Tests link the test-only fake backend instead (tests/fake/). */
 #include "backend.h"
+#include "qemu.h"
 
 const struct backend_entry backend_table[] = {
-	{ .name = NULL, .create = NULL },
+	{ .name = "qemu", .create = qemu_backend_create },
 };
-const size_t backend_table_size = 0;
+const size_t backend_table_size = ARRAY_SIZE(backend_table);

@@ -6,6 +6,7 @@
  * the backend implements each. */
 #include "events.h"
 #include "lifecycle.h"
+#include "agent.h"
 #include "log.h"
 #include "proc.h"
 #include "sandboxd.h"
@@ -279,6 +280,59 @@ lifecycle_backend_lost(struct sandboxd *d, struct sandbox *sb, const char *reaso
 	fail(d, sb, "%s", reason);
 }
 
+struct adopt_ps {
+	struct sandboxd *d;
+	char id[SANDBOX_ID_MAX + 1];
+};
+
+static void
+adopt_proc(void *data, const struct agent_proc_info *info)
+{
+	struct adopt_ps *a = data;
+	struct sandbox *sb = registry_get(&a->d->reg, a->id);
+	struct backend *b = a->d->backend;
+	char *argv[2] = { (char *)info->argv0, NULL };
+	struct proc *p;
+
+	if (!sb || sb->state != SANDBOX_RUNNING || proc_find(sb, info->pid))
+		return;
+	if (proc_new(a->d, sb, b->ops->agent(b, sb), info->pid, argv, info->tty, info->keep,
+	             (int64_t)info->started_ms, &p) < 0)
+		log_warning("sandbox '%s': cannot follow process %u again", sb->id, info->pid);
+}
+
+static void
+adopt_done(void *data, const struct agent_result *res)
+{
+	struct adopt_ps *a = data;
+
+	if (res->err)
+		log_warning("sandbox '%s': listing its processes failed: %s", a->id,
+		            res->message ? res->message : strerror(res->err));
+	free(a);
+}
+
+void
+lifecycle_agent_ready(struct sandboxd *d, struct sandbox *sb)
+{
+	struct backend *b = backend_for(d, sb);
+	struct agent *agent = b && b->ops->agent ? b->ops->agent(b, sb) : NULL;
+	struct adopt_ps *a;
+
+	/* processes started since this sandboxd runs are known already; the guest's own list
+	 * matters after a restart of sandboxd (kept processes run on) */
+	if (!agent || !list_empty(&sb->procs) || sb->procs_listed)
+		return;
+	sb->procs_listed = true;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return;
+	a->d = d;
+	snprintf(a->id, sizeof(a->id), "%s", sb->id);
+	if (!agent_ps(agent, adopt_proc, adopt_done, a))
+		free(a);
+}
+
 void
 lifecycle_touch(struct sandbox *sb)
 {
@@ -329,6 +383,12 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 	case SANDBOX_RUNNING:
 	case SANDBOX_SUSPENDED:
 		if (st == BACKEND_RUNNING) {
+			r = b->ops->adopt ? b->ops->adopt(b, sb) : 0;
+			if (r < 0) {
+				fail(d, sb, "its VM could not be taken back: %s", strerror(-r));
+				c->failed++;
+				return;
+			}
 			c->taken_back++;
 		} else {
 			fail(d, sb, "its VM ended while sandboxd was not running");
@@ -388,6 +448,8 @@ lifecycle_recover(struct sandboxd *d)
 		return r;
 	LIST_FOREACH_SAFE (n, tmp, &d->reg.all)
 		recover_one(d, list_entry(n, struct sandbox, by_created), &c);
+	if (d->backend && d->backend->ops->recovered)
+		d->backend->ops->recovered(d->backend);
 	if (d->reg.count > 0)
 		log_info("after the restart: %u sandbox(es) taken back, %u kept stopped or failed, "
 		         "%u failed now",

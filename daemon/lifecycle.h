@@ -22,7 +22,11 @@ int lifecycle_delete(struct sandboxd *d, struct sandbox *sb, const char *why, st
 /* Called by the backend, on the loop, when the operation under way (sb->op) finished.
  * error is 0 or -errno; reason says what went wrong, for the sandbox's record. */
 void lifecycle_backend_done(struct sandboxd *d, struct sandbox *sb, int error, const char *reason);
-/* Called by the backend when a sandbox's VM ended on its own. */
+/* Called by the backend each time the agent of a running sandbox (re)connects. The first
+ * time after sandboxd started, the processes the guest kept are listed and followed again. */
+void lifecycle_agent_ready(struct sandboxd *d, struct sandbox *sb);
+/* Called by the backend when a sandbox's VM ended on its own. The backend frees the VM's
+ * agent only after this returns. */
 void lifecycle_backend_lost(struct sandboxd *d, struct sandbox *sb, const char *reason);
 
 /* At startup: loads the live rows and takes back what the backend still runs. */

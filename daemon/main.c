@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include "api-internal.h"
+#include "bundle.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "paths.h"
@@ -181,7 +182,9 @@ run(struct sandboxd *d)
 	if (backend_table_size > 0) {
 		r = backend_create(d, d->opts->backend, &d->backend);
 		if (r < 0) {
-			log_error("backend: cannot start: %s", strerror(-r));
+			/* a missing bundle or QEMU was explained, with what to do */
+			if (r != -ENOENT)
+				log_error("backend: cannot start: %s", strerror(-r));
 			return r;
 		}
 	}
@@ -239,6 +242,9 @@ main(int argc, char **argv)
 	sigset_t mask;
 	int r;
 
+	/* `sandboxd setup`: build the guest kernel bundle and the small root disk */
+	if (argc > 1 && streq(argv[1], "setup"))
+		return setup_main(argc - 1, argv + 1);
 	r = options_parse(argc, argv, &opts);
 	if (r != 0) {
 		options_done(&opts);

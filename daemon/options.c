@@ -42,6 +42,11 @@ enum {
 	OPT_CLIENT_CA,
 	OPT_ALLOWED_HOST,
 	OPT_BACKEND,
+	OPT_ACCEL,
+	OPT_KERNEL,
+	OPT_INITRD,
+	OPT_AGENT,
+	OPT_BOOT_TIMEOUT,
 	OPT_MAX_CONNECTIONS,
 	OPT_LOG_LEVEL,
 	OPT_VERSION,
@@ -57,6 +62,11 @@ static const struct option long_options[] = {
 	{ "client-ca", required_argument, NULL, OPT_CLIENT_CA },
 	{ "allowed-host", required_argument, NULL, OPT_ALLOWED_HOST },
 	{ "backend", required_argument, NULL, OPT_BACKEND },
+	{ "accel", required_argument, NULL, OPT_ACCEL },
+	{ "kernel", required_argument, NULL, OPT_KERNEL },
+	{ "initrd", required_argument, NULL, OPT_INITRD },
+	{ "agent", required_argument, NULL, OPT_AGENT },
+	{ "boot-timeout", required_argument, NULL, OPT_BOOT_TIMEOUT },
 	{ "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -215,6 +225,32 @@ options_parse(int argc, char **argv, struct options *o)
 		}
 		case OPT_BACKEND:
 			r = set_string(&o->backend, optarg);
+			break;
+		case OPT_ACCEL:
+			if (!streq(optarg, "auto") && !streq(optarg, "kvm") &&
+			    !streq(optarg, "tcg")) {
+				fprintf(stderr, "sandboxd: --accel '%s': use auto, kvm or tcg\n",
+				        optarg);
+				return -EINVAL;
+			}
+			r = set_string(&o->accel, optarg);
+			break;
+		case OPT_KERNEL:
+			r = set_string(&o->kernel, optarg);
+			break;
+		case OPT_INITRD:
+			r = set_string(&o->initrd, optarg);
+			break;
+		case OPT_AGENT:
+			r = set_string(&o->agent, optarg);
+			break;
+		case OPT_BOOT_TIMEOUT:
+			if (parse_u64(optarg, &n) < 0 || n < 1 || n > 3600) {
+				fprintf(stderr, "sandboxd: --boot-timeout '%s' must be 1 to 3600\n",
+				        optarg);
+				return -EINVAL;
+			}
+			o->boot_timeout_secs = (unsigned)n;
 			break;
 		case OPT_MAX_CONNECTIONS:
 			if (parse_u64(optarg, &n) < 0 || n < 1 || n > 65536) {
@@ -403,5 +439,9 @@ options_done(struct options *o)
 	for (size_t i = 0; i < o->n_allowed_hosts; i++)
 		free(o->allowed_hosts[i]);
 	free(o->backend);
+	free(o->accel);
+	free(o->kernel);
+	free(o->initrd);
+	free(o->agent);
 	*o = (struct options){ 0 };
 }

@@ -22,6 +22,11 @@ struct options {
 	char *allowed_hosts[OPTIONS_MAX_ALLOWED_HOSTS];
 	size_t n_allowed_hosts;
 	char *backend;
+	char *accel;  /* auto, kvm, tcg */
+	char *kernel; /* the operator's guest kernel and initramfs, or NULL */
+	char *initrd;
+	char *agent; /* sandbox-guestd, or NULL: beside sandboxd */
+	unsigned boot_timeout_secs;
 	unsigned max_connections;
 	enum log_level log_level;
 };

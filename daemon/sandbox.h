@@ -81,6 +81,7 @@ struct sandbox {
 	size_t json_len;
 
 	struct list_node procs;      /* struct proc: its processes, while it runs */
+	bool procs_listed;           /* the guest's own list was read after (re)start */
 	struct list_node by_created; /* registry: newest first */
 	struct list_node waiters;    /* struct sandbox_waiter */
 };

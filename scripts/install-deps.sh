@@ -1,12 +1,14 @@
 #!/bin/sh
 # Installs every Debian 12 package sandboxd needs to build, run and test. Idempotent and
-# quiet; run as root (or with sudo). Benchmarks install their own extras (bench/api/run.sh).
+# quiet; run as root (or with sudo). Benchmarks install their own extras (bench/*/run.sh).
+# The guest kernel and busybox are not installed: `sandboxd setup` downloads them with apt.
 set -eu
 
 PACKAGES="
 build-essential pkgconf cmake ninja-build git ca-certificates curl openssl procps
 libssl-dev libjansson-dev libsqlite3-dev libcurl4-openssl-dev libhttp-parser-dev
-libcmocka-dev
+libwslay-dev libcmocka-dev musl-tools
+qemu-system-x86 qemu-utils e2fsprogs lz4 xz-utils
 clang-14 libclang-rt-14-dev clang-format
 "
 

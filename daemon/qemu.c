@@ -1,0 +1,1250 @@
+/* qemu.c: the microVM backend; see qemu.h.
+ *
+ * A sandbox's VM lives in <state>/vms/<id>/: upper.qcow2 (its writable layer, a qcow2 over
+ * the shared blank ext4 of its disk size), agent.sock and qmp.sock (listening sockets bound
+ * by sandboxd and handed to QEMU), console.log, qemu.log and vm.json (pid, start time, uid:
+ * what proves after a restart of sandboxd that a running QEMU is this sandbox's).
+ *
+ * Provision mode (start) makes a new upper layer and boots; restart mode (restart) boots the
+ * layer a stop kept, so files survive and memory and processes do not (seed 000). A stop asks
+ * the agent to sync and power off, so QEMU (-no-reboot) exits by itself; a destroy kills it
+ * and removes the directory. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <poll.h>
+#include <sys/un.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include "agent.h"
+#include "agentproto.h"
+#include "bundle.h"
+#include "frame.h"
+#include "tlv.h"
+#include "cgroup.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "options.h"
+#include "qmp.h"
+#include "qemu.h"
+#include "sandboxd.h"
+#include "util.h"
+
+#define UID_BASE 61000u
+#define UID_SLOTS 1024u
+#define STOP_TIMEOUT_MS 20000
+#define KILL_WAIT_MS 5000
+#define RECONNECT_MS 10000
+#define VMM_OVERHEAD_MB 256 /* QEMU itself and TCG's translation cache, on top of guest RAM */
+#define GUEST_UID 1001
+
+enum vm_phase {
+	VM_BOOTING,
+	VM_RUNNING,
+	VM_STOPPING,
+	VM_DESTROYING,
+	VM_EXITED, /* QEMU is gone */
+};
+
+struct qemu {
+	struct backend b;
+	struct sandboxd *d;
+	struct vm_bundle bundle;
+	char accel[8];
+	unsigned tsc_khz;
+	char *vms_dir;
+	char *qemu_bin;
+	bool root;
+	bool cgroups;
+	unsigned boot_timeout_ms;
+	bool slot_used[UID_SLOTS];
+	struct list_node vms;
+	pid_t *strays; /* VMMs found at startup working in our directory */
+	size_t n_strays;
+};
+
+struct vm {
+	struct list_node link;
+	struct qemu *q;
+	struct sandbox *sb;
+	char *dir;
+	enum vm_phase phase;
+	pid_t pid;
+	bool child; /* ours to reap (started by this sandboxd) */
+	int pidfd;
+	struct loop_source pidsrc;
+	struct loop_timer timer;
+	struct agent *agent;
+	int slot;
+	bool reconnecting;
+	char cgroup[64];
+};
+
+static struct qemu *
+Q(struct backend *b)
+{
+	return (struct qemu *)b;
+}
+
+static int
+pidfd_open_(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static char *
+vm_path(const struct vm *vm, const char *file)
+{
+	return strdup_printf("%s/%s", vm->dir, file);
+}
+
+/* /proc/<pid>/stat field 22: when the process started, in clock ticks since boot. */
+static int
+process_start_time(pid_t pid, uint64_t *ret)
+{
+	char path[64];
+	_cleanup_free_ char *text = NULL;
+	char *p;
+	uint64_t v;
+	int field = 3;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (read_file_max(path, 4096, &text, NULL) < 0)
+		return -ESRCH;
+	p = strrchr(text, ')'); /* comm may hold spaces */
+	if (!p)
+		return -EIO;
+	for (p += 2; *p && field < 22; p++)
+		if (*p == ' ')
+			field++;
+	if (parse_u64_n(p, strcspn(p, " "), &v) < 0)
+		return -EIO;
+	*ret = v;
+	return 0;
+}
+
+static void
+remove_tree(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	if (d) {
+		while ((de = readdir(d))) {
+			_cleanup_free_ char *p = NULL;
+			if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+				continue;
+			p = strdup_printf("%s/%s", dir, de->d_name);
+			if (p && unlink(p) < 0 && errno == EISDIR)
+				remove_tree(p);
+		}
+		closedir(d);
+	}
+	(void)rmdir(dir);
+}
+
+/* The last lines QEMU or the guest printed: what a person needs when a boot fails. */
+static char *
+log_tail(struct vm *vm)
+{
+	_cleanup_free_ char *qlog = vm_path(vm, "qemu.log"), *con = vm_path(vm, "console.log");
+	_cleanup_buf_ struct buf b = BUF_INIT(2048);
+	const char *files[] = { qlog, con };
+
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		_cleanup_free_ char *text = NULL;
+		size_t n = 0;
+		const char *start;
+		if (!files[i] || read_file_max(files[i], 1u << 20, &text, &n) < 0 || n == 0)
+			continue;
+		start = n > 300 ? text + n - 300 : text;
+		(void)buf_put_quoted(&b, start, strlen(start), 300);
+		(void)buf_putc(&b, ' ');
+	}
+	return b.len ? buf_steal(&b) : NULL;
+}
+
+/* ---- the VM object ---- */
+
+static void vm_exited(struct loop_source *src, uint32_t events, void *data);
+
+static struct vm *
+vm_get(struct qemu *q, struct sandbox *sb)
+{
+	struct vm *vm = sb->backend_data;
+
+	if (vm)
+		return vm;
+	vm = calloc(1, sizeof(*vm));
+	if (!vm)
+		return NULL;
+	vm->q = q;
+	vm->sb = sb;
+	vm->pidfd = -1;
+	vm->pidsrc.fd = -1;
+	vm->slot = -1;
+	vm->dir = strdup_printf("%s/%s", q->vms_dir, sb->id);
+	snprintf(vm->cgroup, sizeof(vm->cgroup), "%s", sb->id);
+	if (!vm->dir || loop_timer_init(q->d->loop, &vm->timer, NULL, vm) < 0) {
+		free(vm->dir);
+		free(vm);
+		return NULL;
+	}
+	list_init(&vm->link);
+	list_push_back(&q->vms, &vm->link);
+	sb->backend_data = vm;
+	return vm;
+}
+
+static void
+vm_release_slot(struct vm *vm)
+{
+	if (vm->slot >= 0 && vm->slot < (int)UID_SLOTS)
+		vm->q->slot_used[vm->slot] = false;
+	vm->slot = -1;
+}
+
+static int
+vm_take_slot(struct vm *vm)
+{
+	for (unsigned i = 0; i < UID_SLOTS; i++)
+		if (!vm->q->slot_used[i]) {
+			vm->q->slot_used[i] = true;
+			vm->slot = (int)i;
+			return 0;
+		}
+	return -EUSERS;
+}
+
+static uid_t
+vm_uid(const struct vm *vm)
+{
+	return vm->q->root ? (uid_t)(UID_BASE + (unsigned)vm->slot) : geteuid();
+}
+
+/* Forgets QEMU's process (it exited, or is being given up). */
+static void
+vm_forget_process(struct vm *vm)
+{
+	loop_remove(&vm->pidsrc);
+	vm->pidfd = safe_close(vm->pidfd);
+	vm->pid = 0;
+	if (vm->q->cgroups)
+		cgroup_remove(vm->cgroup);
+}
+
+static void
+vm_free(struct vm *vm)
+{
+	if (!vm)
+		return;
+	vm->agent = agent_free(vm->agent);
+	vm_forget_process(vm);
+	loop_timer_done(&vm->timer);
+	vm_release_slot(vm);
+	list_remove(&vm->link);
+	if (vm->sb)
+		vm->sb->backend_data = NULL;
+	free(vm->dir);
+	free(vm);
+}
+
+/* Kills QEMU (if any) and waits for it, briefly: destroy and failure paths. */
+static void
+vm_kill(struct vm *vm)
+{
+	if (vm->pid <= 0)
+		return;
+	kill(vm->pid, SIGKILL);
+	if (vm->child)
+		(void)waitpid(vm->pid, NULL, 0); /* SIGKILL cannot be ignored: this is quick */
+	vm_forget_process(vm);
+}
+
+/* Everything of a VM except its writable layer (kept by a stop). */
+static void
+vm_remove_runtime(struct vm *vm)
+{
+	static const char *const files[] = { "agent.sock", "qmp.sock", "vm.json" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		_cleanup_free_ char *p = vm_path(vm, files[i]);
+		if (p)
+			(void)unlink(p);
+	}
+}
+
+/* A VM that failed: nothing of it is left behind (process, sockets, disk). */
+static void vm_fail(struct vm *vm, const char *fmt, ...) _printf_(2, 3);
+
+static void
+vm_fail(struct vm *vm, const char *fmt, ...)
+{
+	struct sandboxd *d = vm->q->d;
+	struct sandbox *sb = vm->sb;
+	enum vm_phase phase = vm->phase;
+	char reason[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(reason, sizeof(reason), fmt, ap);
+	va_end(ap);
+	vm->phase = VM_EXITED;
+	(void)loop_timer_arm(&vm->timer, 0, 0);
+	vm_kill(vm);
+	/* the core lets go of the processes before the agent goes */
+	if (phase == VM_BOOTING || phase == VM_STOPPING)
+		lifecycle_backend_done(d, sb, -EIO, reason);
+	else
+		lifecycle_backend_lost(d, sb, reason);
+	vm->agent = agent_free(vm->agent);
+	remove_tree(vm->dir);
+	vm_free(vm);
+}
+
+/* ---- QEMU's command line and start ---- */
+
+static const char *const cmdline_base =
+        "console=ttyS0 quiet panic=-1 reboot=t tsc=reliable cryptomgr.notests init_on_alloc=0 "
+        "initcall_blacklist=crypto_kdf108_init,init_kprobe_trace,load_system_certificate_list,"
+        "cubictcp_register";
+
+/* A listening unix socket at path, bound by sandboxd and handed to QEMU. */
+static int
+listen_at(const char *path, uid_t owner)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	memcpy(sa.sun_path, path, strlen(path));
+	(void)unlink(path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return negative_errno();
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 4) < 0 ||
+	    chmod(path, 0600) < 0 || (geteuid() == 0 && chown(path, 0, 0) < 0)) {
+		int r = negative_errno();
+		close(fd);
+		return r;
+	}
+	(void)owner;
+	return fd;
+}
+
+enum {
+	FD_KERNEL = 3,
+	FD_INITRD,
+	FD_AGENT,
+	FD_QMP,
+	FD_CONSOLE,
+	FD_ROOT,
+	FD_BLANK,
+	FD_UPPER,
+	FD_LOG,
+	FD_COUNT = FD_LOG - FD_KERNEL + 1,
+};
+
+struct launch {
+	int fds[FD_COUNT]; /* index fd - FD_KERNEL */
+	char *argv[64];
+	size_t argc;
+	char *strings[16];
+	size_t nstrings;
+};
+
+static void
+launch_done(struct launch *l)
+{
+	for (size_t i = 0; i < FD_COUNT; i++)
+		safe_close(l->fds[i]);
+	for (size_t i = 0; i < l->nstrings; i++)
+		free(l->strings[i]);
+}
+
+static void
+arg(struct launch *l, const char *a)
+{
+	if (l->argc < ARRAY_SIZE(l->argv) - 1)
+		l->argv[l->argc++] = (char *)a;
+}
+
+static const char *
+keep(struct launch *l, char *s)
+{
+	if (s && l->nstrings < ARRAY_SIZE(l->strings))
+		l->strings[l->nstrings++] = s;
+	return s ? s : "";
+}
+
+static int
+open_into(struct launch *l, int slot, const char *path, int flags)
+{
+	int fd = open(path, flags | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return negative_errno();
+	l->fds[slot - FD_KERNEL] = fd;
+	return 0;
+}
+
+/* Child side of the fork: becomes the VMM. Only async-signal-safe calls from here on. */
+_noreturn_ static void
+exec_vmm(struct vm *vm, struct launch *l, uid_t uid)
+{
+	sigset_t none;
+	int devnull;
+
+	setsid();
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (int s = 1; s < NSIG; s++)
+		signal(s, SIG_DFL);
+	if (chdir(vm->dir) < 0)
+		_exit(126);
+	if (vm->q->cgroups)
+		(void)cgroup_enter(vm->cgroup);
+	/* move the fds to 3.. without clobbering each other: first above them all, then down */
+	for (int i = 0; i < FD_COUNT; i++) {
+		int high = fcntl(l->fds[i], F_DUPFD, 64);
+		if (high < 0)
+			_exit(126);
+		l->fds[i] = high;
+	}
+	for (int i = 0; i < FD_COUNT; i++)
+		if (dup2(l->fds[i], FD_KERNEL + i) < 0)
+			_exit(126);
+	devnull = open("/dev/null", O_RDWR);
+	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(FD_LOG, 2) < 0)
+		_exit(126);
+	if (syscall(SYS_close_range, FD_LOG + 1, ~0U, 0) < 0)
+		for (int fd = FD_LOG + 1; fd < 4096; fd++)
+			close(fd);
+	if (vm->q->root) {
+		if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 ||
+		    setresuid(uid, uid, uid) < 0)
+			_exit(126);
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		_exit(126);
+	{
+		char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
+		execve(vm->q->qemu_bin, l->argv, envp);
+	}
+	_exit(127);
+}
+
+static int
+spawn_qemu(struct vm *vm, bool fresh_layer)
+{
+	struct qemu *q = vm->q;
+	struct sandbox *sb = vm->sb;
+	struct launch l;
+	_cleanup_free_ char *blank = NULL, *upper = vm_path(vm, "upper.qcow2");
+	_cleanup_free_ char *agent_sock = vm_path(vm, "agent.sock"),
+	                    *qmp_sock = vm_path(vm, "qmp.sock");
+	_cleanup_free_ char *console = vm_path(vm, "console.log"), *qlog = vm_path(vm, "qemu.log");
+	uid_t uid;
+	pid_t pid;
+	int r;
+
+	memset(&l, 0, sizeof(l));
+	for (size_t i = 0; i < FD_COUNT; i++)
+		l.fds[i] = -1;
+	if (!upper || !agent_sock || !qmp_sock || !console || !qlog)
+		return -ENOMEM;
+	r = mkdir_p(vm->dir, 0700);
+	if (r < 0)
+		return r;
+	r = bundle_blank_disk(q->d->opts->state_dir, sb->disk_mb, &blank);
+	if (r < 0)
+		return r;
+	if (fresh_layer || access(upper, F_OK) < 0) {
+		r = bundle_make_layer(blank, upper);
+		if (r < 0)
+			return r;
+	}
+	if (vm->slot < 0 && (r = vm_take_slot(vm)) < 0)
+		return r;
+	uid = vm_uid(vm);
+	/* the VMM may write its layer and its logs; nothing else of the state is its own */
+	if (q->root && (chown(upper, uid, uid) < 0 || chmod(upper, 0600) < 0))
+		return negative_errno();
+	if ((r = open_into(&l, FD_KERNEL, q->bundle.kernel, O_RDONLY)) < 0 ||
+	    (r = open_into(&l, FD_INITRD, q->bundle.initrd, O_RDONLY)) < 0 ||
+	    (r = open_into(&l, FD_ROOT, q->bundle.rootfs, O_RDONLY)) < 0 ||
+	    (r = open_into(&l, FD_BLANK, blank, O_RDONLY)) < 0 ||
+	    (r = open_into(&l, FD_UPPER, upper, O_RDWR)) < 0 ||
+	    (r = open_into(&l, FD_CONSOLE, console, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)) < 0 ||
+	    (r = open_into(&l, FD_LOG, qlog, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)) < 0)
+		goto out;
+	if ((l.fds[FD_AGENT - FD_KERNEL] = listen_at(agent_sock, uid)) < 0 ||
+	    (l.fds[FD_QMP - FD_KERNEL] = listen_at(qmp_sock, uid)) < 0) {
+		r = -EADDRNOTAVAIL;
+		goto out;
+	}
+	if (q->root) {
+		/* the VMM writes the logs through the fds it is given, and re-opens them as itself
+		 */
+		if (fchown(l.fds[FD_CONSOLE - FD_KERNEL], uid, uid) < 0 ||
+		    fchown(l.fds[FD_LOG - FD_KERNEL], uid, uid) < 0) {
+			r = negative_errno();
+			goto out;
+		}
+	}
+	if (q->cgroups) {
+		uint64_t mem = ((uint64_t)sb->memory_mb + VMM_OVERHEAD_MB) << 20;
+		if (cgroup_create(vm->cgroup, mem, sb->cpus, 256) < 0)
+			log_warning("sandbox '%s': no cgroup limits for its VMM", sb->id);
+	}
+
+	arg(&l, q->qemu_bin);
+	arg(&l, "-M");
+	arg(&l, keep(&l, strdup_printf("microvm,accel=%s,x-option-roms=off,pit=off,pic=off,rtc=on",
+	                               q->accel)));
+	arg(&l, "-cpu");
+	arg(&l, streq(q->accel, "kvm") ? "host" : "max");
+	arg(&l, "-m");
+	arg(&l, keep(&l, strdup_printf("%u", sb->memory_mb)));
+	arg(&l, "-smp");
+	arg(&l, keep(&l, strdup_printf("%u", sb->cpus)));
+	arg(&l, "-nodefaults");
+	arg(&l, "-no-user-config");
+	arg(&l, "-display");
+	arg(&l, "none");
+	arg(&l, "-no-reboot");
+	arg(&l, "-name");
+	arg(&l, keep(&l, strdup_printf("sbx-%s,process=qemu-sbx-%.6s", sb->id, sb->id + 4)));
+	arg(&l, "-kernel");
+	arg(&l, "/proc/self/fd/3");
+	arg(&l, "-initrd");
+	arg(&l, "/proc/self/fd/4");
+	arg(&l, "-append");
+	if (streq(q->accel, "tcg") && q->tsc_khz)
+		arg(&l, keep(&l, strdup_printf("%s tsc_early_khz=%u", cmdline_base, q->tsc_khz)));
+	else
+		arg(&l, cmdline_base);
+	arg(&l, "-chardev");
+	arg(&l, "socket,id=ag,fd=5,server=on,wait=off");
+	arg(&l, "-device");
+	arg(&l, "virtio-serial-device");
+	arg(&l, "-device");
+	arg(&l, "virtserialport,chardev=ag,name=agent");
+	arg(&l, "-chardev");
+	arg(&l, "socket,id=qmp,fd=6,server=on,wait=off");
+	arg(&l, "-mon");
+	arg(&l, "chardev=qmp,mode=control");
+	arg(&l, "-add-fd");
+	arg(&l, "fd=7,set=7");
+	arg(&l, "-chardev");
+	arg(&l, "file,id=con,path=/dev/fdset/7");
+	arg(&l, "-serial");
+	arg(&l, "chardev:con");
+	arg(&l, "-add-fd");
+	arg(&l, "fd=8,set=8,opaque=root");
+	arg(&l, "-blockdev");
+	arg(&l, "driver=file,node-name=rootf,filename=/dev/fdset/8,read-only=on");
+	arg(&l, "-blockdev");
+	arg(&l, "driver=raw,node-name=root,file=rootf,read-only=on");
+	arg(&l, "-device");
+	arg(&l, "virtio-blk-device,drive=root");
+	arg(&l, "-add-fd");
+	arg(&l, "fd=9,set=9,opaque=blank");
+	arg(&l, "-blockdev");
+	arg(&l, "driver=file,node-name=blankf,filename=/dev/fdset/9,read-only=on");
+	arg(&l, "-blockdev");
+	arg(&l, "driver=raw,node-name=blank,file=blankf,read-only=on");
+	arg(&l, "-add-fd");
+	arg(&l, "fd=10,set=10,opaque=upper");
+	arg(&l, "-blockdev");
+	arg(&l, "driver=file,node-name=upperf,filename=/dev/fdset/10");
+	arg(&l, "-blockdev");
+	arg(&l, "driver=qcow2,node-name=upper,file=upperf,backing=blank");
+	arg(&l, "-device");
+	arg(&l, "virtio-blk-device,drive=upper");
+	arg(&l, "-sandbox");
+	arg(&l, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+	l.argv[l.argc] = NULL;
+
+	pid = fork();
+	if (pid < 0) {
+		r = negative_errno();
+		goto out;
+	}
+	if (pid == 0)
+		exec_vmm(vm, &l, uid);
+	vm->pid = pid;
+	vm->child = true;
+	r = 0;
+out:
+	launch_done(&l);
+	return r;
+}
+
+/* Records what proves later that the running QEMU is this sandbox's. */
+static int
+write_record(struct vm *vm)
+{
+	_cleanup_free_ char *path = vm_path(vm, "vm.json"), *text = NULL;
+	uint64_t start = 0;
+	json_t *j;
+
+	if (!path || process_start_time(vm->pid, &start) < 0)
+		return -ESRCH;
+	j = json_pack("{s:i, s:I, s:i}", "pid", (int)vm->pid, "start_time", (json_int_t)start,
+	              "slot", vm->slot);
+	text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	return text ? write_file_atomic(path, text, strlen(text), 0600) : -ENOMEM;
+}
+
+static int
+read_record(struct vm *vm, pid_t *ret_pid, uint64_t *ret_start, int *ret_slot)
+{
+	_cleanup_free_ char *path = vm_path(vm, "vm.json"), *text = NULL;
+	json_int_t start = 0;
+	int pid = 0, slot = -1, r;
+	json_t *j;
+
+	if (!path)
+		return -ENOMEM;
+	r = read_file_max(path, 4096, &text, NULL);
+	if (r < 0)
+		return r;
+	j = json_loads(text, 0, NULL);
+	if (!j ||
+	    json_unpack(j, "{s:i, s:I, s:i}", "pid", &pid, "start_time", &start, "slot", &slot) <
+	            0 ||
+	    pid <= 1 || slot < 0 || slot >= (int)UID_SLOTS) {
+		json_decref(j);
+		return -EINVAL;
+	}
+	json_decref(j);
+	*ret_pid = pid;
+	*ret_start = (uint64_t)start;
+	*ret_slot = slot;
+	return 0;
+}
+
+/* ---- agent ---- */
+
+static void
+agent_ready_cb(struct agent *a _unused_, bool mounted, const char *version, void *data)
+{
+	struct vm *vm = data;
+	struct sandboxd *d = vm->q->d;
+
+	vm->reconnecting = false;
+	if (vm->phase == VM_BOOTING) {
+		if (!mounted) {
+			vm_fail(vm, "the guest could not set up its root disk");
+			return;
+		}
+		(void)loop_timer_arm(&vm->timer, 0, 0);
+		vm->phase = VM_RUNNING;
+		log_debug("sandbox '%s': agent ready (%s)", vm->sb->id, version);
+		free(vm->sb->runtime_ref);
+		vm->sb->runtime_ref = strdup_printf("qemu:%d", (int)vm->pid);
+		lifecycle_backend_done(d, vm->sb, 0, NULL);
+	}
+	if (vm->phase == VM_RUNNING)
+		lifecycle_agent_ready(d, vm->sb);
+}
+
+static void
+agent_closed_cb(struct agent *a, const char *reason, void *data)
+{
+	struct vm *vm = data;
+
+	if (vm->phase == VM_BOOTING) {
+		_cleanup_free_ char *tail = log_tail(vm);
+		vm_fail(vm, "the guest agent did not come up within %u s (%s)%s%s",
+		        vm->q->boot_timeout_ms / 1000, reason, tail ? "; last output: " : "",
+		        tail ? tail : "");
+		return;
+	}
+	if (vm->phase != VM_RUNNING)
+		return;
+	/* the VM runs on: a new session keeps the kept processes */
+	if (vm->reconnecting) {
+		vm_fail(vm, "its agent stopped answering (%s)", reason);
+		return;
+	}
+	log_info("sandbox '%s': agent connection lost (%s); reconnecting", vm->sb->id, reason);
+	vm->reconnecting = true;
+	(void)agent_connect(a, now_mono_ms() + RECONNECT_MS);
+}
+
+static const struct agent_events agent_events = {
+	.ready = agent_ready_cb,
+	.closed = agent_closed_cb,
+};
+
+static int
+vm_connect_agent(struct vm *vm, uint64_t deadline)
+{
+	_cleanup_free_ char *sock = vm_path(vm, "agent.sock");
+	const char *hostname = vm->sb->name ? vm->sb->name : vm->sb->id;
+	struct agent_hello hello = {
+		.hostname = hostname,
+		.root_dev = "/dev/vda",
+		.upper_dev = "/dev/vdb",
+		.uid = GUEST_UID,
+		.gid = GUEST_UID,
+		.home = "/sandbox/home",
+	};
+	int r;
+
+	if (!sock)
+		return -ENOMEM;
+	vm->agent = agent_free(vm->agent);
+	r = agent_new(vm->q->d->loop, sock, &hello, &agent_events, vm, &vm->agent);
+	if (r < 0)
+		return r;
+	return agent_connect(vm->agent, deadline);
+}
+
+/* ---- supervision ---- */
+
+static void
+stop_timeout(struct loop_timer *t _unused_, void *data)
+{
+	struct vm *vm = data;
+
+	/* the guest did not power off in time: end it the hard way, the layer stays */
+	log_warning("sandbox '%s': the guest did not shut down in %d s; killing its VMM",
+	            vm->sb->id, STOP_TIMEOUT_MS / 1000);
+	if (vm->pid > 0)
+		kill(vm->pid, SIGKILL);
+}
+
+static void
+vm_exited(struct loop_source *src _unused_, uint32_t events _unused_, void *data)
+{
+	struct vm *vm = data;
+	struct sandboxd *d = vm->q->d;
+	struct sandbox *sb = vm->sb;
+	int status = 0;
+	char how[64];
+
+	if (vm->child)
+		(void)waitpid(vm->pid, &status, WNOHANG);
+	if (WIFSIGNALED(status))
+		snprintf(how, sizeof(how), "killed by signal %d", WTERMSIG(status));
+	else
+		snprintf(how, sizeof(how), "exited with status %d", WEXITSTATUS(status));
+	vm_forget_process(vm);
+	(void)loop_timer_arm(&vm->timer, 0, 0);
+	switch (vm->phase) {
+	case VM_STOPPING:
+		/* a clean power-off, or the stop timeout's kill: the layer is kept either way */
+		vm->phase = VM_EXITED;
+		vm->agent = agent_free(vm->agent);
+		vm_remove_runtime(vm);
+		vm_release_slot(vm);
+		lifecycle_backend_done(d, sb, 0, NULL);
+		return;
+	case VM_DESTROYING:
+		return; /* destroy handles it */
+	case VM_BOOTING: {
+		_cleanup_free_ char *tail = log_tail(vm);
+		vm_fail(vm, "QEMU %s while booting%s%s", how, tail ? ": " : "", tail ? tail : "");
+		return;
+	}
+	case VM_RUNNING: {
+		_cleanup_free_ char *tail = log_tail(vm);
+		vm_fail(vm, "its VM ended unexpectedly: QEMU %s%s%s", how,
+		        tail ? "; last output: " : "", tail ? tail : "");
+		return;
+	}
+	case VM_EXITED:
+		return;
+	}
+}
+
+static int
+vm_watch(struct vm *vm)
+{
+	vm->pidfd = pidfd_open_(vm->pid);
+	if (vm->pidfd < 0)
+		return negative_errno();
+	return loop_add(vm->q->d->loop, &vm->pidsrc, vm->pidfd, EPOLLIN, vm_exited, vm);
+}
+
+static void
+boot_timeout(struct loop_timer *t _unused_, void *data)
+{
+	struct vm *vm = data;
+
+	if (vm->phase == VM_BOOTING && vm->agent)
+		agent_close(vm->agent, "boot timeout");
+}
+
+static int
+vm_boot(struct qemu *q, struct sandbox *sb, bool fresh_layer)
+{
+	struct vm *vm = vm_get(q, sb);
+	uint64_t deadline;
+	int r;
+
+	if (!vm)
+		return -ENOMEM;
+	vm->phase = VM_BOOTING;
+	vm->reconnecting = false;
+	r = spawn_qemu(vm, fresh_layer);
+	if (r < 0) {
+		log_error("sandbox '%s': starting QEMU failed: %s", sb->id, strerror(-r));
+		if (fresh_layer)
+			remove_tree(vm->dir);
+		vm_free(vm);
+		return r;
+	}
+	deadline = now_mono_ms() + q->boot_timeout_ms;
+	if ((r = vm_watch(vm)) < 0 || (r = write_record(vm)) < 0 ||
+	    (r = vm_connect_agent(vm, deadline)) < 0) {
+		vm_kill(vm);
+		remove_tree(vm->dir);
+		vm_free(vm);
+		return r;
+	}
+	vm->timer.fn = boot_timeout;
+	(void)loop_timer_arm(&vm->timer, q->boot_timeout_ms, 0);
+	return 0;
+}
+
+/* ---- choosing the accelerator ---- */
+
+/* Boots the bundle under KVM with no disks and waits for the agent's answer to a HELLO:
+ * /dev/kvm can exist and still hang a standard guest (PVM hosts), so only a boot that reaches
+ * the agent counts. Blocking, at startup only, and its answer is cached. */
+static bool
+kvm_boots(struct qemu *q)
+{
+	char dir[] = "/tmp/sandboxd-kvm-probe.XXXXXX";
+	_cleanup_free_ char *sock = NULL, *kernel = NULL, *initrd = NULL, *append = NULL;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint64_t deadline = now_mono_ms() + 15000;
+	bool ok = false;
+	pid_t pid;
+	int fd = -1;
+
+	if (!mkdtemp(dir))
+		return false;
+	sock = strdup_printf("%s/agent.sock", dir);
+	kernel = strdup_printf("%s", q->bundle.kernel);
+	initrd = strdup_printf("%s", q->bundle.initrd);
+	append = strdup_printf("%s", cmdline_base);
+	if (!sock || !kernel || !initrd || !append || strlen(sock) >= sizeof(sa.sun_path))
+		goto out;
+	pid = fork();
+	if (pid == 0) {
+		char *chardev = strdup_printf("socket,id=ag,path=%s,server=on,wait=off", sock);
+		char *argv[] = { q->qemu_bin,
+			         "-M",
+			         "microvm,accel=kvm,x-option-roms=off,pit=off,pic=off,rtc=on",
+			         "-cpu",
+			         "host",
+			         "-m",
+			         "256",
+			         "-nodefaults",
+			         "-no-user-config",
+			         "-display",
+			         "none",
+			         "-no-reboot",
+			         "-kernel",
+			         kernel,
+			         "-initrd",
+			         initrd,
+			         "-append",
+			         append,
+			         "-chardev",
+			         chardev,
+			         "-device",
+			         "virtio-serial-device",
+			         "-device",
+			         "virtserialport,chardev=ag,name=agent",
+			         NULL };
+		int devnull = open("/dev/null", O_RDWR);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		dup2(devnull, 0);
+		dup2(devnull, 1);
+		dup2(devnull, 2);
+		execv(q->qemu_bin, argv);
+		_exit(127);
+	}
+	if (pid < 0)
+		goto out;
+	memcpy(sa.sun_path, sock, strlen(sock));
+	while (now_mono_ms() < deadline && !ok) {
+		_cleanup_buf_ struct buf hello = BUF_INIT(4096), p = BUF_INIT(4096);
+		uint8_t nonce[AP_NONCE_LEN];
+		struct frame_decoder dec;
+		char chunk[4096];
+
+		fd = safe_close(fd);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			usleep(50000);
+			continue;
+		}
+		if (random_bytes(nonce, sizeof(nonce)) < 0 ||
+		    tlv_put(&p, AP_T_NONCE, nonce, sizeof(nonce)) < 0 ||
+		    frame_put_magic(&hello) < 0 ||
+		    frame_put(&hello, AP_HELLO, 0, 0, p.data, p.len) < 0 ||
+		    write(fd, hello.data, hello.len) != (ssize_t)hello.len)
+			continue;
+		frame_decoder_init(&dec, AP_FRAME_MAX, true);
+		while (now_mono_ms() < deadline && !ok) {
+			struct pollfd pfd = { .fd = fd, .events = POLLIN };
+			struct frame f;
+			ssize_t n;
+			if (poll(&pfd, 1, 200) <= 0)
+				continue;
+			n = read(fd, chunk, sizeof(chunk));
+			if (n <= 0 || frame_decoder_feed(&dec, chunk, (size_t)n) < 0)
+				break;
+			if (frame_decoder_next(&dec, &f, NULL) == 1 && f.type == AP_HELLO_ACK)
+				ok = true;
+		}
+		frame_decoder_done(&dec);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+out:
+	safe_close(fd);
+	if (sock)
+		unlink(sock);
+	rmdir(dir);
+	return ok;
+}
+
+static int
+qemu_pick_accel(struct qemu *q, const char *want)
+{
+	_cleanup_free_ char *cache = strdup_printf("%s/vm/accel", q->d->opts->state_dir);
+	_cleanup_free_ char *cached = NULL, *key = NULL;
+	struct utsname u;
+	int fd;
+
+	if (!want || streq(want, "auto")) {
+		fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+		if (fd < 0) {
+			snprintf(q->accel, sizeof(q->accel), "tcg");
+			return 0;
+		}
+		close(fd);
+		uname(&u);
+		key = strdup_printf("%s %s", u.release, q->bundle.kernel);
+		if (cache && key && read_file_max(cache, 4096, &cached, NULL) == 0 &&
+		    strlen(cached) > 4 && streq(cached + 4, key)) {
+			snprintf(q->accel, sizeof(q->accel), "%.3s", cached);
+			return 0;
+		}
+		log_info("backend qemu: /dev/kvm is there; checking that a guest boots under it");
+		snprintf(q->accel, sizeof(q->accel), "%s", kvm_boots(q) ? "kvm" : "tcg");
+		if (streq(q->accel, "tcg"))
+			log_info("backend qemu: KVM did not boot the guest; using TCG (slow)");
+		if (cache && key) {
+			_cleanup_free_ char *line = strdup_printf("%s %s", q->accel, key);
+			if (line)
+				(void)write_file_atomic(cache, line, strlen(line), 0600);
+		}
+		return 0;
+	}
+	if (!streq(want, "kvm") && !streq(want, "tcg")) {
+		log_error("--accel '%s': use auto, kvm or tcg", want);
+		return -EINVAL;
+	}
+	snprintf(q->accel, sizeof(q->accel), "%s", want);
+	return 0;
+}
+
+/* ---- backend operations ---- */
+
+static int
+qemu_start(struct backend *b, struct sandbox *sb)
+{
+	return vm_boot(Q(b), sb, true);
+}
+
+static int
+qemu_restart(struct backend *b, struct sandbox *sb)
+{
+	return vm_boot(Q(b), sb, false);
+}
+
+static void
+shutdown_answered(void *data, const struct agent_result *res)
+{
+	struct vm *vm = data;
+
+	/* the guest powers off on its own after answering; a refusal falls to the timeout */
+	if (res->err && vm->pid > 0)
+		log_warning("sandbox '%s': the guest refused to shut down: %s", vm->sb->id,
+		            res->message ? res->message : strerror(res->err));
+}
+
+static int
+qemu_stop(struct backend *b, struct sandbox *sb)
+{
+	struct vm *vm = sb->backend_data;
+
+	if (!vm || vm->pid <= 0)
+		return -ESRCH;
+	vm->phase = VM_STOPPING;
+	vm->timer.fn = stop_timeout;
+	(void)loop_timer_arm(&vm->timer, STOP_TIMEOUT_MS, 0);
+	if (!vm->agent || !agent_shutdown(vm->agent, shutdown_answered, vm))
+		kill(vm->pid, SIGKILL); /* no agent to ask: the layer may lose unsynced writes */
+	return 0;
+}
+
+static void
+destroy_finish(struct loop_timer *t _unused_, void *data)
+{
+	struct vm *vm = data;
+	struct sandboxd *d = vm->q->d;
+	struct sandbox *sb = vm->sb;
+
+	remove_tree(vm->dir);
+	vm_free(vm);
+	lifecycle_backend_done(d, sb, 0, NULL);
+}
+
+static int
+qemu_destroy(struct backend *b, struct sandbox *sb)
+{
+	struct vm *vm = vm_get(Q(b), sb);
+
+	if (!vm)
+		return -ENOMEM;
+	vm->phase = VM_DESTROYING;
+	vm->agent = agent_free(vm->agent);
+	vm_kill(vm);
+	/* complete on the loop, like every other operation */
+	vm->timer.fn = destroy_finish;
+	return loop_timer_arm(&vm->timer, 1, 0);
+}
+
+static int
+qemu_status(struct backend *b, struct sandbox *sb, enum backend_status *ret)
+{
+	struct vm *vm = vm_get(Q(b), sb);
+	_cleanup_free_ char *upper = NULL, *comm_path = NULL, *comm = NULL;
+	uint64_t start, now_start;
+	pid_t pid;
+	int slot;
+
+	if (!vm)
+		return -ENOMEM;
+	upper = vm_path(vm, "upper.qcow2");
+	if (read_record(vm, &pid, &start, &slot) == 0 && process_start_time(pid, &now_start) == 0 &&
+	    now_start == start) {
+		comm_path = strdup_printf("/proc/%d/comm", (int)pid);
+		if (comm_path && read_file_max(comm_path, 64, &comm, NULL) == 0 &&
+		    str_has_prefix(comm, "qemu-sbx-")) {
+			/* the same process, started at the same time, with our name: ours */
+			vm->pid = pid;
+			vm->child = false;
+			vm->slot = slot;
+			Q(b)->slot_used[slot] = true;
+			*ret = BACKEND_RUNNING;
+			return 0;
+		}
+	}
+	*ret = upper && access(upper, F_OK) == 0 ? BACKEND_STOPPED : BACKEND_GONE;
+	if (*ret == BACKEND_GONE)
+		vm_free(vm);
+	return 0;
+}
+
+static int
+qemu_adopt(struct backend *b _unused_, struct sandbox *sb)
+{
+	struct vm *vm = sb->backend_data;
+	int r;
+
+	if (!vm || vm->pid <= 0)
+		return -ESRCH;
+	vm->phase = VM_RUNNING;
+	r = vm_watch(vm);
+	if (r >= 0)
+		r = vm_connect_agent(vm, now_mono_ms() + vm->q->boot_timeout_ms);
+	/* the first session after the restart: failing it fails the sandbox */
+	vm->reconnecting = true;
+	return r;
+}
+
+static struct agent *
+qemu_agent(struct backend *b _unused_, struct sandbox *sb)
+{
+	struct vm *vm = sb->backend_data;
+
+	return vm && vm->phase == VM_RUNNING ? vm->agent : NULL;
+}
+
+static const char *
+qemu_describe(struct backend *b)
+{
+	return streq(Q(b)->accel, "kvm") ? "qemu microvm (kvm)" : "qemu microvm (tcg)";
+}
+
+static void
+qemu_caps(struct backend *b, struct backend_caps *ret)
+{
+	*ret = (struct backend_caps){ .accel = Q(b)->accel, .processes = true, .files = true };
+}
+
+static void
+qemu_free(struct backend *b)
+{
+	struct qemu *q = Q(b);
+	struct list_node *n, *tmp;
+
+	/* VMs keep running: the next sandboxd takes them back */
+	LIST_FOREACH_SAFE (n, tmp, &q->vms) {
+		struct vm *vm = list_entry(n, struct vm, link);
+		vm->agent = agent_free(vm->agent);
+		loop_remove(&vm->pidsrc);
+		vm->pidfd = safe_close(vm->pidfd);
+		vm->pid = 0;
+		vm_free(vm);
+	}
+	vm_bundle_done(&q->bundle);
+	free(q->vms_dir);
+	free(q->qemu_bin);
+	free(q->strays);
+	free(q);
+}
+
+/* VMMs working in our vms directory that no sandbox took back are ended: a crash while
+ * starting one, or a record lost. Only processes whose cwd is there are touched. */
+static void
+qemu_recovered(struct backend *b)
+{
+	struct qemu *q = Q(b);
+	unsigned ended = 0;
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	size_t vlen = strlen(q->vms_dir);
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char link[300], cwd[1024];
+		uint64_t pid;
+		ssize_t n;
+		bool ours = false;
+		struct list_node *it;
+
+		if (parse_u64(de->d_name, &pid) < 0)
+			continue;
+		snprintf(link, sizeof(link), "/proc/%s/cwd", de->d_name);
+		n = readlink(link, cwd, sizeof(cwd) - 1);
+		if (n <= 0)
+			continue;
+		cwd[n] = '\0';
+		if (strncmp(cwd, q->vms_dir, vlen) != 0 || cwd[vlen] != '/')
+			continue;
+		LIST_FOREACH (it, &q->vms)
+			if (list_entry(it, struct vm, link)->pid == (pid_t)pid)
+				ours = true;
+		if (!ours && kill((pid_t)pid, SIGKILL) == 0)
+			ended++;
+	}
+	closedir(d);
+	if (ended)
+		log_info("after the restart: %u stray VMM(s) ended", ended);
+}
+
+static const struct backend_ops qemu_ops = {
+	.name = "qemu",
+	.describe = qemu_describe,
+	.caps = qemu_caps,
+	.free = qemu_free,
+	.start = qemu_start,
+	.restart = qemu_restart,
+	.stop = qemu_stop,
+	.destroy = qemu_destroy,
+	.status = qemu_status,
+	.adopt = qemu_adopt,
+	.agent = qemu_agent,
+	.recovered = qemu_recovered,
+};
+
+static char *
+find_program(const char *name)
+{
+	static const char *const dirs[] = { "/usr/bin", "/usr/local/bin", "/bin" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		char *p = strdup_printf("%s/%s", dirs[i], name);
+		if (p && access(p, X_OK) == 0)
+			return p;
+		free(p);
+	}
+	return NULL;
+}
+
+int
+qemu_backend_create(struct sandboxd *d, struct backend **ret)
+{
+	const struct options *o = d->opts;
+	struct qemu *q = calloc(1, sizeof(*q));
+	const char *why;
+	int r;
+
+	if (!q)
+		return -ENOMEM;
+	q->d = d;
+	q->b.ops = &qemu_ops;
+	q->b.d = d;
+	q->b.priv = q;
+	q->root = geteuid() == 0;
+	q->boot_timeout_ms = (o->boot_timeout_secs ? o->boot_timeout_secs : 60) * 1000;
+	list_init(&q->vms);
+	q->qemu_bin = find_program("qemu-system-x86_64");
+	q->vms_dir = strdup_printf("%s/vms", o->state_dir);
+	if (!q->qemu_bin) {
+		log_error("backend qemu: qemu-system-x86_64 is not installed (apt-get install "
+		          "qemu-system-x86)");
+		r = -ENOENT;
+		goto fail;
+	}
+	if (!q->vms_dir || (r = mkdir_p(q->vms_dir, 0700)) < 0) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = bundle_load(o->state_dir, o->agent, o->kernel, o->initrd, &q->bundle);
+	if (r < 0)
+		goto fail; /* bundle_load said what to do */
+	if (!q->bundle.rootfs) {
+		log_error("backend qemu: no root disk: run 'sandboxd setup'");
+		r = -ENOENT;
+		goto fail;
+	}
+	r = qemu_pick_accel(q, o->accel);
+	if (r < 0)
+		goto fail;
+	if (streq(q->accel, "tcg") && bundle_host_tsc_khz(&q->tsc_khz) < 0)
+		q->tsc_khz = 0;
+	q->cgroups = cgroup_available(&why);
+	if (!q->cgroups)
+		log_warning("backend qemu: VMMs run without cgroup limits: %s", why);
+	*ret = &q->b;
+	return 0;
+fail:
+	vm_bundle_done(&q->bundle);
+	free(q->vms_dir);
+	free(q->qemu_bin);
+	free(q);
+	return r;
+}

@@ -1,0 +1,22 @@
+/* qmp.h: a small asynchronous QMP client for one QEMU: connect to its monitor socket, leave
+ * capabilities negotiation mode, and run commands with a callback for the answer. QEMU is a
+ * process sandboxd started, but it runs guest-facing code: its answers are parsed with bounds
+ * (one line at most 1 MiB) and anything unexpected closes the connection. */
+#pragma once
+
+#include <jansson.h>
+#include "loop.h"
+
+struct qmp;
+
+/* ret: the "return" value (borrowed) or NULL with err set to the "error" description. */
+typedef void (*qmp_done_fn)(void *data, const json_t *ret, const char *err);
+
+/* Connects to path; ready() is called once capabilities are negotiated, closed() when the
+ * connection ends (also when it could not be made). */
+int qmp_new(struct loop *loop, const char *path, void (*ready)(struct qmp *q, void *data),
+            void (*closed)(struct qmp *q, void *data), void *data, struct qmp **ret);
+struct qmp *qmp_free(struct qmp *q);
+DEFINE_FREEP(struct qmp, qmp_free)
+/* Sends {"execute": command, "arguments": args (stolen, may be NULL)}. */
+int qmp_execute(struct qmp *q, const char *command, json_t *args, qmp_done_fn done, void *data);
