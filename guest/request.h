@@ -1,0 +1,63 @@
+/* request.h: the payloads sandboxd sends the guest agent (lib/agentproto.h), parsed into
+ * plain structs before anything acts on them. Pure code: no side effects, host-testable and
+ * fuzzed (fuzz/fuzz-guest.c). Every parser returns 0, -EINVAL for a malformed payload,
+ * -E2BIG past a protocol limit, or -ENOMEM; on failure the output holds nothing to free. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "agentproto.h"
+
+struct request_hello {
+	bool has_nonce, has_time, has_entropy, has_uid, has_gid;
+	uint8_t nonce[AP_NONCE_LEN];
+	uint8_t entropy[AP_ENTROPY_LEN];
+	uint64_t time_ns;
+	uint32_t uid, gid;
+	char *hostname, *root_dev, *upper_dev, *home; /* NULL when absent */
+	char **env;                                   /* "K=V", nenv entries, NULL-terminated */
+	size_t nenv;
+};
+
+struct request_exec {
+	char **argv; /* argc >= 1 entries, NULL-terminated */
+	size_t argc;
+	char **env; /* "K=V", nenv entries, NULL-terminated */
+	size_t nenv;
+	char *cwd; /* NULL: the home directory */
+	bool tty, keep;
+	uint16_t rows, cols; /* 24 x 80 unless given */
+};
+
+/* FILE_READ, FILE_WRITE, FILE_LIST and FILE_REMOVE: PATH is required and must pass
+ * request_path_valid(); SIZE and MODE are optional. */
+struct request_file {
+	char *path;
+	bool has_size, has_mode;
+	uint64_t size;
+	uint32_t mode;
+};
+
+int request_parse_hello(const void *p, size_t n, struct request_hello *ret);
+void request_hello_done(struct request_hello *h);
+
+int request_parse_exec(const void *p, size_t n, struct request_exec *ret);
+void request_exec_done(struct request_exec *e);
+
+int request_parse_file(const void *p, size_t n, struct request_file *ret);
+void request_file_done(struct request_file *f);
+
+/* Absolute, no "." or ".." component, no empty component but the root's, shorter than
+ * AP_PATH_MAX. (The host validates paths too; the guest still refuses anything else.) */
+bool request_path_valid(const char *path);
+
+/* Frees a NULL-terminated string vector (NULL-safe). */
+void strv_free(char **v);
+static inline void
+strv_freep(char ***v)
+{
+	strv_free(*v);
+}
+/* Appends a copy of s to *v (NULL-terminated, *n entries); -E2BIG past max entries. */
+int strv_push(char ***v, size_t *n, size_t max, const char *s);
