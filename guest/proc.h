@@ -1,0 +1,66 @@
+/* proc.h: the processes sandbox-guestd runs for sandboxd: EXEC (direct exec with a PTY or
+ * three pipes, as the sandbox user), the output ring and its ATTACH/ACK window, stdin,
+ * signals, window sizes, reaping and PS. Processes belong to the guest, not to a session. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "buf.h"
+#include "list.h"
+#include "loop.h"
+#include "ring.h"
+
+struct agent;
+struct frame;
+
+struct proc_fd {
+	int fd; /* -1 when unused or closed */
+	struct loop_source src;
+	bool eof;
+};
+
+struct proc {
+	struct list_node node;
+	struct agent *agent;
+	uint32_t id; /* the handle the host uses (chan), from 1 */
+	pid_t pid;   /* also its process group and session */
+	char *arg0;
+	bool tty, keep;
+	bool reaped; /* waitpid() collected it; exit_code is set */
+	int exit_code;
+	int64_t started_ms;
+	struct proc_fd out, err, in; /* with a TTY, out is the master and err, in are unused */
+	struct ring ring;
+	struct buf stdin_q;
+	bool stdin_eof; /* pipes: close stdin once the queue is written */
+
+	/* while attached: the host has all bytes below acked, bytes below sent are on the way */
+	bool attached;
+	bool exit_sent;
+	uint64_t drop; /* a DROPPED to send first (0: none) */
+	uint64_t sent, acked;
+};
+
+/* EXEC: parses, starts the process and answers RESULT (PID, or ERRNO and MESSAGE). */
+void proc_exec(struct agent *a, uint32_t chan, const void *payload, size_t len);
+/* STDIN, SIGNAL, RESIZE, ATTACH, DETACH, ACK, RELEASE: chan is the handle. Frames for an
+ * unknown handle or with a malformed payload are logged and ignored (no request to answer). */
+void proc_frame(struct agent *a, const struct frame *f);
+/* PS: one PROC per process, then RESULT. */
+void proc_ps(struct agent *a, uint32_t chan);
+
+/* Adds at most one frame of p's output (or its DROPPED or EXIT) to the queue; false when
+ * there is nothing to send now. */
+bool proc_pump(struct proc *p);
+/* Collects every child that ended (orphans too). */
+void proc_reap(struct agent *a);
+/* The session ended: detach everything and SIGKILL the process group of every running
+ * process started without KEEP. */
+void proc_session_end(struct agent *a);
+/* Sends sig to the process group of every process still running (test mode teardown). */
+void proc_signal_all(struct agent *a, int sig);
+/* Whether every process was reaped. */
+bool proc_all_reaped(const struct agent *a);
+/* Frees every process (at exit; running ones are not killed). */
+void proc_free_all(struct agent *a);
