@@ -207,6 +207,9 @@ on_fd(struct loop_source *src, uint32_t events, void *data)
 		write_stdin(p);
 		return;
 	}
+	/* a PTY master hangs up once no slave fd is open: nobody is left to read stdin */
+	if (p->tty && (events & EPOLLHUP))
+		buf_free(&p->stdin_q);
 	if (p->tty && (events & EPOLLOUT))
 		write_stdin(p);
 	if (src->fd >= 0 && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))

@@ -879,6 +879,82 @@ test_backpressure(void **state)
 	conn_close(&c);
 }
 
+static uint64_t
+cpu_ticks(pid_t pid)
+{
+	char path[64], text[1024], *p;
+	unsigned long utime = 0, stime = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(text, sizeof(text), f));
+	fclose(f);
+	p = strrchr(text, ')');
+	assert_non_null(p);
+	/* fields 14 and 15, counted after the command name's closing parenthesis (field 2) */
+	assert_int_equal(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+	                        &utime, &stime),
+	                 2);
+	return utime + stime;
+}
+
+/* A TTY process ends while its window is full and stdin is still queued: the agent waits
+ * for the ACK without spinning on the master's hang-up, then delivers the rest and EXIT. */
+static void
+test_tty_hangup_while_throttled(void **state)
+{
+	static const char *const big[] = { "sh", "-c", "stty -echo; exec head -c 1049000 /dev/zero",
+		                           NULL };
+	static uint8_t input[200000];
+	struct exec_opts o = { .argv = big, .tty = true };
+	uint64_t received = 0, before, deadline;
+	bool sent_input = false;
+	struct conn c;
+	int pid;
+
+	conn_open(&c, NULL, 0);
+	pid = exec_proc(&c, &o, NULL);
+	assert_true(pid > 0);
+	send_u64(&c, AP_ATTACH, (uint32_t)pid, 0);
+	memset(input, 'x', sizeof(input));
+	/* take a full window without acknowledging it; the input (more than the terminal
+	 * takes, and not echoed) goes once head runs */
+	while (received < AP_WINDOW) {
+		assert_true(next_frame(&c, TIMEOUT_MS));
+		if (c.f.chan == (uint32_t)pid && c.f.type == AP_OUTPUT)
+			received += c.f.len - 9;
+		if (received && !sent_input) {
+			send_frame(&c, AP_STDIN, 0, (uint32_t)pid, input, sizeof(input));
+			sent_input = true;
+		}
+	}
+	usleep(300000); /* head puts the rest into the terminal and exits */
+	before = cpu_ticks(agent);
+	usleep(1000000);
+	assert_true(cpu_ticks(agent) - before < 30); /* a spinning agent burns ~100 a second */
+	send_u64(&c, AP_ACK, (uint32_t)pid, received);
+	deadline = now_ms() + TIMEOUT_MS;
+	for (;;) {
+		assert_true(now_ms() < deadline);
+		assert_true(next_frame(&c, TIMEOUT_MS));
+		if (c.f.chan != (uint32_t)pid)
+			continue;
+		if (c.f.type == AP_EXIT) {
+			assert_int_equal(be32_get(c.f.payload), 0);
+			assert_int_equal(be64_get(c.f.payload + 4), received);
+			break;
+		}
+		assert_int_equal(c.f.type, AP_OUTPUT);
+		received += c.f.len - 9;
+		send_u64(&c, AP_ACK, (uint32_t)pid, received);
+	}
+	assert_int_equal(received, 1049000);
+	release(&c, (uint32_t)pid);
+	conn_close(&c);
+}
+
 /* --- files --- */
 
 static int
@@ -1184,6 +1260,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_keep_across_reconnect),
 		cmocka_unit_test(test_dropped_while_detached),
 		cmocka_unit_test(test_backpressure),
+		cmocka_unit_test(test_tty_hangup_while_throttled),
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_ps_and_unknown),
 		cmocka_unit_test(test_switch_ids),
