@@ -11,7 +11,7 @@ all:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	cmake --build $(BUILD)
 	mkdir -p bin
-	cp $(BUILD)/bin/sandboxd $(BUILD)/bin/sandbox-cli bin/
+	cp $(BUILD)/bin/sandboxd $(BUILD)/bin/sandbox-cli $(BUILD)/bin/sandbox-guestd bin/
 
 test: check-format
 	cmake -S . -B $(TEST_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSANITIZE=ON -DWERROR=ON >/dev/null

@@ -22,6 +22,14 @@ const char *harness_binary(const char *env_name);
 /* Creates a 0700 directory under $TMPDIR or /tmp. */
 int harness_tmpdir(char *out, size_t size);
 
+/* Real VMs: the guest bundle the vm/setup fixture built once ($SANDBOX_VM_BUNDLE, a state
+ * directory after `sandboxd setup`). Exits 77 (skip) when it is not there. */
+const char *harness_vm_bundle(void);
+/* Starts the product sandboxd (backend qemu, --accel tcg unless extra_args say otherwise) in a
+ * new private directory whose state holds hard links to the bundle's kernel, initramfs and
+ * root disk. */
+int harness_start_vm(struct daemon_proc *p, const char *const *extra_args, const char *const *env);
+
 /* Starts binary with --state-dir and --socket in a new private directory plus extra args
  * (NULL-terminated), environment additions env ("K=V", NULL-terminated, may be NULL).
  * Waits up to 10 s for the "serving API v1" line. 0, or -1 after printing the log. */
@@ -41,7 +49,8 @@ int harness_run(const char *binary, const char *const *args, const char *const *
                 char **ret_output);
 
 /* Sends raw bytes to a unix socket (path) or TCP 127.0.0.1:port (port > 0) and reads the
- * answer until the server closes or timeout_ms passes. Returns bytes read or -1. */
+ * answer until the server closes or timeout_ms have passed since the start (an endless
+ * stream ends there too). Returns bytes read or -1. */
 ssize_t harness_raw(const char *sock_path, int port, const void *req, size_t len,
                     char **ret_response, int timeout_ms);
 

@@ -1,0 +1,310 @@
+/* test-vm.c: real microVMs through the product sandboxd (QEMU microvm; TCG on machines
+ * without working KVM): the guest's own kernel, exit codes and output, resources the guest
+ * sees, restart mode (files survive a stop, processes do not), kept processes that outlive
+ * their client and sandboxd itself, a VMM killed from outside, the VMM's confinement, and
+ * nothing left behind. Boots are few: each costs seconds under TCG. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+#include "base64.h"
+#include "harness.h"
+
+static struct daemon_proc p;
+
+static int
+setup(void **state)
+{
+	return harness_start_vm(&p, NULL, NULL);
+}
+
+static int
+teardown(void **state)
+{
+	int rc = harness_stop(&p, SIGTERM);
+
+	harness_cleanup(&p);
+	return rc == 0 ? 0 : -1;
+}
+
+static json_t *
+create(const char *body)
+{
+	json_t *j = harness_json(p.sock, "POST", "/v1/sandboxes", body, 201);
+
+	if (strcmp(harness_str(j, "state"), "running") != 0)
+		fail_msg("the sandbox did not boot: %s", harness_str(j, "reason"));
+	return j;
+}
+
+static void
+destroy(json_t *sb)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(sb, "id"));
+	json_decref(harness_json(p.sock, "DELETE", path, NULL, 204));
+	json_decref(sb);
+}
+
+/* POST …/run; returns exit code and decoded stdout/stderr (caller frees). */
+static int
+run(json_t *sb, const char *argv_json, char **out, char **err)
+{
+	char path[128], *body = NULL;
+	json_t *r;
+	int code;
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/run", harness_str(sb, "id"));
+	if (asprintf(&body, "{\"argv\":%s}", argv_json) < 0)
+		fail();
+	r = harness_json(p.sock, "POST", path, body, 200);
+	free(body);
+	code = (int)json_integer_value(json_object_get(r, "exit_code"));
+	for (int i = 0; i < 2; i++) {
+		const char *b64 = harness_str(r, i ? "stderr" : "stdout");
+		struct buf b = BUF_INIT(64u << 20);
+		assert_int_equal(base64_decode(&b, b64, strlen(b64)), 0);
+		if (i ? err != NULL : out != NULL)
+			*(i ? err : out) = buf_steal(&b);
+		else
+			buf_free(&b);
+	}
+	json_decref(r);
+	return code;
+}
+
+static void
+test_guest_kernel_output_and_exit_codes(void **state)
+{
+	json_t *sb = create("{\"name\":\"k\"}");
+	struct utsname u;
+	char *out = NULL, *err = NULL;
+
+	/* the guest's kernel, not the host's */
+	assert_int_equal(run(sb, "[\"uname\",\"-r\"]", &out, NULL), 0);
+	uname(&u);
+	assert_true(strlen(out) > 1);
+	assert_null(strstr(out, u.release));
+	free(out);
+	/* exit codes, both streams, who and where */
+	assert_int_equal(
+	        run(sb, "[\"sh\",\"-c\",\"id -u; pwd; echo oops >&2; exit 7\"]", &out, &err), 7);
+	assert_string_equal(out, "1001\n/sandbox/home\n");
+	assert_string_equal(err, "oops\n");
+	free(out);
+	free(err);
+	/* killed by a signal: 128 + signal */
+	assert_int_equal(run(sb, "[\"sh\",\"-c\",\"kill -9 $$\"]", NULL, NULL), 137);
+	/* an unknown program is the request's fault */
+	{
+		char path[128], *body = NULL;
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s/run", harness_str(sb, "id"));
+		assert_int_equal(harness_http(p.sock, "POST", path,
+		                              "{\"argv\":[\"no-such-program\"]}", &body),
+		                 400);
+		free(body);
+	}
+	destroy(sb);
+}
+
+static void
+test_limits_are_what_the_guest_sees(void **state)
+{
+	json_t *sb = create("{\"cpus\":2,\"memory_mb\":256}");
+	char *out = NULL;
+	long kb = 0;
+
+	assert_int_equal(run(sb, "[\"nproc\"]", &out, NULL), 0);
+	assert_string_equal(out, "2\n");
+	free(out);
+	assert_int_equal(run(sb, "[\"sh\",\"-c\",\"grep MemTotal /proc/meminfo\"]", &out, NULL), 0);
+	assert_int_equal(sscanf(out, "MemTotal: %ld kB", &kb), 1);
+	/* 256 MiB less what the kernel keeps for itself */
+	assert_true(kb > 180 * 1024 && kb <= 256 * 1024);
+	free(out);
+	destroy(sb);
+}
+
+static void
+test_stop_keeps_files_not_processes(void **state)
+{
+	json_t *sb = create("{\"name\":\"restart-mode\"}");
+	char path[200], *out = NULL, *list = NULL;
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes", harness_str(sb, "id"));
+	json_decref(harness_json(p.sock, "POST", path,
+	                         "{\"argv\":[\"sleep\",\"1000\"],\"keep\":true}", 201));
+	assert_int_equal(run(sb, "[\"sh\",\"-c\",\"echo kept > /sandbox/home/note\"]", NULL, NULL),
+	                 0);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/stop", harness_str(sb, "id"));
+	json_decref(harness_json(p.sock, "POST", path, NULL, 200));
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/start", harness_str(sb, "id"));
+	json_decref(harness_json(p.sock, "POST", path, NULL, 200));
+	assert_int_equal(run(sb, "[\"cat\",\"/sandbox/home/note\"]", &out, NULL), 0);
+	assert_string_equal(out, "kept\n");
+	free(out);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes", harness_str(sb, "id"));
+	assert_int_equal(harness_http(p.sock, "GET", path, NULL, &list), 200);
+	assert_string_equal(list, "{\"processes\":[]}");
+	free(list);
+	destroy(sb);
+}
+
+static bool
+qemu_running_for(const char *id)
+{
+	char pattern[64], cmd[256];
+
+	/* a process that ended but nobody reaped yet (a zombie) is not running: after a restart
+	 * of sandboxd, QEMU is init's child, and some containers' init never reaps */
+	snprintf(pattern, sizeof(pattern), "qemu-sbx-%.6s", id + 4);
+	snprintf(cmd, sizeof(cmd),
+	         "ps -eo stat=,comm= | awk '$1 !~ /^Z/ && $2 == \"%s\"' | grep -q .", pattern);
+	return system(cmd) == 0;
+}
+
+static bool
+dir_empty(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return true;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			n++;
+	closedir(d);
+	return n == 0;
+}
+
+static void
+test_kept_process_outlives_client_and_daemon(void **state)
+{
+	json_t *sb = create("{\"name\":\"long-job\"}"), *proc, *again;
+	char path[200], *output = NULL, vms[400];
+	char id[32];
+
+	snprintf(id, sizeof(id), "%s", harness_str(sb, "id"));
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes", id);
+	proc = harness_json(p.sock, "POST", path,
+	                    "{\"argv\":[\"sh\",\"-c\",\"i=0; while [ $i -lt 600 ]; do echo tick "
+	                    "$i; i=$((i+1)); sleep 0.2; done\"],\"keep\":true}",
+	                    201);
+	sleep(1);
+	/* sandboxd dies (kill -9) while nobody watches; the VM and its job go on */
+	assert_int_equal(harness_stop(&p, SIGKILL), 128 + SIGKILL);
+	assert_true(qemu_running_for(id));
+	sleep(1);
+	assert_int_equal(harness_restart(&p, harness_binary("SANDBOXD"),
+	                                 (const char *const[]){ "--accel", "tcg", NULL }, NULL),
+	                 0);
+	assert_true(harness_file_contains(p.log, "1 sandbox(es) taken back"));
+	again = harness_json(p.sock, "GET", "/v1/sandboxes/long-job", NULL, 200);
+	assert_string_equal(harness_str(again, "state"), "running");
+	json_decref(again);
+	/* the guest's list of kept processes comes back once the agent answers again */
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes", id);
+	for (int i = 0; i < 100; i++) {
+		char *list = NULL;
+		int st = harness_http(p.sock, "GET", path, NULL, &list);
+		bool listed = st == 200 && strstr(list, "\"state\":\"running\"");
+		free(list);
+		if (listed)
+			break;
+		usleep(100000);
+	}
+	/* its output replays from the start and carries on */
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes/%lld/output", id,
+	         (long long)json_integer_value(json_object_get(proc, "pid")));
+	{
+		char req[400];
+		ssize_t n;
+		snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", path);
+		n = harness_raw(p.sock, 0, req, strlen(req), &output, 2500);
+		assert_true(n > 0);
+	}
+	{
+		/* the first line replays "tick 0" (base64 "dGljayAw"), later lines carry on */
+		assert_non_null(strstr(output, "\"data\":\"dGljayAw"));
+		free(output);
+	}
+	json_decref(proc);
+	destroy(sb);
+	/* nothing of it is left: no VMM, no directory */
+	usleep(300000);
+	assert_false(qemu_running_for(id));
+	snprintf(vms, sizeof(vms), "%s/vms", p.state);
+	assert_true(dir_empty(vms));
+}
+
+static void
+test_killed_vmm_fails_and_leaves_nothing(void **state)
+{
+	json_t *sb = create("{}"), *after;
+	char id[32], cmd[160], vms[400], path[128], status[64], line[256];
+	FILE *f;
+	pid_t qemu = 0;
+
+	snprintf(id, sizeof(id), "%s", harness_str(sb, "id"));
+	/* the VMM's confinement, from the host's view of it */
+	snprintf(cmd, sizeof(cmd), "pgrep -x 'qemu-sbx-%.6s'", id + 4);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%d", &qemu), 1);
+	pclose(f);
+	snprintf(status, sizeof(status), "/proc/%d/status", (int)qemu);
+	f = fopen(status, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned a, b;
+		if (sscanf(line, "Uid: %u %u", &a, &b) == 2 && geteuid() == 0)
+			assert_true(a >= 61000 && b >= 61000); /* its own unprivileged uid */
+		if (strncmp(line, "Seccomp:", 8) == 0)
+			assert_int_equal(atoi(line + 8), 2); /* -sandbox on: filter mode */
+		if (strncmp(line, "NoNewPrivs:", 11) == 0)
+			assert_int_equal(atoi(line + 11), 1);
+	}
+	fclose(f);
+	/* killed from outside: failed with the reason, and nothing of it is left */
+	kill(qemu, SIGKILL);
+	for (int i = 0; i < 50; i++) {
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+		after = harness_json(p.sock, "GET", path, NULL, 200);
+		if (strcmp(harness_str(after, "state"), "failed") == 0)
+			break;
+		json_decref(after);
+		after = NULL;
+		usleep(100000);
+	}
+	assert_non_null(after);
+	assert_non_null(strstr(harness_str(after, "reason"), "killed by signal 9"));
+	json_decref(after);
+	snprintf(vms, sizeof(vms), "%s/vms", p.state);
+	assert_true(dir_empty(vms));
+	destroy(sb);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_guest_kernel_output_and_exit_codes),
+		cmocka_unit_test(test_limits_are_what_the_guest_sees),
+		cmocka_unit_test(test_stop_keeps_files_not_processes),
+		cmocka_unit_test(test_kept_process_outlives_client_and_daemon),
+		cmocka_unit_test(test_killed_vmm_fails_and_leaves_nothing),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
