@@ -614,6 +614,40 @@ dispatch(struct agent *a, const struct frame *f, bool new_session)
 	}
 }
 
+int
+agent_receive(struct agent *a, const void *bytes, size_t len)
+{
+	struct frame f;
+	bool new_session = false;
+	int r;
+
+	if (a->state != AGENT_HANDSHAKE && a->state != AGENT_READY)
+		return -ENOTCONN;
+	if (frame_decoder_feed(&a->dec, bytes, len) < 0) {
+		agent_close(a, "protocol violation: too much unframed data");
+		return -EPROTO;
+	}
+	while (a->state != AGENT_IDLE && (r = frame_decoder_next(&a->dec, &f, &new_session)) > 0) {
+		if (dispatch(a, &f, new_session) < 0) {
+			agent_close(a, "protocol violation");
+			return -EPROTO;
+		}
+	}
+	if (a->state != AGENT_IDLE && r < 0) {
+		agent_close(a, "protocol violation: bad frame");
+		return -EPROTO;
+	}
+	return a->state == AGENT_IDLE ? -ECONNRESET : 0;
+}
+
+void
+agent_begin_unconnected(struct agent *a, bool ready)
+{
+	memset(a->nonce, 0, sizeof(a->nonce));
+	frame_decoder_reset(&a->dec, true);
+	a->state = ready ? AGENT_READY : AGENT_HANDSHAKE;
+}
+
 static void
 read_frames(struct agent *a)
 {
@@ -622,9 +656,6 @@ read_frames(struct agent *a)
 
 	while (a->fd >= 0 && total < READ_CHUNK) {
 		ssize_t k = read(a->fd, chunk, sizeof(chunk));
-		struct frame f;
-		bool new_session = false;
-		int r;
 
 		if (k < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
@@ -633,20 +664,8 @@ read_frames(struct agent *a)
 			return;
 		}
 		total += (size_t)k;
-		if (frame_decoder_feed(&a->dec, chunk, (size_t)k) < 0) {
-			agent_close(a, "protocol violation: too much unframed data");
+		if (agent_receive(a, chunk, (size_t)k) < 0)
 			return;
-		}
-		while (a->fd >= 0 && (r = frame_decoder_next(&a->dec, &f, &new_session)) > 0) {
-			if (dispatch(a, &f, new_session) < 0) {
-				agent_close(a, "protocol violation");
-				return;
-			}
-		}
-		if (a->fd >= 0 && r < 0) {
-			agent_close(a, "protocol violation: bad frame");
-			return;
-		}
 	}
 }
 

@@ -101,6 +101,14 @@ struct agent_req *agent_list(struct agent *a, const char *path,
                              void (*entry)(void *data, const struct agent_dirent *e),
                              agent_done_fn done, void *data);
 struct agent_req *agent_remove(struct agent *a, const char *path, agent_done_fn done, void *data);
+/* Handles bytes as if the guest had sent them: what reading the socket does, exported for the
+ * fuzz target. -EPROTO after a violation (the connection is closed), -ECONNRESET when it
+ * ended, -ENOTCONN when there is no session. */
+int agent_receive(struct agent *a, const void *bytes, size_t len);
+/* For the fuzz target: a session without a socket, its nonce all zeros, waiting for the
+ * HELLO_ACK (ready false) or past it (ready true). Frames sent are queued and never written. */
+void agent_begin_unconnected(struct agent *a, bool ready);
+
 /* Forgets the callbacks of a request still under way (its frames are then ignored). */
 void agent_cancel(struct agent_req *r);
 
