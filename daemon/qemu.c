@@ -148,7 +148,8 @@ remove_tree(const char *dir)
 	(void)rmdir(dir);
 }
 
-/* The last lines QEMU or the guest printed: what a person needs when a boot fails. */
+/* The last lines QEMU or the guest printed (at most three of each, joined with " | ",
+ * control characters dropped): what a person needs when a boot fails. */
 static char *
 log_tail(struct vm *vm)
 {
@@ -158,14 +159,32 @@ log_tail(struct vm *vm)
 
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
 		_cleanup_free_ char *text = NULL;
-		size_t n = 0;
-		const char *start;
+		size_t n = 0, lines = 0;
+		char *start;
+
 		if (!files[i] || read_file_max(files[i], 1u << 20, &text, &n) < 0 || n == 0)
 			continue;
-		start = n > 300 ? text + n - 300 : text;
-		(void)buf_put_quoted(&b, start, strlen(start), 300);
+		/* back up over the last three non-empty lines */
+		start = text + n;
+		while (start > text && lines < 3) {
+			start--;
+			if (*start == '\n' && start + 1 < text + n && start[1] != '\n' &&
+			    start[1] != '\r')
+				lines++;
+		}
+		if (lines == 3)
+			start++;
+		for (char *p = start; *p; p++) {
+			unsigned char ch = (unsigned char)*p;
+			if (ch == '\n' && b.len && p[1])
+				(void)buf_puts(&b, " | ");
+			else if (ch >= 0x20 && ch < 0x7f)
+				(void)buf_putc(&b, (char)ch);
+		}
 		(void)buf_putc(&b, ' ');
 	}
+	while (b.len && b.data[b.len - 1] == ' ')
+		b.data[--b.len] = '\0';
 	return b.len ? buf_steal(&b) : NULL;
 }
 
@@ -520,7 +539,7 @@ spawn_qemu(struct vm *vm, bool fresh_layer)
 	arg(&l, "none");
 	arg(&l, "-no-reboot");
 	arg(&l, "-name");
-	arg(&l, keep(&l, strdup_printf("sbx-%s,process=qemu-sbx-%.6s", sb->id, sb->id + 4)));
+	arg(&l, keep(&l, strdup_printf("%s,process=qemu-sbx-%.6s", sb->id, sb->id + 4)));
 	arg(&l, "-kernel");
 	arg(&l, "/proc/self/fd/3");
 	arg(&l, "-initrd");
