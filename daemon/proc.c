@@ -64,14 +64,13 @@ proc_pump(struct proc_reader *r)
 		if (!r->p)
 			return; /* the reader went away in its callback */
 	}
+	update_ack(p);
 	if (!p->running && r->offset >= p->frontier && !r->told_exit) {
 		r->told_exit = true;
+		/* the last word: the reader may free itself in it, so nothing touches it after */
 		if (r->exited)
 			r->exited(r, p->exit_code);
-		if (!r->p)
-			return;
 	}
-	update_ack(p);
 }
 
 static void

@@ -23,7 +23,8 @@ struct proc_reader {
 	struct proc *p;
 	uint64_t offset; /* the next byte it wants */
 	bool told_exit;
-	/* callbacks: data in order, at most as much as ready() allows */
+	/* callbacks: data in order, at most as much as ready() allows; exited() comes last and
+	 * is the only one in which the reader may free itself */
 	void (*data)(struct proc_reader *r, int stream, const void *bytes, size_t len);
 	void (*dropped)(struct proc_reader *r, uint64_t count);
 	void (*exited)(struct proc_reader *r, int code);
