@@ -13,6 +13,8 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -64,8 +66,8 @@ struct qemu {
 	unsigned boot_timeout_ms;
 	bool slot_used[UID_SLOTS];
 	struct list_node vms;
-	pid_t *strays; /* VMMs found at startup working in our directory */
-	size_t n_strays;
+	char *marker;  /* "SANDBOXD_STATE_DIR=<dir>" in every VMM's environment */
+	gid_t kvm_gid; /* group of /dev/kvm */
 };
 
 struct vm {
@@ -83,6 +85,7 @@ struct vm {
 	int slot;
 	bool reconnecting;
 	char cgroup[64];
+	char jail[600]; /* the mount point of its root (an empty directory in its dir) */
 };
 
 static struct qemu *
@@ -209,6 +212,8 @@ vm_get(struct qemu *q, struct sandbox *sb)
 	vm->slot = -1;
 	vm->dir = strdup_printf("%s/%s", q->vms_dir, sb->id);
 	snprintf(vm->cgroup, sizeof(vm->cgroup), "%s", sb->id);
+	if (vm->dir)
+		snprintf(vm->jail, sizeof(vm->jail), "%s/root", vm->dir);
 	if (!vm->dir || loop_timer_init(q->d->loop, &vm->timer, NULL, vm) < 0) {
 		free(vm->dir);
 		free(vm);
@@ -413,6 +418,74 @@ open_into(struct launch *l, int slot, const char *path, int flags)
 	return 0;
 }
 
+/* The VMM's whole filesystem (root only): a private mount namespace whose root is a small
+ * tmpfs holding the host's /usr read-only (QEMU and its libraries), the usrmerge links or
+ * read-only binds for /bin /sbin /lib*, a /proc, and /dev with only null, zero, random,
+ * urandom (and kvm under KVM). Nothing of the state directory, /etc, /home, /tmp or /var is
+ * there: the files it needs come as fds. Child side: async-signal-safe calls only. */
+static int
+enter_jail(const char *root, bool kvm)
+{
+	static const char *const top[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+	static const char *const devs[] = { "null", "zero", "random", "urandom", "kvm" };
+	char path[64], target[256];
+	struct stat st;
+
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0 ||
+	    chdir(root) < 0)
+		return -1;
+	if (mkdir("usr", 0755) < 0 || mount("/usr", "usr", NULL, MS_BIND | MS_REC, NULL) < 0 ||
+	    mount(NULL, "usr", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+	          NULL) < 0)
+		return -1;
+	for (size_t i = 0; i < ARRAY_SIZE(top); i++) {
+		ssize_t n;
+		snprintf(path, sizeof(path), "/%s", top[i]);
+		if (lstat(path, &st) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			n = readlink(path, target, sizeof(target) - 1);
+			if (n <= 0)
+				return -1;
+			target[n] = '\0';
+			if (symlink(target, top[i]) < 0)
+				return -1;
+		} else if (S_ISDIR(st.st_mode)) {
+			if (mkdir(top[i], 0755) < 0 ||
+			    mount(path, top[i], NULL, MS_BIND | MS_REC, NULL) < 0 ||
+			    mount(NULL, top[i], NULL,
+			          MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+			          NULL) < 0)
+				return -1;
+		}
+	}
+	if (mkdir("proc", 0555) < 0 ||
+	    mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return -1;
+	if (mkdir("dev", 0755) < 0 ||
+	    mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0)
+		return -1;
+	for (size_t i = 0; i < ARRAY_SIZE(devs); i++) {
+		int fd;
+		if (streq(devs[i], "kvm") && !kvm)
+			continue;
+		snprintf(path, sizeof(path), "/dev/%s", devs[i]);
+		snprintf(target, sizeof(target), "dev/%s", devs[i]);
+		if (stat(path, &st) < 0)
+			continue;
+		fd = open(target, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return -1;
+		close(fd);
+		if (mount(path, target, NULL, MS_BIND, NULL) < 0)
+			return -1;
+	}
+	if (chroot(".") < 0 || chdir("/") < 0)
+		return -1;
+	return 0;
+}
+
 /* Child side of the fork: becomes the VMM. Only async-signal-safe calls from here on. */
 _noreturn_ static void
 exec_vmm(struct vm *vm, struct launch *l, uid_t uid)
@@ -446,14 +519,19 @@ exec_vmm(struct vm *vm, struct launch *l, uid_t uid)
 		for (int fd = FD_LOG + 1; fd < 4096; fd++)
 			close(fd);
 	if (vm->q->root) {
-		if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 ||
-		    setresuid(uid, uid, uid) < 0)
+		bool kvm = streq(vm->q->accel, "kvm");
+		if (enter_jail(vm->jail, kvm) < 0)
+			_exit(125);
+		/* /dev/kvm belongs to group kvm: the VMM keeps that group and nothing else */
+		if (setgroups(kvm && vm->q->kvm_gid ? 1 : 0, &vm->q->kvm_gid) < 0 ||
+		    setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
 			_exit(126);
 	}
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		_exit(126);
 	{
-		char *const envp[] = { "PATH=/usr/bin:/bin", NULL };
+		/* the marker by which a later sandboxd recognises its own VMMs */
+		char *const envp[] = { "PATH=/usr/bin:/bin", vm->q->marker, NULL };
 		execve(vm->q->qemu_bin, l->argv, envp);
 	}
 	_exit(127);
@@ -479,6 +557,8 @@ spawn_qemu(struct vm *vm, bool fresh_layer)
 	if (!upper || !agent_sock || !qmp_sock || !console || !qlog)
 		return -ENOMEM;
 	r = mkdir_p(vm->dir, 0700);
+	if (r >= 0 && q->root && mkdir(vm->jail, 0700) < 0 && errno != EEXIST)
+		r = negative_errno();
 	if (r < 0)
 		return r;
 	r = bundle_blank_disk(q->d->opts->state_dir, sb->disk_mb, &blank);
@@ -1140,12 +1220,13 @@ qemu_free(struct backend *b)
 	vm_bundle_done(&q->bundle);
 	free(q->vms_dir);
 	free(q->qemu_bin);
-	free(q->strays);
+	free(q->marker);
 	free(q);
 }
 
-/* VMMs working in our vms directory that no sandbox took back are ended: a crash while
- * starting one, or a record lost. Only processes whose cwd is there are touched. */
+/* VMMs of this state directory that no sandbox took back are ended: a crash while starting
+ * one, or a record lost. They are recognised by the marker in their environment, never by
+ * name, so another sandboxd's (or anyone else's) QEMU is never touched. */
 static void
 qemu_recovered(struct backend *b)
 {
@@ -1153,30 +1234,31 @@ qemu_recovered(struct backend *b)
 	unsigned ended = 0;
 	DIR *d = opendir("/proc");
 	struct dirent *de;
-	size_t vlen = strlen(q->vms_dir);
 
 	if (!d)
 		return;
 	while ((de = readdir(d))) {
-		char link[300], cwd[1024];
+		_cleanup_free_ char *environ_text = NULL;
+		char path[300];
 		uint64_t pid;
-		ssize_t n;
-		bool ours = false;
+		size_t n = 0;
+		bool mine = false, known = false;
 		struct list_node *it;
 
 		if (parse_u64(de->d_name, &pid) < 0)
 			continue;
-		snprintf(link, sizeof(link), "/proc/%s/cwd", de->d_name);
-		n = readlink(link, cwd, sizeof(cwd) - 1);
-		if (n <= 0)
+		snprintf(path, sizeof(path), "/proc/%s/environ", de->d_name);
+		if (read_file_max(path, 65536, &environ_text, &n) < 0)
 			continue;
-		cwd[n] = '\0';
-		if (strncmp(cwd, q->vms_dir, vlen) != 0 || cwd[vlen] != '/')
+		for (size_t off = 0; off < n; off += strlen(environ_text + off) + 1)
+			if (streq(environ_text + off, q->marker))
+				mine = true;
+		if (!mine)
 			continue;
 		LIST_FOREACH (it, &q->vms)
 			if (list_entry(it, struct vm, link)->pid == (pid_t)pid)
-				ours = true;
-		if (!ours && kill((pid_t)pid, SIGKILL) == 0)
+				known = true;
+		if (!known && kill((pid_t)pid, SIGKILL) == 0)
 			ended++;
 	}
 	closedir(d);
@@ -1232,13 +1314,19 @@ qemu_backend_create(struct sandboxd *d, struct backend **ret)
 	list_init(&q->vms);
 	q->qemu_bin = find_program("qemu-system-x86_64");
 	q->vms_dir = strdup_printf("%s/vms", o->state_dir);
+	q->marker = strdup_printf("SANDBOXD_STATE_DIR=%s", o->state_dir);
+	{
+		struct stat kst;
+		if (stat("/dev/kvm", &kst) == 0)
+			q->kvm_gid = kst.st_gid;
+	}
 	if (!q->qemu_bin) {
 		log_error("backend qemu: qemu-system-x86_64 is not installed (apt-get install "
 		          "qemu-system-x86)");
 		r = -ENOENT;
 		goto fail;
 	}
-	if (!q->vms_dir || (r = mkdir_p(q->vms_dir, 0700)) < 0) {
+	if (!q->vms_dir || !q->marker || (r = mkdir_p(q->vms_dir, 0700)) < 0) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -1264,6 +1352,7 @@ fail:
 	vm_bundle_done(&q->bundle);
 	free(q->vms_dir);
 	free(q->qemu_bin);
+	free(q->marker);
 	free(q);
 	return r;
 }

@@ -276,6 +276,21 @@ test_killed_vmm_fails_and_leaves_nothing(void **state)
 			assert_int_equal(atoi(line + 11), 1);
 	}
 	fclose(f);
+	if (geteuid() == 0) {
+		/* its filesystem is a jail: /usr and a few devices, nothing of the host's state */
+		char root[64], probe[128];
+		snprintf(root, sizeof(root), "/proc/%d/root", (int)qemu);
+		snprintf(probe, sizeof(probe), "%s/usr/bin", root);
+		assert_int_equal(access(probe, F_OK), 0);
+		snprintf(probe, sizeof(probe), "%s/etc", root);
+		assert_int_not_equal(access(probe, F_OK), 0);
+		snprintf(probe, sizeof(probe), "%s/tmp", root);
+		assert_int_not_equal(access(probe, F_OK), 0);
+		snprintf(probe, sizeof(probe), "%s/dev/null", root);
+		assert_int_equal(access(probe, F_OK), 0);
+		snprintf(probe, sizeof(probe), "%s/dev/sda", root);
+		assert_int_not_equal(access(probe, F_OK), 0);
+	}
 	/* killed from outside: failed with the reason, and nothing of it is left */
 	kill(qemu, SIGKILL);
 	for (int i = 0; i < 50; i++) {
