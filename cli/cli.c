@@ -517,3 +517,62 @@ cli_call(struct cli *cli, const char *method, const char *path, const json_t *bo
 		json_decref(j);
 	return 0;
 }
+
+/* ---- shared by the verbs ---- */
+
+char *
+cli_sandbox_path(const char *ref, const char *suffix)
+{
+	_cleanup_free_ char *esc = client_escape(ref);
+
+	return esc ? strdup_printf("/v1/sandboxes/%s%s", esc, suffix) : NULL;
+}
+
+int
+cli_oom(void)
+{
+	output_error("out of memory");
+	return CLI_EXIT_FAILED;
+}
+
+int
+cli_env_option(struct cli *cli, json_t *env, const char *arg)
+{
+	const char *eq = strchr(arg, '='), *value;
+	_cleanup_free_ char *name = NULL;
+
+	if (eq == arg)
+		return cli_usage_error(cli, "--env takes NAME=VALUE or NAME");
+	if (!eq) {
+		/* --env NAME: the value stays off the command line (and out of ps and the
+		 * shell history) */
+		value = getenv(arg);
+		if (!value)
+			return cli_usage_error(cli,
+			                       "--env %s: there is no %s in your environment (or "
+			                       "write --env NAME=VALUE)",
+			                       arg, arg);
+		name = strdup(arg);
+	} else {
+		name = strndup(arg, (size_t)(eq - arg));
+		value = eq + 1;
+	}
+	if (!name)
+		return cli_oom();
+	if (json_object_set_new(env, name, json_string(value)) < 0)
+		return cli_usage_error(cli, "--env %s: the value is not text", name);
+	return 0;
+}
+
+int
+cli_number_option(struct cli *cli, const char *opt, const char *value, uint64_t max, json_t *body,
+                  const char *field)
+{
+	uint64_t v;
+
+	if (parse_u64(value, &v) < 0 || v > max)
+		return cli_usage_error(cli, "%s takes a whole number, not '%s'", opt, value);
+	if (json_object_set_new(body, field, json_integer((json_int_t)v)) < 0)
+		return cli_oom();
+	return 0;
+}

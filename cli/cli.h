@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include "macro.h"
 
@@ -76,6 +77,18 @@ int cli_call(struct cli *cli, const char *method, const char *path, const json_t
  * non-2xx answer; both return the exit code. */
 int cli_fail_transport(struct cli *cli, int r);
 int cli_fail_status(struct cli *cli, const struct client_response *resp);
+
+/* Helpers for the verbs' requests and options. */
+/* "/v1/sandboxes/<escaped ref><suffix>"; NULL when out of memory. Caller frees. */
+char *cli_sandbox_path(const char *ref, const char *suffix);
+/* Says "out of memory"; returns CLI_EXIT_FAILED. */
+int cli_oom(void);
+/* --env NAME=VALUE, or --env NAME (the value from our environment, off the command line),
+ * into the object env. 0, or an exit code after saying what is wrong. */
+int cli_env_option(struct cli *cli, json_t *env, const char *arg);
+/* A whole number option (opt, for messages) up to max, as body[field]. 0 or an exit code. */
+int cli_number_option(struct cli *cli, const char *opt, const char *value, uint64_t max,
+                      json_t *body, const char *field);
 
 /* The verbs (cmd-*.c). Each returns the process exit code. */
 int cmd_context(struct cli *cli, int argc, char **argv);

@@ -5,6 +5,7 @@
 
 #include <curl/curl.h>
 #include <stdbool.h>
+#include <sys/types.h>
 #include "buf.h"
 #include "macro.h"
 
@@ -57,6 +58,11 @@ void client_response_done(struct client_response *r);
 int client_request(struct client *c, const char *method, const char *path, const char *body,
                    struct client_response *resp);
 
+/* Like client_request() with a raw body (len bytes of application/octet-stream; body NULL for
+ * none) and an answer that may be raw bytes: files. */
+int client_request_bytes(struct client *c, const char *method, const char *path, const void *body,
+                         size_t len, struct client_response *resp);
+
 /* Called with each chunk of a 2xx stream as it arrives. Return 0 to go on; anything else
  * ends the stream and client_stream() returns it (a positive value: stopped on purpose). */
 typedef int (*client_chunk_fn)(void *userdata, const char *p, size_t n);
@@ -68,6 +74,30 @@ int client_stream(struct client *c, const char *path, client_chunk_fn fn, void *
                   struct client_response *resp);
 
 const struct client_failure *client_failure(const struct client *c);
+
+/* An upgraded connection: after the server's 101, raw bytes both ways (sbx-stream/1). It has
+ * its own connection; the client stays usable for other requests meanwhile. */
+struct client_raw;
+
+/* GETs path asking to switch to protocol, over a new connection made like every request's
+ * (unix socket, TCP, verified TLS, the token). 0 with *ret when the server switched (101);
+ * 0 with *ret NULL and resp filled when it answered anything else (caller calls
+ * client_response_done()); -EIO when no answer came (see client_failure()), -ENOBUFS when
+ * the refusal was larger than CLIENT_BODY_MAX, -ENOMEM. */
+int client_upgrade(struct client *c, const char *path, const char *protocol,
+                   struct client_response *resp, struct client_raw **ret);
+/* NULL-safe; closes the connection; returns NULL. Free it before its client. */
+struct client_raw *client_raw_free(struct client_raw *r);
+DEFINE_FREEP(struct client_raw, client_raw_free)
+/* The socket to poll (the connection is non-blocking). Poll it only when nothing is pending:
+ * bytes that arrived with the answer's headers are returned first. */
+int client_raw_fd(const struct client_raw *r);
+bool client_raw_pending(const struct client_raw *r);
+/* Bytes sent (possibly fewer than n), -EAGAIN (poll for POLLOUT), or -EIO. */
+ssize_t client_raw_send(struct client_raw *r, const void *p, size_t n);
+/* Bytes received, 0 when the server closed the connection, -EAGAIN (poll for POLLIN; read
+ * until -EAGAIN each time, since TLS may hold decrypted bytes), or -EIO. */
+ssize_t client_raw_recv(struct client_raw *r, void *p, size_t n);
 
 /* A %-escaped copy of one path segment or query value; caller frees. */
 char *client_escape(const char *s);

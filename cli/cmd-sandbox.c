@@ -8,22 +8,6 @@
 #include "table.h"
 #include "util.h"
 
-/* "/v1/sandboxes/<escaped ref><suffix>" */
-static char *
-sandbox_path(const char *ref, const char *suffix)
-{
-	_cleanup_free_ char *esc = client_escape(ref);
-
-	return esc ? strdup_printf("/v1/sandboxes/%s%s", esc, suffix) : NULL;
-}
-
-static int
-oom(void)
-{
-	output_error("out of memory");
-	return CLI_EXIT_FAILED;
-}
-
 /* Says why a sandbox is failed, when it is; returns CLI_EXIT_FAILED then, else 0. */
 static int
 check_failed(const json_t *sb)
@@ -87,7 +71,7 @@ cmd_list(struct cli *cli, int argc, char **argv)
 	int c, r;
 
 	if (buf_puts(&path, "/v1/sandboxes") < 0)
-		return oom();
+		return cli_oom();
 	while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
 		switch (c) {
 		case OPT_LABEL: {
@@ -122,7 +106,7 @@ cmd_list(struct cli *cli, int argc, char **argv)
 	t = table_new(ARRAY_SIZE(headers), headers);
 	if (!t) {
 		json_decref(answer);
-		return oom();
+		return cli_oom();
 	}
 	json_array_foreach (list, i, sb) {
 		char cpus[24], mem[24], age[24] = "-";
@@ -140,7 +124,7 @@ cmd_list(struct cli *cli, int argc, char **argv)
 			              age };
 		if (table_add(t, row) < 0) {
 			json_decref(answer);
-			return oom();
+			return cli_oom();
 		}
 	}
 	json_decref(answer);
@@ -165,9 +149,9 @@ cmd_inspect(struct cli *cli, int argc, char **argv)
 		return cli_option_end(cli, c);
 	if (argc - optind != 1 || !*argv[optind])
 		return cli_usage_error(cli, "needs one REF (a sandbox id or name)");
-	path = sandbox_path(argv[optind], "");
+	path = cli_sandbox_path(argv[optind], "");
 	if (!path)
-		return oom();
+		return cli_oom();
 	r = cli_call(cli, "GET", path, NULL, &sb);
 	if (r != 0)
 		return r;
@@ -177,19 +161,6 @@ cmd_inspect(struct cli *cli, int argc, char **argv)
 }
 
 /* ---- create ---- */
-
-static int
-parse_number(struct cli *cli, const char *opt, const char *value, uint64_t max, json_t *body,
-             const char *field)
-{
-	uint64_t v;
-
-	if (parse_u64(value, &v) < 0 || v > max)
-		return cli_usage_error(cli, "%s takes a whole number, not '%s'", opt, value);
-	if (json_object_set_new(body, field, json_integer((json_int_t)v)) < 0)
-		return oom();
-	return 0;
-}
 
 int
 cmd_create(struct cli *cli, int argc, char **argv)
@@ -212,7 +183,7 @@ cmd_create(struct cli *cli, int argc, char **argv)
 	int c, r = 0;
 
 	if (!body || !labels || !env) {
-		r = oom();
+		r = cli_oom();
 		goto out;
 	}
 	while (r == 0 && (c = cli_getopt(cli, argc, argv, opts)) != -1) {
@@ -228,21 +199,22 @@ cmd_create(struct cli *cli, int argc, char **argv)
 			            : 0;
 			break;
 		case OPT_CPUS:
-			r = parse_number(cli, "--cpus", optarg, INT32_MAX, body, "cpus");
+			r = cli_number_option(cli, "--cpus", optarg, INT32_MAX, body, "cpus");
 			break;
 		case OPT_MEMORY:
-			r = parse_number(cli, "--memory", optarg, INT32_MAX, body, "memory_mb");
+			r = cli_number_option(cli, "--memory", optarg, INT32_MAX, body,
+			                      "memory_mb");
 			break;
 		case OPT_DISK:
-			r = parse_number(cli, "--disk", optarg, INT64_MAX, body, "disk_mb");
+			r = cli_number_option(cli, "--disk", optarg, INT64_MAX, body, "disk_mb");
 			break;
 		case OPT_IDLE:
-			r = parse_number(cli, "--idle-timeout", optarg, INT64_MAX, body,
-			                 "idle_timeout_secs");
+			r = cli_number_option(cli, "--idle-timeout", optarg, INT64_MAX, body,
+			                      "idle_timeout_secs");
 			break;
 		case OPT_LIFETIME:
-			r = parse_number(cli, "--lifetime", optarg, INT64_MAX, body,
-			                 "lifetime_secs");
+			r = cli_number_option(cli, "--lifetime", optarg, INT64_MAX, body,
+			                      "lifetime_secs");
 			break;
 		case OPT_LABEL:
 			if (add_pair(labels, optarg) < 0)
@@ -250,25 +222,10 @@ cmd_create(struct cli *cli, int argc, char **argv)
 				                    optarg);
 			break;
 		case OPT_ENV:
-			if (!strchr(optarg, '=')) {
-				/* --env NAME: the value stays off the command line (and out of
-				 * ps and the shell history) */
-				const char *v = getenv(optarg);
-				if (!v)
-					r = cli_usage_error(
-					        cli,
-					        "--env %s: there is no %s in your "
-					        "environment (or write --env NAME=VALUE)",
-					        optarg, optarg);
-				else if (json_object_set_new(env, optarg, json_string(v)) < 0)
-					r = cli_usage_error(cli, "--env %s: the value is not text",
-					                    optarg);
-			} else if (add_pair(env, optarg) < 0) {
-				r = cli_usage_error(cli, "--env takes NAME=VALUE or NAME");
-			}
+			r = cli_env_option(cli, env, optarg);
 			break;
 		case OPT_NO_WAIT:
-			r = json_object_set_new(body, "wait", json_false()) < 0 ? oom() : 0;
+			r = json_object_set_new(body, "wait", json_false()) < 0 ? cli_oom() : 0;
 			break;
 		default:
 			r = cli_option_end(cli, c);
@@ -285,7 +242,7 @@ cmd_create(struct cli *cli, int argc, char **argv)
 	}
 	if ((json_object_size(labels) && json_object_set(body, "labels", labels) < 0) ||
 	    (json_object_size(env) && json_object_set(body, "env", env) < 0)) {
-		r = oom();
+		r = cli_oom();
 		goto out;
 	}
 	r = cli_call(cli, "POST", "/v1/sandboxes", body, &sb);
@@ -331,13 +288,13 @@ act(struct cli *cli, int argc, char **argv, const struct action *a)
 			return cli_usage_error(cli, "an empty REF names no sandbox");
 	/* every REF is tried; the exit code is the first failure's */
 	for (int i = optind; i < argc; i++) {
-		_cleanup_free_ char *path = sandbox_path(argv[i], a->suffix);
+		_cleanup_free_ char *path = cli_sandbox_path(argv[i], a->suffix);
 		_cleanup_free_ char *ref = termsafe_dup(argv[i]);
 		json_t *sb = NULL;
 		int r;
 
 		if (!path || !ref)
-			return oom();
+			return cli_oom();
 		r = cli_call(cli, a->method, path, NULL, &sb);
 		if (r == 0 && sb && cli->json) {
 			if (output_json_line(sb) < 0)
