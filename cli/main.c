@@ -1,6 +1,8 @@
 /* main.c: sandbox-cli, the command-line client of sandboxd's API v1. Parses the global
  * options, finds the verb in the table below and runs it; the verbs live in cmd-*.c. */
 #include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <locale.h>
 #include <stdlib.h>
 #include "cli.h"
@@ -82,6 +84,73 @@ static const struct verb verbs[] = {
 	          "\n"
 	          "With --json, each event is printed as one JSON object per line.\n",
 	  .run = cmd_events },
+	{ .name = "run",
+	  .usage = "run [options] -- CMD [ARGS...]",
+	  .summary = "Run a command in a fresh sandbox that is removed afterwards.",
+	  .help = "  --image IMAGE     the image (default: the server's)\n"
+	          "  --cpus N          virtual CPUs\n"
+	          "  --memory MB       memory in MiB\n"
+	          "  --disk MB         disk in MiB\n"
+	          "  --name NAME       a name for the sandbox\n"
+	          "  --env NAME=VALUE  an environment variable of the command (repeatable);\n"
+	          "                    --env NAME takes the value from your environment\n"
+	          "  --cwd DIR         the command's working directory (default /sandbox/home)\n"
+	          "  --timeout SECS    kill the command after this long\n"
+	          "  -t, --tty         give the command a terminal (needs one on stdin): raw\n"
+	          "                    keys, window size; Ctrl-] detaches\n"
+	          "  --keep            keep the sandbox afterwards (its id goes to stderr)\n"
+	          "\n"
+	          "Creates a sandbox and waits until it runs, starts CMD in it, streams its\n"
+	          "stdout and stderr as they come (raw bytes), and removes the sandbox when CMD\n"
+	          "ends. A piped stdin is sent to CMD and closed at its end; a terminal on stdin\n"
+	          "is not read (CMD sees end of input) unless --tty. Ctrl-C sends SIGINT to CMD;\n"
+	          "a second Ctrl-C leaves (exit 130) and removes the sandbox unless --keep.\n"
+	          "\n"
+	          "The exit code is CMD's (128+N when signal N ended it); when CMD could not\n"
+	          "start, it is sandbox-cli's own (see 'sandbox-cli --help'). Put -- before CMD\n"
+	          "when CMD has options of its own.\n",
+	  .run = cmd_run },
+	{ .name = "exec",
+	  .usage = "exec REF [options] -- CMD [ARGS...]",
+	  .summary = "Run a command in a sandbox; stream its output, exit with its code.",
+	  .help = "  --env NAME=VALUE  an environment variable (repeatable); --env NAME takes\n"
+	          "                    the value from your environment\n"
+	          "  --cwd DIR         the working directory (default /sandbox/home)\n"
+	          "  --timeout SECS    kill the command after this long\n"
+	          "  -t, --tty         give the command a terminal (needs one on stdin): raw\n"
+	          "                    keys, window size; Ctrl-] detaches\n"
+	          "  --keep            the command survives a restart of sandboxd\n"
+	          "\n"
+	          "Like 'run' in an existing sandbox. A piped stdin is sent to CMD and closed at\n"
+	          "its end. Ctrl-C sends SIGINT to CMD; a second Ctrl-C leaves it running and\n"
+	          "says how to attach again. The exit code is CMD's (128+N for signal N).\n",
+	  .run = cmd_exec },
+	{ .name = "attach",
+	  .usage = "attach REF [PID]",
+	  .summary = "Attach to a process: replay its output, then follow it live.",
+	  .help = "PID defaults to the newest running process (see 'sandbox-cli ps REF').\n"
+	          "\n"
+	          "The output the sandbox still holds (at least the newest 1 MiB) is replayed,\n"
+	          "then followed. A process with a terminal gets your keys in raw mode; detach\n"
+	          "with Ctrl-]. Without a terminal, what you type is sent to it (its input is\n"
+	          "never closed) and Ctrl-C detaches. When the process ends, the exit code is\n"
+	          "its own.\n",
+	  .run = cmd_attach },
+	{ .name = "shell",
+	  .usage = "shell REF",
+	  .summary = "Open an interactive shell (/bin/sh -l) in a sandbox.",
+	  .help = "Needs a terminal on stdin. Your terminal is in raw mode while attached: keys,\n"
+	          "Ctrl-C and colours pass through, and the window size follows yours. Ctrl-]\n"
+	          "detaches and leaves the shell running: 'sandbox-cli attach REF PID' comes\n"
+	          "back to it and shows what happened meanwhile. 'exit' ends it.\n",
+	  .run = cmd_shell },
+	{ .name = "ps",
+	  .usage = "ps REF",
+	  .summary = "List a sandbox's processes, running and recently exited.",
+	  .help = "Columns: PID (the handle attach takes), STATE, EXIT (its code once exited),\n"
+	          "TTY, KEEP (survives a restart of sandboxd), STARTED, COMMAND.\n"
+	          "With --json, the server's {processes} object.\n",
+	  .run = cmd_ps },
 	{ .name = "version",
 	  .usage = "version",
 	  .summary = "Print sandbox-cli's version ('doctor' shows the server's).",
@@ -192,6 +261,10 @@ main(int argc, char **argv)
 	int c, r;
 
 	setlocale(LC_CTYPE, "C");
+	/* fds 0-2 are open (on /dev/null if need be): no connection may become our stdin */
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && errno == EBADF && open("/dev/null", O_RDWR) != fd)
+			return CLI_EXIT_FAILED;
 	/* the global options that come before the verb; '+' stops at the verb */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:h", cli_global_options, NULL)) != -1) {
