@@ -105,3 +105,4 @@ int cmd_exec(struct cli *cli, int argc, char **argv);
 int cmd_attach(struct cli *cli, int argc, char **argv);
 int cmd_shell(struct cli *cli, int argc, char **argv);
 int cmd_ps(struct cli *cli, int argc, char **argv);
+int cmd_cp(struct cli *cli, int argc, char **argv);

@@ -151,6 +151,19 @@ static const struct verb verbs[] = {
 	          "TTY, KEEP (survives a restart of sandboxd), STARTED, COMMAND.\n"
 	          "With --json, the server's {processes} object.\n",
 	  .run = cmd_ps },
+	{ .name = "cp",
+	  .usage = "cp SRC DST",
+	  .summary = "Copy a file into or out of a sandbox (REF:/path; - is stdin/stdout).",
+	  .help = "One side is REF:/absolute/path in a sandbox, the other a local path or -.\n"
+	          "\n"
+	          "  sandbox-cli cp ./data.bin web:/sandbox/home/data.bin\n"
+	          "  sandbox-cli cp web:/etc/os-release .\n"
+	          "  tar c src | sandbox-cli cp - web:/tmp/src.tar\n"
+	          "\n"
+	          "Files only (up to 64 MiB), bytes only: no mode, owner or time. Parent\n"
+	          "directories in the sandbox are created. A destination that is a directory\n"
+	          "(or ends with /) gets the file under its own name.\n",
+	  .run = cmd_cp },
 	{ .name = "version",
 	  .usage = "version",
 	  .summary = "Print sandbox-cli's version ('doctor' shows the server's).",
