@@ -1,0 +1,772 @@
+/* test-cli-vm.c: sandbox-cli's process and file verbs against the product sandboxd and real
+ * microVMs: run (the guest's kernel, exit codes, stdin, the sandbox removed or kept), exec,
+ * ps, attach with its replay, cp both ways, and the raw terminal of shell and --tty driven
+ * through a pseudo-terminal as a person would. One shared sandbox keeps the boots few. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+#include "harness.h"
+#include "util.h"
+
+#define SBX "t" /* the shared sandbox */
+#define TIMEOUT_S 120
+
+extern char **environ;
+
+static struct daemon_proc sbxd;
+static const char *cli_bin;
+static char home[256];
+static char endpoint[320];
+
+/* ---- running the CLI ---- */
+
+struct result {
+	int rc;
+	struct buf out, err;
+};
+
+static void
+result_done(struct result *r)
+{
+	buf_free(&r->out);
+	buf_free(&r->err);
+}
+
+static const char *
+text(const struct buf *b)
+{
+	return b->data ? b->data : "";
+}
+
+static void
+no_sanitizer_report(const char *what, const char *err)
+{
+	if (strstr(err, "Sanitizer") || strstr(err, "runtime error:"))
+		fail_msg("sandbox-cli %s: sanitizer report:\n%s", what, err);
+}
+
+/* argv for the CLI: the binary, --endpoint, then args. */
+static void
+build_argv(const char **argv, size_t max, const char *const *args)
+{
+	size_t n = 0;
+
+	argv[n++] = cli_bin;
+	argv[n++] = "--endpoint";
+	argv[n++] = endpoint;
+	for (size_t i = 0; args[i] && n < max - 1; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+}
+
+/* Starts the CLI with stdin (-1: /dev/null) and pipes for stdout and stderr. */
+static pid_t
+spawn_cli(const char *const *args, int in_fd, int *ret_out, int *ret_err)
+{
+	posix_spawn_file_actions_t fa;
+	const char *argv[64];
+	int out[2], err[2];
+	pid_t pid;
+
+	build_argv(argv, ARRAY_SIZE(argv), args);
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(err, O_CLOEXEC), 0);
+	posix_spawn_file_actions_init(&fa);
+	if (in_fd >= 0)
+		posix_spawn_file_actions_adddup2(&fa, in_fd, 0);
+	else
+		posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+	assert_int_equal(posix_spawn(&pid, cli_bin, &fa, NULL, (char **)argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	close(out[1]);
+	close(err[1]);
+	*ret_out = out[0];
+	*ret_err = err[0];
+	return pid;
+}
+
+static int
+wait_exit(pid_t pid)
+{
+	int status;
+
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Runs the CLI to the end, feeding it in (in_len bytes; NULL: /dev/null as stdin). */
+static void
+cli_io(struct result *res, const void *in, size_t in_len, const char *const *args)
+{
+	uint64_t deadline = now_mono_ms() + TIMEOUT_S * 1000;
+	int in_pipe[2] = { -1, -1 }, out_fd, err_fd;
+	size_t in_off = 0;
+	pid_t pid;
+
+	*res = (struct result){ .out = BUF_INIT(64u << 20), .err = BUF_INIT(1u << 20) };
+	if (in)
+		assert_int_equal(pipe2(in_pipe, O_CLOEXEC), 0);
+	pid = spawn_cli(args, in ? in_pipe[0] : -1, &out_fd, &err_fd);
+	if (in) {
+		close(in_pipe[0]);
+		fcntl(in_pipe[1], F_SETFL, O_NONBLOCK);
+		if (in_len == 0)
+			in_pipe[1] = safe_close(in_pipe[1]);
+	}
+	while (out_fd >= 0 || err_fd >= 0) {
+		struct pollfd pfd[3] = { { .fd = out_fd, .events = POLLIN },
+			                 { .fd = err_fd, .events = POLLIN },
+			                 { .fd = in_pipe[1], .events = POLLOUT } };
+		char chunk[65536];
+
+		if (now_mono_ms() > deadline) {
+			kill(pid, SIGKILL);
+			fail_msg("sandbox-cli %s: no end within %d s; stderr:\n%s", args[0],
+			         TIMEOUT_S, text(&res->err));
+		}
+		assert_true(poll(pfd, 3, 1000) >= 0);
+		for (int i = 0; i < 2; i++) {
+			int *fd = i ? &err_fd : &out_fd;
+			ssize_t n;
+			if (!pfd[i].revents)
+				continue;
+			n = read(*fd, chunk, sizeof(chunk));
+			if (n <= 0)
+				*fd = safe_close(*fd);
+			else
+				assert_int_equal(
+				        buf_append(i ? &res->err : &res->out, chunk, (size_t)n), 0);
+		}
+		if (pfd[2].revents & POLLOUT) {
+			ssize_t n = write(in_pipe[1], (const char *)in + in_off, in_len - in_off);
+			if (n > 0)
+				in_off += (size_t)n;
+			if (in_off == in_len || (n < 0 && errno != EAGAIN))
+				in_pipe[1] = safe_close(in_pipe[1]);
+		} else if (pfd[2].revents) {
+			in_pipe[1] = safe_close(in_pipe[1]);
+		}
+	}
+	safe_close(in_pipe[1]);
+	res->rc = wait_exit(pid);
+	no_sanitizer_report(args[0], text(&res->err));
+}
+
+#define RUN(res, ...) cli_io(res, NULL, 0, (const char *const[]){ __VA_ARGS__, NULL })
+#define RUN_IN(res, in, len, ...) cli_io(res, in, len, (const char *const[]){ __VA_ARGS__, NULL })
+
+static void
+expect_in(const char *where, const struct buf *b, const char *needle)
+{
+	if (!strstr(text(b), needle))
+		fail_msg("expected '%s' in %s:\n%s", needle, where, text(b));
+}
+
+/* Reads fd into b until needle shows up; fails after timeout_s. */
+static void
+read_until(int fd, struct buf *b, const char *needle, int timeout_s)
+{
+	uint64_t deadline = now_mono_ms() + (uint64_t)timeout_s * 1000;
+
+	while (!strstr(text(b), needle)) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		char chunk[4096];
+		ssize_t n;
+
+		if (now_mono_ms() > deadline)
+			fail_msg("waited %d s for '%s'; got:\n%s", timeout_s, needle, text(b));
+		if (poll(&pfd, 1, 200) <= 0)
+			continue;
+		n = read(fd, chunk, sizeof(chunk));
+		if (n <= 0)
+			fail_msg("the output ended before '%s'; got:\n%s", needle, text(b));
+		assert_int_equal(buf_append(b, chunk, (size_t)n), 0);
+	}
+}
+
+/* Reads fd to its end into b. */
+static void
+read_rest(int fd, struct buf *b)
+{
+	char chunk[4096];
+	ssize_t n;
+
+	while ((n = read(fd, chunk, sizeof(chunk))) > 0)
+		assert_int_equal(buf_append(b, chunk, (size_t)n), 0);
+	close(fd);
+}
+
+/* A process's pid from "sandbox-cli attach SBX PID" in a hint. */
+static unsigned
+hinted_pid(const char *err)
+{
+	const char *p = strstr(err, "sandbox-cli attach " SBX " ");
+
+	if (!p)
+		fail_msg("no 'sandbox-cli attach " SBX " PID' hint in:\n%s", err);
+	return (unsigned)strtoul(p + strlen("sandbox-cli attach " SBX " "), NULL, 10);
+}
+
+/* The row of `ps SBX` for pid, or fails. Caller frees. */
+static char *
+ps_row(unsigned pid)
+{
+	struct result r;
+	char start[32];
+	const char *line;
+	char *row;
+
+	RUN(&r, "ps", SBX);
+	assert_int_equal(r.rc, 0);
+	expect_in("ps", &r.out, "PID  STATE");
+	snprintf(start, sizeof(start), "\n%u ", pid);
+	line = strstr(text(&r.out), start);
+	if (!line)
+		fail_msg("process %u is not listed:\n%s", pid, text(&r.out));
+	row = strndup(line + 1, strcspn(line + 1, "\n"));
+	result_done(&r);
+	return row;
+}
+
+/* ---- the daemon and the shared sandbox ---- */
+
+static int
+setup(void **state)
+{
+	struct result r;
+
+	cli_bin = harness_binary("SANDBOX_CLI");
+	if (harness_tmpdir(home, sizeof(home)) < 0)
+		return -1;
+	setenv("HOME", home, 1);
+	unsetenv("XDG_CONFIG_HOME");
+	unsetenv("SANDBOX_CONTEXT");
+	unsetenv("SANDBOX_ENDPOINT");
+	unsetenv("SANDBOX_TOKEN");
+	unsetenv("SANDBOX_CA");
+	setenv("TERM", "xterm", 1);
+	if (harness_start_vm(&sbxd, NULL, NULL) < 0)
+		return -1;
+	snprintf(endpoint, sizeof(endpoint), "unix://%s", sbxd.sock);
+	RUN(&r, "create", "--name", SBX);
+	if (r.rc != 0) {
+		fprintf(stderr, "create failed (%d):\n%s", r.rc, text(&r.err));
+		result_done(&r);
+		return -1;
+	}
+	result_done(&r);
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	struct result r;
+	char cmd[320];
+	int rc;
+
+	RUN(&r, "kill", SBX);
+	result_done(&r);
+	rc = harness_stop(&sbxd, SIGTERM);
+	harness_cleanup(&sbxd);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", home);
+	if (!getenv("HARNESS_KEEP") && system(cmd) != 0)
+		return -1;
+	return rc == 0 ? 0 : -1;
+}
+
+/* Only the shared sandbox is left. */
+static void
+expect_only_shared_sandbox(void)
+{
+	struct result r;
+	json_t *j, *list;
+
+	RUN(&r, "list", "--json");
+	assert_int_equal(r.rc, 0);
+	j = json_loads(text(&r.out), 0, NULL);
+	list = json_object_get(j, "sandboxes");
+	if (json_array_size(list) != 1)
+		fail_msg("only '" SBX "' should be left:\n%s", text(&r.out));
+	assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "name")),
+	                    SBX);
+	json_decref(j);
+	result_done(&r);
+}
+
+/* ---- run ---- */
+
+static void
+test_run_prints_the_guest_kernel_and_removes_the_sandbox(void **state)
+{
+	struct utsname u;
+	struct result r;
+
+	assert_int_equal(uname(&u), 0);
+	RUN(&r, "run", "--", "uname", "-r");
+	assert_int_equal(r.rc, 0);
+	/* a kernel release, and not the host's */
+	assert_true(r.out.len > 2 && r.out.data[0] >= '0' && r.out.data[0] <= '9');
+	assert_int_equal(r.out.data[r.out.len - 1], '\n');
+	r.out.data[r.out.len - 1] = '\0';
+	if (streq(r.out.data, u.release))
+		fail_msg("run printed the host's kernel '%s'", u.release);
+	assert_string_equal(text(&r.err), "");
+	result_done(&r);
+	expect_only_shared_sandbox();
+}
+
+static void
+test_run_exit_code_stdin_and_keep(void **state)
+{
+	static const char in[] = "line one\n\0binary\0\xff\xfe\nlast";
+	struct result r;
+
+	/* the command's exit code is ours; a piped stdin reaches it byte for byte and ends */
+	RUN_IN(&r, in, sizeof(in) - 1, "run", "--keep", "--name", "kept", "--", "sh", "-c",
+	       "cat; exit 7");
+	assert_int_equal(r.rc, 7);
+	assert_int_equal(r.out.len, sizeof(in) - 1);
+	assert_memory_equal(r.out.data, in, sizeof(in) - 1);
+	/* --keep: the sandbox stays, and stderr says which it is */
+	expect_in("stderr", &r.err, "sandbox sbx_");
+	expect_in("stderr", &r.err, "is kept");
+	result_done(&r);
+	RUN(&r, "kill", "kept");
+	assert_int_equal(r.rc, 0);
+	result_done(&r);
+
+	/* a command that cannot start: the CLI's own exit code, and no sandbox left */
+	RUN(&r, "run", "--", "no-such-program");
+	assert_int_equal(r.rc, 2);
+	expect_in("stderr", &r.err, "no-such-program");
+	result_done(&r);
+	expect_only_shared_sandbox();
+}
+
+/* ---- exec ---- */
+
+static void
+test_exec_streams_stdin_cwd_env_and_exit_codes(void **state)
+{
+	size_t big_len = 300u << 10;
+	_cleanup_free_ char *big = malloc(big_len);
+	struct result r;
+
+	/* stdout and stderr stay apart */
+	RUN(&r, "exec", SBX, "--", "sh", "-c", "echo out; echo err >&2; exit 3");
+	assert_int_equal(r.rc, 3);
+	assert_string_equal(text(&r.out), "out\n");
+	assert_string_equal(text(&r.err), "err\n");
+	result_done(&r);
+
+	/* binary stdin, more than one frame and one window, comes back whole */
+	assert_non_null(big);
+	for (size_t i = 0; i < big_len; i++)
+		big[i] = (char)(i * 7 + i / 251);
+	RUN_IN(&r, big, big_len, "exec", SBX, "--", "cat");
+	assert_int_equal(r.rc, 0);
+	assert_int_equal(r.out.len, big_len);
+	assert_memory_equal(r.out.data, big, big_len);
+	result_done(&r);
+
+	/* --cwd, --env, and a signal's 128+N */
+	RUN(&r, "exec", SBX, "--cwd", "/etc", "--env", "GREETING=hi there", "--", "sh", "-c",
+	    "pwd; echo \"$GREETING\"");
+	assert_int_equal(r.rc, 0);
+	assert_string_equal(text(&r.out), "/etc\nhi there\n");
+	result_done(&r);
+	RUN(&r, "exec", SBX, "--", "sh", "-c", "kill -9 $$");
+	assert_int_equal(r.rc, 137);
+	result_done(&r);
+
+	/* a terminal-less stdin that is empty ends the command's input at once */
+	RUN(&r, "exec", SBX, "--", "wc", "-c");
+	assert_int_equal(r.rc, 0);
+	assert_string_equal(text(&r.out), "0\n");
+	result_done(&r);
+
+	/* a missing sandbox or program */
+	RUN(&r, "exec", "nope", "--", "true");
+	assert_int_equal(r.rc, 5);
+	result_done(&r);
+	RUN(&r, "exec", SBX, "--cwd", "/no/such/dir", "--", "true");
+	assert_int_equal(r.rc, 2);
+	result_done(&r);
+}
+
+static void
+test_ctrl_c_is_forwarded_then_detaches(void **state)
+{
+	struct buf out = BUF_INIT(1u << 20), err = BUF_INIT(1u << 20);
+	const char *const args[] = { "exec",
+		                     SBX,
+		                     "--",
+		                     "sh",
+		                     "-c",
+		                     "trap 'echo got INT; exit 5' INT; echo ready; "
+		                     "while :; do sleep 1; done",
+		                     NULL };
+	const char *const stubborn[] = { "exec", SBX,  "--",
+		                         "sh",   "-c", "trap '' INT; echo ready; sleep 60",
+		                         NULL };
+	int out_fd, err_fd;
+	unsigned pid;
+	char *row;
+	pid_t p;
+
+	/* the first Ctrl-C reaches the command */
+	p = spawn_cli(args, -1, &out_fd, &err_fd);
+	read_until(out_fd, &out, "ready\n", 60);
+	kill(p, SIGINT);
+	read_rest(out_fd, &out);
+	read_rest(err_fd, &err);
+	assert_int_equal(wait_exit(p), 5);
+	assert_string_equal(text(&out), "ready\ngot INT\n");
+	no_sanitizer_report("exec", text(&err));
+	buf_reset(&out);
+	buf_reset(&err);
+
+	/* one that ignores it: the second Ctrl-C leaves, and the command runs on */
+	p = spawn_cli(stubborn, -1, &out_fd, &err_fd);
+	read_until(out_fd, &out, "ready\n", 60);
+	kill(p, SIGINT);
+	usleep(300 * 1000);
+	kill(p, SIGINT);
+	read_rest(out_fd, &out);
+	read_rest(err_fd, &err);
+	assert_int_equal(wait_exit(p), 130);
+	no_sanitizer_report("exec", text(&err));
+	pid = hinted_pid(text(&err));
+	row = ps_row(pid);
+	if (!strstr(row, "running"))
+		fail_msg("process %u should still run: %s", pid, row);
+	free(row);
+	buf_free(&out);
+	buf_free(&err);
+}
+
+/* ---- ps and attach ---- */
+
+static void
+test_attach_replays_what_happened_meanwhile(void **state)
+{
+	struct buf out = BUF_INIT(1u << 20), err = BUF_INIT(1u << 20);
+	const char *const args[] = {
+		"exec", "--keep", SBX, "--", "sh", "-c", "echo one; sleep 1; echo two; sleep 30",
+		NULL
+	};
+	const char *const again[] = { "attach", SBX, NULL };
+	int out_fd, err_fd;
+	unsigned pid;
+	char *row;
+	pid_t p;
+
+	/* the first client goes away after "one" */
+	p = spawn_cli(args, -1, &out_fd, &err_fd);
+	read_until(out_fd, &out, "one\n", 60);
+	kill(p, SIGTERM);
+	read_rest(out_fd, &out);
+	read_rest(err_fd, &err);
+	assert_int_equal(wait_exit(p), 128 + SIGTERM);
+	no_sanitizer_report("exec", text(&err));
+	assert_string_equal(text(&out), "one\n");
+	pid = hinted_pid(text(&err));
+
+	/* ps lists it, kept and running */
+	row = ps_row(pid);
+	if (!strstr(row, "running") || !strstr(row, "yes") ||
+	    !strstr(row, "sh -c 'echo one; sleep 1; echo two; sleep 30'"))
+		fail_msg("ps row of process %u: %s", pid, row);
+	free(row);
+	sleep(2);
+
+	/* attach (the newest running process) replays both lines, then Ctrl-C detaches */
+	buf_reset(&out);
+	buf_reset(&err);
+	p = spawn_cli(again, -1, &out_fd, &err_fd);
+	read_until(out_fd, &out, "two\n", 60);
+	assert_string_equal(text(&out), "one\ntwo\n");
+	kill(p, SIGINT);
+	read_rest(out_fd, &out);
+	read_rest(err_fd, &err);
+	assert_int_equal(wait_exit(p), 0);
+	no_sanitizer_report("attach", text(&err));
+	assert_int_equal(hinted_pid(text(&err)), pid);
+	row = ps_row(pid);
+	if (!strstr(row, "running"))
+		fail_msg("detaching stopped process %u: %s", pid, row);
+	free(row);
+	buf_free(&out);
+	buf_free(&err);
+}
+
+/* ---- cp ---- */
+
+static void
+test_cp_both_ways(void **state)
+{
+	char local[320], back[320], dir[320];
+	size_t len = 200u << 10;
+	_cleanup_free_ char *data = malloc(len), *got = NULL;
+	size_t got_len = 0;
+	struct result r;
+	FILE *f;
+
+	assert_non_null(data);
+	for (size_t i = 0; i < len; i++)
+		data[i] = (char)(i % 253);
+	snprintf(local, sizeof(local), "%s/data.bin", home);
+	snprintf(back, sizeof(back), "%s/back.bin", home);
+	snprintf(dir, sizeof(dir), "%s/into", home);
+	f = fopen(local, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, len, f), len);
+	fclose(f);
+
+	/* a local file in (parent directories are made), and back out */
+	RUN(&r, "cp", local, SBX ":/sandbox/home/new/dir/data.bin");
+	assert_int_equal(r.rc, 0);
+	result_done(&r);
+	RUN(&r, "cp", SBX ":/sandbox/home/new/dir/data.bin", back);
+	assert_int_equal(r.rc, 0);
+	result_done(&r);
+	assert_int_equal(read_file_max(back, 1u << 20, &got, &got_len), 0);
+	assert_int_equal(got_len, len);
+	assert_memory_equal(got, data, len);
+
+	/* stdin in, stdout out; a local directory gets the file under its own name */
+	RUN_IN(&r, "a\0b\n", 4, "cp", "-", SBX ":/tmp/small");
+	assert_int_equal(r.rc, 0);
+	result_done(&r);
+	RUN(&r, "cp", SBX ":/tmp/small", "-");
+	assert_int_equal(r.rc, 0);
+	assert_int_equal(r.out.len, 4);
+	assert_memory_equal(r.out.data, "a\0b\n", 4);
+	result_done(&r);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	RUN(&r, "cp", SBX ":/tmp/small", dir);
+	assert_int_equal(r.rc, 0);
+	result_done(&r);
+	snprintf(back, sizeof(back), "%s/into/small", home);
+	assert_int_equal(access(back, F_OK), 0);
+
+	/* what goes wrong: a missing file (5), directories (2), no sandbox side (2) */
+	RUN(&r, "cp", SBX ":/no/such/file", back);
+	assert_int_equal(r.rc, 5);
+	expect_in("stderr", &r.err, "not_found");
+	result_done(&r);
+	RUN(&r, "cp", SBX ":/etc", back);
+	assert_int_equal(r.rc, 2);
+	expect_in("stderr", &r.err, "is a directory");
+	result_done(&r);
+	RUN(&r, "cp", dir, SBX ":/tmp/x");
+	assert_int_equal(r.rc, 2);
+	expect_in("stderr", &r.err, "is a directory");
+	result_done(&r);
+	RUN(&r, "cp", local, back);
+	assert_int_equal(r.rc, 2);
+	result_done(&r);
+}
+
+/* ---- the raw terminal ---- */
+
+struct term {
+	pid_t pid;
+	int master;
+	struct buf screen;
+};
+
+static void
+term_start(struct term *t, unsigned short rows, unsigned short cols, const char *const *args)
+{
+	struct winsize ws = { .ws_row = rows, .ws_col = cols };
+	const char *argv[64];
+
+	build_argv(argv, ARRAY_SIZE(argv), args);
+	t->screen = (struct buf)BUF_INIT(4u << 20);
+	t->pid = forkpty(&t->master, NULL, NULL, &ws);
+	assert_true(t->pid >= 0);
+	if (t->pid == 0) {
+		execve(cli_bin, (char **)argv, environ);
+		_exit(127);
+	}
+}
+
+/* Waits until the screen shows needle (after what was seen before). */
+static void
+term_expect(struct term *t, const char *needle)
+{
+	uint64_t deadline = now_mono_ms() + 60000;
+
+	while (!strstr(text(&t->screen), needle)) {
+		struct pollfd pfd = { .fd = t->master, .events = POLLIN };
+		char chunk[4096];
+		ssize_t n;
+
+		if (now_mono_ms() > deadline)
+			fail_msg("the terminal never showed '%s':\n%s", needle, text(&t->screen));
+		if (poll(&pfd, 1, 200) <= 0)
+			continue;
+		n = read(t->master, chunk, sizeof(chunk));
+		if (n <= 0)
+			fail_msg("the terminal closed before '%s':\n%s", needle, text(&t->screen));
+		assert_int_equal(buf_append(&t->screen, chunk, (size_t)n), 0);
+	}
+}
+
+static void
+term_type(struct term *t, const char *keys)
+{
+	/* the screen so far is forgotten: what follows is the answer to these keys */
+	buf_reset(&t->screen);
+	assert_int_equal(write(t->master, keys, strlen(keys)), (ssize_t)strlen(keys));
+}
+
+static void
+term_resize(struct term *t, unsigned short rows, unsigned short cols)
+{
+	struct winsize ws = { .ws_row = rows, .ws_col = cols };
+
+	/* the kernel tells the foreground process group (sandbox-cli) with SIGWINCH */
+	assert_int_equal(ioctl(t->master, TIOCSWINSZ, &ws), 0);
+}
+
+/* Reads the terminal to its end and returns the exit code. */
+static int
+term_end(struct term *t)
+{
+	char chunk[4096];
+	ssize_t n;
+	int rc;
+
+	while ((n = read(t->master, chunk, sizeof(chunk))) > 0)
+		assert_int_equal(buf_append(&t->screen, chunk, (size_t)n), 0);
+	rc = wait_exit(t->pid);
+	close(t->master);
+	no_sanitizer_report("(terminal)", text(&t->screen));
+	return rc;
+}
+
+static void
+test_shell_refuses_a_non_terminal(void **state)
+{
+	struct result r;
+
+	RUN(&r, "shell", SBX);
+	assert_int_equal(r.rc, 2);
+	expect_in("stderr", &r.err, "needs a terminal");
+	result_done(&r);
+}
+
+static void
+test_shell_in_a_terminal(void **state)
+{
+	const char *const shell[] = { "shell", SBX, NULL };
+	char attach_pid[16], *row;
+	struct term t = { 0 };
+	unsigned pid;
+
+	term_start(&t, 30, 100, shell);
+	term_expect(&t, "$ ");
+	/* the window size is the terminal's, and follows it */
+	term_type(&t, "stty size\r");
+	term_expect(&t, "30 100\r\n");
+	term_expect(&t, "$ ");
+	term_resize(&t, 40, 120);
+	usleep(300 * 1000);
+	term_type(&t, "stty size\r");
+	term_expect(&t, "40 120\r\n");
+	term_expect(&t, "$ ");
+	/* colours pass as they are */
+	term_type(&t, "printf '\\033[31mred\\033[0m\\n'\r");
+	term_expect(&t, "\033[31mred\033[0m\r\n");
+	/* Ctrl-C is a key for the guest: it stops the guest's sleep, not sandbox-cli */
+	term_type(&t, "sleep 30\r");
+	term_expect(&t, "sleep 30\r\n");
+	usleep(500 * 1000);
+	term_type(&t, "\003");
+	term_expect(&t, "$ ");
+	term_type(&t, "echo status=$?\r");
+	term_expect(&t, "status=130\r\n");
+	term_expect(&t, "$ ");
+	/* Ctrl-] detaches; the shell keeps running */
+	term_type(&t, "\035");
+	assert_int_equal(term_end(&t), 0);
+	expect_in("the terminal", &t.screen, "come back with: sandbox-cli attach " SBX " ");
+	pid = hinted_pid(text(&t.screen));
+	buf_free(&t.screen);
+	row = ps_row(pid);
+	if (!strstr(row, "running") || !strstr(row, "/bin/sh -l"))
+		fail_msg("the shell should still run after a detach: %s", row);
+	free(row);
+
+	/* attach again: the replay shows what happened, and the shell takes keys again */
+	snprintf(attach_pid, sizeof(attach_pid), "%u", pid);
+	term_start(&t, 30, 100, (const char *const[]){ "attach", SBX, attach_pid, NULL });
+	term_expect(&t, "status=130");
+	term_type(&t, "exit 4\r");
+	assert_int_equal(term_end(&t), 4);
+	buf_free(&t.screen);
+	row = ps_row(pid);
+	if (!strstr(row, "exited") || !strstr(row, " 4 "))
+		fail_msg("the shell should have exited with 4: %s", row);
+	free(row);
+}
+
+static void
+test_exec_tty(void **state)
+{
+	const char *const args[] = { "exec", "-t", SBX, "--", "sh", "-c", "stty size; tty; exit 3",
+		                     NULL };
+	struct term t = { 0 };
+	struct result r;
+
+	term_start(&t, 33, 99, args);
+	assert_int_equal(term_end(&t), 3);
+	expect_in("the terminal", &t.screen, "33 99\r\n/dev/pts/");
+	buf_free(&t.screen);
+
+	/* without a terminal, --tty is refused */
+	RUN(&r, "exec", "--tty", SBX, "--", "true");
+	assert_int_equal(r.rc, 2);
+	expect_in("stderr", &r.err, "--tty needs a terminal");
+	result_done(&r);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_run_prints_the_guest_kernel_and_removes_the_sandbox),
+		cmocka_unit_test(test_run_exit_code_stdin_and_keep),
+		cmocka_unit_test(test_exec_streams_stdin_cwd_env_and_exit_codes),
+		cmocka_unit_test(test_ctrl_c_is_forwarded_then_detaches),
+		cmocka_unit_test(test_attach_replays_what_happened_meanwhile),
+		cmocka_unit_test(test_cp_both_ways),
+		cmocka_unit_test(test_shell_refuses_a_non_terminal),
+		cmocka_unit_test(test_shell_in_a_terminal),
+		cmocka_unit_test(test_exec_tty),
+	};
+
+	harness_vm_bundle(); /* skips (77) when there is no bundle */
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
