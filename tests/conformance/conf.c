@@ -2,6 +2,8 @@
  * API is used: nothing here knows what kind of server answers. */
 #include <curl/curl.h>
 #include <errno.h>
+#include <poll.h>
+#include <strings.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +60,8 @@ static struct {
 	json_t *caps;
 	int sandboxes; /* -1: not probed yet */
 	char run_id[17];
+	char *shared;           /* the shared sandbox's id, once created */
+	char shared_secret[33]; /* its CONF_SHARED_SECRET */
 } G = { .sandboxes = -1 };
 
 struct deferred {
@@ -123,17 +127,22 @@ conf_init(void)
 	}
 	G.easy = curl_easy_init();
 	if (!G.base || (str_has_prefix(e, "unix://") && !G.unix_path) || !G.easy ||
-	    random_hex(G.run_id, 8) < 0) {
+	    random_hex(G.run_id, 8) < 0 || random_hex(G.shared_secret, 16) < 0) {
 		fprintf(stderr, "conformance: out of memory\n");
 		return -ENOMEM;
 	}
 	return 0;
 }
 
+static void delete_quietly(const char *id);
+
 void
 conf_done(void)
 {
 	(void)conf_case_teardown(NULL);
+	if (G.shared && G.easy)
+		delete_quietly(G.shared);
+	free(G.shared);
 	json_decref(G.caps);
 	if (G.easy)
 		curl_easy_cleanup(G.easy);
@@ -532,6 +541,21 @@ conf_net_mode_rank(const char *mode)
 	return -1;
 }
 
+bool
+conf_capability(const char *name)
+{
+	return json_is_true(json_object_get(json_object_get(conf_caps(), "capabilities"), name));
+}
+
+void
+conf_need_capability(const char *name)
+{
+	if (!conf_capability(name)) {
+		print_message("skip: this server's capabilities.%s is false\n", name);
+		skip();
+	}
+}
+
 /* ---- names and ids ---- */
 
 char *
@@ -671,6 +695,46 @@ conf_create(const char *fields)
 	return j;
 }
 
+const char *
+conf_shared_sandbox(void)
+{
+	const char *id;
+	json_t *j;
+	long status;
+	int i;
+
+	if (G.shared) {
+		status = conf_request("GET", conf_fmt("/v1/sandboxes/%s", G.shared), NULL, &j);
+		if (status == 200 && streq(conf_str(j, "state"), "running"))
+			return G.shared;
+		/* an earlier case broke it: the next ones get a fresh one */
+		print_message("the shared sandbox '%s' is %s; making another\n", G.shared,
+		              status == 200 ? conf_str(j, "state") : "gone");
+		delete_quietly(G.shared);
+		free(G.shared);
+		G.shared = NULL;
+	}
+	j = conf_create(conf_fmt("{\"name\":\"%s\",\"env\":{\"CONF_SHARED_SECRET\":\"%s\"}}",
+	                         conf_name("shared"), G.shared_secret));
+	id = conf_str(j, "id");
+	/* the run owns it, not the case that happened to make it */
+	i = conf_index_of(C.created, id);
+	if (i >= 0)
+		json_array_remove(C.created, (size_t)i);
+	G.shared = strdup(id);
+	if (!G.shared) {
+		delete_quietly(id);
+		fail_msg("out of memory");
+	}
+	return G.shared;
+}
+
+const char *
+conf_shared_secret(void)
+{
+	return G.shared_secret;
+}
+
 json_t *
 conf_create_refused(const char *fields, long want_status, const char *want_code)
 {
@@ -748,6 +812,48 @@ conf_index_of(const json_t *a, const char *s)
 }
 
 /* ---- the end of a case ---- */
+
+struct later {
+	char *method, *path, *body;
+};
+
+static void
+later_run(void *p)
+{
+	struct later *l = p;
+	_cleanup_buf_ struct buf body = BUF_INIT(RESPONSE_MAX);
+	_cleanup_free_ char *ct = NULL;
+	char err[CURL_ERROR_SIZE + 64];
+	long status = 0;
+
+	if (perform(&(struct conf_req){ .method = l->method, .path = l->path, .body = l->body },
+	            &status, &body, &ct, err, sizeof(err)) < 0)
+		fprintf(stderr, "conformance: cleanup: %s %s: %s\n", l->method, l->path, err);
+	free(l->method);
+	free(l->path);
+	free(l->body);
+	free(l);
+}
+
+void
+conf_defer_request(const char *method, const char *path, const char *json_body)
+{
+	struct later *l = calloc(1, sizeof(*l));
+
+	if (l) {
+		l->method = strdup(method);
+		l->path = strdup(path);
+		l->body = json_body ? strdup(json_body) : NULL;
+		if (!l->method || !l->path || (json_body && !l->body)) {
+			free(l->method);
+			free(l->path);
+			free(l->body);
+			free(l);
+			l = NULL;
+		}
+	}
+	conf_defer(later_run, l);
+}
 
 static void
 delete_quietly(const char *id)
@@ -978,4 +1084,261 @@ conf_event_seq(const json_t *ev)
 	uint64_t v;
 
 	return parse_u64(conf_str(ev, "id"), &v) < 0 || v > INT64_MAX ? -1 : (long long)v;
+}
+
+/* ---- raw connections ---- */
+
+#define UPGRADE_HEAD_MAX (64u << 10)
+#define UPGRADE_WAIT_MS 30000
+
+struct conf_conn {
+	CURL *easy; /* NULL once closed */
+	curl_socket_t fd;
+	struct buf in; /* read past the answer's head and not yet taken */
+};
+
+static void
+conn_free(void *p)
+{
+	struct conf_conn *c = p;
+
+	if (c->easy)
+		curl_easy_cleanup(c->easy);
+	buf_free(&c->in);
+	free(c);
+}
+
+void
+conf_conn_close(struct conf_conn *c)
+{
+	if (c->easy)
+		curl_easy_cleanup(c->easy);
+	c->easy = NULL;
+}
+
+/* Waits for the socket to be readable (or writable) for up to timeout_ms. */
+static bool
+conn_wait(struct conf_conn *c, short events, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = c->fd, .events = events };
+
+	return poll(&pfd, 1, timeout_ms) > 0;
+}
+
+/* From the socket only: the count, 0 at the end, -ETIMEDOUT or -EIO. */
+static ssize_t
+conn_read(struct conf_conn *c, void *out, size_t len, int timeout_ms)
+{
+	uint64_t deadline = now_mono_ms() + (uint64_t)MAX(timeout_ms, 0);
+
+	if (!c->easy)
+		return -EIO;
+	for (;;) {
+		size_t n = 0;
+		CURLcode cr = curl_easy_recv(c->easy, out, len, &n);
+		uint64_t now;
+
+		/* TLS may hold decrypted bytes the socket no longer shows: ask curl first */
+		if (cr == CURLE_OK)
+			return (ssize_t)n;
+		if (cr != CURLE_AGAIN)
+			return -EIO;
+		now = now_mono_ms();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		(void)conn_wait(c, POLLIN, (int)MIN(deadline - now, 1000u));
+	}
+}
+
+ssize_t
+conf_conn_recv(struct conf_conn *c, void *out, size_t len, int timeout_ms)
+{
+	size_t n = MIN(len, buf_avail(&c->in));
+
+	if (n > 0) {
+		memcpy(out, buf_head(&c->in), n);
+		buf_consume(&c->in, n);
+		return (ssize_t)n;
+	}
+	return conn_read(c, out, len, timeout_ms);
+}
+
+int
+conf_conn_write(struct conf_conn *c, const void *data, size_t len)
+{
+	const char *p = data;
+	uint64_t deadline = now_mono_ms() + UPGRADE_WAIT_MS;
+
+	while (len > 0) {
+		size_t n = 0;
+		CURLcode cr = c->easy ? curl_easy_send(c->easy, p, len, &n) : CURLE_SEND_ERROR;
+
+		if (cr == CURLE_AGAIN) {
+			if (now_mono_ms() > deadline)
+				return -ETIMEDOUT;
+			(void)conn_wait(c, POLLOUT, 1000);
+			continue;
+		}
+		if (cr != CURLE_OK)
+			return -EIO;
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+void
+conf_conn_send(struct conf_conn *c, const void *data, size_t len)
+{
+	int r = conf_conn_write(c, data, len);
+
+	if (r < 0)
+		fail_msg("sending on a raw connection: %s",
+		         r == -ETIMEDOUT ? "the server takes nothing" : "the connection broke");
+}
+
+const char *
+conf_head_value(const char *head, const char *name)
+{
+	size_t nlen = strlen(name);
+	const char *line = head ? strstr(head, "\r\n") : NULL;
+
+	/* the status line is skipped */
+	while (line && line[2] && !(line[2] == '\r' && line[3] == '\n')) {
+		const char *start = line + 2, *v, *end = strstr(start, "\r\n");
+
+		if (!end)
+			break;
+		if ((size_t)(end - start) > nlen && start[nlen] == ':' &&
+		    strncasecmp(start, name, nlen) == 0) {
+			v = start + nlen + 1;
+			while (v < end && (*v == ' ' || *v == '\t'))
+				v++;
+			while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+				end--;
+			return conf_keep(strndup(v, (size_t)(end - v)));
+		}
+		line = end;
+	}
+	return NULL;
+}
+
+/* What goes into the Host header: the endpoint's authority, or localhost on a unix socket. */
+static char *
+host_header(void)
+{
+	const char *h = strstr(G.base, "://");
+
+	return conf_fmt("Host: %s", G.unix_path || !h ? "localhost" : h + 3);
+}
+
+/* Reads the rest of a non-101 answer's body: Content-Length, or to the end. */
+static void
+read_error_body(struct conf_conn *c, const char *head, struct buf *body)
+{
+	const char *cl = conf_head_value(head, "content-length");
+	uint64_t want = 0, deadline = now_mono_ms() + UPGRADE_WAIT_MS;
+	bool sized = cl && parse_u64(cl, &want) == 0;
+	char chunk[4096];
+
+	(void)buf_append(body, buf_head(&c->in), buf_avail(&c->in));
+	buf_consume(&c->in, buf_avail(&c->in));
+	while ((!sized || body->len < want) && now_mono_ms() < deadline) {
+		ssize_t n = conn_read(c, chunk, sizeof(chunk), 1000);
+		if (n == -ETIMEDOUT)
+			continue;
+		if (n <= 0 || buf_append(body, chunk, (size_t)n) < 0)
+			break;
+	}
+}
+
+struct conf_conn *
+conf_upgrade(const char *path, enum conf_auth auth, const char *const *headers,
+             struct conf_upgrade *ret)
+{
+	struct conf_conn *c = conf_defer(conn_free, calloc(1, sizeof(*c)));
+	_cleanup_buf_ struct buf req = BUF_INIT(UPGRADE_HEAD_MAX);
+	_cleanup_buf_ struct buf body = BUF_INIT(RESPONSE_MAX);
+	struct curl_slist *auth_line = NULL;
+	uint64_t deadline = now_mono_ms() + UPGRADE_WAIT_MS;
+	char errbuf[CURL_ERROR_SIZE] = "", chunk[4096];
+	const char *end = NULL, *sp;
+	struct conf_resp resp = { 0 };
+	curl_socket_t fd = CURL_SOCKET_BAD;
+	uint64_t code;
+	size_t head_len;
+	CURLcode cr;
+	int r;
+
+	*ret = (struct conf_upgrade){ .head = "", .body = "" };
+	buf_init(&c->in, RESPONSE_MAX);
+	c->easy = curl_easy_init();
+	if (!c->easy || setup_easy(c->easy, path) < 0)
+		fail_msg("out of memory");
+	curl_easy_setopt(c->easy, CURLOPT_CONNECT_ONLY, 1L);
+	/* the handshake is HTTP/1.1's: never let ALPN pick h2 */
+	curl_easy_setopt(c->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(c->easy, CURLOPT_ERRORBUFFER, errbuf);
+	cr = curl_easy_perform(c->easy);
+	if (cr != CURLE_OK)
+		fail_msg("GET %s (upgrade): cannot connect: %s", path,
+		         *errbuf ? errbuf : curl_easy_strerror(cr));
+	curl_easy_setopt(c->easy, CURLOPT_ERRORBUFFER, NULL);
+	if (curl_easy_getinfo(c->easy, CURLINFO_ACTIVESOCKET, &fd) != CURLE_OK ||
+	    fd == CURL_SOCKET_BAD)
+		fail_msg("GET %s (upgrade): no socket", path);
+	c->fd = fd;
+
+	r = add_auth(&auth_line, auth, NULL);
+	r = r < 0 ? r : buf_printf(&req, "GET %s HTTP/1.1\r\n%s\r\n", path, host_header());
+	if (r >= 0 && auth_line)
+		r = buf_printf(&req, "%s\r\n", auth_line->data);
+	curl_slist_free_all(auth_line);
+	for (size_t i = 0; r >= 0 && headers && headers[i]; i++)
+		r = buf_printf(&req, "%s\r\n", headers[i]);
+	if (r < 0 || buf_puts(&req, "\r\n") < 0)
+		fail_msg("out of memory");
+	conf_conn_send(c, req.data, req.len);
+
+	/* the answer's head, up to its blank line */
+	while (!end) {
+		ssize_t n = conn_read(c, chunk, sizeof(chunk), 1000);
+		if (n == -ETIMEDOUT && now_mono_ms() < deadline)
+			continue;
+		if (n <= 0)
+			fail_msg("GET %s (upgrade): %s before the answer's head ended", path,
+			         n == 0            ? "the server closed"
+			         : n == -ETIMEDOUT ? "nothing came"
+			                           : "the connection failed");
+		if (buf_append(&c->in, chunk, (size_t)n) < 0 || c->in.len > UPGRADE_HEAD_MAX)
+			fail_msg("GET %s (upgrade): the answer's head is too long", path);
+		end = memmem(c->in.data, c->in.len, "\r\n\r\n", 4);
+	}
+	head_len = (size_t)(end - c->in.data) + 4;
+	ret->head = conf_keep(strndup(c->in.data, head_len));
+	buf_consume(&c->in, head_len);
+	sp = strchr(ret->head, ' ');
+	if (!str_has_prefix(ret->head, "HTTP/1.1 ") || !sp || parse_u64_n(sp + 1, 3, &code) < 0)
+		fail_msg("GET %s (upgrade): not an HTTP/1.1 status line: '%.100s'", path,
+		         ret->head);
+	ret->status = (long)code;
+	if (code == 101)
+		return c;
+
+	read_error_body(c, ret->head, &body);
+	conf_conn_close(c);
+	ret->body = conf_keep(body.data ? buf_steal(&body) : strdup(""));
+	ret->json = json_loads(ret->body, 0, NULL);
+	if (ret->json)
+		conf_keep_json(ret->json);
+	resp = (struct conf_resp){ .status = ret->status,
+		                   .body = ret->body,
+		                   .body_len = strlen(ret->body),
+		                   .json = ret->json };
+	resp.content_type = conf_head_value(ret->head, "content-type");
+	if (!resp.content_type)
+		resp.content_type = "";
+	if (ret->status >= 400)
+		check_error_shape(&(struct conf_req){ .path = path }, &resp);
+	return NULL;
 }

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <jansson.h>
 
 /* cmocka needs these before its header */
@@ -84,6 +85,10 @@ const char *conf_error_message(const json_t *j);
 
 /* GET /v1/capabilities, fetched once per run. */
 json_t *conf_caps(void);
+/* Whether capabilities.capabilities.<name> is true. */
+bool conf_capability(const char *name);
+/* Skips the case unless capabilities.capabilities.<name> is true. */
+void conf_need_capability(const char *name);
 /* The network mode order: none 0 < allowlist 1 < open 2; -1 for anything else. */
 int conf_net_mode_rank(const char *mode);
 
@@ -120,6 +125,17 @@ json_t *conf_list_ids(const char *query);
 /* Index of string s in array a, or -1. */
 int conf_index_of(const json_t *a, const char *s);
 
+/* The suite's shared sandbox, for the process and file cases that do not disturb one another:
+ * created on first use (skipping like conf_create()), with the environment variable
+ * CONF_SHARED_SECRET set to conf_shared_secret(), and deleted when the run ends. A case that
+ * uses it removes what it made there (conf_defer_request()). Returns its id. */
+const char *conf_shared_sandbox(void);
+/* The value of CONF_SHARED_SECRET in the shared sandbox: random for each run. */
+const char *conf_shared_secret(void);
+/* Sends method path (json_body may be NULL) when the case ends, before its sandboxes are
+ * deleted, ignoring the answer: the cleanup of a file or a process the case made. */
+void conf_defer_request(const char *method, const char *path, const char *json_body);
+
 /* A string member of an object, or "" when absent or not a string. */
 const char *conf_str(const json_t *obj, const char *key);
 /* s percent-encoded for a query string, owned by the case. */
@@ -139,3 +155,34 @@ const char *conf_event_sandbox_id(const json_t *ev);
 const char *conf_event_type(const json_t *ev);
 /* The numeric SSE id of an event, or -1. */
 long long conf_event_seq(const json_t *ev);
+
+/* Raw connections, for the attach handshake and what follows it: the same endpoint, transport
+ * and TLS settings as every request, but the bytes are the case's. */
+struct conf_conn;
+/* The answer to an upgrade request: the status, the header block (lines ending in CRLF), and
+ * for a status other than 101 the body and its JSON. Owned by the case. */
+struct conf_upgrade {
+	long status;
+	const char *head;
+	const char *body;
+	json_t *json;
+};
+/* Connects and sends "GET path" with the credential auth asks for, Host, and the extra header
+ * lines headers (NULL-terminated); reads the answer's head. On 101 the connection is returned
+ * for the frames that follow (closed when the case ends); otherwise the body is read, must have
+ * the error shape of every error (R-A12), and NULL is returned. *ret gets the answer. */
+struct conf_conn *conf_upgrade(const char *path, enum conf_auth auth, const char *const *headers,
+                               struct conf_upgrade *ret);
+/* A header's value in a head from conf_upgrade() (case-insensitive name), owned by the case;
+ * NULL when absent. */
+const char *conf_head_value(const char *head, const char *name);
+/* Sends all of len bytes; fails the case when the connection broke. */
+void conf_conn_send(struct conf_conn *c, const void *data, size_t len);
+/* The same without failing: 0, or -EIO when the connection broke (a goodbye the server need
+ * not wait for). */
+int conf_conn_write(struct conf_conn *c, const void *data, size_t len);
+/* Reads up to len bytes, waiting up to timeout_ms: the count, 0 when the server closed, or
+ * -ETIMEDOUT, or -EIO when the connection failed. */
+ssize_t conf_conn_recv(struct conf_conn *c, void *out, size_t len, int timeout_ms);
+/* Closes the connection now (the case's end would otherwise). */
+void conf_conn_close(struct conf_conn *c);
