@@ -264,6 +264,43 @@ case_unknown_sandbox_is_not_found(void **state)
 }
 
 /* R-L1: a terminated sandbox refuses work with 409 and still answers GET by id. */
+/* Process and file work on a sandbox that is not running: 409 conflict. A server without the
+ * capability may say 501 unsupported instead. */
+static void
+expect_no_work(const char *id)
+{
+	static const struct {
+		const char *capability, *method, *suffix, *body;
+	} work[] = {
+		{ "processes", "POST", "/run", "{\"argv\":[\"true\"]}" },
+		{ "processes", "POST", "/processes", "{\"argv\":[\"true\"]}" },
+		{ "processes", "GET", "/processes", NULL },
+		{ "files", "GET", "/files?path=/etc/hostname", NULL },
+		{ "files", "PUT", "/files?path=/tmp/cf-refused", "x" },
+		{ "files", "DELETE", "/files?path=/tmp/cf-refused", NULL },
+		{ "files", "GET", "/dirs?path=/tmp", NULL },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(work); i++) {
+		bool put = streq(work[i].method, "PUT");
+		const struct conf_resp *r = conf_send(&(struct conf_req){
+		        .method = work[i].method,
+		        .path = sandbox_path(id, work[i].suffix),
+		        .body = work[i].body,
+		        .content_type = put ? "application/octet-stream" : NULL,
+		});
+		const char *code = conf_str(json_object_get(r->json, "error"), "code");
+		if (r->status == 409 && streq(code, "conflict"))
+			continue;
+		if (!conf_capability(work[i].capability) && r->status == 501)
+			continue;
+		fail_msg("%s %s of a %s sandbox: expected 409 conflict, got %ld: %.300s",
+		         work[i].method, work[i].suffix, conf_str(conf_get(id), "state"), r->status,
+		         r->body);
+	}
+}
+
+/* R-L1 TerminatedSandboxRefusesWork */
 void
 case_terminated_sandbox_refuses_work(void **state)
 {
@@ -274,6 +311,7 @@ case_terminated_sandbox_refuses_work(void **state)
 	expect_request_error("POST", sandbox_path(id, "/start"), NULL, 409, "conflict");
 	expect_request_error("PATCH", sandbox_path(id, NULL),
 	                     conf_fmt("{\"labels\":{\"conformance\":\"1\"}}"), 409, "conflict");
+	expect_no_work(id);
 	assert_state(conf_get(id), "terminated");
 }
 
@@ -295,6 +333,8 @@ case_stop_and_start(void **state)
 
 	assert_state(stop_or_start(id, "/stop"), "stopped");
 	assert_state(conf_get(id), "stopped");
+	/* a stopped sandbox runs nothing and serves no files */
+	expect_no_work(id);
 	/* stopping a stopped sandbox is not an error */
 	assert_state(stop_or_start(id, "/stop"), "stopped");
 	assert_state(stop_or_start(id, "/start"), "running");
