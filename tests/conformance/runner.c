@@ -1,8 +1,12 @@
 /* runner.c: the CTest side of the conformance suite. Starts a fresh sandboxd-fake (token file,
  * TCP listener, unix socket; with "tls" also a throwaway CA and server certificate made with the
- * openssl command) and runs the conformance binary against each of its endpoints. */
+ * openssl command), or with "qemu" the product sandboxd with real VMs on a private copy of the
+ * guest bundle, and runs the conformance binary against its endpoints; afterwards nothing may be
+ * left running. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -14,6 +18,8 @@
 #include "util.h"
 
 #define SUITE_TIMEOUT_MS (240 * 1000)
+/* real VMs boot in seconds each under TCG; CTest's own limit is 900 s */
+#define SUITE_VM_TIMEOUT_MS (780 * 1000)
 #define START_TRIES 3
 
 extern char **environ;
@@ -198,11 +204,14 @@ make_certs(void)
 	return 0;
 }
 
-/* Runs the suite against endpoint; prints a header so the log says which run failed. */
+/* Runs the suite against endpoint; prints a header so the log says which run failed, and the
+ * time it took. */
 static int
-run_suite(const char *suite, const char *endpoint, const char *token, const char *ca)
+run_suite(const char *suite, const char *endpoint, const char *token, const char *ca,
+          int timeout_ms)
 {
 	const char *argv[] = { suite, NULL };
+	uint64_t start = now_mono_ms();
 	int r;
 
 	printf("\n==== conformance against %s (%s%s) ====\n", endpoint,
@@ -217,28 +226,156 @@ run_suite(const char *suite, const char *endpoint, const char *token, const char
 		setenv("SANDBOX_CONFORMANCE_CA", ca, 1);
 	else
 		unsetenv("SANDBOX_CONFORMANCE_CA");
-	r = run(argv, NULL, SUITE_TIMEOUT_MS);
+	r = run(argv, NULL, timeout_ms);
+	printf("==== %s: %.1f s ====\n", endpoint, (double)(now_mono_ms() - start) / 1000.0);
+	fflush(stdout);
 	if (r != 0)
 		fprintf(stderr, "runner: the suite failed against %s (exit %d)\n", endpoint, r);
 	return r;
 }
 
+/* Deletes every sandbox the daemon still has running: the suite deletes what it creates, so
+ * any is a failure (a case, or the server, lost track of one). Returns how many there were. */
+static int
+delete_leftovers(const struct daemon_proc *p)
+{
+	char *body = NULL;
+	json_t *j, *list, *sb;
+	size_t i;
+	int status = harness_http(p->sock, "GET", "/v1/sandboxes", NULL, &body), n = 0;
+
+	j = status == 200 && body ? json_loads(body, 0, NULL) : NULL;
+	free(body);
+	list = json_object_get(j, "sandboxes");
+	if (!json_is_array(list)) {
+		fprintf(stderr, "runner: GET /v1/sandboxes answered %d after the suite\n", status);
+		json_decref(j);
+		return 1;
+	}
+	json_array_foreach (list, i, sb) {
+		const char *id = json_string_value(json_object_get(sb, "id"));
+		const char *state = json_string_value(json_object_get(sb, "state"));
+		_cleanup_free_ char *path = NULL;
+
+		if (!id || (state && streq(state, "terminated")))
+			continue;
+		fprintf(stderr, "runner: sandbox '%s' (%s) was left behind; deleting it\n", id,
+		        state ? state : "?");
+		path = strdup_printf("/v1/sandboxes/%s", id);
+		if (path)
+			(void)harness_http(p->sock, "DELETE", path, NULL, NULL);
+		n++;
+	}
+	json_decref(j);
+	return n;
+}
+
+/* Whether process pid belongs to the daemon whose state directory is state: its environment
+ * carries the marker sandboxd gives its VMMs, or it works inside state's vms directory. */
+static bool
+is_our_vmm(const char *pid, const char *state)
+{
+	_cleanup_free_ char *environ_path = strdup_printf("/proc/%s/environ", pid);
+	_cleanup_free_ char *cwd_path = strdup_printf("/proc/%s/cwd", pid);
+	_cleanup_free_ char *marker = strdup_printf("SANDBOXD_STATE_DIR=%s", state);
+	_cleanup_free_ char *vms = strdup_printf("%s/vms/", state);
+	_cleanup_free_ char *env = NULL;
+	char cwd[1024];
+	size_t n = 0;
+	ssize_t k;
+
+	if (!environ_path || !cwd_path || !marker || !vms)
+		return false;
+	if (read_file_max(environ_path, 1 << 20, &env, &n) >= 0)
+		for (size_t off = 0; off < n; off += strlen(env + off) + 1)
+			if (streq(env + off, marker))
+				return true;
+	k = readlink(cwd_path, cwd, sizeof(cwd) - 1);
+	if (k <= 0)
+		return false;
+	cwd[k] = '\0';
+	return str_has_prefix(cwd, vms);
+}
+
+/* Kills the VMMs of the daemon in state that outlived it (VMs keep running after sandboxd
+ * stops, by design, so the suite must have deleted them all). Returns how many there were. */
+static int
+kill_leftover_vmms(const char *state)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		uint64_t pid;
+		if (parse_u64(de->d_name, &pid) < 0 || !is_our_vmm(de->d_name, state))
+			continue;
+		fprintf(stderr, "runner: VMM %s outlived the suite; killing it\n", de->d_name);
+		kill((pid_t)pid, SIGKILL);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Starts the daemon for mode on a free port (which can be taken between finding it and binding
+ * it: then again). Returns the port, or -1. */
+static int
+start_daemon(struct daemon_proc *p, const char *mode, const char *token_file, const char *cert,
+             const char *key)
+{
+	for (int i = 0; i < START_TRIES; i++) {
+		_cleanup_free_ char *listen = NULL;
+		int port = harness_free_port(), r = -1;
+
+		listen = port > 0 ? strdup_printf("127.0.0.1:%d", port) : NULL;
+		if (listen && streq(mode, "qemu")) {
+			const char *args[] = { "--listen", listen, "--token-file", token_file,
+				               NULL };
+			r = harness_start_vm(p, args, NULL);
+		} else if (listen && streq(mode, "tls")) {
+			const char *args[] = { "--listen",  listen,       "--token-file",
+				               token_file,  "--tls-cert", cert,
+				               "--tls-key", key,          NULL };
+			r = harness_start(p, harness_binary("SANDBOXD_FAKE"), args, NULL);
+		} else if (listen) {
+			const char *args[] = { "--listen", listen, "--token-file", token_file,
+				               NULL };
+			r = harness_start(p, harness_binary("SANDBOXD_FAKE"), args, NULL);
+		}
+		if (r == 0)
+			return port;
+		harness_cleanup(p);
+		*p = (struct daemon_proc){ 0 };
+	}
+	return -1;
+}
+
 int
 main(int argc, char **argv)
 {
-	_cleanup_free_ char *token_file = NULL, *listen = NULL, *tcp = NULL, *unix_ep = NULL;
+	_cleanup_free_ char *token_file = NULL, *tcp = NULL, *unix_ep = NULL;
 	_cleanup_free_ char *cert = NULL, *key = NULL, *ca = NULL;
-	const char *binary = harness_binary("SANDBOXD_FAKE");
 	struct daemon_proc p = { 0 };
+	const char *mode;
 	char token[33];
-	bool tls;
-	int r, failed = 0, port = -1;
+	bool tls, qemu;
+	int r, failed = 0, port;
 
-	if (argc != 3 || (!streq(argv[2], "plain") && !streq(argv[2], "tls"))) {
-		fprintf(stderr, "usage: conformance-runner CONFORMANCE_BINARY plain|tls\n");
+	if (argc != 3 ||
+	    (!streq(argv[2], "plain") && !streq(argv[2], "tls") && !streq(argv[2], "qemu"))) {
+		fprintf(stderr, "usage: conformance-runner CONFORMANCE_BINARY plain|tls|qemu\n");
 		return 2;
 	}
-	tls = streq(argv[2], "tls");
+	mode = argv[2];
+	tls = streq(mode, "tls");
+	qemu = streq(mode, "qemu");
+	/* before anything is made: these exit 77 (skip) when the test cannot run */
+	(void)harness_binary(qemu ? "SANDBOXD" : "SANDBOXD_FAKE");
+	if (qemu)
+		(void)harness_vm_bundle();
 	if (harness_tmpdir(dir, sizeof(dir)) < 0) {
 		fprintf(stderr, "runner: cannot make a temporary directory: %m\n");
 		return 1;
@@ -258,24 +395,9 @@ main(int argc, char **argv)
 		key = in_dir("server.key");
 		ca = in_dir("ca.pem");
 	}
-	/* the port can be taken between finding it and binding it: try again */
-	for (int i = 0; i < START_TRIES; i++) {
-		const char *plain_args[] = { "--listen", NULL, "--token-file", token_file, NULL };
-		const char *tls_args[] = { "--listen",  NULL,         "--token-file",
-			                   token_file,  "--tls-cert", cert,
-			                   "--tls-key", key,          NULL };
-		port = harness_free_port();
-		free(listen);
-		listen = strdup_printf("127.0.0.1:%d", port);
-		plain_args[1] = tls_args[1] = listen;
-		if (port > 0 && harness_start(&p, binary, tls ? tls_args : plain_args, NULL) == 0)
-			break;
-		harness_cleanup(&p);
-		p = (struct daemon_proc){ 0 };
-		port = -1;
-	}
+	port = start_daemon(&p, mode, token_file, cert, key);
 	if (port < 0) {
-		fprintf(stderr, "runner: %s did not start\n", binary);
+		fprintf(stderr, "runner: the daemon (%s) did not start\n", mode);
 		remove_dir();
 		return 1;
 	}
@@ -284,16 +406,23 @@ main(int argc, char **argv)
 	if (!tcp || !unix_ep) {
 		failed = 1;
 	} else if (tls) {
-		failed |= run_suite(argv[1], tcp, token, ca) != 0;
+		failed |= run_suite(argv[1], tcp, token, ca, SUITE_TIMEOUT_MS) != 0;
+	} else if (qemu) {
+		/* once, over TCP: every boot costs seconds */
+		failed |= run_suite(argv[1], tcp, token, NULL, SUITE_VM_TIMEOUT_MS) != 0;
 	} else {
-		failed |= run_suite(argv[1], tcp, token, NULL) != 0;
-		failed |= run_suite(argv[1], unix_ep, NULL, NULL) != 0;
+		failed |= run_suite(argv[1], tcp, token, NULL, SUITE_TIMEOUT_MS) != 0;
+		failed |= run_suite(argv[1], unix_ep, NULL, NULL, SUITE_TIMEOUT_MS) != 0;
 	}
+	if (p.pid > 0 && delete_leftovers(&p) > 0)
+		failed = 1;
 	r = harness_stop(&p, SIGTERM);
 	if (r != 0) {
 		fprintf(stderr, "runner: the daemon exited with %d after SIGTERM\n", r);
 		failed = 1;
 	}
+	if (qemu && kill_leftover_vmms(p.state) > 0)
+		failed = 1;
 	if (failed) {
 		fprintf(stderr, "---- daemon log (%s) ----\n", p.log);
 		print_log(p.log);
