@@ -335,6 +335,10 @@ attach_run(struct cli *cli, const struct attach_opts *o, struct attach_result *r
 	if (s.res.end == ATTACH_DETACHED)
 		flush_before_leaving(&s);
 	term_restore();
+	/* the terminal shows ^C, or the process's prompt, without a newline: what follows starts
+	 * on a line of its own */
+	if (s.res.end == ATTACH_DETACHED && isatty(STDERR_FILENO))
+		fputc('\n', stderr);
 	s.raw = client_raw_free(s.raw);
 	buf_free(&s.in);
 	buf_free(&s.out);
