@@ -1,7 +1,8 @@
 /* test-cli-vm.c: sandbox-cli's process and file verbs against the product sandboxd and real
  * microVMs: run (the guest's kernel, exit codes, stdin, the sandbox removed or kept), exec,
  * ps, attach with its replay, cp both ways, and the raw terminal of shell and --tty driven
- * through a pseudo-terminal as a person would. One shared sandbox keeps the boots few. */
+ * through a pseudo-terminal as a person would, and the upgraded connection over https. One
+ * shared sandbox keeps the boots few. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,6 +35,8 @@ static struct daemon_proc sbxd;
 static const char *cli_bin;
 static char home[256];
 static char endpoint[320];
+static char https_ep[64]; /* empty when openssl is not installed */
+static char token_file[320], ca_file[320];
 
 /* ---- running the CLI ---- */
 
@@ -249,6 +252,46 @@ ps_row(unsigned pid)
 
 /* ---- the daemon and the shared sandbox ---- */
 
+/* A private CA, a certificate for localhost and a token, so that the daemon also serves
+ * https; without openssl, https_ep stays empty and the https case is skipped. */
+static char listen_arg[32], cert_file[320], key_file[320];
+static const char *tls_args[] = { "--listen", listen_arg,  "--token-file", token_file, "--tls-cert",
+	                          cert_file,  "--tls-key", key_file,       NULL };
+
+static int
+make_tls_files(void)
+{
+	char cmd[2048];
+	int port = harness_free_port();
+	FILE *f;
+
+	if (system("openssl version >/dev/null 2>&1") != 0 || port <= 0)
+		return 0;
+	snprintf(cmd, sizeof(cmd),
+	         "cd '%s' && umask 077 && "
+	         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+	         "-keyout ca.key -out ca.pem -days 2 -subj /CN=sandbox-cli-vm-test-ca && "
+	         "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+	         "-keyout server.key -out server.csr -subj /CN=localhost && "
+	         "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > ext && "
+	         "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+	         "-out server.pem -days 2 -extfile ext >openssl.log 2>&1",
+	         home);
+	if (system(cmd) != 0)
+		return -1;
+	snprintf(token_file, sizeof(token_file), "%s/token", home);
+	snprintf(ca_file, sizeof(ca_file), "%s/ca.pem", home);
+	snprintf(cert_file, sizeof(cert_file), "%s/server.pem", home);
+	snprintf(key_file, sizeof(key_file), "%s/server.key", home);
+	f = fopen(token_file, "w");
+	if (!f || fputs("cli-vm-test-token-0123456789abcdef\n", f) < 0 || fclose(f) != 0 ||
+	    chmod(token_file, 0600) < 0)
+		return -1;
+	snprintf(listen_arg, sizeof(listen_arg), "127.0.0.1:%d", port);
+	snprintf(https_ep, sizeof(https_ep), "https://localhost:%d", port);
+	return 0;
+}
+
 static int
 setup(void **state)
 {
@@ -264,7 +307,9 @@ setup(void **state)
 	unsetenv("SANDBOX_TOKEN");
 	unsetenv("SANDBOX_CA");
 	setenv("TERM", "xterm", 1);
-	if (harness_start_vm(&sbxd, NULL, NULL) < 0)
+	if (make_tls_files() < 0)
+		return -1;
+	if (harness_start_vm(&sbxd, https_ep[0] ? tls_args : NULL, NULL) < 0)
 		return -1;
 	snprintf(endpoint, sizeof(endpoint), "unix://%s", sbxd.sock);
 	RUN(&r, "create", "--name", SBX);
@@ -634,6 +679,36 @@ test_cp_both_ways(void **state)
 	result_done(&r);
 }
 
+/* ---- https ---- */
+
+static void
+test_exec_over_https(void **state)
+{
+	size_t len = 1u << 20;
+	_cleanup_free_ char *data = malloc(len);
+	struct result r;
+
+	if (!https_ep[0]) {
+		fprintf(stderr, "skip: openssl is not installed; attach over https is untested\n");
+		return;
+	}
+	/* the upgraded connection is TLS, with the token and the private CA of every request */
+	assert_non_null(data);
+	for (size_t i = 0; i < len; i++)
+		data[i] = (char)(i * 13 + i / 509);
+	RUN_IN(&r, data, len, "exec", SBX, "--endpoint", https_ep, "--token-file", token_file,
+	       "--ca", ca_file, "--", "sh", "-c", "cat; echo done >&2; exit 9");
+	assert_int_equal(r.rc, 9);
+	assert_int_equal(r.out.len, len);
+	assert_memory_equal(r.out.data, data, len);
+	assert_string_equal(text(&r.err), "done\n");
+	result_done(&r);
+	/* the token is needed there too */
+	RUN(&r, "exec", SBX, "--endpoint", https_ep, "--ca", ca_file, "--", "true");
+	assert_int_equal(r.rc, 4);
+	result_done(&r);
+}
+
 /* ---- the raw terminal ---- */
 
 struct term {
@@ -809,6 +884,7 @@ main(void)
 		cmocka_unit_test(test_ctrl_c_is_forwarded_then_detaches),
 		cmocka_unit_test(test_attach_replays_what_happened_meanwhile),
 		cmocka_unit_test(test_cp_both_ways),
+		cmocka_unit_test(test_exec_over_https),
 		cmocka_unit_test(test_shell_refuses_a_non_terminal),
 		cmocka_unit_test(test_shell_in_a_terminal),
 		cmocka_unit_test(test_exec_tty),
