@@ -157,7 +157,7 @@ static const struct verb verbs[] = {
 	  .help = "One side is REF:/absolute/path in a sandbox, the other a local path or -.\n"
 	          "\n"
 	          "  sandbox-cli cp ./data.bin web:/sandbox/home/data.bin\n"
-	          "  sandbox-cli cp web:/etc/os-release .\n"
+	          "  sandbox-cli cp web:/etc/passwd .\n"
 	          "  tar c src | sandbox-cli cp - web:/tmp/src.tar\n"
 	          "\n"
 	          "Files only (up to 64 MiB), bytes only: no mode, owner or time. Parent\n"
@@ -224,7 +224,9 @@ usage(FILE *f)
 	        "  3  cannot reach the endpoint (refused, DNS, TLS), or the connection broke\n"
 	        "  4  not allowed: 401 unauthorized, 403 refused or forbidden_origin\n"
 	        "  5  404 not found\n"
-	        "  6  409 conflict (name in use, wrong state)\n",
+	        "  6  409 conflict (name in use, wrong state)\n"
+	        "Once their command runs, run, exec, attach and shell exit with its code\n"
+	        "instead (128+N when signal N ended it; 130 after leaving with Ctrl-C).\n",
 	        sock ? sock : "$XDG_RUNTIME_DIR/sandboxd.sock");
 }
 
