@@ -164,7 +164,9 @@ agent_free(struct agent *a)
 	buf_free(&a->out);
 	buf_free(&a->hello);
 	free(a->path);
-	free(a);
+	/* its loop source may be in the loop's current batch of events: free after it */
+	if (loop_defer(a->loop, free, a) < 0)
+		free(a);
 	return NULL;
 }
 

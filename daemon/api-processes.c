@@ -135,8 +135,10 @@ record_started(struct sandboxd *d, struct sandbox *sb, uint32_t pid, char *const
 	if (!ctx)
 		return;
 	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	/* the arguments after the program, each with its NUL: printf '%s\\0' ARGS | sha256sum */
 	for (; argv[n]; n++)
-		EVP_DigestUpdate(ctx, argv[n], strlen(argv[n]) + 1);
+		if (n > 0)
+			EVP_DigestUpdate(ctx, argv[n], strlen(argv[n]) + 1);
 	EVP_DigestFinal_ex(ctx, md, NULL);
 	EVP_MD_CTX_free(ctx);
 	for (size_t i = 0; i < sizeof(md); i++)
@@ -615,13 +617,22 @@ api_process_signal(struct api_call *call)
 struct out_stream {
 	struct proc_reader reader;
 	struct conn *c;
+	struct loop *loop;
+	bool released;
 };
 
+/* Lets go of the stream: its reader at once, its memory after the current callbacks (one
+ * of them may be running on it: a write that closed the connection, say). */
 static void
-out_free(struct out_stream *s)
+out_release(struct out_stream *s)
 {
+	if (s->released)
+		return;
+	s->released = true;
+	s->c = NULL;
 	proc_reader_remove(&s->reader);
-	free(s);
+	if (loop_defer(s->loop, free, s) < 0)
+		log_warning("output stream: leaking it: out of memory");
 }
 
 static void
@@ -665,7 +676,6 @@ out_exited(struct proc_reader *r, int code)
 	_cleanup_buf_ struct buf line = BUF_INIT(128);
 	struct conn *c = s->c;
 
-	r->p = NULL;
 	if (c) {
 		(void)buf_printf(&line, "{\"exit_code\":%d}\n", code);
 		out_line(s, &line);
@@ -675,7 +685,7 @@ out_exited(struct proc_reader *r, int code)
 			conn_stream_end(c);
 		}
 	}
-	free(s);
+	out_release(s);
 }
 
 static bool
@@ -697,10 +707,7 @@ out_drained(struct conn *c _unused_, void *data)
 static void
 out_closed(struct conn *c _unused_, void *data)
 {
-	struct out_stream *s = data;
-
-	s->c = NULL;
-	out_free(s);
+	out_release(data);
 }
 
 void
@@ -718,6 +725,7 @@ api_process_output(struct api_call *call)
 		return;
 	}
 	s->c = call->c;
+	s->loop = call->d->loop;
 	s->reader = (struct proc_reader){ .data = out_data,
 		                          .dropped = out_dropped,
 		                          .exited = out_exited,
@@ -737,22 +745,38 @@ api_process_output(struct api_call *call)
 struct attach {
 	struct proc_reader reader;
 	struct conn *c;
+	struct loop *loop;
 	struct agent *agent;
 	uint32_t pid;
 	bool ws;
+	bool released;
 	wslay_event_context_ptr ctx;
-	struct buf in;  /* sbx-stream/1 frames being assembled, or WebSocket bytes */
-	size_t in_used; /* WebSocket: bytes of `in` wslay has taken */
+	struct buf in; /* sbx-stream/1 frames being assembled, or WebSocket bytes */
 };
 
 static void
-attach_free(struct attach *at)
+attach_free(void *data)
 {
-	proc_reader_remove(&at->reader);
+	struct attach *at = data;
+
 	if (at->ctx)
 		wslay_event_context_free(at->ctx);
 	buf_free(&at->in);
 	free(at);
+}
+
+/* The connection owns the attachment: when it closes, the reader goes at once and the
+ * memory after the current callbacks (one of them may be writing to it). */
+static void
+attach_release(struct attach *at)
+{
+	if (at->released)
+		return;
+	at->released = true;
+	at->c = NULL;
+	proc_reader_remove(&at->reader);
+	if (loop_defer(at->loop, attach_free, at) < 0)
+		log_warning("attach: leaking it: out of memory");
 }
 
 /* Sends one frame: type, u32 length, payload (a WebSocket binary message each). */
@@ -785,10 +809,8 @@ attach_data(struct proc_reader *r, int stream, const void *bytes, size_t len)
 {
 	struct attach *at = r->data_ptr;
 
-	if (attach_send(at, stream == 2 ? 'E' : 'o', bytes, len) < 0 && at->c) {
-		conn_raw_close(at->c);
-		at->c = NULL;
-	}
+	if (attach_send(at, stream == 2 ? 'E' : 'o', bytes, len) < 0 && at->c)
+		conn_raw_close(at->c); /* its close hook lets go of us */
 }
 
 static void
@@ -809,18 +831,16 @@ attach_exited(struct proc_reader *r, int code)
 	uint8_t p[4] = { (uint8_t)((uint32_t)code >> 24), (uint8_t)((uint32_t)code >> 16),
 		         (uint8_t)((uint32_t)code >> 8), (uint8_t)code };
 
-	r->p = NULL;
-	/* x is the last frame; then the connection closes */
+	/* x is the last frame; then the connection closes (and its close hook frees us) */
 	(void)attach_send(at, 'x', p, sizeof(p));
 	if (at->c) {
 		if (at->ws) {
 			(void)wslay_event_queue_close(at->ctx, WSLAY_CODE_NORMAL_CLOSURE, NULL, 0);
 			(void)wslay_event_send(at->ctx);
 		}
-		conn_raw_close(at->c);
-		at->c = NULL;
+		if (at->c)
+			conn_raw_close(at->c);
 	}
-	attach_free(at);
 }
 
 static bool
@@ -912,7 +932,6 @@ ws_send(wslay_event_context_ptr ctx, const uint8_t *data, size_t len, int flags 
 
 	if (!at->c || conn_raw_write(at->c, data, len) < 0) {
 		wslay_event_set_error(ctx, WSLAY_ERR_CALLBACK_FAILURE);
-		at->c = NULL;
 		return -1;
 	}
 	return (ssize_t)len;
@@ -961,11 +980,8 @@ attach_ws_in(struct conn *c, const void *bytes, size_t len, void *ctx)
 static void
 attach_closed(struct conn *c _unused_, void *data)
 {
-	struct attach *at = data;
-
 	/* detaching never stops the process */
-	at->c = NULL;
-	attach_free(at);
+	attach_release(data);
 }
 
 static void
@@ -1034,6 +1050,7 @@ api_process_attach(struct api_call *call)
 		return;
 	}
 	at->c = call->c;
+	at->loop = call->d->loop;
 	at->agent = p->agent;
 	at->pid = p->pid;
 	at->ws = ws;

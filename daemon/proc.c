@@ -64,13 +64,18 @@ proc_pump(struct proc_reader *r)
 		if (!r->p)
 			return; /* the reader went away in its callback */
 	}
-	update_ack(p);
 	if (!p->running && r->offset >= p->frontier && !r->told_exit) {
+		/* the last word: the reader has nothing more to get, so it leaves the list first,
+		 * and may free itself in the callback; nothing touches it after */
 		r->told_exit = true;
-		/* the last word: the reader may free itself in it, so nothing touches it after */
+		list_remove(&r->link);
+		r->p = NULL;
+		update_ack(p);
 		if (r->exited)
 			r->exited(r, p->exit_code);
+		return;
 	}
+	update_ack(p);
 }
 
 static void
@@ -246,7 +251,9 @@ proc_free(struct proc *p)
 		}
 	}
 	unhook(p);
-	free_memory(p);
+	/* its timer may be in the loop's current batch of events: free after it */
+	if (loop_defer(p->d->loop, free_memory, p) < 0)
+		free_memory(p);
 }
 
 void

@@ -275,7 +275,9 @@ vm_free(struct vm *vm)
 	if (vm->sb)
 		vm->sb->backend_data = NULL;
 	free(vm->dir);
-	free(vm);
+	/* its pidfd and timer may be in the loop's current batch: free after it */
+	if (loop_defer(vm->q->d->loop, free, vm) < 0)
+		free(vm);
 }
 
 /* Kills QEMU (if any) and waits for it, briefly: destroy and failure paths. */

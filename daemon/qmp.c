@@ -189,7 +189,8 @@ qmp_free(struct qmp *q)
 	q->fd = safe_close(q->fd);
 	buf_free(&q->in);
 	buf_free(&q->out);
-	free(q);
+	if (loop_defer(q->loop, free, q) < 0) /* after the current batch of events */
+		free(q);
 	return NULL;
 }
 

@@ -83,6 +83,7 @@ struct conn {
 	void (*raw_data)(struct conn *c, const void *bytes, size_t len, void *ctx);
 	void *raw_ctx;
 	bool raw_closing; /* close once the queue is written */
+	bool in_write;    /* a producer is writing: no drain callback back into it */
 };
 
 static void conn_io(struct loop_source *src, uint32_t events, void *data);
@@ -251,7 +252,7 @@ flush(struct conn *c)
 			c->deadline = now_mono_ms() + WRITE_TIMEOUT_MS;
 		set_interest(c);
 		/* a stream's reader may refill once the backlog is low again */
-		if (progressed && c->on_drain && buf_avail(&c->out) < DRAIN_LOW &&
+		if (progressed && c->on_drain && !c->in_write && buf_avail(&c->out) < DRAIN_LOW &&
 		    (c->state == CONN_STREAMING || c->state == CONN_RAW))
 			c->on_drain(c, c->on_drain_data);
 		return;
@@ -263,7 +264,7 @@ flush(struct conn *c)
 			return;
 		}
 		set_interest(c);
-		if (progressed && c->on_drain)
+		if (progressed && c->on_drain && !c->in_write)
 			c->on_drain(c, c->on_drain_data);
 		return;
 	}
@@ -416,7 +417,9 @@ conn_stream_write(struct conn *c, const void *data, size_t len)
 		conn_close(c);
 		return -EPIPE;
 	}
+	c->in_write = true;
 	flush(c);
+	c->in_write = false;
 	return c->state == CONN_CLOSING ? -EPIPE : 0;
 }
 
@@ -490,7 +493,9 @@ conn_raw_write(struct conn *c, const void *bytes, size_t len)
 		conn_close(c);
 		return -EPIPE;
 	}
+	c->in_write = true;
 	flush(c);
+	c->in_write = false;
 	return c->state == CONN_CLOSING ? -EPIPE : 0;
 }
 
@@ -500,8 +505,7 @@ conn_raw_close(struct conn *c)
 	if (c->state != CONN_RAW)
 		return;
 	c->raw_closing = true;
-	c->on_close = NULL;
-	flush(c);
+	flush(c); /* the close hook still tells its owner when it is gone */
 }
 
 void

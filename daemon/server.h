@@ -44,8 +44,9 @@ void conn_stream_end(struct conn *c);
 
 /* Bytes queued and not yet written (streams and upgraded connections). */
 size_t conn_backlog(const struct conn *c);
-/* Called after writes make progress on a stream or an upgraded connection whose queue is
- * low again, so a producer that paused can go on. */
+/* Called when the socket took queued bytes of a stream or an upgraded connection and the
+ * queue is low again, so a producer that paused can go on. Never from inside the producer's
+ * own conn_stream_write() or conn_raw_write(). */
 void conn_on_drain(struct conn *c, void (*fn)(struct conn *c, void *data), void *data);
 
 /* Answers 101 Switching Protocols with headers ("Name: value\r\n"...) and from then on hands
@@ -55,7 +56,7 @@ int conn_upgrade(struct conn *c, const char *headers,
 /* Queues bytes on an upgraded connection. -EPIPE when it is closed (now or before: a client
  * more than 4 MiB behind is closed). */
 int conn_raw_write(struct conn *c, const void *bytes, size_t len);
-/* Writes what is queued, then closes (the close hook is not called). */
+/* Writes what is queued, then closes; the close hook runs when it is closed. */
 void conn_raw_close(struct conn *c);
 
 /* Called once when the connection closes while a handler still holds it (waiting,
