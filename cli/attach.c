@@ -29,7 +29,9 @@ struct session {
 	struct buf out; /* to the server: frames not yet sent */
 	bool stdin_open;
 	bool interrupted; /* the first Ctrl-C went to the process */
+	bool midline;     /* the last output byte was not a newline */
 	bool done;
+	char why[256]; /* why the connection broke, said once the terminal is back */
 	struct attach_result res;
 };
 
@@ -53,6 +55,16 @@ end(struct session *s, enum attach_end how, int signo)
 	s->done = true;
 	s->res.end = how;
 	s->res.signo = signo;
+}
+
+static void _printf_(2, 3) broke(struct session *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	end(s, ATTACH_BROKE, 0);
+	va_start(ap, fmt);
+	vsnprintf(s->why, sizeof(s->why), fmt, ap);
+	va_end(ap);
 }
 
 static int
@@ -112,9 +124,13 @@ frame(struct session *s, uint8_t type, const uint8_t *p, uint32_t len)
 	case 'o':
 		if (write_all(STDOUT_FILENO, p, len) < 0)
 			end(s, ATTACH_SIGNALLED, SIGPIPE);
+		if (len > 0)
+			s->midline = p[len - 1] != '\n';
 		break;
 	case 'E':
 		(void)write_all(STDERR_FILENO, p, len);
+		if (len > 0)
+			s->midline = p[len - 1] != '\n';
 		break;
 	case 'd':
 		if (len == 8 && be64_get(p) > 0)
@@ -144,11 +160,9 @@ receive(struct session *s)
 			return;
 		if (n <= 0) {
 			/* the server ends the connection after 'x'; before it, something broke */
-			end(s, ATTACH_BROKE, 0);
-			term_restore();
-			output_error("the connection to %s broke before the process ended%s",
-			             client_endpoint(s->cli->client),
-			             n < 0 ? "" : " (the server closed it)");
+			broke(s, "the connection to %s broke before the process ended%s",
+			      client_endpoint(s->cli->client),
+			      n < 0 ? "" : " (the server closed it)");
 			return;
 		}
 		if (buf_append(&s->in, chunk, (size_t)n) < 0)
@@ -166,10 +180,8 @@ receive(struct session *s)
 	}
 	return;
 too_big:
-	end(s, ATTACH_BROKE, 0);
-	term_restore();
-	output_error("%s sent a frame larger than %u MiB; leaving", client_endpoint(s->cli->client),
-	             FRAME_MAX >> 20);
+	broke(s, "%s sent a frame larger than %u MiB; leaving", client_endpoint(s->cli->client),
+	      FRAME_MAX >> 20);
 }
 
 /* Sends what is queued, as far as the connection takes it now. */
@@ -181,10 +193,8 @@ flush(struct session *s)
 		if (n == -EAGAIN)
 			return;
 		if (n < 0) {
-			end(s, ATTACH_BROKE, 0);
-			term_restore();
-			output_error("the connection to %s broke while sending",
-			             client_endpoint(s->cli->client));
+			broke(s, "the connection to %s broke while sending",
+			      client_endpoint(s->cli->client));
 			return;
 		}
 		buf_consume(&s->out, (size_t)n);
@@ -277,9 +287,7 @@ loop(struct session *s)
 		/* bytes that came with the upgrade's answer are not on the socket any more */
 		n = poll(pfd, 3, client_raw_pending(s->raw) ? 0 : -1);
 		if (n < 0 && errno != EINTR) {
-			end(s, ATTACH_BROKE, 0);
-			term_restore();
-			output_error("poll failed: %m");
+			broke(s, "poll failed: %s", strerror(errno));
 			return;
 		}
 		while (!s->done && (signo = term_signal_next()) > 0)
@@ -335,10 +343,13 @@ attach_run(struct cli *cli, const struct attach_opts *o, struct attach_result *r
 	if (s.res.end == ATTACH_DETACHED)
 		flush_before_leaving(&s);
 	term_restore();
-	/* the terminal shows ^C, or the process's prompt, without a newline: what follows starts
-	 * on a line of its own */
-	if (s.res.end == ATTACH_DETACHED && isatty(STDERR_FILENO))
+	/* what follows starts on a line of its own, not after the process's prompt or the ^C
+	 * the terminal echoed */
+	if (s.res.end != ATTACH_EXITED && isatty(STDERR_FILENO) &&
+	    (s.midline || s.res.signo == SIGINT))
 		fputc('\n', stderr);
+	if (s.res.end == ATTACH_BROKE)
+		output_error("%s", s.why);
 	s.raw = client_raw_free(s.raw);
 	buf_free(&s.in);
 	buf_free(&s.out);
