@@ -269,6 +269,14 @@ api_sandbox_create(struct api_call *call)
 		api_reply_api_err(call, &err);
 		return;
 	}
+	if (call->d->backend && call->d->backend->ops->check_image) {
+		char why[256];
+		struct backend *b = call->d->backend;
+		if (b->ops->check_image(b, sb->image, why, sizeof(why)) < 0) {
+			api_reply_error(call->c, 400, "invalid_request", "%s", why);
+			return;
+		}
+	}
 	r = lifecycle_create(call->d, sb, &err);
 	if (r < 0) {
 		api_reply_api_err(call, &err);

@@ -187,6 +187,13 @@ run(struct sandboxd *d)
 				log_error("backend: cannot start: %s", strerror(-r));
 			return r;
 		}
+		if (d->backend->ops->default_image) {
+			char *image = strdup(d->backend->ops->default_image(d->backend));
+			if (!image)
+				return -ENOMEM;
+			free(d->policy.default_image);
+			d->policy.default_image = image;
+		}
 	}
 	r = lifecycle_recover(d);
 	if (r < 0) {

@@ -1184,6 +1184,27 @@ qemu_adopt(struct backend *b _unused_, struct sandbox *sb)
 	return r;
 }
 
+/* Until images can be pulled, the bundle's busybox root disk is the only image. */
+#define BUILTIN_IMAGE "busybox"
+
+static int
+qemu_check_image(struct backend *b _unused_, const char *image, char *why, size_t why_size)
+{
+	if (streq(image, BUILTIN_IMAGE))
+		return 0;
+	snprintf(why, why_size,
+	         "image '%s' is not on this server: it has '%s' (pulling images is not supported "
+	         "yet)",
+	         image, BUILTIN_IMAGE);
+	return -ENOENT;
+}
+
+static const char *
+qemu_default_image(struct backend *b _unused_)
+{
+	return BUILTIN_IMAGE;
+}
+
 static struct agent *
 qemu_agent(struct backend *b _unused_, struct sandbox *sb)
 {
@@ -1279,6 +1300,8 @@ static const struct backend_ops qemu_ops = {
 	.destroy = qemu_destroy,
 	.status = qemu_status,
 	.adopt = qemu_adopt,
+	.check_image = qemu_check_image,
+	.default_image = qemu_default_image,
 	.agent = qemu_agent,
 	.recovered = qemu_recovered,
 };

@@ -104,6 +104,16 @@ test_guest_kernel_output_and_exit_codes(void **state)
 	free(err);
 	/* killed by a signal: 128 + signal */
 	assert_int_equal(run(sb, "[\"sh\",\"-c\",\"kill -9 $$\"]", NULL, NULL), 137);
+	/* an image this server does not have is refused before anything boots */
+	{
+		char *body = NULL;
+		assert_int_equal(harness_http(p.sock, "POST", "/v1/sandboxes",
+		                              "{\"image\":\"nope:latest\"}", &body),
+		                 400);
+		assert_non_null(strstr(body, "not on this server"));
+		free(body);
+		assert_string_equal(harness_str(sb, "image"), "busybox");
+	}
 	/* an unknown program is the request's fault */
 	{
 		char path[128], *body = NULL;
