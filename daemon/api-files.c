@@ -47,11 +47,9 @@ op_client_gone(struct conn *c _unused_, void *data)
 static struct file_op *
 begin(struct api_call *call)
 {
-	struct sandbox *sb = api_lookup_live(call);
-	struct backend *b = call->d->backend;
+	struct sandbox *sb = NULL;
 	char key[16], value[4097 + 1];
 	struct file_op *op;
-	struct agent *a;
 	size_t pos = 0;
 	bool have = false;
 	int r;
@@ -70,36 +68,14 @@ begin(struct api_call *call)
 		                "path must be an absolute guest path without '..' or NUL");
 		return NULL;
 	}
-	if (!sb) {
-		struct sandbox *ended = api_lookup_ended(call);
-		if (ended) {
-			api_reply_error(call->c, 409, "conflict", "sandbox '%s' is terminated",
-			                ended->id);
-			sandbox_free(ended);
-		} else {
-			api_reply_not_found(call);
-		}
+	if (!api_sandbox_agent(call, &sb))
 		return NULL;
-	}
-	if (sb->state != SANDBOX_RUNNING) {
-		api_reply_error(call->c, 409, "conflict", "sandbox '%s' is %s; it must be running",
-		                sb->id, sandbox_state_to_string(sb->state));
-		return NULL;
-	}
-	a = b && b->ops->agent ? b->ops->agent(b, sb) : NULL;
-	if (!a || !agent_ready(a)) {
-		api_reply_error(call->c, a ? 503 : 501, a ? "unavailable" : "unsupported",
-		                a ? "the sandbox's agent is reconnecting; try again"
-		                  : "this server's backend offers no files");
-		return NULL;
-	}
 	op = calloc(1, sizeof(*op));
 	if (!op || !(op->path = strdup(value))) {
 		free(op);
 		api_reply_error(call->c, 500, "internal", "out of memory");
 		return NULL;
 	}
-	lifecycle_touch(sb);
 	op->d = call->d;
 	op->c = call->c;
 	op->sb = sb;
@@ -164,6 +140,19 @@ finish(struct file_op *op)
 	op_free(op);
 }
 
+/* After asking the agent: wait for its answer, or say it could not be asked. */
+static void
+started(struct api_call *call, struct file_op *op)
+{
+	if (!op->req) {
+		api_reply_error(call->c, 503, "unavailable",
+		                "the sandbox's agent cannot take this now; try again");
+		finish(op);
+		return;
+	}
+	conn_on_close(call->c, op_client_gone, op);
+}
+
 static void
 read_chunk(void *data, const void *bytes, size_t len)
 {
@@ -203,13 +192,7 @@ api_file_read(struct api_call *call)
 	if (!op)
 		return;
 	op->req = agent_read_file(op_agent(op), op->path, API_FILE_MAX, read_chunk, read_done, op);
-	if (!op->req) {
-		api_reply_error(call->c, 503, "unavailable",
-		                "the sandbox's agent is not connected");
-		finish(op);
-		return;
-	}
-	conn_on_close(call->c, op_client_gone, op);
+	started(call, op);
 }
 
 static void
@@ -245,13 +228,7 @@ api_file_write(struct api_call *call)
 	op->written = call->req->body.len;
 	op->req = agent_write_file(op_agent(op), op->path, 0644, call->req->body.data,
 	                           call->req->body.len, write_done, op);
-	if (!op->req) {
-		api_reply_error(call->c, 503, "unavailable",
-		                "the sandbox's agent is busy; try again");
-		finish(op);
-		return;
-	}
-	conn_on_close(call->c, op_client_gone, op);
+	started(call, op);
 }
 
 static void
@@ -276,13 +253,7 @@ api_file_remove(struct api_call *call)
 	if (!op)
 		return;
 	op->req = agent_remove(op_agent(op), op->path, remove_done, op);
-	if (!op->req) {
-		api_reply_error(call->c, 503, "unavailable",
-		                "the sandbox's agent is not connected");
-		finish(op);
-		return;
-	}
-	conn_on_close(call->c, op_client_gone, op);
+	started(call, op);
 }
 
 static void
@@ -328,11 +299,5 @@ api_dir_list(struct api_call *call)
 	op->entries = json_array();
 	op->req = op->entries ? agent_list(op_agent(op), op->path, list_entry_cb, list_done, op)
 	                      : NULL;
-	if (!op->req) {
-		api_reply_error(call->c, 503, "unavailable",
-		                "the sandbox's agent is not connected");
-		finish(op);
-		return;
-	}
-	conn_on_close(call->c, op_client_gone, op);
+	started(call, op);
 }

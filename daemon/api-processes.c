@@ -25,23 +25,15 @@
 
 /* ---- shared ---- */
 
-/* The agent of a running sandbox the caller may see; otherwise answers and returns NULL. */
-static struct agent *
-sandbox_agent(struct api_call *call, struct sandbox **ret_sb)
+struct agent *
+api_sandbox_agent(struct api_call *call, struct sandbox **ret_sb)
 {
 	struct sandbox *sb = api_lookup_live(call);
 	struct backend *b = call->d->backend;
 	struct agent *a;
 
 	if (!sb) {
-		struct sandbox *ended = api_lookup_ended(call);
-		if (ended) {
-			api_reply_error(call->c, 409, "conflict", "sandbox '%s' is terminated",
-			                ended->id);
-			sandbox_free(ended);
-		} else {
-			api_reply_not_found(call);
-		}
+		api_reply_absent(call);
 		return NULL;
 	}
 	if (sb->state != SANDBOX_RUNNING) {
@@ -72,7 +64,7 @@ sandbox_proc(struct api_call *call, struct sandbox **ret_sb)
 	struct proc *p;
 	uint64_t pid;
 
-	if (!sandbox_agent(call, &sb))
+	if (!api_sandbox_agent(call, &sb))
 		return NULL;
 	if (parse_u64(call->sub, &pid) < 0 || pid == 0 || pid > UINT32_MAX ||
 	    !(p = proc_find(sb, (uint32_t)pid))) {
@@ -368,7 +360,7 @@ void
 api_process_run(struct api_call *call)
 {
 	struct sandbox *sb = NULL;
-	struct agent *a = sandbox_agent(call, &sb);
+	struct agent *a = api_sandbox_agent(call, &sb);
 	struct run_op *op;
 	struct api_err err;
 	int r;
@@ -472,7 +464,7 @@ void
 api_process_create(struct api_call *call)
 {
 	struct sandbox *sb = NULL;
-	struct agent *a = sandbox_agent(call, &sb);
+	struct agent *a = api_sandbox_agent(call, &sb);
 	struct start_op *op;
 	struct api_err err;
 
@@ -510,7 +502,7 @@ api_process_list(struct api_call *call)
 	struct list_node *n;
 	json_t *arr;
 
-	if (!sandbox_agent(call, &sb))
+	if (!api_sandbox_agent(call, &sb))
 		return;
 	arr = json_array();
 	LIST_FOREACH (n, &sb->procs)

@@ -21,6 +21,19 @@ api_reply_not_found(struct api_call *call)
 }
 
 void
+api_reply_absent(struct api_call *call)
+{
+	struct sandbox *ended = api_lookup_ended(call);
+
+	if (ended) {
+		api_reply_error(call->c, 409, "conflict", "sandbox '%s' is terminated", ended->id);
+		sandbox_free(ended);
+	} else {
+		api_reply_not_found(call);
+	}
+}
+
+void
 api_reply_api_err(struct api_call *call, const struct api_err *err)
 {
 	api_reply_error(call->c, err->status, err->code, "%s", err->message);
@@ -440,14 +453,7 @@ stop_or_start(struct api_call *call, bool stop)
 		return;
 	}
 	if (!sb) {
-		struct sandbox *ended = api_lookup_ended(call);
-		if (ended) {
-			api_reply_error(call->c, 409, "conflict", "sandbox '%s' is terminated",
-			                ended->id);
-			sandbox_free(ended);
-		} else {
-			api_reply_not_found(call);
-		}
+		api_reply_absent(call);
 		return;
 	}
 	r = stop ? lifecycle_stop(call->d, sb, &err) : lifecycle_start(call->d, sb, &err);
