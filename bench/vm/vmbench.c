@@ -371,6 +371,10 @@ print_samples(uint64_t *ns, size_t n)
 	       n, (double)quantile(ns, n, 0.5) / 1e3, (double)quantile(ns, n, 0.9) / 1e3,
 	       (double)quantile(ns, n, 0.99) / 1e3, (double)ns[0] / 1e3, (double)ns[n - 1] / 1e3,
 	       sum / (double)n / 1e3);
+	/* every sample, so that batches can be pooled */
+	printf(" samples_us=");
+	for (size_t i = 0; i < n; i++)
+		printf("%s%.0f", i ? "," : "", (double)ns[i] / 1e3);
 }
 
 /* ---- HTTP/1.1 over sandboxd's unix socket ---- */
@@ -1252,6 +1256,44 @@ run_quiet(char *const *argv)
 		die("%s failed", argv[0]);
 }
 
+/* n × what sandboxd's POST …/run does, after one not counted. */
+static void
+bare_exec(struct chan *c, long long n)
+{
+	uint64_t *ns = calloc((size_t)n, sizeof(*ns));
+	struct cpu_mark m;
+
+	if (!ns)
+		die("out of memory");
+	chan_run_true(c); /* warm-up, not counted */
+	cpu_mark(&m);
+	for (long long k = 0; k < n; k++) {
+		uint64_t t = now_ns();
+		chan_run_true(c);
+		ns[k] = now_ns() - t;
+	}
+	chan_flush(c);
+	printf("phase=exec what=raw_run_true");
+	print_samples(ns, (size_t)n);
+	print_cpu(&m, n_tracked);
+	printf("\n");
+	fflush(stdout);
+	free(ns);
+}
+
+static void
+bare_stream(struct chan *c, unsigned long long bytes)
+{
+	struct cpu_mark m;
+
+	set_stream_cmd(bytes);
+	printf("phase=stream ");
+	chan_stream(c, bytes, &m);
+	print_cpu(&m, n_tracked);
+	printf("\n");
+	fflush(stdout);
+}
+
 /* bare [options] -- QEMU ARGV...: the baseline. */
 static int
 cmd_bare(int argc, char **argv)
@@ -1260,6 +1302,7 @@ cmd_bare(int argc, char **argv)
 	unsigned long long stream = 0;
 	long long uid = -1, exec_n = 0;
 	double hold = 0;
+	bool serve = false;
 	char **qargv = NULL;
 	struct cpu_mark m;
 	struct chan c;
@@ -1293,6 +1336,8 @@ cmd_bare(int argc, char **argv)
 			exec_n = parse_ll(v, 0, 1000000, "exec count");
 		else if (strcmp(a, "--stream") == 0)
 			stream = (unsigned long long)parse_ll(v, 0, 1ll << 40, "stream bytes");
+		else if (strcmp(a, "--serve") == 0)
+			serve = strcmp(v, "0") != 0;
 		else if (strcmp(a, "--hold") == 0)
 			hold = (double)parse_ll(v, 0, 3600, "hold seconds");
 		else
@@ -1300,7 +1345,8 @@ cmd_bare(int argc, char **argv)
 	}
 	if (!qargv || !qargv[0] || !sock || !dir || !blank || !upper || !log)
 		die("bare --dir DIR --sock SOCK --blank BLANK --upper UPPER --log LOG [--uid UID] "
-		    "[--pidfile F] [--exec N] [--stream BYTES] [--hold S] -- QEMU ARGS...");
+		    "[--pidfile F] [--exec N] [--stream BYTES] [--hold S] [--serve 1] -- QEMU "
+		    "ARGS...");
 	cpu_mark(&m);
 	t0 = now_ns();
 	/* a fresh writable layer, as sandboxd makes one for every new sandbox */
@@ -1366,32 +1412,23 @@ cmd_bare(int argc, char **argv)
 		read_mem(vmm_pid, "phase=mem");
 		fflush(stdout);
 	}
-	if (exec_n > 0) {
-		uint64_t *ns = calloc((size_t)exec_n, sizeof(*ns));
-		if (!ns)
-			die("out of memory");
-		chan_run_true(&c); /* warm-up, not counted */
-		cpu_mark(&m);
-		for (long long k = 0; k < exec_n; k++) {
-			uint64_t t = now_ns();
-			chan_run_true(&c);
-			ns[k] = now_ns() - t;
-		}
-		chan_flush(&c);
-		printf("phase=exec what=raw_run_true");
-		print_samples(ns, (size_t)exec_n);
-		print_cpu(&m, n_tracked);
-		printf("\n");
-		fflush(stdout);
-		free(ns);
-	}
-	if (stream > 0) {
-		set_stream_cmd(stream);
-		printf("phase=stream ");
-		chan_stream(&c, stream, &m);
-		print_cpu(&m, n_tracked);
-		printf("\n");
-		fflush(stdout);
+	if (exec_n > 0)
+		bare_exec(&c, exec_n);
+	if (stream > 0)
+		bare_stream(&c, stream);
+	/* --serve: further measurements on request, one line each ("exec N", "stream BYTES",
+	 * "quit"); the end of stdin is a quit, so the VM never outlives whoever asked */
+	while (serve) {
+		char cmd[128];
+		long long v;
+		if (!fgets(cmd, sizeof(cmd), stdin) || strncmp(cmd, "quit", 4) == 0)
+			break;
+		if (sscanf(cmd, "exec %lld", &v) == 1 && v > 0)
+			bare_exec(&c, v);
+		else if (sscanf(cmd, "stream %lld", &v) == 1 && v > 0)
+			bare_stream(&c, (unsigned long long)v);
+		else
+			die("unknown request: %s", cmd);
 	}
 	close(c.fd);
 	kill_vmm();
@@ -1437,8 +1474,10 @@ usage:
 	        "  api-stream SOCK ID BYTES ndjson|attach\n"
 	        "                                   BYTES of output through the API\n"
 	        "  bare --dir D --sock S --blank B --upper U --log L [--uid U] [--pidfile F]\n"
-	        "       [--exec N] [--stream BYTES] [--hold S] -- QEMU ARGS...\n"
-	        "                                   the same with a QEMU started here\n"
+	        "       [--exec N] [--stream BYTES] [--hold S] [--serve 1] -- QEMU ARGS...\n"
+	        "                                   the same with a QEMU started here; --serve:\n"
+	        "                                   then 'exec N', 'stream BYTES', 'quit' on "
+	        "stdin\n"
 	        "  -P PID  a process whose CPU time is ours, not other work (sandboxd)\n");
 	return 2;
 }
