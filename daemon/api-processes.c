@@ -253,10 +253,6 @@ run_exited(struct proc_reader *r, int code)
 	int k = 0;
 
 	r->p = NULL; /* told once; run_free must not touch the reader list again */
-	if (op->p)
-		(void)sandbox_event(
-		        op->d, op->sb, "process.exited",
-		        json_pack("{s:I, s:i}", "pid", (json_int_t)op->p->pid, "exit_code", code));
 	if (op->c) {
 		k |= buf_printf(&out, "{\"exit_code\":%d,\"stdout\":\"", code);
 		k |= base64_encode(&out, op->out[1].data, op->out[1].len);

@@ -319,6 +319,15 @@ lifecycle_agent_ready(struct sandboxd *d, struct sandbox *sb)
 	struct agent *agent = b && b->ops->agent ? b->ops->agent(b, sb) : NULL;
 	struct adopt_ps *a;
 
+	/* a stop that a restart of sandboxd interrupted goes on now */
+	if (sb->state == SANDBOX_STOPPING && sb->op == SANDBOX_OP_NONE && b) {
+		int r;
+		sb->op = SANDBOX_OP_STOP;
+		r = b->ops->stop(b, sb);
+		if (r < 0)
+			fail(d, sb, "stopping failed after a restart: %s", strerror(-r));
+		return;
+	}
 	/* processes started since this sandboxd runs are known already; the guest's own list
 	 * matters after a restart of sandboxd (kept processes run on) */
 	if (!agent || !list_empty(&sb->procs) || sb->procs_listed)
@@ -371,6 +380,13 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 	case SANDBOX_PENDING:
 	case SANDBOX_STARTING:
 		if (st == BACKEND_RUNNING) {
+			/* its VM came up (or is coming up) meanwhile: supervise it again */
+			r = b->ops->adopt ? b->ops->adopt(b, sb) : 0;
+			if (r < 0) {
+				fail(d, sb, "its VM could not be taken back: %s", strerror(-r));
+				c->failed++;
+				return;
+			}
 			if (sb->state == SANDBOX_PENDING)
 				(void)sandbox_set_state(d, sb, SANDBOX_STARTING, NULL);
 			(void)sandbox_set_state(d, sb, SANDBOX_RUNNING, NULL);
@@ -400,8 +416,9 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 			(void)sandbox_set_state(d, sb, SANDBOX_STOPPED, NULL);
 			c->kept++;
 		} else if (st == BACKEND_RUNNING) {
-			sb->op = SANDBOX_OP_STOP;
-			r = b->ops->stop(b, sb);
+			/* supervise it again; the stop goes on once its agent answers, so the
+			 * guest still syncs its disk (lifecycle_agent_ready) */
+			r = b->ops->adopt ? b->ops->adopt(b, sb) : 0;
 			if (r < 0)
 				fail(d, sb, "stopping failed after a restart: %s", strerror(-r));
 			c->taken_back++;

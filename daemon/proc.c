@@ -1,6 +1,7 @@
 /* proc.c: process hubs; see proc.h. */
 #include <jansson.h>
 #include <signal.h>
+#include "events.h"
 #include "log.h"
 #include "proc.h"
 #include "sandboxd.h"
@@ -141,6 +142,8 @@ on_exited(struct agent_sub *s, int code, uint64_t end)
 	p->exit_code = code;
 	(void)end;
 	log_debug("sandbox '%s': process %u exited with %d", p->sb->id, p->pid, code);
+	(void)sandbox_event(p->d, p->sb, "process.exited",
+	                    json_pack("{s:I, s:i}", "pid", (json_int_t)p->pid, "exit_code", code));
 	pump_all(p);
 }
 

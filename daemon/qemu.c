@@ -16,6 +16,7 @@
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/sysmacros.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -66,8 +67,7 @@ struct qemu {
 	unsigned boot_timeout_ms;
 	bool slot_used[UID_SLOTS];
 	struct list_node vms;
-	char *marker;  /* "SANDBOXD_STATE_DIR=<dir>" in every VMM's environment */
-	gid_t kvm_gid; /* group of /dev/kvm */
+	char *marker; /* "SANDBOXD_STATE_DIR=<dir>" in every VMM's environment */
 };
 
 struct vm {
@@ -426,14 +426,17 @@ open_into(struct launch *l, int slot, const char *path, int flags)
  * urandom (and kvm under KVM). Nothing of the state directory, /etc, /home, /tmp or /var is
  * there: the files it needs come as fds. Child side: async-signal-safe calls only. */
 static int
-enter_jail(const char *root, bool kvm)
+enter_jail(const char *root, bool kvm, uid_t uid)
 {
 	static const char *const top[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
-	static const char *const devs[] = { "null", "zero", "random", "urandom", "kvm" };
+	static const char *const devs[] = { "null", "zero", "random", "urandom" };
 	char path[64], target[256];
 	struct stat st;
 
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	/* its own mount namespace, and an empty network one: QEMU reaches no network (a tap,
+	 * when there is one, comes as an fd) */
+	if (unshare(CLONE_NEWNS | CLONE_NEWNET) < 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0 ||
 	    chdir(root) < 0)
 		return -1;
@@ -462,16 +465,20 @@ enter_jail(const char *root, bool kvm)
 				return -1;
 		}
 	}
+	/* hidepid: the VMM sees its own processes only, not the host's */
 	if (mkdir("proc", 0555) < 0 ||
-	    mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+	    mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") < 0)
 		return -1;
 	if (mkdir("dev", 0755) < 0 ||
 	    mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k") < 0)
 		return -1;
+	/* a node of its own for /dev/kvm, owned by its uid: whatever the host's mode is, only
+	 * this VMM reaches it through this node */
+	if (kvm && (mknod("dev/kvm", S_IFCHR | 0600, makedev(10, 232)) < 0 ||
+	            chown("dev/kvm", uid, uid) < 0))
+		return -1;
 	for (size_t i = 0; i < ARRAY_SIZE(devs); i++) {
 		int fd;
-		if (streq(devs[i], "kvm") && !kvm)
-			continue;
 		snprintf(path, sizeof(path), "/dev/%s", devs[i]);
 		snprintf(target, sizeof(target), "dev/%s", devs[i]);
 		if (stat(path, &st) < 0)
@@ -521,12 +528,10 @@ exec_vmm(struct vm *vm, struct launch *l, uid_t uid)
 		for (int fd = FD_LOG + 1; fd < 4096; fd++)
 			close(fd);
 	if (vm->q->root) {
-		bool kvm = streq(vm->q->accel, "kvm");
-		if (enter_jail(vm->jail, kvm) < 0)
+		if (enter_jail(vm->jail, streq(vm->q->accel, "kvm"), uid) < 0)
 			_exit(125);
-		/* /dev/kvm belongs to group kvm: the VMM keeps that group and nothing else */
-		if (setgroups(kvm && vm->q->kvm_gid ? 1 : 0, &vm->q->kvm_gid) < 0 ||
-		    setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
+		if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 ||
+		    setresuid(uid, uid, uid) < 0)
 			_exit(126);
 	}
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
@@ -1340,11 +1345,6 @@ qemu_backend_create(struct sandboxd *d, struct backend **ret)
 	q->qemu_bin = find_program("qemu-system-x86_64");
 	q->vms_dir = strdup_printf("%s/vms", o->state_dir);
 	q->marker = strdup_printf("SANDBOXD_STATE_DIR=%s", o->state_dir);
-	{
-		struct stat kst;
-		if (stat("/dev/kvm", &kst) == 0)
-			q->kvm_gid = kst.st_gid;
-	}
 	if (!q->qemu_bin) {
 		log_error("backend qemu: qemu-system-x86_64 is not installed (apt-get install "
 		          "qemu-system-x86)");

@@ -300,6 +300,14 @@ test_killed_vmm_fails_and_leaves_nothing(void **state)
 		assert_int_equal(access(probe, F_OK), 0);
 		snprintf(probe, sizeof(probe), "%s/dev/sda", root);
 		assert_int_not_equal(access(probe, F_OK), 0);
+		/* and no network: a namespace of its own with nothing in it */
+		{
+			char mine[128] = "", its[128] = "", link[64];
+			snprintf(link, sizeof(link), "/proc/%d/ns/net", (int)qemu);
+			assert_true(readlink("/proc/self/ns/net", mine, sizeof(mine) - 1) > 0);
+			assert_true(readlink(link, its, sizeof(its) - 1) > 0);
+			assert_string_not_equal(mine, its);
+		}
 	}
 	/* killed from outside: failed with the reason, and nothing of it is left */
 	kill(qemu, SIGKILL);
