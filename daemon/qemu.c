@@ -14,6 +14,7 @@
 #include <grp.h>
 #include <signal.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/sysmacros.h>
@@ -38,8 +39,10 @@
 #include "sandboxd.h"
 #include "util.h"
 
-#define UID_BASE 61000u
+#define UID_FIRST 61000u /* VMM uids: ranges of UID_SLOTS from here, one range per sandboxd */
+#define UID_RANGES 64u
 #define UID_SLOTS 1024u
+#define UID_CLAIMS "/run/sandboxd-vmm-uids"
 #define STOP_TIMEOUT_MS 20000
 #define KILL_WAIT_MS 5000
 #define RECONNECT_MS 10000
@@ -68,6 +71,7 @@ struct qemu {
 	bool slot_used[UID_SLOTS];
 	struct list_node vms;
 	char *marker; /* "SANDBOXD_STATE_DIR=<dir>" in every VMM's environment */
+	uid_t uid_base;
 };
 
 struct vm {
@@ -248,7 +252,7 @@ vm_take_slot(struct vm *vm)
 static uid_t
 vm_uid(const struct vm *vm)
 {
-	return vm->q->root ? (uid_t)(UID_BASE + (unsigned)vm->slot) : geteuid();
+	return vm->q->root ? (uid_t)(vm->q->uid_base + (unsigned)vm->slot) : geteuid();
 }
 
 /* Forgets QEMU's process (it exited, or is being given up). */
@@ -1325,6 +1329,41 @@ find_program(const char *name)
 	return NULL;
 }
 
+/* Claims a range of VMM uids no other sandboxd on this host uses: two daemons (two state
+ * directories) must never run VMMs under the same uid, or one's VMM could reach the other's
+ * files through /proc. Claims live in /run (a boot ends every VM anyway), one file per range
+ * naming the state directory; a claim whose state directory is gone is taken over. */
+static int
+claim_uid_range(const char *state_dir, uid_t *ret)
+{
+	_cleanup_close_ int lock = -1;
+	int r;
+
+	r = mkdir_p(UID_CLAIMS, 0700);
+	if (r < 0)
+		return r;
+	lock = open(UID_CLAIMS "/.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (lock < 0 || flock(lock, LOCK_EX) < 0)
+		return negative_errno();
+	for (unsigned k = 0; k < UID_RANGES; k++) {
+		uid_t base = UID_FIRST + k * UID_SLOTS;
+		_cleanup_free_ char *path = strdup_printf(UID_CLAIMS "/%u", (unsigned)base);
+		_cleanup_free_ char *owner = NULL;
+
+		if (!path)
+			return -ENOMEM;
+		if (read_file_max(path, 4096, &owner, NULL) == 0 && !streq(owner, state_dir) &&
+		    access(owner, F_OK) == 0)
+			continue; /* another live sandboxd's */
+		r = write_file_atomic(path, state_dir, strlen(state_dir), 0600);
+		if (r < 0)
+			return r;
+		*ret = base;
+		return 0;
+	}
+	return -EUSERS;
+}
+
 int
 qemu_backend_create(struct sandboxd *d, struct backend **ret)
 {
@@ -1368,6 +1407,10 @@ qemu_backend_create(struct sandboxd *d, struct backend **ret)
 		goto fail;
 	if (streq(q->accel, "tcg") && bundle_host_tsc_khz(&q->tsc_khz) < 0)
 		q->tsc_khz = 0;
+	if (q->root && (r = claim_uid_range(o->state_dir, &q->uid_base)) < 0) {
+		log_error("backend qemu: no range of VMM uids is free: %s", strerror(-r));
+		goto fail;
+	}
 	q->cgroups = cgroup_available(&why);
 	if (!q->cgroups)
 		log_warning("backend qemu: VMMs run without cgroup limits: %s", why);

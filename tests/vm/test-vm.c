@@ -279,7 +279,7 @@ test_killed_vmm_fails_and_leaves_nothing(void **state)
 	while (fgets(line, sizeof(line), f)) {
 		unsigned a, b;
 		if (sscanf(line, "Uid: %u %u", &a, &b) == 2 && geteuid() == 0)
-			assert_true(a >= 61000 && b >= 61000); /* its own unprivileged uid */
+			assert_true(a >= 61000 && b >= 61000); /* an unprivileged uid of its own */
 		if (strncmp(line, "Seccomp:", 8) == 0)
 			assert_int_equal(atoi(line + 8), 2); /* -sandbox on: filter mode */
 		if (strncmp(line, "NoNewPrivs:", 11) == 0)
