@@ -298,7 +298,13 @@ handle(struct agent *a, const struct frame *f, bool new_session)
 		return;
 	}
 	if (f->type < ARRAY_SIZE(requests) && requests[f->type]) {
+		/* files are read and written with the sandbox user's rights, like its processes */
+		bool files = f->type >= AP_FILE_READ && f->type <= AP_FILE_REMOVE;
+		if (files)
+			files_as_user(a, true);
 		requests[f->type](a, f->chan, f->payload, f->len);
+		if (files)
+			files_as_user(a, false);
 		return;
 	}
 	if (f->type < ARRAY_SIZE(process_frames) && process_frames[f->type]) {
@@ -306,11 +312,15 @@ handle(struct agent *a, const struct frame *f, bool new_session)
 		return;
 	}
 	if (f->type == AP_FILE_DATA) {
+		files_as_user(a, true);
 		files_data(a, f);
+		files_as_user(a, false);
 		return;
 	}
-	/* only guest-to-host types get here: the decoder refuses unknown ones */
+	/* a newer host's request: say so, so it is not left waiting */
 	log_warning("frame 0x%02x not understood", f->type);
+	if (f->type < 0x80 && f->chan)
+		(void)agent_result(a, f->chan, ENOSYS, "this agent does not know that request");
 }
 
 /* Ends the session and hunts for the next AP_MAGIC from the byte after the bad frame's

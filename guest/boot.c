@@ -4,8 +4,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/reboot.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -119,6 +121,25 @@ load_modules(void)
 	}
 }
 
+/* lo up: programs in the sandbox talk to themselves over 127.0.0.1 (a test server, a language
+ * server) even when the sandbox has no network. */
+static void
+loopback_up(void)
+{
+	struct ifreq ifr = { 0 };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return;
+	memcpy(ifr.ifr_name, "lo", 3);
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+		if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+			log_warning("cannot bring up the loopback interface: %m");
+	}
+	close(fd);
+}
+
 void
 boot_early(void)
 {
@@ -136,6 +157,7 @@ boot_early(void)
 			log_warning("cannot link '%s': %m", dev_links[i].link);
 	}
 	load_modules();
+	loopback_up();
 }
 
 /* The port whose sysfs name is "agent": /sys/class/virtio-ports/vport0p1/name -> /dev/vport0p1 */
@@ -260,6 +282,12 @@ ensure_user(struct agent *a, const char *hostname)
 		r = ensure_line("/etc/group", "sandbox:", gr);
 	if (r < 0)
 		return r;
+	if (hostname) {
+		/* /etc/hostname says what uname says */
+		_cleanup_free_ char *line = strdup_printf("%s\n", hostname);
+		if (line && write_file_atomic("/etc/hostname", line, strlen(line), 0644) < 0)
+			log_warning("cannot write /etc/hostname: %m");
+	}
 	if (hostname) {
 		/* so that tools resolving their own host name (sudo) find it */
 		_cleanup_free_ char *key = strdup_printf("127.0.1.1\t%s", hostname);

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include "agent.h"
 #include "agentproto.h"
@@ -88,6 +89,21 @@ parse(struct agent *a, uint32_t chan, const void *payload, size_t len, struct re
 	if (r < 0)
 		(void)agent_result(a, chan, -r, "malformed file request");
 	return r;
+}
+
+void
+files_as_user(struct agent *a, bool user)
+{
+	/* the filesystem ids only: the agent keeps its other powers (mounting, signalling) */
+	if (!a->switch_ids)
+		return;
+	if (user) {
+		(void)setfsgid(a->gid);
+		(void)setfsuid(a->uid);
+	} else {
+		(void)setfsuid(0);
+		(void)setfsgid(0);
+	}
 }
 
 /* --- FILE_READ --- */

@@ -22,3 +22,8 @@ void files_data(struct agent *a, const struct frame *f);
 bool files_pump(struct agent *a);
 /* The session ended: abandons every job (a partial write leaves no file behind). */
 void files_session_end(struct agent *a);
+
+struct agent;
+/* Switches the filesystem uid and gid to the sandbox user's (user true) or back to root, so
+ * file requests have exactly the rights the sandbox's processes have. No-op in test mode. */
+void files_as_user(struct agent *a, bool user);

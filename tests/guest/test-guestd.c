@@ -1233,6 +1233,13 @@ test_switch_ids(void **state)
 		assert_string_equal(cap.out.data, "65534\n65534\n65534\n");
 		capture_done(&cap);
 	}
+	/* files are written as that user: root's 0700 directory refuses them */
+	snprintf(file, sizeof(file), "%s/rootonly", dir);
+	assert_int_equal(write_file(&c, file, (const uint8_t *)"x", 1, 0640), -EACCES);
+	assert_int_equal(stat(file, &st), -1);
+	snprintf(file, sizeof(file), "%s/owned", dir);
+	assert_int_equal(mkdir(file, 0700), 0);
+	assert_int_equal(chown(file, 65534, 65534), 0);
 	snprintf(file, sizeof(file), "%s/owned/sub/file", dir);
 	assert_int_equal(write_file(&c, file, (const uint8_t *)"x", 1, 0640), 0);
 	assert_int_equal(stat(file, &st), 0);

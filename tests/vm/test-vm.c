@@ -102,6 +102,23 @@ test_guest_kernel_output_and_exit_codes(void **state)
 	assert_string_equal(err, "oops\n");
 	free(out);
 	free(err);
+	/* its name, and a loopback interface that is up */
+	assert_int_equal(run(sb, "[\"cat\",\"/etc/hostname\"]", &out, NULL), 0);
+	assert_string_equal(out, "k\n");
+	free(out);
+	assert_int_equal(
+	        run(sb, "[\"sh\",\"-c\",\"ip link show lo | grep -q UP && echo up\"]", &out, NULL),
+	        0);
+	assert_string_equal(out, "up\n");
+	free(out);
+	/* files are read and written with the sandbox user's rights, like its processes */
+	{
+		char path[200], *body = NULL;
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s/files?path=/etc/shadow",
+		         harness_str(sb, "id"));
+		assert_int_equal(harness_http(p.sock, "GET", path, NULL, &body), 403);
+		free(body);
+	}
 	/* killed by a signal: 128 + signal */
 	assert_int_equal(run(sb, "[\"sh\",\"-c\",\"kill -9 $$\"]", NULL, NULL), 137);
 	/* an image this server does not have is refused before anything boots */
