@@ -7,7 +7,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
@@ -322,38 +321,6 @@ setup(void **state)
 	return 0;
 }
 
-/* VMMs of our state directory that outlived sandboxd (when it died: they are ours to end,
- * recognised by the marker sandboxd puts in their environment). Returns how many. */
-static int
-kill_stray_vmms(void)
-{
-	char marker[400];
-	DIR *d = opendir("/proc");
-	struct dirent *de;
-	int n = 0;
-
-	snprintf(marker, sizeof(marker), "SANDBOXD_STATE_DIR=%s", sbxd.state);
-	while (d && (de = readdir(d))) {
-		char path[300];
-		_cleanup_free_ char *env = NULL;
-		size_t len = 0;
-		if (strspn(de->d_name, "0123456789") != strlen(de->d_name))
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/environ", de->d_name);
-		if (read_file_max(path, 1u << 20, &env, &len) < 0)
-			continue;
-		for (size_t off = 0; off < len; off += strlen(env + off) + 1)
-			if (streq(env + off, marker)) {
-				kill((pid_t)strtol(de->d_name, NULL, 10), SIGKILL);
-				n++;
-				break;
-			}
-	}
-	if (d)
-		closedir(d);
-	return n;
-}
-
 static int
 teardown(void **state)
 {
@@ -364,7 +331,7 @@ teardown(void **state)
 	RUN(&r, "kill", SBX);
 	result_done(&r);
 	rc = harness_stop(&sbxd, SIGTERM);
-	strays = kill_stray_vmms();
+	strays = harness_kill_vmms(sbxd.state);
 	if (rc != 0 || strays > 0) {
 		/* say why: a sanitizer's report, else the end of the log */
 		_cleanup_free_ char *log = NULL;

@@ -3,7 +3,6 @@
  * openssl command), or with "qemu" the product sandboxd with real VMs on a private copy of the
  * guest bundle, and runs the conformance binary against its endpoints; afterwards nothing may be
  * left running. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -270,56 +269,6 @@ delete_leftovers(const struct daemon_proc *p)
 	return n;
 }
 
-/* Whether process pid belongs to the daemon whose state directory is state: its environment
- * carries the marker sandboxd gives its VMMs, or it works inside state's vms directory. */
-static bool
-is_our_vmm(const char *pid, const char *state)
-{
-	_cleanup_free_ char *environ_path = strdup_printf("/proc/%s/environ", pid);
-	_cleanup_free_ char *cwd_path = strdup_printf("/proc/%s/cwd", pid);
-	_cleanup_free_ char *marker = strdup_printf("SANDBOXD_STATE_DIR=%s", state);
-	_cleanup_free_ char *vms = strdup_printf("%s/vms/", state);
-	_cleanup_free_ char *env = NULL;
-	char cwd[1024];
-	size_t n = 0;
-	ssize_t k;
-
-	if (!environ_path || !cwd_path || !marker || !vms)
-		return false;
-	if (read_file_max(environ_path, 1 << 20, &env, &n) >= 0)
-		for (size_t off = 0; off < n; off += strlen(env + off) + 1)
-			if (streq(env + off, marker))
-				return true;
-	k = readlink(cwd_path, cwd, sizeof(cwd) - 1);
-	if (k <= 0)
-		return false;
-	cwd[k] = '\0';
-	return str_has_prefix(cwd, vms);
-}
-
-/* Kills the VMMs of the daemon in state that outlived it (VMs keep running after sandboxd
- * stops, by design, so the suite must have deleted them all). Returns how many there were. */
-static int
-kill_leftover_vmms(const char *state)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *de;
-	int n = 0;
-
-	if (!d)
-		return 0;
-	while ((de = readdir(d))) {
-		uint64_t pid;
-		if (parse_u64(de->d_name, &pid) < 0 || !is_our_vmm(de->d_name, state))
-			continue;
-		fprintf(stderr, "runner: VMM %s outlived the suite; killing it\n", de->d_name);
-		kill((pid_t)pid, SIGKILL);
-		n++;
-	}
-	closedir(d);
-	return n;
-}
-
 /* Starts the daemon for mode on a free port (which can be taken between finding it and binding
  * it: then again). Returns the port, or -1. */
 static int
@@ -421,7 +370,7 @@ main(int argc, char **argv)
 		fprintf(stderr, "runner: the daemon exited with %d after SIGTERM\n", r);
 		failed = 1;
 	}
-	if (qemu && kill_leftover_vmms(p.state) > 0)
+	if (qemu && harness_kill_vmms(p.state) > 0)
 		failed = 1;
 	if (failed) {
 		fprintf(stderr, "---- daemon log (%s) ----\n", p.log);

@@ -1,4 +1,5 @@
 /* harness.c: see harness.h. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -21,6 +22,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 #include "harness.h"
+#include "util.h"
 
 extern char **environ;
 
@@ -334,6 +336,56 @@ harness_stop(struct daemon_proc *p, int sig)
 	return 128 + SIGKILL;
 }
 
+/* Whether process pid belongs to the daemon whose state directory is state: its environment
+ * carries the marker sandboxd gives its VMMs, or it works inside state's vms directory. */
+static bool
+is_our_vmm(const char *pid, const char *state)
+{
+	_cleanup_free_ char *environ_path = strdup_printf("/proc/%s/environ", pid);
+	_cleanup_free_ char *cwd_path = strdup_printf("/proc/%s/cwd", pid);
+	_cleanup_free_ char *marker = strdup_printf("SANDBOXD_STATE_DIR=%s", state);
+	_cleanup_free_ char *vms = strdup_printf("%s/vms/", state);
+	_cleanup_free_ char *env = NULL;
+	char cwd[1024];
+	size_t n = 0;
+	ssize_t k;
+
+	if (!environ_path || !cwd_path || !marker || !vms)
+		return false;
+	if (read_file_max(environ_path, 1 << 20, &env, &n) >= 0)
+		for (size_t off = 0; off < n; off += strlen(env + off) + 1)
+			if (streq(env + off, marker))
+				return true;
+	k = readlink(cwd_path, cwd, sizeof(cwd) - 1);
+	if (k <= 0)
+		return false;
+	cwd[k] = '\0';
+	return str_has_prefix(cwd, vms);
+}
+
+/* Kills the VMMs of the daemon in state that outlived it (VMs keep running after sandboxd
+ * stops, by design, so a test must have deleted them all). Returns how many there were. */
+int
+harness_kill_vmms(const char *state)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		uint64_t pid;
+		if (parse_u64(de->d_name, &pid) < 0 || !is_our_vmm(de->d_name, state))
+			continue;
+		fprintf(stderr, "harness: VMM %s outlived the suite; killing it\n", de->d_name);
+		kill((pid_t)pid, SIGKILL);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
 void
 harness_cleanup(struct daemon_proc *p)
 {
@@ -341,6 +393,8 @@ harness_cleanup(struct daemon_proc *p)
 
 	if (p->pid > 0)
 		harness_stop(p, SIGKILL);
+	if (p->state[0])
+		(void)harness_kill_vmms(p->state);
 	if (!p->dir[0] || getenv("HARNESS_KEEP"))
 		return;
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p->dir);

@@ -40,7 +40,11 @@ int harness_restart(struct daemon_proc *p, const char *binary, const char *const
                     const char *const *env);
 /* Sends sig (SIGTERM or SIGKILL) and waits; returns the exit status (or 128+signal). */
 int harness_stop(struct daemon_proc *p, int sig);
-/* Removes the directory (after stopping). */
+/* Kills the VMMs of the daemon whose state directory is state that outlived it (VMs keep
+ * running after sandboxd stops, by design, so a test must have deleted them all). Returns how
+ * many there were. */
+int harness_kill_vmms(const char *state);
+/* Stops the daemon, kills its leftover VMMs, removes the directory. */
 void harness_cleanup(struct daemon_proc *p);
 
 /* Runs binary with args to completion (timeout 10 s); returns its exit code and what it
