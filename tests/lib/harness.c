@@ -77,9 +77,18 @@ harness_binary(const char *env_name)
 int
 harness_tmpdir(char *out, size_t size)
 {
-	const char *t = getenv("TMPDIR");
+	const char *t = getenv("SANDBOX_TEST_TMP");
 
-	snprintf(out, size, "%s/sbxtest.XXXXXX", t && *t ? t : "/tmp");
+	/* the suite's own directory, where the end-of-suite check looks for leftovers */
+	if (t && *t) {
+		if (mkdir_p(t, 0700) < 0)
+			return -1;
+	} else {
+		t = getenv("TMPDIR");
+		if (!t || !*t)
+			t = "/tmp";
+	}
+	snprintf(out, size, "%s/sbxtest.XXXXXX", t);
 	return mkdtemp(out) ? 0 : -1;
 }
 
