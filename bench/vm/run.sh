@@ -8,8 +8,10 @@
 # Each round boots one VM of each kind in turn (sandboxd's, a bare QEMU, a confined bare QEMU),
 # then measures them side by side in interleaved batches.
 #
-# Knobs (environment): ROUNDS=5 EXECS=200 (runs of true per VM) BATCHES=10 STREAM_MB=64
-# STREAM_CMD=head|dd MEM_N=5 HOLD=5 (seconds after a boot when memory is read)
+# Knobs (environment): ROUNDS=5 BOOTS=20 (boots per kind: ROUNDS full rounds, then rounds of a
+# boot only) EXECS=200 (runs of true per VM and round) BATCHES=10 STREAM_MB=64
+# STREAM_CMD=dd|head (the guest writer: dd bs=64k, or busybox head -c, 5 times slower here)
+# MEM_N=5 HOLD=5 (seconds after a boot when memory is read)
 # ACCEL=auto (sandboxd --accel; auto tries KVM with a test boot and falls back to TCG)
 # SANDBOXD=build-bench/bin/sandboxd (another sandboxd binary to measure instead)
 # NOTE='...' (a line for the results file: what was special about this run)
@@ -20,10 +22,11 @@
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-5}
+BOOTS=${BOOTS:-20}
 EXECS=${EXECS:-200}
 BATCHES=${BATCHES:-10}
 STREAM_MB=${STREAM_MB:-64}
-STREAM_CMD=${STREAM_CMD:-head}
+STREAM_CMD=${STREAM_CMD:-dd}
 MEM_N=${MEM_N:-5}
 HOLD=${HOLD:-5}
 ACCEL=${ACCEL:-auto}
@@ -228,7 +231,7 @@ rec "# guest: $(sed -n 's/.*"kernel_package": "\(.*\)",/\1/p' "$BUNDLE/vm/bundle
 	"$(sed -n 's/.*"kernel_package_version": "\(.*\)",/\1/p' "$BUNDLE/vm/bundle.json")," \
 	"busybox $(sed -n 's/.*"busybox_version": "\(.*\)",/\1/p' "$BUNDLE/vm/bundle.json")"
 [ -z "${NOTE:-}" ] || rec "# note: $NOTE"
-rec "# rounds=$ROUNDS execs=$EXECS batches=$BATCHES stream=${STREAM_MB}MiB ($STREAM_CMD) mem_n=$MEM_N" \
+rec "# rounds=$ROUNDS boots=$BOOTS execs=$EXECS batches=$BATCHES stream=${STREAM_MB}MiB ($STREAM_CMD) mem_n=$MEM_N" \
 	"hold=${HOLD}s confined=$CONFINED noise_max=$NOISE_MAX"
 busy=$(cpu_busy)
 rec "# before the run: load average $(cut -d' ' -f1-3 /proc/loadavg), CPUs ${busy}% busy," \
@@ -395,8 +398,8 @@ sbx_stream() { # ndjson|attach
 		"$STREAM_BYTES" "$1"
 }
 
-boot_sandboxd() { # ROUND
-	local r=$1 attempt other
+boot_sandboxd() { # ROUND [quick: no memory reading]
+	local r=$1 quick=${2:-} attempt other
 	for attempt in $(seq 0 "$RETRIES"); do
 		wait_quiet
 		LINE=$(sbx_boot) || die "sandboxd: create + run failed: $(tail -5 "$TMP/sandboxd.log")"
@@ -413,6 +416,7 @@ boot_sandboxd() { # ROUND
 	rec "run round=$r kind=sandboxd phase=boot $LINE"
 	SBX_QEMU=$(vmm_pid "$SBX_ID")
 	[ -n "$SBX_QEMU" ] || die "no VMM recorded for $SBX_ID"
+	[ -z "$quick" ] || return 0
 	sleep "$HOLD" # its memory, HOLD s after it answered
 	rec "run round=$r kind=sandboxd phase=mem $(mem "$SBX_QEMU") $(mem "$SBX_PID" sandboxd_)"
 }
@@ -442,8 +446,8 @@ bare_req() { # KIND REQUEST: vmbench's answer (one line)
 	printf '%s\n' "$line"
 }
 
-boot_bare() { # ROUND KIND
-	local r=$1 k=$2 attempt dir=$WORK/$2 uid=() in out other
+boot_bare() { # ROUND KIND [quick: no memory reading]
+	local r=$1 k=$2 quick=${3:-} attempt dir=$WORK/$2 uid=() in out other
 	bare_argv "$dir" "$([ "$k" = bare-confined ] && echo 1 || echo 0)"
 	for attempt in $(seq 0 "$RETRIES"); do
 		rm -rf "$dir"
@@ -478,6 +482,7 @@ boot_bare() { # ROUND KIND
 		break
 	done
 	rec "run round=$r kind=$k $LINE"
+	[ -z "$quick" ] || return 0
 	sleep "$HOLD"
 	rec "run round=$r kind=$k phase=mem $(mem "${B_QEMU[$k]}")"
 }
@@ -535,6 +540,23 @@ for r in $(seq "$ROUNDS"); do
 	done
 done
 
+# More boots, alone: a TCG boot varies by a few hundred ms from one to the next.
+for r in $(seq $((ROUNDS + 1)) "$BOOTS"); do
+	log "boot-only round $r/$BOOTS"
+	for k in $(rotate "$r" "${kinds[@]}"); do
+		case "$k" in
+		sandboxd)
+			boot_sandboxd "$r" quick
+			api DELETE "/v1/sandboxes/$SBX_ID" >/dev/null
+			;;
+		*)
+			boot_bare "$r" "$k" quick
+			bare_stop "$k"
+			;;
+		esac
+	done
+done
+
 # ---- memory: MEM_N idle sandboxes ----
 
 # A fresh sandboxd (none of the rounds' heap), warmed by one create and delete: then its
@@ -572,7 +594,7 @@ rec "# after the run: load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # ---- summary ----
 
-summary=$(awk -v rounds="$ROUNDS" -v accel="$ACCEL_USED" -v mb="$STREAM_MB" -v n="$MEM_N" \
+summary=$(awk -v rounds="$ROUNDS" -v boots="$BOOTS" -v accel="$ACCEL_USED" -v mb="$STREAM_MB" -v n="$MEM_N" \
 	-v hold="$HOLD" -v confined="$CONFINED" '
 function kv(line, key,   re) {
 	re = " " key "="
@@ -625,7 +647,7 @@ function ratio(a, b,   u, v) { # of the medians
 }
 function paired(a, b,   r, s) { # the median, min and max over rounds of a / b in one round
 	s = ""
-	for (r = 1; r <= rounds; r++)
+	for (r = 1; r <= boots || r <= rounds; r++)
 		if (((r "/" a) in rv) && rv[r "/" b] > 0)
 			s = s " " rv[r "/" a] / rv[r "/" b]
 	return s == "" ? "-" : sprintf("%.2f (%.2f-%.2f)", med(s), lo, hi)
@@ -638,6 +660,9 @@ function paired(a, b,   r, s) { # the median, min and max over rounds of a / b i
 		add(k "/first_run", kv($0, "first_run_ms"))
 		add(k "/ready", kv($0, "agent_ready_ms"))
 		add(k "/layer", kv($0, "layer_ms"))
+		add(k "/started", kv($0, "qemu_started_ms"))
+		if (kv($0, "agent_ready_ms") != "") # bare: from the start, like a create
+			add(k "/ready_abs", kv($0, "layer_ms") + kv($0, "agent_ready_ms"))
 		add("boot/other", kv($0, "other_cpu"))
 		if (k == "sandboxd")
 			add(k "/boot_cpu", first(kv($0, "cpu_ms")))
@@ -678,18 +703,22 @@ END {
 				add(kinds[i] "/exec_med", m); rv[r "/" kinds[i] "/exec"] = m
 				add(kinds[i] "/exec_p99", quant(ex[r "/" kinds[i]], 0.99))
 			}
-	printf "accelerator: %s; median (min-max) over %d rounds\n\n", accel, rounds
+	printf "accelerator: %s; median (min-max) of %d boots, %d rounds of runs and streams\n\n",
+	    accel, (boots > rounds ? boots : rounds), rounds
 	printf "create to first exec (ms): sandboxd = POST /v1/sandboxes, then POST .../run " \
 	    "true; bare = qemu-img layer, QEMU, HELLO, EXEC true\n\n"
-	printf "| | total | to agent ready (create) | first run of true | qemu-img layer |\n"
+	printf "| | total | until QEMU starts | until the agent answers | first run of true |\n"
 	printf "|---|---|---|---|---|\n"
-	printf "| sandboxd | %s | %s | %s | (in create) |\n", cell(val["sandboxd/total"], "%.0f", 1),
-	    cell(val["sandboxd/create"], "%.0f", 1), cell(val["sandboxd/first_run"], "%.0f", 1)
+	printf "| sandboxd | %s | %s (+-10) | %s | %s |\n", cell(val["sandboxd/total"], "%.0f", 1),
+	    cell(val["sandboxd/started"], "%.0f", 1), cell(val["sandboxd/create"], "%.0f", 1),
+	    cell(val["sandboxd/first_run"], "%.0f", 1)
 	for (i = 2; i <= nk; i++)
-		if (val[kinds[i] "/total"] != "")
+		if (val[kinds[i] "/total"] != "") {
 			printf "| %s | %s | %s | %s | %s |\n", kinds[i],
-			    cell(val[kinds[i] "/total"], "%.0f", 1), cell(val[kinds[i] "/ready"], "%.0f", 1),
-			    cell(val[kinds[i] "/first_run"], "%.0f", 1), cell(val[kinds[i] "/layer"], "%.1f", 1)
+			    cell(val[kinds[i] "/total"], "%.0f", 1), cell(val[kinds[i] "/layer"], "%.0f", 1),
+			    cell(val[kinds[i] "/ready_abs"], "%.0f", 1),
+			    cell(val[kinds[i] "/first_run"], "%.0f", 1)
+		}
 	printf "\nsandboxd / bare: %s (ratio of the medians), per round %s\n",
 	    ratio("sandboxd/total", "bare-plain/total"),
 	    paired("sandboxd/total", "bare-plain/total")
@@ -756,11 +785,11 @@ END {
 	printf "  RSS %s -> %s -> %s -> %s: %.1f KiB per sandbox (%.1f after the runs)\n",
 	    srss["before"], srss["running"], srss["after_run"], srss["after_delete"],
 	    (srss["running"] - srss["before"]) / n, (srss["after_run"] - srss["before"]) / n
-	printf "  PSS %s -> %s -> %s -> %s: %.1f KiB per sandbox (%.1f after the runs)\n",
-	    spss["before"], spss["running"], spss["after_run"], spss["after_delete"],
-	    (spss["running"] - spss["before"]) / n, (spss["after_run"] - spss["before"]) / n
-	printf "  anonymous %s -> %s -> %s -> %s; peak RSS over the whole run: %s KiB\n",
-	    sanon["before"], sanon["running"], sanon["after_run"], sanon["after_delete"], shwm
+	printf "  anonymous %s -> %s -> %s -> %s: %.1f KiB per sandbox (%.1f after the runs)\n",
+	    sanon["before"], sanon["running"], sanon["after_run"], sanon["after_delete"],
+	    (sanon["running"] - sanon["before"]) / n, (sanon["after_run"] - sanon["before"]) / n
+	printf "  (PSS, in the raw lines, falls as the VMMs share its libraries); peak RSS of this " \
+	    "sandboxd: %s KiB\n", shwm
 
 	printf "\nother work on the machine, median CPUs during the kept boots %s, runs of true " \
 	    "%s, streams %s; %d measurements discarded and repeated for noise\n",
