@@ -45,7 +45,7 @@ BUNDLE=$BUILD/vm-bundle     # the guest bundle, shared with ctest's vm/setup fix
 WORK=$BUILD/bench/vm        # this benchmark's state: fixed paths keep KVM's probe cached
 STATE=$WORK/state
 FILES=$WORK/files           # hard links of the guest files the bare QEMU opens by path
-BARE_UID=62500              # outside sandboxd's VMM uids (61000 + slot, 1024 slots)
+BARE_UID=60999              # below sandboxd's VMM uids (ranges of 1024 from 61000)
 STREAM_BYTES=$((STREAM_MB << 20))
 TMP=
 RAW=
@@ -109,7 +109,8 @@ cleanup() {
 	done
 	for pid in $(pgrep -f qemu-system-x86_64); do
 		if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null |
-			grep -qxF -e "SANDBOXD_STATE_DIR=$STATE" -e "SANDBOXD_VMBENCH_DIR=$WORK/bare-plain" \
+			grep -qxF -e "SANDBOXD_STATE_DIR=$STATE" \
+				-e "SANDBOXD_VMBENCH_DIR=$WORK/bare-plain" \
 				-e "SANDBOXD_VMBENCH_DIR=$WORK/bare-confined"; then
 			log "ending a VMM left behind: pid $pid"
 			kill -KILL "$pid" 2>/dev/null
@@ -165,7 +166,10 @@ cpu_busy() {
 	b=$(head -1 /proc/stat)
 	awk -v a="$a" -v b="$b" 'BEGIN {
 		n = split(a, x, " "); split(b, y, " ")
-		for (i = 2; i <= n; i++) { d = y[i] - x[i]; t += d; if (i == 5 || i == 6) idle += d }
+		for (i = 2; i <= n; i++) {
+			d = y[i] - x[i]; t += d
+			if (i == 5 || i == 6) idle += d
+		}
 		printf "%.0f", t ? 100 * (t - idle) / t : 0
 	}'
 }
@@ -177,7 +181,8 @@ wait_quiet() {
 		b=$(cpu_busy)
 		[ "$b" -lt "$QUIET_MAX" ] && break
 		if [ $((SECONDS - start)) -ge "$QUIET_WAIT" ]; then
-			log "warning: the CPUs are still ${b}% busy after ${QUIET_WAIT}s; measuring anyway"
+			log "warning: the CPUs are still ${b}% busy after ${QUIET_WAIT}s;" \
+				"measuring anyway"
 			break
 		fi
 		sleep 4
@@ -231,8 +236,9 @@ rec "# guest: $(sed -n 's/.*"kernel_package": "\(.*\)",/\1/p' "$BUNDLE/vm/bundle
 	"$(sed -n 's/.*"kernel_package_version": "\(.*\)",/\1/p' "$BUNDLE/vm/bundle.json")," \
 	"busybox $(sed -n 's/.*"busybox_version": "\(.*\)",/\1/p' "$BUNDLE/vm/bundle.json")"
 [ -z "${NOTE:-}" ] || rec "# note: $NOTE"
-rec "# rounds=$ROUNDS boots=$BOOTS execs=$EXECS batches=$BATCHES stream=${STREAM_MB}MiB ($STREAM_CMD) mem_n=$MEM_N" \
-	"hold=${HOLD}s confined=$CONFINED noise_max=$NOISE_MAX"
+rec "# rounds=$ROUNDS boots=$BOOTS execs=$EXECS batches=$BATCHES" \
+	"stream=${STREAM_MB}MiB ($STREAM_CMD) mem_n=$MEM_N hold=${HOLD}s confined=$CONFINED" \
+	"noise_max=$NOISE_MAX"
 busy=$(cpu_busy)
 rec "# before the run: load average $(cut -d' ' -f1-3 /proc/loadavg), CPUs ${busy}% busy," \
 	"$(pgrep -c -f qemu-system-x86_64 || true) QEMU processes of others running"
@@ -332,7 +338,8 @@ bare_argv() {
 		socket,id=*,fd=*)
 			[[ "$w" =~ ^socket,id=([a-z]+),fd=[0-9]+,(.*)$ ]] ||
 				die "cannot read the chardev '$w'"
-			w="socket,id=${BASH_REMATCH[1]},path=$dir/${BASH_REMATCH[1]}.sock,${BASH_REMATCH[2]}"
+			w="socket,id=${BASH_REMATCH[1]},path=$dir/${BASH_REMATCH[1]}.sock"
+			w="$w,${BASH_REMATCH[2]}"
 			;;
 		*/dev/fdset/*)
 			set=$(sed -n 's|.*/dev/fdset/\([0-9]*\).*|\1|p' <<<"$w")
@@ -402,7 +409,8 @@ boot_sandboxd() { # ROUND [quick: no memory reading]
 	local r=$1 quick=${2:-} attempt other
 	for attempt in $(seq 0 "$RETRIES"); do
 		wait_quiet
-		LINE=$(sbx_boot) || die "sandboxd: create + run failed: $(tail -5 "$TMP/sandboxd.log")"
+		LINE=$(sbx_boot) ||
+			die "sandboxd: create + run failed: $(tail -5 "$TMP/sandboxd.log")"
 		SBX_ID=$(kv "$LINE" id)
 		other=$(kv "$LINE" other_cpu)
 		if [ "$attempt" != "$RETRIES" ] && noisy "$other"; then
@@ -461,16 +469,16 @@ boot_bare() { # ROUND KIND [quick: no memory reading]
 		wait_quiet
 		"$VMBENCH" "${STREAM_FLAG[@]}" bare --dir "$dir" --sock "$dir/ag.sock" \
 			--blank "$FILES/$(basename "$BLANK")" --upper "$dir/upper.qcow2" \
-			--log "$TMP/$k-qemu.log" --pidfile "$TMP/$k.qemu.pid" "${uid[@]}" --serve 1 \
-			-- "${BARGV[@]}" <"$TMP/$k.in" >"$TMP/$k.out" 2>"$TMP/$k.err" &
+			--log "$TMP/$k-qemu.log" --pidfile "$TMP/$k.qemu.pid" "${uid[@]}" \
+			--serve 1 -- "${BARGV[@]}" <"$TMP/$k.in" >"$TMP/$k.out" 2>"$TMP/$k.err" &
 		B_PID[$k]=$!
 		exec {in}>"$TMP/$k.in"
 		exec {out}<"$TMP/$k.out"
 		B_IN[$k]=$in
 		B_OUT[$k]=$out
 		read -r -t 600 -u "$out" LINE ||
-			die "$k did not boot: $(cat "$TMP/$k.err" "$TMP/$k-qemu.log" "$dir/console.log" \
-				2>/dev/null | tail -5)"
+			die "$k did not boot: $(cat "$TMP/$k.err" "$TMP/$k-qemu.log" \
+				"$dir/console.log" 2>/dev/null | tail -5)"
 		B_QEMU[$k]=$(kv "$LINE" qemu_pid)
 		other=$(kv "$LINE" other_cpu)
 		if [ "$attempt" != "$RETRIES" ] && noisy "$other"; then
@@ -594,8 +602,8 @@ rec "# after the run: load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # ---- summary ----
 
-summary=$(awk -v rounds="$ROUNDS" -v boots="$BOOTS" -v accel="$ACCEL_USED" -v mb="$STREAM_MB" -v n="$MEM_N" \
-	-v hold="$HOLD" -v confined="$CONFINED" '
+summary=$(awk -v rounds="$ROUNDS" -v boots="$BOOTS" -v accel="$ACCEL_USED" -v mb="$STREAM_MB" \
+	-v n="$MEM_N" -v hold="$HOLD" -v confined="$CONFINED" '
 function kv(line, key,   re) {
 	re = " " key "="
 	if (!match(" " line, re "[^ ]*"))
@@ -715,7 +723,8 @@ END {
 	for (i = 2; i <= nk; i++)
 		if (val[kinds[i] "/total"] != "") {
 			printf "| %s | %s | %s | %s | %s |\n", kinds[i],
-			    cell(val[kinds[i] "/total"], "%.0f", 1), cell(val[kinds[i] "/layer"], "%.0f", 1),
+			    cell(val[kinds[i] "/total"], "%.0f", 1),
+			    cell(val[kinds[i] "/layer"], "%.0f", 1),
 			    cell(val[kinds[i] "/ready_abs"], "%.0f", 1),
 			    cell(val[kinds[i] "/first_run"], "%.0f", 1)
 		}
@@ -734,7 +743,8 @@ END {
 
 	printf "\nexec round trip of true (ms; each round: median and p99 of its runs, " \
 	    "in batches interleaved with the other kinds)\n\n| | median | p99 |\n|---|---|---|\n"
-	printf "| sandboxd, POST .../run | %s | %s |\n", cell(val["sandboxd/exec_med"], "%.2f", 1000),
+	printf "| sandboxd, POST .../run | %s | %s |\n",
+	    cell(val["sandboxd/exec_med"], "%.2f", 1000),
 	    cell(val["sandboxd/exec_p99"], "%.2f", 1000)
 	for (i = 2; i <= nk; i++)
 		if (val[kinds[i] "/exec_med"] != "")
@@ -774,7 +784,8 @@ END {
 		if (val[kinds[i] "/rss"] != "")
 			printf "| %s, in the rounds | %s | %s | %s |\n",
 			    kinds[i] == "sandboxd" ? "sandboxd VMM" : kinds[i],
-			    cell(val[kinds[i] "/rss"], "%.0f", 1024), cell(val[kinds[i] "/anon"], "%.0f", 1024),
+			    cell(val[kinds[i] "/rss"], "%.0f", 1024),
+			    cell(val[kinds[i] "/anon"], "%.0f", 1024),
 			    cell(val[kinds[i] "/pss"], "%.0f", 1024)
 	printf "| sandboxd VMM, %d idle sandboxes | %s | %s | %s |\n", n,
 	    cell(val["memn/rss"], "%.0f", 1024), cell(val["memn/anon"], "%.0f", 1024),
@@ -788,8 +799,8 @@ END {
 	printf "  anonymous %s -> %s -> %s -> %s: %.1f KiB per sandbox (%.1f after the runs)\n",
 	    sanon["before"], sanon["running"], sanon["after_run"], sanon["after_delete"],
 	    (sanon["running"] - sanon["before"]) / n, (sanon["after_run"] - sanon["before"]) / n
-	printf "  (PSS, in the raw lines, falls as the VMMs share its libraries); peak RSS of this " \
-	    "sandboxd: %s KiB\n", shwm
+	printf "  (PSS, in the raw lines, falls as the VMMs share its libraries); peak RSS of " \
+	    "this sandboxd: %s KiB\n", shwm
 
 	printf "\nother work on the machine, median CPUs during the kept boots %s, runs of true " \
 	    "%s, streams %s; %d measurements discarded and repeated for noise\n",
