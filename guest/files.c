@@ -191,7 +191,11 @@ mkdir_owned(struct agent *a, const char *dir)
 				if (a->switch_ids && chown(p, a->uid, a->gid) < 0)
 					return negative_errno();
 			} else if (errno != EEXIST) {
-				return negative_errno();
+				/* an existing directory of a parent the user may not write */
+				struct stat st;
+				int e = errno;
+				if (stat(p, &st) < 0 || !S_ISDIR(st.st_mode))
+					return -e;
 			}
 			*s = c;
 			if (!c)
