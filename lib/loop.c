@@ -207,35 +207,49 @@ loop_signals_done(struct loop_signals *s)
 	safe_close(fd);
 }
 
+/* One epoll_wait and its batch of events, then the deferred work. */
+static int
+run_batch(struct loop *l, int timeout_ms)
+{
+	struct epoll_event evs[64];
+	int n = epoll_wait(l->epfd, evs, (int)ARRAY_SIZE(evs), timeout_ms);
+
+	if (n < 0) {
+		if (errno == EINTR)
+			return 0;
+		log_error("epoll_wait failed: %m");
+		return -errno;
+	}
+	for (int i = 0; i < n; i++) {
+		struct loop_source *src = evs[i].data.ptr;
+		/* a source removed earlier in this batch is skipped; its memory is alive until
+		 * the deferred frees run */
+		if (src->fd < 0)
+			continue;
+		src->fn(src, evs[i].events, src->data);
+	}
+	run_deferred(l);
+	return n;
+}
+
 int
 loop_run(struct loop *l)
 {
-	struct epoll_event evs[64];
-
+	run_deferred(l);
 	while (!l->quit) {
-		int n;
-
-		run_deferred(l);
-		if (l->quit)
-			break;
-		n = epoll_wait(l->epfd, evs, (int)ARRAY_SIZE(evs), -1);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			log_error("epoll_wait failed: %m");
-			return -errno;
-		}
-		for (int i = 0; i < n; i++) {
-			struct loop_source *src = evs[i].data.ptr;
-			/* a source removed earlier in this batch is skipped; its memory is alive
-			 * until the deferred frees run */
-			if (src->fd < 0)
-				continue;
-			src->fn(src, evs[i].events, src->data);
-		}
+		int r = run_batch(l, -1);
+		if (r < 0)
+			return r;
 	}
 	run_deferred(l);
 	return l->code;
+}
+
+int
+loop_run_once(struct loop *l, int timeout_ms)
+{
+	run_deferred(l);
+	return run_batch(l, timeout_ms);
 }
 
 void

@@ -64,5 +64,8 @@ void loop_signals_done(struct loop_signals *s);
 
 /* Runs until loop_quit(); returns the code given to loop_quit(). */
 int loop_run(struct loop *l);
+/* Waits up to timeout_ms (-1: forever) for one batch of events and runs it and the deferred
+ * work; the number of events, or -errno. For tests and tools that drive the loop themselves. */
+int loop_run_once(struct loop *l, int timeout_ms);
 void loop_quit(struct loop *l, int code);
 bool loop_quitting(struct loop *l);
