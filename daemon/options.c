@@ -27,10 +27,24 @@ static const char usage[] =
         "  --allowed-host NAME    a name clients put in the URL (repeatable); other Host\n"
         "                         headers are refused\n"
         "  --backend NAME         the VM backend (default: the first built in)\n"
+        "  --accel auto|kvm|tcg   how QEMU runs guests (default auto: KVM when a test boot\n"
+        "                         under it works, else TCG)\n"
+        "  --kernel FILE          boot this guest kernel (vmlinux) instead of the bundle's\n"
+        "  --initrd FILE          boot this initramfs instead of the bundle's\n"
+        "  --agent FILE           the sandbox-guestd to build the initramfs from (default:\n"
+        "                         beside sandboxd)\n"
+        "  --boot-timeout SECS    how long a booting guest has to answer (default 60)\n"
+        "  --stop-timeout SECS    how long a stopping guest has to power off before QEMU is\n"
+        "                         told to quit (default 20; 0: at once)\n"
         "  --max-connections N    open API connections at most (default 1024)\n"
         "  --log-level LEVEL      error, warning, info (default) or debug\n"
         "  --version              print the version and exit\n"
-        "  -h, --help             print this help and exit\n";
+        "  -h, --help             print this help and exit\n"
+        "\n"
+        "       sandboxd setup [--state-dir DIR] [--agent FILE] [--force]\n"
+        "\n"
+        "Builds the guest bundle (kernel, initramfs, root disk) in the state directory;\n"
+        "'sandboxd setup --help' says more.\n";
 
 enum {
 	OPT_STATE_DIR = 256,
@@ -47,6 +61,7 @@ enum {
 	OPT_INITRD,
 	OPT_AGENT,
 	OPT_BOOT_TIMEOUT,
+	OPT_STOP_TIMEOUT,
 	OPT_MAX_CONNECTIONS,
 	OPT_LOG_LEVEL,
 	OPT_VERSION,
@@ -67,6 +82,7 @@ static const struct option long_options[] = {
 	{ "initrd", required_argument, NULL, OPT_INITRD },
 	{ "agent", required_argument, NULL, OPT_AGENT },
 	{ "boot-timeout", required_argument, NULL, OPT_BOOT_TIMEOUT },
+	{ "stop-timeout", required_argument, NULL, OPT_STOP_TIMEOUT },
 	{ "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -148,7 +164,9 @@ options_parse(int argc, char **argv, struct options *o)
 {
 	int c;
 
-	*o = (struct options){ .max_connections = 1024, .log_level = LOG_LEVEL_INFO };
+	*o = (struct options){ .max_connections = 1024,
+		               .stop_timeout_secs = 20,
+		               .log_level = LOG_LEVEL_INFO };
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
@@ -251,6 +269,14 @@ options_parse(int argc, char **argv, struct options *o)
 				return -EINVAL;
 			}
 			o->boot_timeout_secs = (unsigned)n;
+			break;
+		case OPT_STOP_TIMEOUT:
+			if (parse_u64(optarg, &n) < 0 || n > 3600) {
+				fprintf(stderr, "sandboxd: --stop-timeout '%s' must be 0 to 3600\n",
+				        optarg);
+				return -EINVAL;
+			}
+			o->stop_timeout_secs = (unsigned)n;
 			break;
 		case OPT_MAX_CONNECTIONS:
 			if (parse_u64(optarg, &n) < 0 || n < 1 || n > 65536) {

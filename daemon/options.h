@@ -27,6 +27,7 @@ struct options {
 	char *initrd;
 	char *agent; /* sandbox-guestd, or NULL: beside sandboxd */
 	unsigned boot_timeout_secs;
+	unsigned stop_timeout_secs; /* how long a guest has to power off; then QMP quit */
 	unsigned max_connections;
 	enum log_level log_level;
 };

@@ -43,7 +43,7 @@
 #define UID_RANGES 64u
 #define UID_SLOTS 1024u
 #define UID_CLAIMS "/run/sandboxd-vmm-uids"
-#define STOP_TIMEOUT_MS 20000
+#define QUIT_WAIT_MS 5000 /* after QMP quit, before SIGKILL */
 #define KILL_WAIT_MS 5000
 #define RECONNECT_MS 10000
 #define VMM_OVERHEAD_MB 256 /* QEMU itself and TCG's translation cache, on top of guest RAM */
@@ -68,6 +68,7 @@ struct qemu {
 	bool root;
 	bool cgroups;
 	unsigned boot_timeout_ms;
+	unsigned stop_timeout_ms;
 	bool slot_used[UID_SLOTS];
 	struct list_node vms;
 	char *marker; /* "SANDBOXD_STATE_DIR=<dir>" in every VMM's environment */
@@ -86,6 +87,7 @@ struct vm {
 	struct loop_source pidsrc;
 	struct loop_timer timer;
 	struct agent *agent;
+	struct qmp *qmp; /* only while asking QEMU to quit */
 	int slot;
 	bool reconnecting;
 	char cgroup[64];
@@ -259,6 +261,7 @@ vm_uid(const struct vm *vm)
 static void
 vm_forget_process(struct vm *vm)
 {
+	vm->qmp = qmp_free(vm->qmp);
 	loop_remove(&vm->pidsrc);
 	vm->pidfd = safe_close(vm->pidfd);
 	vm->pid = 0;
@@ -823,15 +826,68 @@ vm_connect_agent(struct vm *vm, uint64_t deadline)
 /* ---- supervision ---- */
 
 static void
+quit_timeout(struct loop_timer *t _unused_, void *data)
+{
+	struct vm *vm = data;
+
+	log_warning("sandbox '%s': QEMU did not quit in %d s; killing it", vm->sb->id,
+	            QUIT_WAIT_MS / 1000);
+	if (vm->pid > 0)
+		kill(vm->pid, SIGKILL);
+}
+
+static void
+quit_answered(void *data, const json_t *ret _unused_, const char *err)
+{
+	struct vm *vm = data;
+
+	/* QEMU answers, then exits: vm_exited follows; a refusal falls to the kill */
+	if (err && vm->pid > 0)
+		log_warning("sandbox '%s': QEMU refused to quit: %.200s", vm->sb->id, err);
+}
+
+static void
+qmp_ready(struct qmp *m, void *data)
+{
+	struct vm *vm = data;
+
+	if (qmp_execute(m, "quit", NULL, quit_answered, vm) < 0 && vm->pid > 0)
+		kill(vm->pid, SIGKILL);
+}
+
+/* Ends a VM whose guest did not power off: QMP quit stops the guest and has QEMU close its
+ * block devices (the layer's qcow2 metadata is written out), which a SIGKILL does not. The
+ * guest's own unsynced writes are lost either way. If QEMU does not exit within QUIT_WAIT_MS
+ * (a monitor that does not answer), it is killed. */
+static void
+vm_quit(struct vm *vm)
+{
+	_cleanup_free_ char *path = vm_path(vm, "qmp.sock");
+	int r = -ENOMEM;
+
+	if (vm->pid <= 0 || vm->qmp)
+		return;
+	log_info("sandbox '%s': asking QEMU to quit through its monitor", vm->sb->id);
+	vm->timer.fn = quit_timeout;
+	(void)loop_timer_arm(&vm->timer, QUIT_WAIT_MS, 0);
+	if (path)
+		r = qmp_new(vm->q->d->loop, path, qmp_ready, NULL, vm, &vm->qmp);
+	if (r < 0) {
+		log_warning("sandbox '%s': no QEMU monitor (%s); killing QEMU", vm->sb->id,
+		            strerror(-r));
+		kill(vm->pid, SIGKILL);
+	}
+}
+
+static void
 stop_timeout(struct loop_timer *t _unused_, void *data)
 {
 	struct vm *vm = data;
 
-	/* the guest did not power off in time: end it the hard way, the layer stays */
-	log_warning("sandbox '%s': the guest did not shut down in %d s; killing its VMM",
-	            vm->sb->id, STOP_TIMEOUT_MS / 1000);
-	if (vm->pid > 0)
-		kill(vm->pid, SIGKILL);
+	/* the guest did not power off in time: the layer stays, what it did not sync is lost */
+	log_warning("sandbox '%s': the guest did not power off in %u s; asking QEMU to quit",
+	            vm->sb->id, vm->q->stop_timeout_ms / 1000);
+	vm_quit(vm);
 }
 
 static void
@@ -843,9 +899,9 @@ vm_exited(struct loop_source *src _unused_, uint32_t events _unused_, void *data
 	int status = 0;
 	char how[64];
 
-	if (vm->child)
-		(void)waitpid(vm->pid, &status, WNOHANG);
-	if (WIFSIGNALED(status))
+	if (!vm->child || waitpid(vm->pid, &status, WNOHANG) != vm->pid)
+		snprintf(how, sizeof(how), "exited"); /* adopted: not ours to reap */
+	else if (WIFSIGNALED(status))
 		snprintf(how, sizeof(how), "killed by signal %d", WTERMSIG(status));
 	else
 		snprintf(how, sizeof(how), "exited with status %d", WEXITSTATUS(status));
@@ -853,7 +909,8 @@ vm_exited(struct loop_source *src _unused_, uint32_t events _unused_, void *data
 	(void)loop_timer_arm(&vm->timer, 0, 0);
 	switch (vm->phase) {
 	case VM_STOPPING:
-		/* a clean power-off, or the stop timeout's kill: the layer is kept either way */
+		/* a clean power-off, a quit or a kill: the layer is kept either way */
+		log_info("sandbox '%s': its VMM %s", sb->id, how);
 		vm->phase = VM_EXITED;
 		vm->agent = agent_free(vm->agent);
 		vm_remove_runtime(vm);
@@ -1110,10 +1167,17 @@ qemu_stop(struct backend *b, struct sandbox *sb)
 	if (!vm || vm->pid <= 0)
 		return -ESRCH;
 	vm->phase = VM_STOPPING;
+	if (vm->q->stop_timeout_ms == 0) {
+		vm_quit(vm); /* the operator does not wait for guests */
+		return 0;
+	}
 	vm->timer.fn = stop_timeout;
-	(void)loop_timer_arm(&vm->timer, STOP_TIMEOUT_MS, 0);
-	if (!vm->agent || !agent_shutdown(vm->agent, shutdown_answered, vm))
-		kill(vm->pid, SIGKILL); /* no agent to ask: the layer may lose unsynced writes */
+	(void)loop_timer_arm(&vm->timer, vm->q->stop_timeout_ms, 0);
+	if (!vm->agent || !agent_shutdown(vm->agent, shutdown_answered, vm)) {
+		log_warning("sandbox '%s': no guest agent to power off; asking QEMU to quit",
+		            sb->id);
+		vm_quit(vm);
+	}
 	return 0;
 }
 
@@ -1380,6 +1444,7 @@ qemu_backend_create(struct sandboxd *d, struct backend **ret)
 	q->b.priv = q;
 	q->root = geteuid() == 0;
 	q->boot_timeout_ms = (o->boot_timeout_secs ? o->boot_timeout_secs : 60) * 1000;
+	q->stop_timeout_ms = o->stop_timeout_secs * 1000;
 	list_init(&q->vms);
 	q->qemu_bin = find_program("qemu-system-x86_64");
 	q->vms_dir = strdup_printf("%s/vms", o->state_dir);

@@ -6,13 +6,4 @@
 
 #include "backend.h"
 
-/* Options of the backend (from sandboxd's command line). */
-struct qemu_opts {
-	const char *accel;  /* "auto", "kvm" or "tcg" */
-	const char *kernel; /* operator's vmlinux, or NULL for the bundle's */
-	const char *initrd; /* operator's initramfs, or NULL */
-	const char *agent;  /* sandbox-guestd, or NULL: beside sandboxd */
-	unsigned boot_timeout_secs;
-};
-
 int qemu_backend_create(struct sandboxd *d, struct backend **ret);

@@ -19,6 +19,7 @@ struct qmp {
 	int fd;
 	struct loop_source src;
 	struct buf in, out;
+	bool greeted;
 	bool negotiated;
 	struct list_node pending; /* answers come in order */
 	void (*ready)(struct qmp *q, void *data);
@@ -58,7 +59,7 @@ static void
 on_line(struct qmp *q, const char *line, size_t len)
 {
 	json_t *j = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
-	json_t *ret, *err;
+	json_t *ret = NULL, *err = NULL;
 
 	if (!json_is_object(j)) {
 		json_decref(j);
@@ -66,30 +67,49 @@ on_line(struct qmp *q, const char *line, size_t len)
 		return;
 	}
 	if (json_object_get(j, "QMP")) {
-		/* the greeting: leave capabilities negotiation */
+		/* the greeting (once): leave capabilities negotiation */
+		if (q->greeted) {
+			json_decref(j);
+			end(q, "a second greeting");
+			return;
+		}
+		q->greeted = true;
 		(void)buf_puts(&q->out, "{\"execute\":\"qmp_capabilities\"}\n");
 		set_interest(q);
 	} else if (json_object_get(j, "event")) {
-		/* events are not used yet */
+		/* events are not used */
 	} else if ((ret = json_object_get(j, "return")) || (err = json_object_get(j, "error"))) {
+		if (!q->greeted) {
+			json_decref(j);
+			end(q, "an answer before the greeting");
+			return;
+		}
 		if (!q->negotiated) {
+			if (!ret) {
+				json_decref(j);
+				end(q, "capabilities negotiation refused");
+				return;
+			}
 			q->negotiated = true;
 			if (q->ready)
 				q->ready(q, q->data);
 		} else if (!list_empty(&q->pending)) {
+			/* answers come in the order of the commands */
 			struct pending *p = list_entry(q->pending.next, struct pending, link);
 			const char *desc = NULL;
 			list_remove(&p->link);
-			ret = json_object_get(j, "return");
 			if (!ret) {
-				desc = json_string_value(
-				        json_object_get(json_object_get(j, "error"), "desc"));
+				desc = json_string_value(json_object_get(err, "desc"));
 				if (!desc)
 					desc = "error";
 			}
 			if (p->done)
 				p->done(p->data, ret, desc);
 			free(p);
+		} else {
+			json_decref(j);
+			end(q, "an answer to no command");
+			return;
 		}
 	}
 	json_decref(j);
@@ -119,26 +139,63 @@ on_io(struct loop_source *src _unused_, uint32_t events, void *data)
 		return;
 	for (;;) {
 		ssize_t k = read(q->fd, chunk, sizeof(chunk));
-		char *nl;
 		if (k < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
 		if (k <= 0) {
 			end(q, "QEMU closed the monitor");
 			return;
 		}
-		if (buf_append(&q->in, chunk, (size_t)k) < 0) {
-			end(q, "answer line too long");
-			return;
-		}
-		while (q->fd >= 0 && (nl = memchr(buf_head(&q->in), '\n', buf_avail(&q->in)))) {
-			size_t n = (size_t)(nl - buf_head(&q->in));
-			on_line(q, buf_head(&q->in), n);
-			if (q->fd >= 0)
-				buf_consume(&q->in, n + 1);
-		}
+		qmp_receive(q, chunk, (size_t)k);
 		if (q->fd < 0)
 			return;
 	}
+}
+
+void
+qmp_receive(struct qmp *q, const void *bytes, size_t len)
+{
+	char *nl;
+
+	if (q->fd < 0)
+		return;
+	if (buf_append(&q->in, bytes, len) < 0) {
+		end(q, "answer line too long");
+		return;
+	}
+	while (q->fd >= 0 && (nl = memchr(buf_head(&q->in), '\n', buf_avail(&q->in)))) {
+		size_t n = (size_t)(nl - buf_head(&q->in));
+		on_line(q, buf_head(&q->in), n);
+		if (q->fd >= 0)
+			buf_consume(&q->in, n + 1);
+	}
+}
+
+int
+qmp_new_fd(struct loop *loop, int fd, void (*ready)(struct qmp *q, void *data),
+           void (*closed)(struct qmp *q, void *data), void *data, struct qmp **ret)
+{
+	struct qmp *q = calloc(1, sizeof(*q));
+	int r;
+
+	if (!q) {
+		safe_close(fd);
+		return -ENOMEM;
+	}
+	q->loop = loop;
+	q->fd = fd;
+	q->data = data;
+	list_init(&q->pending);
+	buf_init(&q->in, LINE_MAX_BYTES);
+	buf_init(&q->out, LINE_MAX_BYTES);
+	r = loop_add(loop, &q->src, q->fd, EPOLLIN, on_io, q);
+	if (r < 0) {
+		qmp_free(q);
+		return r;
+	}
+	q->ready = ready;
+	q->closed = closed;
+	*ret = q;
+	return 0;
 }
 
 int
@@ -146,37 +203,21 @@ qmp_new(struct loop *loop, const char *path, void (*ready)(struct qmp *q, void *
         void (*closed)(struct qmp *q, void *data), void *data, struct qmp **ret)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct qmp *q;
-	int r;
+	int fd, r;
 
 	if (strlen(path) >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
 	memcpy(sa.sun_path, path, strlen(path));
-	q = calloc(1, sizeof(*q));
-	if (!q)
-		return -ENOMEM;
-	q->loop = loop;
-	q->ready = ready;
-	q->closed = closed;
-	q->data = data;
-	list_init(&q->pending);
-	buf_init(&q->in, LINE_MAX_BYTES);
-	buf_init(&q->out, LINE_MAX_BYTES);
-	q->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (q->fd < 0 || connect(q->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return negative_errno();
+	/* a unix socket connects at once or not at all (a full backlog: EAGAIN) */
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		r = negative_errno();
-		q->closed = NULL;
-		qmp_free(q);
+		safe_close(fd);
 		return r;
 	}
-	r = loop_add(loop, &q->src, q->fd, EPOLLIN, on_io, q);
-	if (r < 0) {
-		q->closed = NULL;
-		qmp_free(q);
-		return r;
-	}
-	*ret = q;
-	return 0;
+	return qmp_new_fd(loop, fd, ready, closed, data, ret);
 }
 
 struct qmp *

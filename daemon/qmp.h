@@ -16,7 +16,14 @@ typedef void (*qmp_done_fn)(void *data, const json_t *ret, const char *err);
  * connection ends (also when it could not be made). */
 int qmp_new(struct loop *loop, const char *path, void (*ready)(struct qmp *q, void *data),
             void (*closed)(struct qmp *q, void *data), void *data, struct qmp **ret);
+/* The same over a connected socket fd (taken over, closed on failure too). */
+int qmp_new_fd(struct loop *loop, int fd, void (*ready)(struct qmp *q, void *data),
+               void (*closed)(struct qmp *q, void *data), void *data, struct qmp **ret);
+/* Frees q (its memory after the current batch of loop events); pending commands are
+ * answered with an error first, closed() is not called. */
 struct qmp *qmp_free(struct qmp *q);
 DEFINE_FREEP(struct qmp, qmp_free)
 /* Sends {"execute": command, "arguments": args (stolen, may be NULL)}. */
 int qmp_execute(struct qmp *q, const char *command, json_t *args, qmp_done_fn done, void *data);
+/* What on_io does with bytes read from QEMU: exposed for the fuzz target. */
+void qmp_receive(struct qmp *q, const void *bytes, size_t len);
