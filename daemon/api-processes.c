@@ -316,9 +316,10 @@ run_started(void *data, const struct agent_result *res)
 		run_free(op);
 		return;
 	}
-	record_started(op->d, op->sb, res->pid, op->x.argv, false);
 	/* a run's stdin is what the request gave, then end of input */
 	(void)agent_stdin(op->agent, res->pid, op->x.stdin_data.data, op->x.stdin_data.len, true);
+	/* the audit record once the guest has its frames (a database write takes a while) */
+	record_started(op->d, op->sb, res->pid, op->x.argv, false);
 	if (!op->c) {
 		run_kill(op);
 	} else if (op->x.timeout_secs) {
@@ -443,7 +444,6 @@ start_done(void *data, const struct agent_result *res)
 		start_op_free(op);
 		return;
 	}
-	record_started(op->d, op->sb, res->pid, op->x.argv, op->x.keep);
 	if (op->x.has_stdin)
 		(void)agent_stdin(op->agent, res->pid, op->x.stdin_data.data, op->x.stdin_data.len,
 		                  false);
@@ -453,6 +453,8 @@ start_done(void *data, const struct agent_result *res)
 	collect_exited(op->sb);
 	if (op->c)
 		api_reply_json(op->c, 201, proc_to_json(p));
+	/* the audit record after the answer (a database write takes a while) */
+	record_started(op->d, op->sb, res->pid, op->x.argv, op->x.keep);
 	start_op_free(op);
 }
 

@@ -1880,10 +1880,39 @@ bundle_blank_disk(const char *state_dir, uint64_t size_mb, char **ret_path)
 	return 0;
 }
 
+/* The template layer beside the blank, made once by qemu-img (link(): one maker wins). */
+static int
+make_layer_template(const char *blank, const char *template)
+{
+	_cleanup_free_ char *tmp = NULL, *err = NULL;
+	int r;
+
+	/* "./" keeps qemu-img from reading "name:rest" as a protocol prefix. */
+	tmp = strdup_printf("%s%s.tmp-%d", template[0] == '/' ? "" : "./", template, (int)getpid());
+	if (!tmp)
+		return -ENOMEM;
+	(void)unlink(tmp);
+	r = run_quiet(NULL,
+	              (const char *const[]){ "qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw",
+	                                     "-b", blank, tmp, NULL },
+	              &err);
+	if (r < 0) {
+		log_error("layer template '%s': %s", template, err ? err : strerror(-r));
+		(void)unlink(tmp);
+		return r;
+	}
+	if (chmod(tmp, 0600) < 0 || (link(tmp, template) < 0 && errno != EEXIST)) {
+		r = negative_errno();
+		log_error("layer template '%s': %s", template, strerror(-r));
+	}
+	(void)unlink(tmp);
+	return r;
+}
+
 int
 bundle_make_layer(const char *blank, const char *path)
 {
-	_cleanup_free_ char *abs = realpath(blank, NULL), *tmp = NULL, *err = NULL;
+	_cleanup_free_ char *abs = realpath(blank, NULL), *template = NULL, *tmp = NULL;
 	int r;
 
 	if (!abs) {
@@ -1891,27 +1920,33 @@ bundle_make_layer(const char *blank, const char *path)
 		log_error("layer '%s': blank disk '%s': %s", path, blank, strerror(-r));
 		return r;
 	}
-	/* "./" keeps qemu-img from reading "name:rest" as a protocol prefix. */
-	tmp = strdup_printf("%s%s.tmp-%d", path[0] == '/' ? "" : "./", path, (int)getpid());
-	if (!tmp)
+	/* Every new layer over one blank is the same few hundred KiB (the design relies on it:
+	 * template clones), so qemu-img makes the first, as a template beside the blank, and
+	 * the rest are copies: no child process to wait for on the daemon's loop. */
+	template = strdup_printf("%s.layer.qcow2", abs);
+	tmp = strdup_printf("%s.tmp-%d", path, (int)getpid());
+	if (!template || !tmp)
 		return -ENOMEM;
-	(void)unlink(tmp);
-	r = run_quiet(NULL,
-	              (const char *const[]){ "qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw",
-	                                     "-b", abs, tmp, NULL },
-	              &err);
-	if (r < 0) {
-		log_error("layer '%s': %s", path, err ? err : strerror(-r));
-		(void)unlink(tmp);
-		return r;
+	if (access(template, F_OK) < 0) {
+		r = make_layer_template(abs, template);
+		if (r < 0)
+			return r;
 	}
-	if (chmod(tmp, 0600) < 0 || rename(tmp, path) < 0) {
+	(void)unlink(tmp);
+	r = copy_file(template, tmp, 0600);
+	if (r == 0) {
+		_cleanup_close_ int fd = open(tmp, O_RDONLY | O_CLOEXEC);
+		/* the layer must be whole on disk before a VM writes to it */
+		if (fd < 0 || fsync(fd) < 0)
+			r = negative_errno();
+	}
+	if (r == 0 && rename(tmp, path) < 0)
 		r = negative_errno();
+	if (r < 0) {
 		log_error("layer '%s': %s", path, strerror(-r));
 		(void)unlink(tmp);
-		return r;
 	}
-	return 0;
+	return r;
 }
 
 /* ---- the agent and the host ---- */

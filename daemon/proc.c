@@ -137,14 +137,18 @@ static void
 on_exited(struct agent_sub *s, int code, uint64_t end)
 {
 	struct proc *p = from_sub(s);
+	struct sandboxd *d = p->d;
+	struct sandbox *sb = p->sb;
+	uint32_t pid = p->pid;
 
 	p->running = false;
 	p->exit_code = code;
 	(void)end;
-	log_debug("sandbox '%s': process %u exited with %d", p->sb->id, p->pid, code);
-	(void)sandbox_event(p->d, p->sb, "process.exited",
-	                    json_pack("{s:I, s:i}", "pid", (json_int_t)p->pid, "exit_code", code));
+	log_debug("sandbox '%s': process %u exited with %d", sb->id, pid, code);
+	/* readers (a run's answer among them) first; the database write after */
 	pump_all(p);
+	(void)sandbox_event(d, sb, "process.exited",
+	                    json_pack("{s:I, s:i}", "pid", (json_int_t)pid, "exit_code", code));
 }
 
 int

@@ -931,6 +931,13 @@ test_blank_disk_and_layers(void **state)
 	assert_memory_equal(d1, d2, len1); /* byte-identical, as template clones need */
 	assert_non_null(memmem(d1, len1, blank, strlen(blank))); /* absolute backing path */
 	assert_int_equal(run_sh("qemu-img info %s | grep -q 'virtual size: 64 MiB'", l1), 0);
+	/* the first made a template beside the blank; the second copied it (same bytes) */
+	assert_int_equal(run_sh("cmp -s %s.layer.qcow2 %s", blank, l2), 0);
+	/* a layer replaces what was there; without the template it is made again, the same */
+	assert_int_equal(run_sh("rm %s.layer.qcow2", blank), 0);
+	assert_int_equal(bundle_make_layer(blank, l2), 0);
+	assert_int_equal(run_sh("cmp -s %s %s", l1, l2), 0);
+	assert_int_equal(run_sh("ls %s/vm | grep -q tmp", dir), 256);
 	assert_int_equal(bundle_make_layer("/nonexistent/blank.ext4", l1), -ENOENT);
 	remove_tree(dir);
 }
