@@ -11,8 +11,10 @@
 
 static const char usage[] =
         "usage: sandboxd [options]\n"
+        "       sandboxd setup [--state-dir DIR] [--agent FILE] [--force]\n"
         "\n"
-        "Serves API v1 for microVM sandboxes.\n"
+        "Serves API v1 for microVM sandboxes. 'sandboxd setup' first builds the guest bundle\n"
+        "(kernel, initramfs, root disk) in the state directory; 'sandboxd setup --help'.\n"
         "\n"
         "  --state-dir DIR        where state is kept (default /var/lib/sandboxd as root,\n"
         "                         ~/.local/share/sandboxd otherwise)\n"
@@ -39,12 +41,7 @@ static const char usage[] =
         "  --max-connections N    open API connections at most (default 1024)\n"
         "  --log-level LEVEL      error, warning, info (default) or debug\n"
         "  --version              print the version and exit\n"
-        "  -h, --help             print this help and exit\n"
-        "\n"
-        "       sandboxd setup [--state-dir DIR] [--agent FILE] [--force]\n"
-        "\n"
-        "Builds the guest bundle (kernel, initramfs, root disk) in the state directory;\n"
-        "'sandboxd setup --help' says more.\n";
+        "  -h, --help             print this help and exit\n";
 
 enum {
 	OPT_STATE_DIR = 256,
