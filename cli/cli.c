@@ -518,6 +518,32 @@ cli_call(struct cli *cli, const char *method, const char *path, const json_t *bo
 	return 0;
 }
 
+int
+cli_get_list(struct cli *cli, const char *path, const char *key, json_t **ret_answer,
+             json_t **ret_list)
+{
+	json_t *answer = NULL, *list;
+	int r;
+
+	r = cli_call(cli, "GET", path, NULL, &answer);
+	if (r != 0)
+		return r;
+	list = json_object_get(answer, key);
+	if (!json_is_array(list)) {
+		json_decref(answer);
+		output_error("the server's answer has no \"%s\" array", key);
+		return CLI_EXIT_FAILED;
+	}
+	if (cli->json) {
+		r = output_json_line(answer);
+		json_decref(answer);
+		return r < 0 ? CLI_EXIT_FAILED : CLI_EXIT_OK;
+	}
+	*ret_answer = answer;
+	*ret_list = list;
+	return -1;
+}
+
 /* ---- shared by the verbs ---- */
 
 char *

@@ -73,6 +73,12 @@ int cli_client(struct cli *cli, struct client **ret);
 int cli_call(struct cli *cli, const char *method, const char *path, const json_t *body,
              json_t **ret);
 
+/* GETs a list (path already escaped) whose answer holds the array key. With --json prints the
+ * answer as it came. Returns an exit code when that, or a failure, is all there is to do;
+ * else -1 with the answer (caller owns) and the array in it (borrowed) for a table. */
+int cli_get_list(struct cli *cli, const char *path, const char *key, json_t **ret_answer,
+                 json_t **ret_list);
+
 /* Explains a request that got no answer (r from client_request()/client_stream()) or a
  * non-2xx answer; both return the exit code. */
 int cli_fail_transport(struct cli *cli, int r);

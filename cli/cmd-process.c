@@ -535,20 +535,9 @@ cmd_ps(struct cli *cli, int argc, char **argv)
 	path = cli_sandbox_path(argv[optind], "/processes");
 	if (!path)
 		return cli_oom();
-	r = cli_call(cli, "GET", path, NULL, &answer);
-	if (r != 0)
+	r = cli_get_list(cli, path, "processes", &answer, &list);
+	if (r >= 0)
 		return r;
-	list = json_object_get(answer, "processes");
-	if (!json_is_array(list)) {
-		json_decref(answer);
-		output_error("the server's answer has no \"processes\" array");
-		return CLI_EXIT_FAILED;
-	}
-	if (cli->json) {
-		r = output_json_line(answer);
-		json_decref(answer);
-		return r < 0 ? CLI_EXIT_FAILED : CLI_EXIT_OK;
-	}
 	t = table_new(ARRAY_SIZE(headers), headers);
 	if (!t) {
 		json_decref(answer);

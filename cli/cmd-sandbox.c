@@ -89,20 +89,9 @@ cmd_list(struct cli *cli, int argc, char **argv)
 	}
 	if (optind < argc)
 		return cli_usage_error(cli, "takes no arguments (filter with --label KEY=VALUE)");
-	r = cli_call(cli, "GET", path.data, NULL, &answer);
-	if (r != 0)
+	r = cli_get_list(cli, path.data, "sandboxes", &answer, &list);
+	if (r >= 0)
 		return r;
-	list = json_object_get(answer, "sandboxes");
-	if (!json_is_array(list)) {
-		json_decref(answer);
-		output_error("the server's list has no \"sandboxes\" array");
-		return CLI_EXIT_FAILED;
-	}
-	if (cli->json) {
-		r = output_json_line(answer);
-		json_decref(answer);
-		return r < 0 ? CLI_EXIT_FAILED : CLI_EXIT_OK;
-	}
 	t = table_new(ARRAY_SIZE(headers), headers);
 	if (!t) {
 		json_decref(answer);

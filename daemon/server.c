@@ -392,6 +392,17 @@ conn_stream_start(struct conn *c, int status, const char *content_type)
 	return c->state == CONN_CLOSING ? -EPIPE : 0;
 }
 
+/* Sends what a producer just queued. Its drain callback does not run inside: it is the one
+ * writing, and may not be ready to be called again. -EPIPE once the connection is closing. */
+static int
+flush_written(struct conn *c)
+{
+	c->in_write = true;
+	flush(c);
+	c->in_write = false;
+	return c->state == CONN_CLOSING ? -EPIPE : 0;
+}
+
 int
 conn_stream_write(struct conn *c, const void *data, size_t len)
 {
@@ -417,10 +428,7 @@ conn_stream_write(struct conn *c, const void *data, size_t len)
 		conn_close(c);
 		return -EPIPE;
 	}
-	c->in_write = true;
-	flush(c);
-	c->in_write = false;
-	return c->state == CONN_CLOSING ? -EPIPE : 0;
+	return flush_written(c);
 }
 
 void
@@ -493,10 +501,7 @@ conn_raw_write(struct conn *c, const void *bytes, size_t len)
 		conn_close(c);
 		return -EPIPE;
 	}
-	c->in_write = true;
-	flush(c);
-	c->in_write = false;
-	return c->state == CONN_CLOSING ? -EPIPE : 0;
+	return flush_written(c);
 }
 
 void
