@@ -1909,6 +1909,43 @@ make_layer_template(const char *blank, const char *template)
 	return r;
 }
 
+/* Copies the template to a new file dst, in the kernel (copy_file_range: no buffer here, and
+ * a filesystem that can shares the blocks), and syncs it: the layer must be whole on disk
+ * before a VM writes to it. */
+static int
+copy_layer(const char *template, const char *dst)
+{
+	_cleanup_close_ int in = open(template, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	_cleanup_close_ int out = -1;
+	struct stat st;
+
+	if (in < 0 || fstat(in, &st) < 0)
+		return negative_errno();
+	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (out < 0)
+		return negative_errno();
+	for (off_t done = 0; done < st.st_size;) {
+		ssize_t n = copy_file_range(in, NULL, out, NULL, (size_t)(st.st_size - done), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 &&
+		    (errno == EXDEV || errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL)) {
+			/* vm/ and vms/ on different filesystems: through a buffer */
+			char chunk[65536];
+			int w;
+			n = read(in, chunk, sizeof(chunk));
+			if (n > 0 && (w = write_all(out, chunk, (size_t)n)) < 0)
+				return w;
+		}
+		if (n < 0)
+			return negative_errno();
+		if (n == 0)
+			return -EIO; /* the template shrank under us */
+		done += n;
+	}
+	return fsync(out) < 0 ? negative_errno() : 0;
+}
+
 int
 bundle_make_layer(const char *blank, const char *path)
 {
@@ -1933,13 +1970,7 @@ bundle_make_layer(const char *blank, const char *path)
 			return r;
 	}
 	(void)unlink(tmp);
-	r = copy_file(template, tmp, 0600);
-	if (r == 0) {
-		_cleanup_close_ int fd = open(tmp, O_RDONLY | O_CLOEXEC);
-		/* the layer must be whole on disk before a VM writes to it */
-		if (fd < 0 || fsync(fd) < 0)
-			r = negative_errno();
-	}
+	r = copy_layer(template, tmp);
 	if (r == 0 && rename(tmp, path) < 0)
 		r = negative_errno();
 	if (r < 0) {

@@ -427,6 +427,20 @@ open_into(struct launch *l, int slot, const char *path, int flags)
 	return 0;
 }
 
+/* Forks the VMM's process. As root it starts in new PID, mount and network namespaces: QEMU is
+ * process 1 of a PID namespace of its own (it sees no other process, and none can be started
+ * in there that outlives it), its mounts are its own, and its network has nothing in it (a
+ * tap, when there is one, comes as an fd). The raw clone without a new stack returns twice
+ * like fork(); the child then calls only async-signal-safe functions until it executes. */
+static pid_t
+fork_vmm(bool namespaces)
+{
+	if (!namespaces)
+		return fork();
+	return (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | SIGCHLD, NULL,
+	                      NULL, NULL, NULL);
+}
+
 /* The VMM's whole filesystem (root only): a private mount namespace whose root is a small
  * tmpfs holding the host's /usr read-only (QEMU and its libraries), the usrmerge links or
  * read-only binds for /bin /sbin /lib*, a /proc, and /dev with only null, zero, random,
@@ -440,10 +454,8 @@ enter_jail(const char *root, bool kvm, uid_t uid)
 	char path[64], target[256];
 	struct stat st;
 
-	/* its own mount namespace, and an empty network one: QEMU reaches no network (a tap,
-	 * when there is one, comes as an fd) */
-	if (unshare(CLONE_NEWNS | CLONE_NEWNET) < 0 ||
-	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	/* in the namespaces fork_vmm made: nothing mounted here reaches the host's */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m") < 0 ||
 	    chdir(root) < 0)
 		return -1;
@@ -472,7 +484,7 @@ enter_jail(const char *root, bool kvm, uid_t uid)
 				return -1;
 		}
 	}
-	/* hidepid: the VMM sees its own processes only, not the host's */
+	/* the PID namespace's /proc (QEMU alone), hidepid besides */
 	if (mkdir("proc", 0555) < 0 ||
 	    mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2") < 0)
 		return -1;
@@ -685,7 +697,7 @@ spawn_qemu(struct vm *vm, bool fresh_layer)
 	arg(&l, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
 	l.argv[l.argc] = NULL;
 
-	pid = fork();
+	pid = fork_vmm(q->root);
 	if (pid < 0) {
 		r = negative_errno();
 		goto out;

@@ -300,6 +300,7 @@ test_killed_vmm_fails_and_leaves_nothing(void **state)
 {
 	json_t *sb = create("{}"), *after;
 	char id[32], cmd[160], vms[400], path[128], status[64], line[256];
+	int ns_pid = 0;
 	FILE *f;
 	pid_t qemu = 0;
 
@@ -321,7 +322,12 @@ test_killed_vmm_fails_and_leaves_nothing(void **state)
 			assert_int_equal(atoi(line + 8), 2); /* -sandbox on: filter mode */
 		if (strncmp(line, "NoNewPrivs:", 11) == 0)
 			assert_int_equal(atoi(line + 11), 1);
+		if (sscanf(line, "NSpid: %u %u", &a, &b) == 2)
+			ns_pid = (int)b; /* its pid in the namespace it runs in */
 	}
+	/* as root: process 1 of a PID namespace of its own (no other process is there) */
+	if (geteuid() == 0)
+		assert_int_equal(ns_pid, 1);
 	fclose(f);
 	if (geteuid() == 0) {
 		/* its filesystem is a jail: /usr and a few devices, nothing of the host's state */
