@@ -1,4 +1,5 @@
 /* cgroup.c: see cgroup.h. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include "cgroup.h"
@@ -128,6 +129,18 @@ cgroup_create(const char *name, uint64_t memory_bytes, unsigned cpus, unsigned m
 		return -EOPNOTSUPP;
 	for (int i = 0; i < (v2 ? 1 : V1_CONTROLLERS); i++) {
 		group_dir(i, name, dir, sizeof(dir));
+		/* the groups between ours and the parent ("<range>/" of "<range>/<id>") */
+		for (char *slash = strchr(dir + strlen(base[i]) + 1, '/'); slash;
+		     slash = strchr(slash + 1, '/')) {
+			*slash = '\0';
+			if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+				return negative_errno();
+			/* cgroup v2: a group's children get only the controllers it enables */
+			if (v2)
+				(void)write_str(dir, "cgroup.subtree_control",
+				                "+memory +cpu +pids");
+			*slash = '/';
+		}
 		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 			return negative_errno();
 	}
@@ -182,4 +195,32 @@ cgroup_remove(const char *name)
 		group_dir(i, name, dir, sizeof(dir));
 		(void)rmdir(dir);
 	}
+}
+
+int
+cgroup_sweep(const char *parent)
+{
+	char dir[1100], path[1400];
+	int n = 0;
+
+	if (!usable)
+		return 0;
+	for (int i = 0; i < (v2 ? 1 : V1_CONTROLLERS); i++) {
+		DIR *d;
+		struct dirent *de;
+		group_dir(i, parent, dir, sizeof(dir));
+		d = opendir(dir);
+		if (!d)
+			continue;
+		while ((de = readdir(d))) {
+			if (de->d_type != DT_DIR || de->d_name[0] == '.')
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+			/* a group with processes in it refuses (EBUSY): it stays */
+			if (rmdir(path) == 0 && i == 0)
+				n++;
+		}
+		closedir(d);
+	}
+	return n;
 }

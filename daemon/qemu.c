@@ -112,7 +112,8 @@ vm_path(const struct vm *vm, const char *file)
 	return strdup_printf("%s/%s", vm->dir, file);
 }
 
-/* /proc/<pid>/stat field 22: when the process started, in clock ticks since boot. */
+/* /proc/<pid>/stat field 22: when the process started, in clock ticks since boot. -ESRCH
+ * for a process that is gone, a zombie included (it ended; nobody reaped it yet). */
 static int
 process_start_time(pid_t pid, uint64_t *ret)
 {
@@ -126,8 +127,10 @@ process_start_time(pid_t pid, uint64_t *ret)
 	if (read_file_max(path, 4096, &text, NULL) < 0)
 		return -ESRCH;
 	p = strrchr(text, ')'); /* comm may hold spaces */
-	if (!p)
+	if (!p || !p[1] || !p[2])
 		return -EIO;
+	if (p[2] == 'Z' || p[2] == 'X') /* field 3, the state: ended */
+		return -ESRCH;
 	for (p += 2; *p && field < 22; p++)
 		if (*p == ' ')
 			field++;
@@ -217,7 +220,8 @@ vm_get(struct qemu *q, struct sandbox *sb)
 	vm->pidsrc.fd = -1;
 	vm->slot = -1;
 	vm->dir = strdup_printf("%s/%s", q->vms_dir, sb->id);
-	snprintf(vm->cgroup, sizeof(vm->cgroup), "%s", sb->id);
+	/* under this sandboxd's own parent group (its uid range's): see qemu_backend_create */
+	snprintf(vm->cgroup, sizeof(vm->cgroup), "%u/%s", (unsigned)q->uid_base, sb->id);
 	if (vm->dir)
 		snprintf(vm->jail, sizeof(vm->jail), "%s/root", vm->dir);
 	if (!vm->dir || loop_timer_init(q->d->loop, &vm->timer, NULL, vm) < 0) {
@@ -1491,6 +1495,17 @@ qemu_backend_create(struct sandboxd *d, struct backend **ret)
 	q->cgroups = cgroup_available(&why);
 	if (!q->cgroups)
 		log_warning("backend qemu: VMMs run without cgroup limits: %s", why);
+	if (q->cgroups) {
+		/* the groups of this sandboxd's VMMs sit under one parent named for its uid range,
+		 * which no other sandboxd uses: the empty ones there belong to VMMs that ended
+		 * while no sandboxd was there to remove them */
+		char parent[16];
+		int n;
+		snprintf(parent, sizeof(parent), "%u", (unsigned)q->uid_base);
+		n = cgroup_sweep(parent);
+		if (n > 0)
+			log_info("backend qemu: removed %d cgroup(s) of VMMs that are gone", n);
+	}
 	*ret = &q->b;
 	return 0;
 fail:

@@ -3,7 +3,8 @@
 # directory, sockets, VM disks), and sandboxd marks each VMM's environment with
 # SANDBOXD_STATE_DIR=<that state directory>. So, once the VM tests are done:
 #   - no process may carry that marker or work inside DIR (a VMM or a daemon left running),
-#   - no test directory may be left under DIR (sockets, layers, logs: each test removes its own).
+#   - no test directory may be left under DIR (sockets, layers, logs: each test removes its own),
+#   - no cgroup of a VMM may be left in the uid ranges those daemons claimed.
 # Usage: leftovers.sh begin|end DIR. "begin" clears what an interrupted earlier run left and
 # succeeds; "end" reports and clears, and fails when it found anything. With HARNESS_KEEP
 # set (the tests keep their directories for a post-mortem) only processes count.
@@ -27,6 +28,24 @@ for p in /proc/[0-9]*; do
 		kill -9 "$pid" 2>/dev/null
 		found=1
 	fi
+done
+
+# The uid ranges the tests' daemons claimed (/run/sandboxd-vmm-uids/FIRST-UID names the state
+# directory): their VMMs' cgroups are sandboxd/FIRST-UID/sbx_* and must all be gone. The
+# claims themselves are let go.
+for claim in /run/sandboxd-vmm-uids/[0-9]*; do
+	[ -f "$claim" ] || continue
+	case "$(cat "$claim")" in
+	"$dir"/*) ;;
+	*) continue ;;
+	esac
+	base=${claim##*/}
+	for g in $(find /sys/fs/cgroup -maxdepth 7 -type d -path "*/sandboxd/$base/sbx_*" 2>/dev/null); do
+		echo "leftovers: cgroup $g was left behind"
+		rmdir "$g" 2>/dev/null
+		found=1
+	done
+	rm -f "$claim"
 done
 
 if [ -d "$dir" ] && [ -n "${HARNESS_KEEP:-}" ]; then

@@ -215,6 +215,31 @@ dir_empty(const char *path)
 	return n == 0;
 }
 
+/* As root with cgroups: makes (make) or looks for (!make) an empty group "sbx_gone" beside
+ * this sandboxd's VMMs' groups, as a VMM that ended while no sandboxd ran would leave. Returns
+ * whether one exists. */
+static bool
+plant_gone_vmm_cgroup(bool make)
+{
+	char cmd[700];
+	int rc;
+
+	if (geteuid() != 0 || harness_file_contains(p.log, "without cgroup limits"))
+		return false;
+	/* the parent is named for the uid range this sandboxd claimed */
+	snprintf(cmd, sizeof(cmd),
+	         "base=$(grep -lx '%s' /run/sandboxd-vmm-uids/[0-9]* | head -1); "
+	         "[ -n \"$base\" ] || exit 2; base=${base##*/}; n=0; "
+	         "for d in $(find /sys/fs/cgroup -maxdepth 7 -type d -path \"*/sandboxd/$base\"); "
+	         "do "
+	         "  %s; done; [ $n -gt 0 ]",
+	         p.state,
+	         make ? "mkdir \"$d/sbx_gone\" && n=$((n+1))"
+	              : "[ -d \"$d/sbx_gone\" ] && n=$((n+1))");
+	rc = system(cmd);
+	return rc == 0;
+}
+
 static void
 test_kept_process_outlives_client_and_daemon(void **state)
 {
@@ -232,6 +257,7 @@ test_kept_process_outlives_client_and_daemon(void **state)
 	/* sandboxd dies (kill -9) while nobody watches; the VM and its job go on */
 	assert_int_equal(harness_stop(&p, SIGKILL), 128 + SIGKILL);
 	assert_true(qemu_running_for(id));
+	plant_gone_vmm_cgroup(true);
 	sleep(1);
 	/* the next sandboxd does not wait for guests to power off (QMP quit at once) */
 	assert_int_equal(harness_restart(&p, harness_binary("SANDBOXD"),
@@ -240,6 +266,12 @@ test_kept_process_outlives_client_and_daemon(void **state)
 	                                 NULL),
 	                 0);
 	assert_true(harness_file_contains(p.log, "1 sandbox(es) taken back"));
+	/* the group a VMM that ended while no sandboxd was there left behind is removed */
+	if (plant_gone_vmm_cgroup(false)) {
+		assert_true(
+		        harness_file_contains(p.log, "removed 1 cgroup(s) of VMMs that are gone"));
+		assert_false(plant_gone_vmm_cgroup(false));
+	}
 	again = harness_json(p.sock, "GET", "/v1/sandboxes/long-job", NULL, 200);
 	assert_string_equal(harness_str(again, "state"), "running");
 	json_decref(again);
