@@ -9,6 +9,7 @@ build-essential pkgconf cmake ninja-build git ca-certificates curl openssl procp
 libssl-dev libjansson-dev libsqlite3-dev libcurl4-openssl-dev libhttp-parser-dev
 libwslay-dev libcmocka-dev musl-tools
 qemu-system-x86 qemu-utils e2fsprogs lz4 xz-utils
+python3
 clang-14 libclang-rt-14-dev clang-format
 "
 
