@@ -17,6 +17,7 @@
 
 #define CONNECT_TIMEOUT_SECS 30L
 #define STALL_DEFAULT_SECS 60u
+#define DOCUMENT_TIMEOUT_SECS 300L
 #define REDIRECTS_MAX 5
 #define TOKEN_BODY_MAX (64u << 10)
 #define TOKEN_MAX (16u << 10)
@@ -44,6 +45,8 @@ struct oci_source {
 	char *ca_file;
 	char *auth_header; /* "Authorization: Bearer ..." once a token was fetched */
 	CURL *curl;
+
+	char *where; /* "registry HOST" or "image layout 'DIR'", to begin messages */
 
 	/* a layout */
 	char *dir;
@@ -173,6 +176,34 @@ struct response {
 	struct buf error_body; /* the body of a response that is not 200 */
 	struct sink *sink;     /* where a 200's body goes */
 };
+
+/* HTTP/2 has no reason phrases; messages still say "403 Forbidden". */
+static const struct {
+	long status;
+	const char *reason;
+} reasons[] = {
+	{ 400, "Bad Request" },
+	{ 401, "Unauthorized" },
+	{ 403, "Forbidden" },
+	{ 404, "Not Found" },
+	{ 405, "Method Not Allowed" },
+	{ 429, "Too Many Requests" },
+	{ 500, "Internal Server Error" },
+	{ 502, "Bad Gateway" },
+	{ 503, "Service Unavailable" },
+	{ 504, "Gateway Timeout" },
+};
+
+static const char *
+reason_of(const struct response *resp)
+{
+	if (resp->reason[0])
+		return resp->reason;
+	for (size_t i = 0; i < ARRAY_SIZE(reasons); i++)
+		if (reasons[i].status == resp->status)
+			return reasons[i].reason;
+	return "";
+}
 
 static void
 response_done(struct response *resp)
@@ -419,6 +450,10 @@ http_get(struct oci_source *s, const char *url, const char *accept, bool auth,
 		(void)curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, errbuf);
 		if (s->ca_file)
 			(void)curl_easy_setopt(s->curl, CURLOPT_CAINFO, s->ca_file);
+		/* a small document trickled a byte at a time would pass the stall check for
+		 * weeks; a blob may take long, but it is sized and streamed */
+		if (!resp->sink || resp->sink->mem)
+			(void)curl_easy_setopt(s->curl, CURLOPT_TIMEOUT, DOCUMENT_TIMEOUT_SECS);
 		c = curl_easy_perform(s->curl);
 		curl_slist_free_all(headers);
 		if (c == CURLE_WRITE_ERROR && resp->sink && resp->sink->error)
@@ -479,8 +514,8 @@ registry_reason(const struct response *resp)
 	else if (c || message)
 		text = strdup(c ? c : message);
 	else
-		text = strdup_printf("%ld%s%s", resp->status, resp->reason[0] ? " " : "",
-		                     resp->reason);
+		text = strdup_printf("%ld%s%s", resp->status, *reason_of(resp) ? " " : "",
+		                     reason_of(resp));
 	if (!text)
 		return NULL;
 	if (strlen(text) > REASON_SHOWN)
@@ -554,9 +589,9 @@ fetch_token(struct oci_source *s, const char *challenge, char **ret_error)
 	r = oci_challenge_parse(challenge, &ch, &err);
 	if (r == -EOPNOTSUPP)
 		return fail(ret_error, -EACCES,
-		            "registry %s asks for a username and password (%s); sandboxd pulls "
-		            "anonymously, so only public images can be used",
-		            s->ref.registry, err ? err : "not a Bearer challenge");
+		            "registry %s asks for a username and password (%.*s authentication); "
+		            "sandboxd pulls anonymously, so only public images can be used",
+		            s->ref.registry, (int)MIN(strcspn(challenge, " \t"), 20u), challenge);
 	if (r < 0)
 		return fail(ret_error, r == -ENOMEM ? r : -EPROTO, "registry %s: %s",
 		            s->ref.registry, err ? err : "bad WWW-Authenticate challenge");
@@ -596,8 +631,8 @@ fetch_token(struct oci_source *s, const char *challenge, char **ret_error)
 		bool generic = reason && reason[0] >= '0' && reason[0] <= '9';
 		r = fail(ret_error, resp.status == 401 || resp.status == 403 ? -EACCES : -EPROTO,
 		         "registry %s: token request: %ld %s%s%s", s->ref.registry, resp.status,
-		         resp.reason[0] ? resp.reason : "refused", reason && !generic ? ": " : "",
-		         reason && !generic ? reason : "");
+		         *reason_of(&resp) ? reason_of(&resp) : "refused",
+		         reason && !generic ? ": " : "", reason && !generic ? reason : "");
 	}
 	response_done(&resp);
 	if (r < 0)
@@ -671,6 +706,7 @@ oci_source_free(struct oci_source *s)
 	free(s->auth_header);
 	if (s->curl)
 		curl_easy_cleanup(s->curl);
+	free(s->where);
 	free(s->dir);
 	free(s->tag);
 	free(s);
@@ -739,8 +775,9 @@ oci_source_registry(const struct oci_ref *ref, const struct registry_opts *o,
 	if (!s->origin)
 		return fail(ret_error, -EINVAL, "registry '%s' does not make a valid URL",
 		            ref->registry);
+	s->where = strdup_printf("registry %s", ref->registry);
 	s->curl = curl_easy_init();
-	if (!s->curl)
+	if (!s->curl || !s->where)
 		return -ENOMEM;
 	*ret = TAKE_PTR(s);
 	return 0;
@@ -784,7 +821,8 @@ oci_source_layout(const char *dir, const char *tag, struct oci_source **ret, cha
 	s->tag = tag ? strdup(tag) : NULL;
 	/* messages name the layout where a registry's would name the registry */
 	s->ref.registry = strdup(dir);
-	if (!s->dir || (tag && !s->tag) || !s->ref.registry)
+	s->where = strdup_printf("image layout '%s'", dir);
+	if (!s->dir || (tag && !s->tag) || !s->ref.registry || !s->where)
 		return -ENOMEM;
 	r = read_layout_file(s, "oci-layout", 4096, &text, &len, ret_error);
 	if (r < 0)
@@ -844,14 +882,13 @@ verify(const struct oci_source *s, const struct oci_descriptor *d, struct sink *
 
 	if (k->got != d->size)
 		return fail(ret_error, -EPROTO,
-		            "%s %s: %" PRIu64 " bytes arrived, its descriptor says %" PRIu64, what,
-		            short_digest(d->digest, sd), k->got, d->size);
+		            "%s: %s %s: %" PRIu64 " bytes arrived, its descriptor says %" PRIu64,
+		            s->where, what, short_digest(d->digest, sd), k->got, d->size);
 	if (sink_digest(k, got) < 0)
 		return -EIO;
 	if (!streq(got, d->digest))
-		return fail(ret_error, -EPROTO, "%s %s: the bytes have digest %s (corrupted)", what,
-		            short_digest(d->digest, sd), got);
-	(void)s;
+		return fail(ret_error, -EPROTO, "%s: %s %s: the bytes have digest %s (corrupted)",
+		            s->where, what, short_digest(d->digest, sd), got);
 	return 0;
 }
 
@@ -867,9 +904,9 @@ fetch_small(struct oci_source *s, const struct oci_descriptor *d, bool manifest,
 	int r;
 
 	if (!oci_digest_valid(d->digest))
-		return fail(ret_error, -EPROTO, "%s: bad digest", what);
+		return fail(ret_error, -EPROTO, "%s: %s: bad digest", s->where, what);
 	if (d->size > OCI_MANIFEST_MAX)
-		return fail(ret_error, -EPROTO, "%s %s is larger than %u bytes", what,
+		return fail(ret_error, -EPROTO, "%s: %s %s is larger than %u bytes", s->where, what,
 		            short_digest(d->digest, sd), OCI_MANIFEST_MAX);
 	r = sink_init(&k, d->size, ret, -1);
 	if (r >= 0 && s->is_layout) {
@@ -883,8 +920,8 @@ fetch_small(struct oci_source *s, const struct oci_descriptor *d, bool manifest,
 	}
 	if (r == -EFBIG)
 		r = fail(ret_error, -EPROTO,
-		         "%s %s is larger than the %" PRIu64 " bytes its descriptor says", what,
-		         short_digest(d->digest, sd), d->size);
+		         "%s: %s %s is larger than the %" PRIu64 " bytes its descriptor says",
+		         s->where, what, short_digest(d->digest, sd), d->size);
 	if (r >= 0)
 		r = verify(s, d, &k, what, ret_error);
 	if (r >= 0 && ret_content_type) {
@@ -1034,15 +1071,13 @@ oci_source_resolve(struct oci_source *s, struct oci_image *ret, char **ret_error
 
 	r = oci_document_kind(buf_head(&doc), buf_avail(&doc), content_type, &kind, &err);
 	if (r < 0)
-		return fail(ret_error, r == -ENOMEM ? r : -EPROTO, "%s %s: %s",
-		            s->is_layout ? "image layout" : "registry", s->ref.registry, err);
+		return fail(ret_error, r == -ENOMEM ? r : -EPROTO, "%s: %s", s->where, err);
 	if (kind == OCI_KIND_INDEX) {
 		oci_descriptor_done(&d);
 		r = oci_index_pick(buf_head(&doc), buf_avail(&doc), &d, &err);
 		if (r < 0)
-			return fail(ret_error, r == -ENOENT || r == -ENOMEM ? r : -EPROTO,
-			            "%s %s: %s", s->is_layout ? "image layout" : "registry",
-			            s->ref.registry, err);
+			return fail(ret_error, r == -ENOENT || r == -ENOMEM ? r : -EPROTO, "%s: %s",
+			            s->where, err);
 		buf_reset(&doc);
 		/* the picked manifest must hash to what the index says (fetch_small checks) */
 		r = fetch_small(s, &d, true, &doc, NULL, ret_error);
@@ -1055,9 +1090,7 @@ oci_source_resolve(struct oci_source *s, struct oci_image *ret, char **ret_error
 		if (r >= 0 && kind != OCI_KIND_MANIFEST)
 			r = fail(&err, -EINVAL, "an index's linux/amd64 entry is another index");
 		if (r < 0)
-			return fail(ret_error, r == -ENOMEM ? r : -EPROTO, "%s %s: %s",
-			            s->is_layout ? "image layout" : "registry", s->ref.registry,
-			            err);
+			return fail(ret_error, r == -ENOMEM ? r : -EPROTO, "%s: %s", s->where, err);
 	} else {
 		digest = strdup(first);
 	}
@@ -1066,15 +1099,13 @@ oci_source_resolve(struct oci_source *s, struct oci_image *ret, char **ret_error
 
 	r = oci_manifest_parse(buf_head(&doc), buf_avail(&doc), &m, &err);
 	if (r < 0)
-		return fail(ret_error, r == -ENOMEM ? r : -EPROTO, "%s %s: %s",
-		            s->is_layout ? "image layout" : "registry", s->ref.registry, err);
+		return fail(ret_error, r == -ENOMEM ? r : -EPROTO, "%s: %s", s->where, err);
 	r = fetch_small(s, &m.config, false, &config, NULL, ret_error);
 	if (r < 0)
 		return r;
 	r = oci_config_parse(buf_head(&config), buf_avail(&config), &env, &err);
 	if (r < 0)
-		return fail(ret_error, r == -ENOMEM ? r : -EPROTO, "%s %s: %s",
-		            s->is_layout ? "image layout" : "registry", s->ref.registry, err);
+		return fail(ret_error, r == -ENOMEM ? r : -EPROTO, "%s: %s", s->where, err);
 	*ret = (struct oci_image){ .digest = TAKE_PTR(digest), .manifest = m, .env = env };
 	m = (struct oci_manifest){};
 	return 0;
@@ -1126,8 +1157,8 @@ oci_source_fetch_blob(struct oci_source *s, const struct oci_descriptor *d, cons
 		r = registry_get(s, path, NULL, &k, &resp, what, ret_error);
 	if (r == -EFBIG)
 		r = fail(ret_error, -EPROTO,
-		         "%s is larger than the %" PRIu64 " bytes its descriptor says", what,
-		         d->size);
+		         "%s: %s is larger than the %" PRIu64 " bytes its descriptor says",
+		         s->where, what, d->size);
 	else if (r < 0 && k.error == r)
 		r = fail(ret_error, r, "cannot write '%s': %s", partial, strerror(-r));
 	if (r >= 0)
