@@ -8,7 +8,8 @@
 #include "util.h"
 
 #define REF_MAX 4096       /* a whole reference */
-#define NAME_MAX_BYTES 255 /* registry/repository together, as the distribution spec bounds it */
+#define NAME_MAX_BYTES 255 /* a repository, and a registry, as the distribution spec bounds names  \
+	                    */
 #define TAG_MAX 128
 #define CHALLENGE_MAX 4096
 #define PLATFORMS_SHOWN 16
@@ -221,9 +222,6 @@ oci_ref_parse(const char *s, struct oci_ref *ret, char **ret_error)
 	}
 	if (!*name)
 		return fail(ret_error, -EINVAL, "image reference '%s' has no name", s);
-	if (strlen(name) > NAME_MAX_BYTES)
-		return fail(ret_error, -EINVAL, "image reference '%s': name longer than %u bytes",
-		            s, NAME_MAX_BYTES);
 
 	slash = strchr(name, '/');
 	remote = name;
@@ -279,6 +277,10 @@ oci_ref_parse(const char *s, struct oci_ref *ret, char **ret_error)
 		repository = strdup(remote);
 	if (!repository)
 		return -ENOMEM;
+	/* bounded after normalisation, so a name reads back the same when written in full */
+	if (strlen(registry) > NAME_MAX_BYTES || strlen(repository) > NAME_MAX_BYTES)
+		return fail(ret_error, -EINVAL, "image reference '%s': name longer than %u bytes",
+		            s, NAME_MAX_BYTES);
 	if (!tag && !digest) {
 		tag = strdup("latest");
 		if (!tag)

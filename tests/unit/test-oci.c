@@ -145,6 +145,22 @@ test_ref_messages(void **state _unused_)
 	assert_int_equal(oci_ref_parse("python@sha256:12", &r, &err), -EINVAL);
 	assert_non_null(strstr(err, "digest"));
 	free(err);
+
+	/* names are bounded after normalisation: 250 bytes is fine under a registry, but on
+	 * Docker Hub it becomes library/ and 258 bytes */
+	{
+		char name[300];
+		memset(name, 'a', 250);
+		name[250] = '\0';
+		_cleanup_free_ char *hub = strdup(name);
+		_cleanup_free_ char *local = strdup_printf("127.0.0.1:5000/%s", name);
+		err = NULL;
+		assert_int_equal(oci_ref_parse(local, &r, &err), 0);
+		oci_ref_done(&r);
+		assert_int_equal(oci_ref_parse(hub, &r, &err), -EINVAL);
+		assert_non_null(strstr(err, "longer than"));
+		free(err);
+	}
 }
 
 /* ---- documents ---- */
