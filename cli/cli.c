@@ -332,6 +332,22 @@ cli_client(struct cli *cli, struct client **ret)
 	return 0;
 }
 
+int
+cli_client_another(struct cli *cli, struct client **ret)
+{
+	struct client *c;
+	int r = cli_client(cli, &c);
+
+	if (r != 0)
+		return r;
+	r = client_dup(c, ret);
+	if (r < 0) {
+		output_error("cannot set up the HTTP client: %s", strerror(-r));
+		return CLI_EXIT_FAILED;
+	}
+	return 0;
+}
+
 /* ---- failures ---- */
 
 static bool
@@ -347,22 +363,27 @@ curl_is_tls(CURLcode e)
 int
 cli_fail_transport(struct cli *cli, int r)
 {
+	return cli_fail_transport_on(cli->client, r);
+}
+
+int
+cli_fail_transport_on(struct client *c, int r)
+{
 	const struct client_failure *f;
 	const char *ep, *hint = NULL;
 	char reason[CURL_ERROR_SIZE + 64];
 
 	if (r == -ENOBUFS) {
 		output_error("the answer from %s is larger than %u MiB; not reading it",
-		             client_endpoint(cli->client), CLIENT_BODY_MAX >> 20);
+		             client_endpoint(c), CLIENT_BODY_MAX >> 20);
 		return CLI_EXIT_FAILED;
 	}
 	if (r != -EIO) {
-		output_error("the request to %s failed: %s", client_endpoint(cli->client),
-		             strerror(-r));
+		output_error("the request to %s failed: %s", client_endpoint(c), strerror(-r));
 		return CLI_EXIT_FAILED;
 	}
-	f = client_failure(cli->client);
-	ep = client_endpoint(cli->client);
+	f = client_failure(c);
+	ep = client_endpoint(c);
 	if (f->answered) {
 		output_error("the connection to %s broke: %s", ep, f->detail);
 		return CLI_EXIT_UNREACHABLE;
@@ -370,10 +391,10 @@ cli_fail_transport(struct cli *cli, int r)
 	snprintf(reason, sizeof(reason), "%s", f->detail);
 	if (f->code == CURLE_COULDNT_CONNECT && f->os_errno) {
 		snprintf(reason, sizeof(reason), "%s", strerror(f->os_errno));
-		if (client_kind(cli->client) == ENDPOINT_UNIX && f->os_errno == EACCES)
+		if (client_kind(c) == ENDPOINT_UNIX && f->os_errno == EACCES)
 			hint = "the socket belongs to another user (run as that user, or use a TCP "
 			       "endpoint with a token)";
-		else if (client_kind(cli->client) == ENDPOINT_UNIX)
+		else if (client_kind(c) == ENDPOINT_UNIX)
 			hint = "is sandboxd running? (start it, or pick a context: sandbox-cli "
 			       "context ls)";
 		else
@@ -398,7 +419,7 @@ cli_fail_transport(struct cli *cli, int r)
 		snprintf(reason, sizeof(reason),
 		         "the server closed the connection without "
 		         "answering");
-		hint = client_kind(cli->client) == ENDPOINT_HTTP
+		hint = client_kind(c) == ENDPOINT_HTTP
 		               ? "if it serves TLS, write the endpoint as https://"
 		               : NULL;
 	}

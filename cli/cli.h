@@ -66,6 +66,10 @@ void cli_verb_help(const struct verb *v, FILE *f);
 /* The connection to the endpoint that the flags, the environment and the contexts choose;
  * made on first use. 0, or an exit code after saying what is wrong. */
 int cli_client(struct cli *cli, struct client **ret);
+/* A second connection to the same endpoint with the same credentials, for requests made while
+ * the first one streams (image pull). 0, or an exit code after saying what is wrong. The
+ * caller frees it (before cli_done()). */
+int cli_client_another(struct cli *cli, struct client **ret);
 
 /* Sends a request (path already escaped) and checks the answer: 0 with the parsed 2xx body in
  * *ret (NULL when it was empty; caller owns; ret may be NULL), or an exit code after saying
@@ -82,6 +86,8 @@ int cli_get_list(struct cli *cli, const char *path, const char *key, json_t **re
 /* Explains a request that got no answer (r from client_request()/client_stream()) or a
  * non-2xx answer; both return the exit code. */
 int cli_fail_transport(struct cli *cli, int r);
+/* Likewise for a request made on another client than cli's (cli_client_another()). */
+int cli_fail_transport_on(struct client *c, int r);
 int cli_fail_status(struct cli *cli, const struct client_response *resp);
 
 /* Helpers for the verbs' requests and options. */
@@ -112,3 +118,4 @@ int cmd_attach(struct cli *cli, int argc, char **argv);
 int cmd_shell(struct cli *cli, int argc, char **argv);
 int cmd_ps(struct cli *cli, int argc, char **argv);
 int cmd_cp(struct cli *cli, int argc, char **argv);
+int cmd_image(struct cli *cli, int argc, char **argv);

@@ -163,6 +163,20 @@ client_new(const char *endpoint, const char *token, const char *ca, struct clien
 	return 0;
 }
 
+int
+client_dup(const struct client *c, struct client **ret)
+{
+	_cleanup_(client_freep) struct client *n = NULL;
+	/* the token is kept only inside the header line */
+	const char *token = c->auth ? c->auth + strlen("Authorization: Bearer ") : NULL;
+	int r = client_new(c->endpoint, token, c->ca, &n);
+
+	if (r < 0)
+		return r;
+	*ret = TAKE_PTR(n);
+	return 0;
+}
+
 struct client *
 client_free(struct client *c)
 {

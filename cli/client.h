@@ -40,6 +40,9 @@ struct client_failure {
 /* endpoint must have passed client_parse_endpoint(); token and ca may be NULL. The strings
  * are copied. 0, -EINVAL or -ENOMEM. */
 int client_new(const char *endpoint, const char *token, const char *ca, struct client **ret);
+/* A second client to c's endpoint with c's token and CA: its own connection, for a request
+ * made while c streams. 0 or -ENOMEM. */
+int client_dup(const struct client *c, struct client **ret);
 /* NULL-safe; returns NULL. */
 struct client *client_free(struct client *c);
 DEFINE_FREEP(struct client, client_free)

@@ -164,6 +164,15 @@ static const struct verb verbs[] = {
 	          "directories in the sandbox are created. A destination that is a directory\n"
 	          "(or ends with /) gets the file under its own name.\n",
 	  .run = cmd_cp },
+	{ .name = "image",
+	  .usage = "image pull|ls|rm ...",
+	  .summary = "Manage the server's images: install with progress, list, remove.",
+	  .help = "  image pull [--no-wait] IMAGE\n"
+	          "  image ls\n"
+	          "  image rm IMAGE...\n"
+	          "\n"
+	          "See 'sandbox-cli image pull --help' and so on.\n",
+	  .run = cmd_image },
 	{ .name = "version",
 	  .usage = "version",
 	  .summary = "Print sandbox-cli's version ('doctor' shows the server's).",
@@ -219,7 +228,8 @@ usage(FILE *f)
 	        "\n"
 	        "Exit codes:\n"
 	        "  0  success\n"
-	        "  1  the server or the operation failed (5xx; a sandbox that ended up failed)\n"
+	        "  1  the server or the operation failed (5xx; a sandbox that ended up failed,\n"
+	        "     an image that could not be installed)\n"
 	        "  2  usage error, bad local config, or 400 invalid_request\n"
 	        "  3  cannot reach the endpoint (refused, DNS, TLS), or the connection broke\n"
 	        "  4  not allowed: 401 unauthorized, 403 refused or forbidden_origin\n"

@@ -30,6 +30,26 @@ output_mib(uint64_t mib, char out[static 24])
 		snprintf(out, 24, "%lluM", (unsigned long long)mib);
 }
 
+void
+output_bytes(uint64_t bytes, char out[static 24])
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)bytes;
+	size_t u = 0;
+
+	if (bytes < 1024) {
+		snprintf(out, 24, "%llu B", (unsigned long long)bytes);
+		return;
+	}
+	v /= 1024;
+	/* 1023.96 KiB would print as "1024.0 KiB": step up before rounding does */
+	while (v >= 1023.95 && u + 1 < ARRAY_SIZE(units)) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(out, 24, "%.1f %s", v, units[u]);
+}
+
 int
 output_parse_time(const char *s, int64_t *ret)
 {

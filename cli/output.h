@@ -10,6 +10,8 @@
 void output_age(int64_t seconds, char out[static 24]);
 /* "512M", or "2G" when the size is a whole number of GiB. */
 void output_mib(uint64_t mib, char out[static 24]);
+/* "512 B", "4.0 KiB", "12.3 MiB", "1.2 GiB": a byte count for a person (binary units). */
+void output_bytes(uint64_t bytes, char out[static 24]);
 /* Parses the server's "2026-11-29T20:18:20Z" into Unix seconds; -EINVAL. */
 int output_parse_time(const char *s, int64_t *ret);
 
