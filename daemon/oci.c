@@ -7,9 +7,9 @@
 #include "oci.h"
 #include "util.h"
 
-#define REF_MAX 4096       /* a whole reference */
-#define NAME_MAX_BYTES 255 /* a repository, and a registry, as the distribution spec bounds names  \
-	                    */
+#define REF_MAX 4096 /* a whole reference */
+/* a repository, and a registry, as the distribution spec bounds names */
+#define NAME_MAX_BYTES 255
 #define TAG_MAX 128
 #define CHALLENGE_MAX 4096
 #define PLATFORMS_SHOWN 16
