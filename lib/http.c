@@ -593,6 +593,12 @@ http_segment_decode(const char *seg, size_t n, char *out, size_t size)
 	return pct_decode(seg, n, false, false, out, size);
 }
 
+int
+http_segment_decode_name(const char *seg, size_t n, char *out, size_t size)
+{
+	return pct_decode(seg, n, false, true, out, size);
+}
+
 static const struct {
 	int status;
 	const char *text;

@@ -106,6 +106,9 @@ int http_query_next(const char *query, size_t *pos, char *key, size_t key_size, 
                     size_t value_size);
 /* Percent-decodes one path segment of n bytes into out (size bytes); refuses NUL and '/'. */
 int http_segment_decode(const char *seg, size_t n, char *out, size_t size);
+/* The same for a segment that carries a name with slashes in it, encoded as %2F (an image
+ * reference such as 127.0.0.1:5000/team/tool:1): refuses NUL only. */
+int http_segment_decode_name(const char *seg, size_t n, char *out, size_t size);
 
 const char *http_status_text(int status);
 /* Appends "HTTP/1.1 <status> <text>\r\n". */

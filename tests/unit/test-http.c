@@ -519,6 +519,11 @@ test_segment_decode(void **state)
 	assert_int_equal(http_segment_decode("abcd", 4, out, 4), -E2BIG);
 	assert_int_equal(http_segment_decode("abc", 3, out, 4), 0);
 	assert_string_equal(out, "abc");
+	/* an image reference in one segment: its slashes come encoded */
+	assert_int_equal(http_segment_decode("a%2Fb", 5, out, sizeof(out)), -EINVAL);
+	assert_int_equal(http_segment_decode_name("h%3A5000%2Fa%2Fb%3A1", 20, out, sizeof(out)), 0);
+	assert_string_equal(out, "h:5000/a/b:1");
+	assert_int_equal(http_segment_decode_name("a%00b", 5, out, sizeof(out)), -EINVAL);
 }
 
 static void
