@@ -34,6 +34,9 @@ void api_sandbox_stop(struct api_call *call);
 void api_sandbox_start(struct api_call *call);
 void api_sandbox_events(struct api_call *call);
 void api_events_stream(struct api_call *call);
+void api_image_list(struct api_call *call);
+void api_image_install(struct api_call *call);
+void api_image_remove(struct api_call *call);
 
 /* A live sandbox the caller may see, by id or name; NULL if none. */
 struct sandbox *api_lookup_live(struct api_call *call);

@@ -2,6 +2,7 @@
  * its events, including the live SSE stream. */
 #include "api-internal.h"
 #include "events.h"
+#include "images.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "request.h"
@@ -256,6 +257,107 @@ out:
 	json_decref(filter);
 }
 
+/* Creates sb (taken) and answers, now or once it runs. */
+static void
+create_now(struct api_call *call, struct sandbox *sb, bool wait)
+{
+	_cleanup_(sandbox_freep) struct sandbox *owned = sb;
+	struct api_err err = { 0 };
+	int r = lifecycle_create(call->d, sb, &err);
+
+	if (r < 0) {
+		api_reply_api_err(call, &err);
+		return;
+	}
+	/* the registry owns it now */
+	TAKE_PTR(owned);
+	if (!wait) {
+		reply_sandbox(call->c, 201, sb);
+		return;
+	}
+	wait_for(call, sb, WAIT_CREATE);
+}
+
+static bool
+needs_install(struct sandboxd *d, const char *image)
+{
+	return d->backend && d->backend->ops->boots_images && !images_installed(d, image);
+}
+
+/* A create (with wait) whose image is being installed. */
+struct create_wait {
+	struct image_waiter w;
+	struct sandboxd *d;
+	struct conn *c;
+	struct sandbox *sb;
+};
+
+static void
+create_wait_free(struct create_wait *cw)
+{
+	image_waiter_cancel(&cw->w);
+	sandbox_free(cw->sb);
+	free(cw);
+}
+
+static void
+create_wait_conn_closed(struct conn *c _unused_, void *data)
+{
+	/* the client left before the image was there: nothing was created */
+	create_wait_free(data);
+}
+
+static void
+create_wait_image(struct image_waiter *w, const struct image *img, int error, const char *why)
+{
+	struct create_wait *cw = w->data;
+	struct api_call call = { .d = cw->d, .c = cw->c };
+	struct api_err err;
+
+	conn_on_close(cw->c, NULL, NULL);
+	if (img) {
+		create_now(&call, TAKE_PTR(cw->sb), true);
+	} else {
+		images_install_error(error, why, &err);
+		api_reply_api_err(&call, &err);
+	}
+	create_wait_free(cw);
+}
+
+static void
+wait_for_image(struct api_call *call, struct sandbox *sb)
+{
+	struct create_wait *cw = calloc(1, sizeof(*cw));
+	struct api_err err;
+	int r;
+
+	if (!cw) {
+		sandbox_free(sb);
+		api_reply_error(call->c, 500, "internal", "out of memory");
+		return;
+	}
+	list_init(&cw->w.link);
+	cw->w.fn = create_wait_image;
+	cw->w.data = cw;
+	cw->d = call->d;
+	cw->c = call->c;
+	cw->sb = sb;
+	r = images_install(call->d, sb->image, &cw->w, &err);
+	if (r > 0) {
+		/* installed meanwhile */
+		cw->sb = NULL;
+		create_wait_free(cw);
+		create_now(call, sb, true);
+		return;
+	}
+	if (r < 0) {
+		create_wait_free(cw);
+		api_reply_api_err(call, &err);
+		return;
+	}
+	conn_on_close(call->c, create_wait_conn_closed, cw);
+}
+
 void
 api_sandbox_create(struct api_call *call)
 {
@@ -282,26 +384,18 @@ api_sandbox_create(struct api_call *call)
 		api_reply_api_err(call, &err);
 		return;
 	}
-	if (call->d->backend && call->d->backend->ops->check_image) {
-		char why[256];
-		struct backend *b = call->d->backend;
-		if (b->ops->check_image(b, sb->image, why, sizeof(why)) < 0) {
-			api_reply_error(call->c, 400, "invalid_request", "%s", why);
-			return;
-		}
-	}
-	r = lifecycle_create(call->d, sb, &err);
+	r = images_check(call->d, sb->image, &err);
 	if (r < 0) {
 		api_reply_api_err(call, &err);
 		return;
 	}
-	/* the registry owns it now */
-	if (!wait) {
-		reply_sandbox(call->c, 201, sb);
-		TAKE_PTR(sb);
+	if (wait && needs_install(call->d, sb->image)) {
+		/* the sandbox is created once its image is there: a name that cannot be
+		 * installed leaves nothing behind and answers with the registry's reason */
+		wait_for_image(call, TAKE_PTR(sb));
 		return;
 	}
-	wait_for(call, TAKE_PTR(sb), WAIT_CREATE);
+	create_now(call, TAKE_PTR(sb), wait);
 }
 
 void

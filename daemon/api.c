@@ -68,9 +68,9 @@ static const struct route routes[] = {
 	LATER(POST, "/v1/sandboxes/{ref}/snapshots", "snapshots"),
 	LATER(GET, "/v1/snapshots", "snapshots"),
 	LATER(DELETE, "/v1/snapshots/{id}", "snapshots"),
-	LATER(GET, "/v1/images", "images"),
-	LATER(POST, "/v1/images", "images"),
-	LATER(DELETE, "/v1/images/{image}", "images"),
+	ROUTE(GET, "/v1/images", api_image_list, 0),
+	ROUTE(POST, "/v1/images", api_image_install, ROUTE_JSON),
+	ROUTE(DELETE, "/v1/images/{image}", api_image_remove, 0),
 	LATER(GET, "/v1/volumes", "volumes"),
 	LATER(POST, "/v1/volumes", "volumes"),
 	LATER(DELETE, "/v1/volumes/{name}", "volumes"),
@@ -103,8 +103,11 @@ match(const char *pattern, const char *path, char *ref, size_t ref_size, char *s
 			int r;
 			if (!close || n == 0)
 				return 0;
-			r = captured == 0 ? http_segment_decode(s, n, ref, ref_size)
-			                  : http_segment_decode(s, n, sub, sub_size);
+			if (str_has_prefix(p, "{image}")) /* a reference may hold '/' */
+				r = http_segment_decode_name(s, n, ref, ref_size);
+			else
+				r = captured == 0 ? http_segment_decode(s, n, ref, ref_size)
+				                  : http_segment_decode(s, n, sub, sub_size);
 			if (r < 0)
 				return r == -E2BIG ? -E2BIG : -EINVAL;
 			captured++;
@@ -368,7 +371,7 @@ api_capabilities(struct api_call *call)
 	              "memory_snapshot", caps.memory_snapshot, "disk_snapshot", caps.disk_snapshot,
 	              "egress_allowlist", d->policy.network.ceiling >= NET_ALLOWLIST, "egress_open",
 	              d->policy.network.ceiling >= NET_OPEN, "tunnel", false, "volumes", false,
-	              "metrics", false, "audit", true, "images", false, "processes", caps.processes,
+	              "metrics", false, "audit", true, "images", true, "processes", caps.processes,
 	              "files", caps.files, "limits", policy_limits_json(&d->policy), "network",
 	              policy_network_json(&d->policy));
 	api_reply_json(call->c, 200, j);

@@ -60,11 +60,10 @@ struct backend_ops {
 	 * sandbox took back. NULL: nothing to do. */
 	void (*recovered)(struct backend *b);
 
-	/* Images: whether this backend can boot image (0, or -ENOENT with why filled for a
-	 * person), and the one it boots when a request names none. NULL: any name goes (the
-	 * fake backend), and the policy's default stays. */
-	int (*check_image)(struct backend *b, const char *image, char *why, size_t why_size);
-	const char *(*default_image)(struct backend *b);
+	/* Whether its sandboxes boot an image's root disk (images.h): a create then waits for
+	 * the image to be installed, and start finds the disk with images_installed(). false:
+	 * an image name is only a name to it (the fake backend). */
+	bool boots_images;
 
 	/* The connected guest agent of a running sandbox, through which processes and files
 	 * work (daemon/agent.h), or NULL when there is none (not running, or a backend without

@@ -114,3 +114,32 @@ sandbox_event(struct sandboxd *d, struct sandbox *sb, const char *type, json_t *
 	json_decref(data);
 	return r;
 }
+
+void
+events_broadcast_node(struct sandboxd *d, const char *type, json_t *data)
+{
+	_cleanup_buf_ struct buf msg = BUF_INIT(1 << 20);
+	_cleanup_free_ char *text = NULL;
+	struct list_node *n, *tmp;
+	char when[32];
+	json_t *ev;
+
+	if (!data)
+		return;
+	if (list_empty(&d->subscribers)) {
+		json_decref(data);
+		return;
+	}
+	format_rfc3339(now_unix_ms(), when);
+	ev = json_pack("{s:s, s:s, s:o}", "time", when, "type", type, "data", data);
+	text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+	json_decref(ev);
+	/* no id: line, so a reconnecting client's Last-Event-ID stays the last sandbox event */
+	if (!text || buf_printf(&msg, "event: %s\ndata: %s\n\n", type, text) < 0)
+		return;
+	LIST_FOREACH_SAFE (n, tmp, &d->subscribers) {
+		struct event_sub *s = list_entry(n, struct event_sub, link);
+		if (!s->owner)
+			s->fn(s, msg.data, msg.len);
+	}
+}

@@ -37,3 +37,8 @@ int sandbox_event(struct sandboxd *d, struct sandbox *sb, const char *type, json
 json_t *event_to_json(const struct store_event *e);
 /* Appends one SSE message carrying event_json (compact JSON, so a single data: line). */
 int event_format_sse(struct buf *out, int64_t seq, const char *type, const char *event_json);
+
+/* Broadcasts an event about the node rather than a sandbox (an image being installed) to the
+ * streams that see every sandbox (the operator's, admins'). Not stored: a stream that
+ * reconnects asks GET /v1/images for where things are. data is stolen. */
+void events_broadcast_node(struct sandboxd *d, const char *type, json_t *data);

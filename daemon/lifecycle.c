@@ -7,6 +7,7 @@
 #include "events.h"
 #include "lifecycle.h"
 #include "agent.h"
+#include "images.h"
 #include "log.h"
 #include "proc.h"
 #include "sandboxd.h"
@@ -69,6 +70,63 @@ begin(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op, enum sandbox_s
 	return 0;
 }
 
+/* A sandbox whose image is being installed: it stays pending, then boots or fails. Held by
+ * id, since the sandbox may be deleted meanwhile. */
+struct image_wait {
+	struct image_waiter w;
+	struct sandboxd *d;
+	char id[SANDBOX_ID_MAX + 1];
+};
+
+static void
+image_ready(struct image_waiter *w, const struct image *img, int error, const char *why)
+{
+	struct image_wait *iw = w->data;
+	struct sandbox *sb = error == -ECANCELED ? NULL : registry_get(&iw->d->reg, iw->id);
+
+	if (sb && sb->state == SANDBOX_PENDING && sb->op == SANDBOX_OP_NONE) {
+		if (img)
+			(void)begin(iw->d, sb, SANDBOX_OP_START, SANDBOX_STARTING);
+		else
+			fail(iw->d, sb, "%s", why ? why : strerror(-error));
+	}
+	free(iw);
+}
+
+/* Boots sb now, or once its image is installed. */
+static void
+start_when_image_ready(struct sandboxd *d, struct sandbox *sb)
+{
+	struct image_wait *iw;
+	struct api_err err;
+	int r;
+
+	if (!d->backend->ops->boots_images || images_installed(d, sb->image)) {
+		(void)begin(d, sb, SANDBOX_OP_START, SANDBOX_STARTING);
+		return;
+	}
+	iw = calloc(1, sizeof(*iw));
+	if (!iw) {
+		fail(d, sb, "sandboxd ran out of memory");
+		return;
+	}
+	list_init(&iw->w.link);
+	iw->w.fn = image_ready;
+	iw->w.data = iw;
+	iw->d = d;
+	snprintf(iw->id, sizeof(iw->id), "%s", sb->id);
+	r = images_install(d, sb->image, &iw->w, &err);
+	if (r != 0) {
+		free(iw);
+		if (r > 0)
+			(void)begin(d, sb, SANDBOX_OP_START, SANDBOX_STARTING);
+		else
+			fail(d, sb, "%s", err.message);
+		return;
+	}
+	log_info("sandbox '%s': waits for image '%s'", sb->id, sb->image);
+}
+
 int
 lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
 {
@@ -117,7 +175,7 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
 	}
 	log_info("sandbox '%s': created for '%s' (image '%s', %u cpus, %u MiB)", sb->id, sb->owner,
 	         sb->image, sb->cpus, sb->memory_mb);
-	(void)begin(d, sb, SANDBOX_OP_START, SANDBOX_STARTING);
+	start_when_image_ready(d, sb);
 	return 0;
 }
 

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include "api-internal.h"
 #include "bundle.h"
+#include "image-install.h"
+#include "images.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "paths.h"
@@ -179,6 +181,17 @@ run(struct sandboxd *d)
 			log_error("store '%s': cannot open: %s", db, strerror(-r));
 		return r;
 	}
+	if (d->opts->default_image) {
+		free(d->policy.default_image);
+		d->policy.default_image = strdup(d->opts->default_image);
+		if (!d->policy.default_image)
+			return -ENOMEM;
+	}
+	r = images_init(d);
+	if (r < 0) {
+		log_error("images: cannot read '%s/images': %s", d->opts->state_dir, strerror(-r));
+		return r;
+	}
 	if (backend_table_size > 0) {
 		r = backend_create(d, d->opts->backend, &d->backend);
 		if (r < 0) {
@@ -187,19 +200,13 @@ run(struct sandboxd *d)
 				log_error("backend: cannot start: %s", strerror(-r));
 			return r;
 		}
-		if (d->backend->ops->default_image) {
-			char *image = strdup(d->backend->ops->default_image(d->backend));
-			if (!image)
-				return -ENOMEM;
-			free(d->policy.default_image);
-			d->policy.default_image = image;
-		}
 	}
 	r = lifecycle_recover(d);
 	if (r < 0) {
 		log_error("store: cannot load the sandboxes: %s", strerror(-r));
 		return r;
 	}
+	images_collect_old_disks(d);
 	r = server_new(d, d->opts->max_connections, &d->server);
 	if (r < 0)
 		return r;
@@ -252,6 +259,9 @@ main(int argc, char **argv)
 	/* `sandboxd setup`: build the guest kernel bundle and the small root disk */
 	if (argc > 1 && streq(argv[1], "setup"))
 		return setup_main(argc - 1, argv + 1);
+	/* `sandboxd image install|build-base`: also how sandboxd itself installs an image */
+	if (argc > 1 && streq(argv[1], "image"))
+		return image_main(argc - 1, argv + 1);
 	r = options_parse(argc, argv, &opts);
 	if (r != 0) {
 		options_done(&opts);
@@ -291,6 +301,7 @@ main(int argc, char **argv)
 out:
 	d.server = server_free(d.server);
 	d.backend = backend_free(d.backend);
+	images_free(&d);
 	registry_done(&d.reg);
 	buf_free(&d.list_cache);
 	d.store = store_free(d.store);

@@ -6,6 +6,7 @@
 #include "auth.h"
 #include "options.h"
 #include "paths.h"
+#include "request.h"
 #include "sandboxd.h"
 #include "util.h"
 
@@ -38,6 +39,12 @@ static const char usage[] =
         "  --boot-timeout SECS    how long a booting guest has to answer (default 60)\n"
         "  --stop-timeout SECS    how long a stopping guest has to power off before QEMU is\n"
         "                         told to quit (default 20; 0: at once)\n"
+        "  --default-image IMAGE  what a create that names no image gets (default\n"
+        "                         sandbox-base, built by 'sandboxd image build-base')\n"
+        "  --allow-image IMAGE    permit only the images listed (repeatable), written exactly\n"
+        "                         as requests name them; without it any image is permitted\n"
+        "  --insecure-registry HOST:PORT\n"
+        "                         pull from that registry over plain HTTP (repeatable)\n"
         "  --max-connections N    open API connections at most (default 1024)\n"
         "  --log-level LEVEL      error, warning, info (default) or debug\n"
         "  --version              print the version and exit\n"
@@ -60,6 +67,9 @@ enum {
 	OPT_BOOT_TIMEOUT,
 	OPT_STOP_TIMEOUT,
 	OPT_MAX_CONNECTIONS,
+	OPT_DEFAULT_IMAGE,
+	OPT_ALLOW_IMAGE,
+	OPT_INSECURE_REGISTRY,
 	OPT_LOG_LEVEL,
 	OPT_VERSION,
 };
@@ -81,6 +91,9 @@ static const struct option long_options[] = {
 	{ "boot-timeout", required_argument, NULL, OPT_BOOT_TIMEOUT },
 	{ "stop-timeout", required_argument, NULL, OPT_STOP_TIMEOUT },
 	{ "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
+	{ "default-image", required_argument, NULL, OPT_DEFAULT_IMAGE },
+	{ "allow-image", required_argument, NULL, OPT_ALLOW_IMAGE },
+	{ "insecure-registry", required_argument, NULL, OPT_INSECURE_REGISTRY },
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ "help", no_argument, NULL, 'h' },
@@ -93,6 +106,21 @@ set_string(char **field, const char *value)
 	free(*field);
 	*field = strdup(value);
 	return *field ? 0 : -ENOMEM;
+}
+
+/* Appends to one of the repeatable flags' lists. */
+static int
+list_add(char **list, size_t *n, const char *flag, const char *value)
+{
+	if (*n == OPTIONS_MAX_LIST) {
+		fprintf(stderr, "sandboxd: at most %d %s\n", OPTIONS_MAX_LIST, flag);
+		return -EINVAL;
+	}
+	list[*n] = strdup(value);
+	if (!list[*n])
+		return -ENOMEM;
+	(*n)++;
+	return 0;
 }
 
 static bool
@@ -284,6 +312,39 @@ options_parse(int argc, char **argv, struct options *o)
 			}
 			o->max_connections = (unsigned)n;
 			break;
+		case OPT_DEFAULT_IMAGE:
+			if (!image_ref_valid(optarg)) {
+				fprintf(stderr,
+				        "sandboxd: --default-image '%s' is not an image name\n",
+				        optarg);
+				return -EINVAL;
+			}
+			r = set_string(&o->default_image, optarg);
+			break;
+		case OPT_ALLOW_IMAGE:
+			if (!image_ref_valid(optarg)) {
+				fprintf(stderr,
+				        "sandboxd: --allow-image '%s' is not an image name\n",
+				        optarg);
+				return -EINVAL;
+			}
+			r = list_add(o->allowed_images, &o->n_allowed_images, "--allow-image",
+			             optarg);
+			break;
+		case OPT_INSECURE_REGISTRY: {
+			const char *colon = strrchr(optarg, ':');
+			uint64_t port;
+			if (!colon || colon == optarg || parse_u64(colon + 1, &port) < 0 ||
+			    port < 1 || port > 65535 || strchr(optarg, '/')) {
+				fprintf(stderr,
+				        "sandboxd: --insecure-registry '%s' must be HOST:PORT\n",
+				        optarg);
+				return -EINVAL;
+			}
+			r = list_add(o->insecure_registries, &o->n_insecure_registries,
+			             "--insecure-registry", optarg);
+			break;
+		}
 		case OPT_LOG_LEVEL:
 			if (streq(optarg, "error"))
 				o->log_level = LOG_LEVEL_ERROR;
@@ -466,5 +527,10 @@ options_done(struct options *o)
 	free(o->kernel);
 	free(o->initrd);
 	free(o->agent);
+	for (size_t i = 0; i < o->n_insecure_registries; i++)
+		free(o->insecure_registries[i]);
+	for (size_t i = 0; i < o->n_allowed_images; i++)
+		free(o->allowed_images[i]);
+	free(o->default_image);
 	*o = (struct options){ 0 };
 }

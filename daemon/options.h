@@ -7,6 +7,7 @@
 #include "log.h"
 
 #define OPTIONS_MAX_ALLOWED_HOSTS 32
+#define OPTIONS_MAX_LIST 64 /* --insecure-registry, --allow-image */
 
 struct options {
 	char *state_dir;
@@ -29,6 +30,11 @@ struct options {
 	unsigned boot_timeout_secs;
 	unsigned stop_timeout_secs; /* how long a guest has to power off; then QMP quit */
 	unsigned max_connections;
+	char *insecure_registries[OPTIONS_MAX_LIST]; /* HOST:PORT reached over plain HTTP */
+	size_t n_insecure_registries;
+	char *allowed_images[OPTIONS_MAX_LIST]; /* the policy's images list; none: any image */
+	size_t n_allowed_images;
+	char *default_image; /* NULL: sandbox-base */
 	enum log_level log_level;
 };
 

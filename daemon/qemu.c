@@ -34,6 +34,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "options.h"
+#include "images.h"
 #include "qmp.h"
 #include "qemu.h"
 #include "sandboxd.h"
@@ -577,10 +578,15 @@ spawn_qemu(struct vm *vm, bool fresh_layer)
 	_cleanup_free_ char *agent_sock = vm_path(vm, "agent.sock"),
 	                    *qmp_sock = vm_path(vm, "qmp.sock");
 	_cleanup_free_ char *console = vm_path(vm, "console.log"), *qlog = vm_path(vm, "qemu.log");
+	const struct image *img = images_installed(q->d, sb->image);
 	uid_t uid;
 	pid_t pid;
 	int r;
 
+	if (!img) {
+		log_warning("sandbox '%s': image '%s' is not installed", sb->id, sb->image);
+		return -ENOENT; /* lifecycle installs it first: only a removal can race this */
+	}
 	memset(&l, 0, sizeof(l));
 	for (size_t i = 0; i < FD_COUNT; i++)
 		l.fds[i] = -1;
@@ -607,7 +613,7 @@ spawn_qemu(struct vm *vm, bool fresh_layer)
 		return negative_errno();
 	if ((r = open_into(&l, FD_KERNEL, q->bundle.kernel, O_RDONLY)) < 0 ||
 	    (r = open_into(&l, FD_INITRD, q->bundle.initrd, O_RDONLY)) < 0 ||
-	    (r = open_into(&l, FD_ROOT, q->bundle.rootfs, O_RDONLY)) < 0 ||
+	    (r = open_into(&l, FD_ROOT, img->disk, O_RDONLY)) < 0 ||
 	    (r = open_into(&l, FD_BLANK, blank, O_RDONLY)) < 0 ||
 	    (r = open_into(&l, FD_UPPER, upper, O_RDWR)) < 0 ||
 	    (r = open_into(&l, FD_CONSOLE, console, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)) < 0 ||
@@ -820,7 +826,9 @@ vm_connect_agent(struct vm *vm, uint64_t deadline)
 {
 	_cleanup_free_ char *sock = vm_path(vm, "agent.sock");
 	const char *hostname = vm->sb->name ? vm->sb->name : vm->sb->id;
+	const struct image *img = images_installed(vm->q->d, vm->sb->image);
 	struct agent_hello hello = {
+		.env = img ? img->env : NULL,
 		.hostname = hostname,
 		.root_dev = "/dev/vda",
 		.upper_dev = "/dev/vdb",
@@ -1273,27 +1281,6 @@ qemu_adopt(struct backend *b _unused_, struct sandbox *sb)
 	return r;
 }
 
-/* Until images can be pulled, the bundle's busybox root disk is the only image. */
-#define BUILTIN_IMAGE "busybox"
-
-static int
-qemu_check_image(struct backend *b _unused_, const char *image, char *why, size_t why_size)
-{
-	if (streq(image, BUILTIN_IMAGE))
-		return 0;
-	snprintf(why, why_size,
-	         "image '%s' is not on this server: it has '%s' (pulling images is not supported "
-	         "yet)",
-	         image, BUILTIN_IMAGE);
-	return -ENOENT;
-}
-
-static const char *
-qemu_default_image(struct backend *b _unused_)
-{
-	return BUILTIN_IMAGE;
-}
-
 static struct agent *
 qemu_agent(struct backend *b _unused_, struct sandbox *sb)
 {
@@ -1389,8 +1376,7 @@ static const struct backend_ops qemu_ops = {
 	.destroy = qemu_destroy,
 	.status = qemu_status,
 	.adopt = qemu_adopt,
-	.check_image = qemu_check_image,
-	.default_image = qemu_default_image,
+	.boots_images = true,
 	.agent = qemu_agent,
 	.recovered = qemu_recovered,
 };
@@ -1483,6 +1469,10 @@ qemu_backend_create(struct sandboxd *d, struct backend **ret)
 		r = -ENOENT;
 		goto fail;
 	}
+	/* the bundle's small root disk is the built-in image "busybox" */
+	r = images_add_builtin(d, "busybox", q->bundle.rootfs);
+	if (r < 0)
+		goto fail;
 	r = qemu_pick_accel(q, o->accel);
 	if (r < 0)
 		goto fail;

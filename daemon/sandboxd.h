@@ -12,6 +12,7 @@
 #include "policy.h"
 #include "sandbox.h"
 
+struct images;
 struct server;
 struct store;
 
@@ -21,6 +22,7 @@ struct sandboxd {
 	struct policy policy;
 	struct store *store;
 	struct backend *backend; /* NULL when this build has none */
+	struct images *images;   /* images.c */
 	struct registry reg;
 	struct server *server;
 	struct list_node subscribers; /* struct event_sub: live event streams */

@@ -253,7 +253,7 @@ SOCK=$TMP/api.sock
 
 start_sandboxd() {
 	"$SANDBOXD" --state-dir "$STATE" --socket "$SOCK" --accel "$ACCEL" --log-level info \
-		--agent "$BUILD/bin/sandbox-guestd" >>"$TMP/sandboxd.log" 2>&1 &
+		--default-image busybox --agent "$BUILD/bin/sandbox-guestd" >>"$TMP/sandboxd.log" 2>&1 &
 	SBX_PID=$!
 	for _ in $(seq 400); do # an auto probe of KVM takes up to 15 s
 		kill -0 "$SBX_PID" 2>/dev/null ||

@@ -282,7 +282,7 @@ harness_start_vm(struct daemon_proc *p, const char *const *extra_args, const cha
 	const char *args[48];
 	char cmd[2048];
 	size_t n = 0;
-	bool accel = false;
+	bool accel = false, image = false;
 
 	memset(p, 0, sizeof(*p));
 	if (harness_tmpdir(p->dir, sizeof(p->dir)) < 0)
@@ -300,11 +300,18 @@ harness_start_vm(struct daemon_proc *p, const char *const *extra_args, const cha
 	for (size_t i = 0; extra_args && extra_args[i] && n < 40; i++) {
 		if (strcmp(extra_args[i], "--accel") == 0)
 			accel = true;
+		if (strcmp(extra_args[i], "--default-image") == 0)
+			image = true;
 		args[n++] = extra_args[i];
 	}
 	if (!accel) {
 		args[n++] = "--accel";
 		args[n++] = "tcg";
+	}
+	/* the bundle's small disk, not sandbox-base (minutes to build) */
+	if (!image) {
+		args[n++] = "--default-image";
+		args[n++] = "busybox";
 	}
 	args[n] = NULL;
 	return launch(p, bin, args, env);

@@ -1,0 +1,858 @@
+/* images.c: see images.h. An install is a child, `sandboxd image install --progress-fd 3`
+ * (image-install.c): it parses what registries send and what layers hold, so a hostile image
+ * can at worst crash that child, never the loop. The loop reads its JSON lines, keeps the
+ * per-layer progress, broadcasts it, and when the child ends either records the image (from
+ * its "done" line) or tells the waiters why it failed. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include "events.h"
+#include "bundle.h"
+#include "image-install.h"
+#include "images.h"
+#include "log.h"
+#include "oci.h"
+#include "request.h"
+#include "sandboxd.h"
+#include "tool.h"
+#include "util.h"
+
+extern char **environ;
+
+#define PROGRESS_LINE_MAX (64u * 1024)
+#define RECORD_MAX (4u << 20)
+#define LAYER_KEEP_MS                                                                              \
+	(10 * 60 * 1000) /* a removal leaves layers this recent: a create may                      \
+	                  * be about to use them */
+#define DEFAULT_IMAGE "sandbox-base"
+
+struct install_job {
+	struct sandboxd *d;
+	struct image *img;
+	pid_t pid;
+	int fd; /* the child's progress lines */
+	struct loop_source src;
+	struct buf line;
+	json_t *done;  /* the record from its "done" line */
+	int error;     /* from its "error" line */
+	char *message; /* likewise */
+};
+
+struct images {
+	struct list_node all; /* struct image, by link */
+	char agent_id[IMAGE_AGENT_ID_LEN + 1];
+};
+
+static struct images *
+images_of(struct sandboxd *d)
+{
+	return d->images;
+}
+
+/* ---- records ---- */
+
+static struct image *
+find(struct sandboxd *d, const char *name)
+{
+	struct list_node *n;
+
+	LIST_FOREACH (n, &images_of(d)->all) {
+		struct image *img = list_entry(n, struct image, link);
+		if (streq(img->name, name))
+			return img;
+	}
+	return NULL;
+}
+
+#define FOREACH_IMAGE(d, img, n, tmp)                                                              \
+	LIST_FOREACH_SAFE (n, tmp, &images_of(d)->all)                                             \
+		if (((img) = list_entry(n, struct image, link)), true)
+
+static void
+image_free(struct image *img)
+{
+	if (!img)
+		return;
+	free(img->name);
+	free(img->digest);
+	free(img->disk);
+	for (size_t i = 0; img->env && img->env[i]; i++)
+		free(img->env[i]);
+	free(img->env);
+	json_decref(img->progress);
+	json_decref(img->layers);
+	free(img);
+}
+
+static struct image *
+image_new(const char *name)
+{
+	struct image *img = calloc(1, sizeof(*img));
+
+	if (!img)
+		return NULL;
+	img->name = strdup(name);
+	if (!img->name) {
+		free(img);
+		return NULL;
+	}
+	list_init(&img->waiters);
+	list_init(&img->link);
+	return img;
+}
+
+/* Takes an install record ({image, digest, disk, env, layers, size_bytes, installed_at}). */
+static int
+image_fill(struct image *img, json_t *rec)
+{
+	const char *digest = NULL, *disk = NULL;
+	json_t *env = NULL, *layers = NULL, *v;
+	json_int_t size = 0, at = 0;
+	size_t i, n = 0;
+
+	if (json_unpack(rec, "{s:s, s:s, s:o, s:o, s?I, s?I}", "digest", &digest, "disk", &disk,
+	                "env", &env, "layers", &layers, "size_bytes", &size, "installed_at",
+	                &at) < 0 ||
+	    !json_is_array(env) || !json_is_array(layers) || !oci_digest_valid(digest))
+		return -EINVAL;
+	free(img->digest);
+	free(img->disk);
+	img->digest = strdup(digest);
+	img->disk = strdup(disk);
+	img->env = calloc(json_array_size(env) + 1, sizeof(char *));
+	if (!img->digest || !img->disk || !img->env)
+		return -ENOMEM;
+	json_array_foreach (env, i, v) {
+		const char *kv = json_string_value(v);
+		/* a sandbox's HOME and USER are the sandbox user's, whatever the image says */
+		if (!kv || !strchr(kv, '=') || str_has_prefix(kv, "HOME=") ||
+		    str_has_prefix(kv, "USER="))
+			continue;
+		img->env[n] = strdup(kv);
+		if (!img->env[n++])
+			return -ENOMEM;
+	}
+	json_decref(img->layers);
+	img->layers = json_incref(layers);
+	img->size_bytes = size > 0 ? (uint64_t)size : 0;
+	img->installed_at = at;
+	img->state = IMAGE_INSTALLED;
+	return 0;
+}
+
+/* Reads images/refs/ at start: what earlier installs left. A record whose disk is gone (an
+ * agent upgrade removed it) is installed again on first use. */
+static int
+load_records(struct sandboxd *d)
+{
+	_cleanup_free_ char *dir = strdup_printf("%s/images/refs", d->opts->state_dir);
+	DIR *dh;
+	struct dirent *de;
+	int n = 0;
+
+	if (!dir)
+		return -ENOMEM;
+	dh = opendir(dir);
+	if (!dh)
+		return errno == ENOENT ? 0 : negative_errno();
+	while ((de = readdir(dh))) {
+		_cleanup_free_ char *path = NULL, *text = NULL;
+		struct image *img;
+		const char *name;
+		json_t *rec;
+		size_t len;
+
+		if (!str_has_prefix(de->d_name + strlen(de->d_name) - MIN(strlen(de->d_name), 5),
+		                    ".json"))
+			continue;
+		path = strdup_printf("%s/%s", dir, de->d_name);
+		if (!path || read_file_max(path, RECORD_MAX, &text, &len) < 0)
+			continue;
+		rec = json_loadb(text, len, 0, NULL);
+		name = json_string_value(json_object_get(rec, "image"));
+		img = name ? image_new(name) : NULL;
+		if (!img || image_fill(img, rec) < 0 || access(img->disk, R_OK) < 0 ||
+		    find(d, name)) {
+			log_warning("image record '%s' is unusable; ignored", path);
+			image_free(img);
+		} else {
+			list_push_back(&images_of(d)->all, &img->link);
+			n++;
+		}
+		json_decref(rec);
+	}
+	closedir(dh);
+	if (n)
+		log_info("images: %d installed", n);
+	return 0;
+}
+
+int
+images_init(struct sandboxd *d)
+{
+	_cleanup_free_ char *tmp = strdup_printf("%s/images/tmp", d->opts->state_dir);
+	_cleanup_free_ char *agent =
+	        d->opts->agent ? strdup(d->opts->agent) : bundle_default_agent();
+	struct images *im = calloc(1, sizeof(*im));
+
+	if (!im || !tmp || !agent) {
+		free(im);
+		return -ENOMEM;
+	}
+	list_init(&im->all);
+	d->images = im;
+	/* trees of builds a crash interrupted */
+	rm_rf(tmp);
+	if (image_agent_id(agent, im->agent_id) < 0)
+		im->agent_id[0] = '\0'; /* no agent: no VM backend either; keep every disk */
+	return load_records(d);
+}
+
+static void job_end(struct install_job *job, bool kill_child);
+static void waiters_done(struct image *img, int error, const char *why);
+
+void
+images_free(struct sandboxd *d)
+{
+	struct images *im = images_of(d);
+	struct list_node *n, *tmp;
+	struct image *img;
+
+	if (!im)
+		return;
+	FOREACH_IMAGE(d, img, n, tmp)
+	{
+		if (img->job)
+			job_end(img->job, true);
+		waiters_done(img, -ECANCELED, "sandboxd is stopping");
+		image_free(img);
+	}
+	free(im);
+	d->images = NULL;
+}
+
+int
+images_add_builtin(struct sandboxd *d, const char *name, const char *disk)
+{
+	struct image *img = image_new(name);
+	struct stat st;
+
+	if (!img || !(img->disk = strdup(disk)) || !(img->env = calloc(1, sizeof(char *)))) {
+		image_free(img);
+		return -ENOMEM;
+	}
+	img->builtin = true;
+	img->state = IMAGE_INSTALLED;
+	if (stat(disk, &st) == 0)
+		img->size_bytes = (uint64_t)st.st_blocks * 512;
+	image_free(find(d, name));
+	list_push_back(&images_of(d)->all, &img->link);
+	return 0;
+}
+
+const struct image *
+images_installed(struct sandboxd *d, const char *name)
+{
+	struct image *img = find(d, name);
+
+	return img && img->state == IMAGE_INSTALLED ? img : NULL;
+}
+
+/* How many sandboxes that have not ended start from name. */
+static unsigned
+users_of(struct sandboxd *d, const char *name)
+{
+	struct list_node *n;
+	unsigned count = 0;
+
+	LIST_FOREACH (n, &d->reg.all) {
+		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
+		if (streq(sb->image, name) && sb->state != SANDBOX_TERMINATED)
+			count++;
+	}
+	return count;
+}
+
+/* Whether a disk is one some installed image (or a live sandbox's) boots from. */
+static bool
+disk_in_use(struct sandboxd *d, const char *disk, const struct image *except)
+{
+	struct list_node *n, *tmp;
+	struct image *img;
+
+	FOREACH_IMAGE(d, img, n, tmp)
+	if (img != except && img->disk && streq(img->disk, disk))
+		return true;
+	return false;
+}
+
+void
+images_collect_old_disks(struct sandboxd *d)
+{
+	struct images *im = images_of(d);
+	_cleanup_free_ char *dir = strdup_printf("%s/rootfs", d->opts->state_dir);
+	uint64_t freed = 0;
+	unsigned removed = 0;
+	struct dirent *de;
+	DIR *dh;
+
+	if (!dir || !im->agent_id[0] || !(dh = opendir(dir)))
+		return;
+	while ((de = readdir(dh))) {
+		_cleanup_free_ char *path = NULL;
+		const char *dash = strrchr(de->d_name, '-');
+		struct stat st;
+
+		if (de->d_name[0] == '.' || !dash ||
+		    !strncmp(dash + 1, im->agent_id, IMAGE_AGENT_ID_LEN))
+			continue; /* this agent's, or not a disk of ours */
+		path = strdup_printf("%s/%s", dir, de->d_name);
+		if (!path || lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		if (disk_in_use(d, path, NULL)) {
+			/* a record points at it: keep it while a live sandbox boots from it */
+			struct list_node *n, *tmp;
+			struct image *img;
+			bool live = false;
+			FOREACH_IMAGE(d, img, n, tmp)
+			if (img->disk && streq(img->disk, path) && users_of(d, img->name))
+				live = true;
+			if (live)
+				continue;
+		}
+		if (unlink(path) == 0) {
+			removed++;
+			freed += (uint64_t)st.st_blocks * 512;
+		}
+	}
+	closedir(dh);
+	if (removed)
+		log_info("images: removed %u root disk(s) built for another guest agent (%" PRIu64
+		         " MiB freed); their images are built again on first use",
+		         removed, freed >> 20);
+	/* records whose disk went are dropped: the first sandbox of such an image installs
+	 * it again, from the layer cache */
+	{
+		struct list_node *n, *tmp;
+		struct image *img;
+		FOREACH_IMAGE(d, img, n, tmp)
+		if (!img->builtin && img->disk && access(img->disk, F_OK) < 0) {
+			list_remove(&img->link);
+			image_free(img);
+		}
+	}
+}
+
+/* ---- checks ---- */
+
+int
+images_check(struct sandboxd *d, const char *name, struct api_err *err)
+{
+	const struct options *o = d->opts;
+	struct image *img = find(d, name);
+	_cleanup_free_ char *why = NULL;
+	struct oci_ref ref;
+
+	if (!image_ref_valid(name)) {
+		api_err_set(err, 400, "invalid_request",
+		            "'%s' is not an image reference (such as python:3.13-slim)", name);
+		return -EINVAL;
+	}
+	if (o->n_allowed_images) {
+		bool ok = false;
+		for (size_t i = 0; i < o->n_allowed_images; i++)
+			ok = ok || streq(o->allowed_images[i], name);
+		if (!ok) {
+			api_err_set(err, 403, "refused",
+			            "image \"%s\" is not one this server permits", name);
+			return -EPERM;
+		}
+	}
+	if ((img && img->builtin) || streq(name, DEFAULT_IMAGE) ||
+	    str_has_prefix(name, DEFAULT_IMAGE ":"))
+		return 0;
+	if (oci_ref_parse(name, &ref, &why) < 0) {
+		api_err_set(err, 400, "invalid_request", "image '%s': %s", name,
+		            why ? why : "not a valid reference");
+		return -EINVAL;
+	}
+	oci_ref_done(&ref);
+	return 0;
+}
+
+void
+images_install_error(int error, const char *why, struct api_err *err)
+{
+	const char *m = why ? why : strerror(-error);
+
+	switch (error) {
+	case -EINVAL:
+		api_err_set(err, 400, "invalid_request", "%s", m);
+		break;
+	case -ENOENT:
+	case -EACCES:
+	case -EPERM:
+		api_err_set(err, 404, "not_found", "%s", m);
+		break;
+	case -ENOMEM:
+		api_err_set(err, 500, "internal", "%s", m);
+		break;
+	default: /* the network, a registry that sent bad content, a full disk */
+		api_err_set(err, 503, "unavailable", "%s", m);
+	}
+}
+
+/* ---- events ---- */
+
+static void
+broadcast(struct sandboxd *d, const char *type, json_t *data)
+{
+	events_broadcast_node(d, type, data);
+}
+
+/* ---- install jobs ---- */
+
+static void
+waiters_done(struct image *img, int error, const char *why)
+{
+	while (!list_empty(&img->waiters)) {
+		struct image_waiter *w = list_entry(img->waiters.next, struct image_waiter, link);
+		list_remove(&w->link);
+		w->fn(w, error ? NULL : img, error, why);
+	}
+}
+
+void
+image_waiter_cancel(struct image_waiter *w)
+{
+	list_remove(&w->link);
+}
+
+static void
+progress_update(struct install_job *job, json_t *msg)
+{
+	struct image *img = job->img;
+	const char *layer = json_string_value(json_object_get(msg, "layer"));
+	json_t *done = json_object_get(msg, "done"), *total = json_object_get(msg, "total");
+	json_t *entry = NULL, *v;
+	size_t i;
+
+	if (!layer || !json_is_integer(done) || !json_is_integer(total))
+		return;
+	json_array_foreach (img->progress, i, v)
+		if (json_equal(json_object_get(v, "digest"), json_object_get(msg, "layer")))
+			entry = v;
+	if (!entry) {
+		if (json_array_size(img->progress) >= OCI_LAYERS_MAX)
+			return;
+		entry = json_pack("{s:s}", "digest", layer);
+		if (!entry || json_array_append_new(img->progress, entry) < 0)
+			return;
+	}
+	json_object_set(entry, "done", done);
+	json_object_set(entry, "total", total);
+	broadcast(job->d, "image.progress",
+	          json_pack("{s:s, s:s, s:O, s:O, s:O, s:O}", "image", img->name, "layer", layer,
+	                    "done", done, "total", total, "index",
+	                    json_object_get(msg, "index") ?: json_null(), "count",
+	                    json_object_get(msg, "count") ?: json_null()));
+}
+
+/* One JSON line from the child. It is ours, but it handled hostile bytes: parse strictly. */
+static void
+job_line(struct install_job *job, const char *text, size_t len)
+{
+	json_t *msg = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
+	const char *ev = json_string_value(json_object_get(msg, "event"));
+
+	if (!ev) {
+		log_warning("image '%s': unreadable progress line ignored", job->img->name);
+	} else if (streq(ev, "progress")) {
+		progress_update(job, msg);
+	} else if (streq(ev, "resolved")) {
+		const char *digest = json_string_value(json_object_get(msg, "digest"));
+		if (digest && oci_digest_valid(digest) && !job->img->digest)
+			job->img->digest = strdup(digest);
+	} else if (streq(ev, "phase")) {
+		const char *ph = json_string_value(json_object_get(msg, "phase"));
+		if (ph)
+			broadcast(job->d, "image.progress",
+			          json_pack("{s:s, s:s}", "image", job->img->name, "phase", ph));
+	} else if (streq(ev, "done")) {
+		json_decref(job->done);
+		job->done = json_incref(json_object_get(msg, "image"));
+	} else if (streq(ev, "error")) {
+		const char *m = json_string_value(json_object_get(msg, "message"));
+		json_int_t e = json_integer_value(json_object_get(msg, "errno"));
+		job->error = e > 0 && e < 4096 ? -(int)e : -EIO;
+		free(job->message);
+		job->message = m ? strndup(m, 1024) : NULL;
+	}
+	json_decref(msg);
+}
+
+static void
+job_free(struct install_job *job)
+{
+	loop_remove(&job->src);
+	safe_close(job->fd);
+	buf_free(&job->line);
+	json_decref(job->done);
+	free(job->message);
+	free(job);
+}
+
+/* The child is done (its pipe closed): reap it, then record the image or drop it. */
+static void
+job_end(struct install_job *job, bool kill_child)
+{
+	struct sandboxd *d = job->d;
+	struct image *img = job->img;
+	int status = 0, r = 0;
+	char why[1200];
+
+	if (kill_child)
+		(void)kill(job->pid, SIGKILL);
+	while (waitpid(job->pid, &status, 0) < 0 && errno == EINTR)
+		;
+	img->job = NULL;
+	if (kill_child) {
+		job_free(job);
+		return;
+	}
+	if (job->done && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		r = image_fill(img, job->done);
+	else
+		r = job->error ? job->error : -EIO;
+	if (r == 0) {
+		json_decref(img->progress);
+		img->progress = NULL;
+		log_info("image '%s': installed (%s, %" PRIu64 " MiB)", img->name, img->digest,
+		         img->size_bytes >> 20);
+		broadcast(d, "image.installed",
+		          json_pack("{s:s, s:s, s:I}", "image", img->name, "digest", img->digest,
+		                    "size_bytes", (json_int_t)img->size_bytes));
+		job_free(job);
+		waiters_done(img, 0, NULL);
+		return;
+	}
+	if (job->message)
+		snprintf(why, sizeof(why), "%s", job->message);
+	else if (WIFSIGNALED(status))
+		snprintf(why, sizeof(why), "image '%s': the install was killed by signal %d",
+		         img->name, WTERMSIG(status));
+	else
+		snprintf(why, sizeof(why), "image '%s': the install failed (exit %d)", img->name,
+		         WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	log_warning("image '%s': install failed: %s", img->name, why);
+	broadcast(d, "image.failed", json_pack("{s:s, s:s}", "image", img->name, "error", why));
+	job_free(job);
+	/* nothing of it is offered: the waiters hear why, and a later request tries again */
+	list_remove(&img->link);
+	waiters_done(img, r, why);
+	image_free(img);
+}
+
+static void
+job_readable(struct loop_source *src, uint32_t events, void *data)
+{
+	struct install_job *job = data;
+	char chunk[16384];
+	ssize_t n = read(job->fd, chunk, sizeof(chunk));
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		job_end(job, false);
+		return;
+	}
+	for (ssize_t i = 0; i < n; i++) {
+		if (chunk[i] != '\n') {
+			if (job->line.len < PROGRESS_LINE_MAX)
+				(void)buf_putc(&job->line, chunk[i]);
+			continue;
+		}
+		job_line(job, job->line.data, job->line.len);
+		job->line.len = 0;
+	}
+}
+
+/* Starts `sandboxd image install` for img; its fd 3 is the progress pipe. */
+static int
+job_start(struct sandboxd *d, struct image *img)
+{
+	const struct options *o = d->opts;
+	_cleanup_free_ char *exe = NULL;
+	_cleanup_free_ const char **argv = NULL;
+	struct install_job *job;
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t none, all;
+	int pipefd[2], r;
+	size_t n = 0;
+
+	exe = realpath("/proc/self/exe", NULL);
+	argv = calloc(16 + 2 * o->n_insecure_registries, sizeof(char *));
+	job = calloc(1, sizeof(*job));
+	if (!exe || !argv || !job) {
+		free(job);
+		return -ENOMEM;
+	}
+	argv[n++] = "sandboxd";
+	argv[n++] = "image";
+	argv[n++] = "install";
+	argv[n++] = "--quiet";
+	argv[n++] = "--progress-fd";
+	argv[n++] = "3";
+	argv[n++] = "--state-dir";
+	argv[n++] = o->state_dir;
+	if (o->agent) {
+		argv[n++] = "--agent";
+		argv[n++] = o->agent;
+	}
+	for (size_t i = 0; i < o->n_insecure_registries; i++) {
+		argv[n++] = "--insecure-registry";
+		argv[n++] = o->insecure_registries[i];
+	}
+	argv[n++] = "--";
+	argv[n++] = img->name;
+	if (pipe2(pipefd, O_CLOEXEC) < 0) {
+		free(job);
+		return negative_errno();
+	}
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 3);
+	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
+	r = posix_spawn(&job->pid, exe, &fa, &attr, (char *const *)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	close(pipefd[1]);
+	if (r != 0) {
+		close(pipefd[0]);
+		free(job);
+		return -r;
+	}
+	job->d = d;
+	job->img = img;
+	job->fd = pipefd[0];
+	buf_init(&job->line, PROGRESS_LINE_MAX);
+	r = loop_add(d->loop, &job->src, job->fd, EPOLLIN, job_readable, job);
+	if (r < 0) {
+		img->job = job;
+		job_end(job, true);
+		return r;
+	}
+	img->job = job;
+	log_info("image '%s': installing", img->name);
+	return 0;
+}
+
+int
+images_install(struct sandboxd *d, const char *name, struct image_waiter *w, struct api_err *err)
+{
+	struct images *im = images_of(d);
+	struct image *img = find(d, name);
+	int r;
+
+	if (img && img->state == IMAGE_INSTALLED)
+		return 1;
+	if (!img || !img->job) {
+		if (!img) {
+			img = image_new(name);
+			if (!img) {
+				api_err_set(err, 500, "internal", "out of memory");
+				return -ENOMEM;
+			}
+			list_push_back(&im->all, &img->link);
+		}
+		img->state = IMAGE_INSTALLING;
+		json_decref(img->progress);
+		img->progress = json_array();
+		r = img->progress ? job_start(d, img) : -ENOMEM;
+		if (r < 0) {
+			api_err_set(err, 500, "internal", "cannot start installing '%s': %s", name,
+			            strerror(-r));
+			list_remove(&img->link);
+			image_free(img);
+			return r;
+		}
+		broadcast(d, "image.progress",
+		          json_pack("{s:s, s:s}", "image", name, "phase", "queued"));
+	}
+	if (w)
+		list_push_back(&img->waiters, &w->link);
+	return 0;
+}
+
+/* ---- the API's view ---- */
+
+json_t *
+image_to_json(struct sandboxd *d, const struct image *img)
+{
+	json_t *o = json_pack(
+	        "{s:s, s:s?, s:s, s:I, s:b, s:i}", "image", img->name, "digest", img->digest,
+	        "state", img->state == IMAGE_INSTALLED ? "installed" : "installing", "size_bytes",
+	        (json_int_t)img->size_bytes, "default", streq(img->name, d->policy.default_image),
+	        "in_use", (int)users_of(d, img->name));
+
+	if (o && img->builtin)
+		json_object_set_new(o, "builtin", json_true());
+	if (o && img->state == IMAGE_INSTALLING && img->progress)
+		json_object_set(o, "layers", img->progress);
+	if (o && img->installed_at) {
+		char when[32];
+		format_rfc3339(img->installed_at, when);
+		json_object_set_new(o, "installed_at", json_string(when));
+	}
+	return o;
+}
+
+json_t *
+images_get_json(struct sandboxd *d, const char *name)
+{
+	struct image *img = find(d, name);
+
+	return img ? image_to_json(d, img) : NULL;
+}
+
+static int
+by_name(const void *a, const void *b)
+{
+	return strcmp(json_string_value(json_object_get(*(json_t *const *)a, "image")),
+	              json_string_value(json_object_get(*(json_t *const *)b, "image")));
+}
+
+json_t *
+images_list_json(struct sandboxd *d)
+{
+	json_t *list = json_array(), **v;
+	struct list_node *ln, *tmp;
+	struct image *img;
+	size_t n = 0;
+
+	if (!list)
+		return NULL;
+	FOREACH_IMAGE(d, img, ln, tmp)
+	json_array_append_new(list, image_to_json(d, img));
+	if (!find(d, d->policy.default_image))
+		json_array_append_new(list,
+		                      json_pack("{s:s, s:n, s:s, s:i, s:b, s:i}", "image",
+		                                d->policy.default_image, "digest", "state",
+		                                "absent", "size_bytes", 0, "default", 1, "in_use",
+		                                (int)users_of(d, d->policy.default_image)));
+	/* sorted by name: a stable order for people and scripts */
+	n = json_array_size(list);
+	v = calloc(n + 1, sizeof(*v));
+	if (v) {
+		for (size_t i = 0; i < n; i++)
+			v[i] = json_incref(json_array_get(list, i));
+		qsort(v, n, sizeof(*v), by_name);
+		json_array_clear(list);
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(list, v[i]);
+		free(v);
+	}
+	return json_pack("{s:o}", "images", list);
+}
+
+/* Removes the cached layers no installed image uses, except those written lately. */
+static void
+collect_layers(struct sandboxd *d)
+{
+	_cleanup_free_ char *dir = strdup_printf("%s/images/blobs/sha256", d->opts->state_dir);
+	int64_t now = now_unix_ms();
+	struct dirent *de;
+	unsigned removed = 0;
+	DIR *dh;
+
+	if (!dir || !(dh = opendir(dir)))
+		return;
+	while ((de = readdir(dh))) {
+		_cleanup_free_ char *path = NULL, *digest = NULL;
+		struct list_node *n, *tmp;
+		struct image *img;
+		struct stat st;
+		bool used = false;
+
+		if (de->d_name[0] == '.')
+			continue;
+		path = strdup_printf("%s/%s", dir, de->d_name);
+		digest = strdup_printf("sha256:%s", de->d_name);
+		if (!path || !digest || lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		if (now - (int64_t)st.st_mtime * 1000 < LAYER_KEEP_MS)
+			continue;
+		FOREACH_IMAGE(d, img, n, tmp)
+		{
+			size_t i;
+			json_t *v;
+			if (img->job)
+				used = true; /* an install under way may be about to read it */
+			json_array_foreach (img->layers, i, v)
+				used = used || streq(json_string_value(v), digest);
+		}
+		if (!used && unlink(path) == 0)
+			removed++;
+	}
+	closedir(dh);
+	if (removed)
+		log_info("images: removed %u cached layer(s) no image uses", removed);
+}
+
+int
+images_remove(struct sandboxd *d, const char *name, struct api_err *err)
+{
+	struct image *img = find(d, name);
+	_cleanup_free_ char *ref = NULL;
+	unsigned users;
+
+	if (!img) {
+		api_err_set(err, 404, "not_found", "image '%s' is not installed", name);
+		return -ENOENT;
+	}
+	if (img->job) {
+		api_err_set(err, 409, "conflict", "image '%s' is being installed", name);
+		return -EBUSY;
+	}
+	if (img->builtin) {
+		api_err_set(err, 409, "conflict", "image '%s' is built in (sandboxd setup made it)",
+		            name);
+		return -EBUSY;
+	}
+	if (streq(name, d->policy.default_image)) {
+		api_err_set(err, 409, "conflict", "image '%s' is the default image; it is kept",
+		            name);
+		return -EBUSY;
+	}
+	users = users_of(d, name);
+	if (users) {
+		api_err_set(err, 409, "conflict", "image '%s' is used by %u sandbox(es)", name,
+		            users);
+		return -EBUSY;
+	}
+	ref = image_ref_path(d->opts->state_dir, name);
+	if (!ref || (unlink(ref) < 0 && errno != ENOENT)) {
+		api_err_set(err, 500, "internal", "cannot remove the record of '%s'", name);
+		return -EIO;
+	}
+	list_remove(&img->link);
+	if (img->disk && !disk_in_use(d, img->disk, img))
+		(void)unlink(img->disk);
+	log_info("image '%s': removed", name);
+	broadcast(d, "image.removed", json_pack("{s:s}", "image", name));
+	image_free(img);
+	collect_layers(d);
+	return 0;
+}
