@@ -4,7 +4,6 @@
  * or a refused blob leaves nothing that looks installed. */
 #include <ctype.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
@@ -142,22 +141,6 @@ on_progress(const struct oci_descriptor *d, uint64_t done, void *data)
 
 /* ---- the root disk ---- */
 
-struct tree_size {
-	uint64_t bytes;
-	uint64_t inodes;
-};
-static struct tree_size tree_size_acc; /* nftw has no user pointer; one build per process */
-
-static int
-tree_size_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	tree_size_acc.inodes++;
-	/* what the file occupies (holes excluded), at least one block for a directory or a
-	 * long symlink */
-	tree_size_acc.bytes += MAX((uint64_t)st->st_blocks * 512, (uint64_t)4096);
-	return 0;
-}
-
 /* Puts /sandbox/home (the sandbox user's) and the agent into the tree. An image may carry a
  * /sandbox of its own: a directory is kept, anything else (a symlink out, a file) replaced. */
 static int
@@ -207,27 +190,25 @@ fail:
 	return -EIO;
 }
 
-/* mkfs.ext4 -d: a raw ext4 without a journal, sized to the tree plus some slack. */
+/* mkfs.ext4 -d: a raw ext4 without a journal. Its size comes from what the layers wrote
+ * (an upper bound: whiteouts only remove), not from walking the tree again: a file takes its
+ * bytes rounded up to a block, every entry an inode. The disk is sparse and read-only, so
+ * room it does not use costs nothing. */
 static int
-make_disk(const char *tree, const char *disk, char **ret_error)
+make_disk(const char *tree, const struct unpack_stats *st, const char *disk, char **ret_error)
 {
 	_cleanup_free_ char *partial = strdup_printf("%s.partial-%d", disk, (int)getpid());
 	char size_k[32], inodes[32];
-	uint64_t kib;
+	uint64_t kib, agent_size = 16u << 20; /* the agent and /sandbox: a bound */
 	int r;
 
 	if (!partial)
 		return -ENOMEM;
-	tree_size_acc = (struct tree_size){ 0 };
-	if (nftw(tree, tree_size_one, 32, FTW_PHYS) < 0) {
-		*ret_error = strdup_printf("cannot measure the image tree: %m");
-		return -EIO;
-	}
-	/* inode tables (256 bytes each), 10% for ext4's own metadata, and slack */
-	kib = (tree_size_acc.bytes + tree_size_acc.inodes * 256) / 1024;
+	/* blocks, inode tables (256 bytes each), 10% for ext4's own metadata, and slack */
+	kib = (st->bytes + st->entries * (4096 + 256) + agent_size) / 1024;
 	kib += kib / 10 + DISK_SLACK_MB * 1024;
 	snprintf(size_k, sizeof(size_k), "%" PRIu64 "k", kib);
-	snprintf(inodes, sizeof(inodes), "%" PRIu64, tree_size_acc.inodes + 4096);
+	snprintf(inodes, sizeof(inodes), "%" PRIu64, st->entries + 4096);
 	{
 		const char *argv[] = {
 			"mkfs.ext4",      "-q", "-F", "-t",    "ext4", "-b", "4096",      "-O",
@@ -303,7 +284,7 @@ build_disk(const struct install *in, const struct oci_image *img, const char *ag
 		return r;
 	t1 = now_mono_ms();
 	phase(in, "disk");
-	r = make_disk(root, disk, ret_error);
+	r = make_disk(root, &st, disk, ret_error);
 	if (r < 0)
 		return r;
 	json_object_set_new(timings, "unpack_ms", json_integer((json_int_t)(t1 - t0)));

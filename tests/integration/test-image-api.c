@@ -1,0 +1,235 @@
+/* test-image-api.c: the images API with no registry and no VM: names refused before
+ * anything starts (malformed 400, outside the policy's list 403), sandbox-base before it was
+ * built (404 saying how to build it), an image installed from an OCI layout on this machine
+ * (the path the base image takes, built here with umoci), removal and the garbage it leaves
+ * none of, and the root disks of another guest agent removed at the next start. The fake
+ * backend boots nothing, but the image API is the product's: installs really run. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "harness.h"
+
+static struct daemon_proc p;
+
+static const char *const policy_args[] = {
+	"--allow-image", "mini", "--allow-image", "sandbox-base", "--allow-image", "busybox", NULL
+};
+
+static int
+setup(void **state)
+{
+	if (system("command -v umoci >/dev/null && command -v mkfs.ext4 >/dev/null") != 0) {
+		fprintf(stderr, "umoci or mkfs.ext4 missing: ./scripts/install-deps.sh\n");
+		exit(77);
+	}
+	return harness_start(&p, harness_binary("SANDBOXD_FAKE"), policy_args, NULL);
+}
+
+static int
+teardown(void **state)
+{
+	int rc = harness_stop(&p, SIGTERM);
+
+	harness_cleanup(&p);
+	return rc == 0 ? 0 : -1;
+}
+
+static json_t *
+find_image(json_t *list, const char *name)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach (json_object_get(list, "images"), i, v)
+		if (strcmp(harness_str(v, "image"), name) == 0)
+			return v;
+	return NULL;
+}
+
+static void
+expect_error(const char *method, const char *path, const char *body, int status, const char *code,
+             const char *needle)
+{
+	char *out = NULL;
+	int got = harness_http(p.sock, method, path, body, &out);
+
+	if (got != status || !out || !strstr(out, code) || (needle && !strstr(out, needle)))
+		fail_msg("%s %s %s: got %d %s, want %d %s (%s)", method, path, body ? body : "",
+		         got, out ? out : "", status, code, needle ? needle : "");
+	free(out);
+}
+
+static void
+test_refused_before_anything_starts(void **state)
+{
+	json_t *list;
+
+	expect_error("POST", "/v1/images", "{\"image\":\"Not/A Name\"}", 400, "invalid_request",
+	             NULL);
+	expect_error("POST", "/v1/images", "{\"image\":\"mini\",\"pull\":true}", 400,
+	             "invalid_request", "unknown field 'pull'");
+	expect_error("POST", "/v1/images?wait=maybe", "{\"image\":\"mini\"}", 400,
+	             "invalid_request", "wait=true|false");
+	/* --allow-image lists what may be installed or run, written exactly */
+	expect_error("POST", "/v1/images", "{\"image\":\"python:3.13-slim\"}", 403, "refused",
+	             "image \\\"python:3.13-slim\\\" is not one this server permits");
+	expect_error("POST", "/v1/images", "{\"image\":\"docker.io/library/mini\"}", 403, "refused",
+	             NULL);
+	expect_error("POST", "/v1/sandboxes", "{\"image\":\"python:3.13-slim\"}", 403, "refused",
+	             "not one this server permits");
+	/* the base image is this machine's own: never looked for on Docker Hub */
+	expect_error("POST", "/v1/images", "{\"image\":\"sandbox-base\"}", 404, "not_found",
+	             "sandboxd image build-base");
+	expect_error("DELETE", "/v1/images/mini", NULL, 404, "not_found", "not installed");
+	/* nothing was installed, and the default is listed as absent */
+	list = harness_json(p.sock, "GET", "/v1/images", NULL, 200);
+	assert_null(find_image(list, "mini"));
+	assert_non_null(find_image(list, "sandbox-base"));
+	assert_string_equal(harness_str(find_image(list, "sandbox-base"), "state"), "absent");
+	assert_true(json_is_true(json_object_get(find_image(list, "sandbox-base"), "default")));
+	json_decref(list);
+}
+
+/* An OCI layout with two layers, the second removing a file of the first. */
+static void
+make_layout(const char *dir)
+{
+	char cmd[2048];
+
+	snprintf(cmd, sizeof(cmd),
+	         "set -e; t=$(mktemp -d); trap 'rm -rf \"$t\"' EXIT; "
+	         "mkdir -p $t/a/etc $t/a/bin $t/b/etc; "
+	         "echo 'ID=mini' > $t/a/etc/os-release; echo gone > $t/a/etc/old; "
+	         "printf '#!/bin/sh\\n' > $t/a/bin/tool; chmod 4755 $t/a/bin/tool; "
+	         "touch $t/b/etc/.wh.old; "
+	         "tar -C $t/a --owner=0 --group=0 -cf $t/a.tar .; "
+	         "tar -C $t/b --owner=0 --group=0 -cf $t/b.tar .; "
+	         "umoci init --layout '%s'; umoci new --image '%s:latest'; "
+	         "umoci raw add-layer --image '%s:latest' $t/a.tar; "
+	         "umoci raw add-layer --image '%s:latest' $t/b.tar; "
+	         "umoci config --image '%s:latest' --config.env GREETING=hi "
+	         "--config.env HOME=/root >/dev/null",
+	         dir, dir, dir, dir, dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static int
+count_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static void
+test_install_from_a_local_layout_and_remove(void **state)
+{
+	char layout[512], rootfs[512], cmd[1024], *out = NULL;
+	json_t *img, *list;
+
+	snprintf(layout, sizeof(layout), "%s/images/local/mini", p.state);
+	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", p.state);
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s/images/local'", p.state);
+	assert_int_equal(system(cmd), 0);
+	make_layout(layout);
+
+	img = harness_json(p.sock, "POST", "/v1/images", "{\"image\":\"mini\"}", 200);
+	assert_string_equal(harness_str(img, "state"), "installed");
+	assert_non_null(strstr(harness_str(img, "digest"), "sha256:"));
+	assert_true(json_integer_value(json_object_get(img, "size_bytes")) > 0);
+	json_decref(img);
+	/* a second install of an installed image answers at once, the same */
+	img = harness_json(p.sock, "POST", "/v1/images?wait=false", "{\"image\":\"mini\"}", 200);
+	assert_string_equal(harness_str(img, "state"), "installed");
+	json_decref(img);
+	assert_int_equal(count_files(rootfs), 1);
+
+	/* the disk holds the layers applied in order, the agent and /sandbox/home */
+	snprintf(cmd, sizeof(cmd),
+	         "d=$(ls '%s'/*.ext4) && "
+	         "debugfs -R 'cat /etc/os-release' $d 2>/dev/null | grep -qx ID=mini && "
+	         "! debugfs -R 'stat /etc/old' $d 2>/dev/null | grep -q Inode && "
+	         "debugfs -R 'stat /bin/tool' $d 2>/dev/null | grep -q 'Mode:  04755' && "
+	         "debugfs -R 'stat /sandbox/home' $d 2>/dev/null | grep -q 'User:  1001' && "
+	         "debugfs -R 'stat /sandbox/bin/sandbox-guestd' $d 2>/dev/null | grep -q Inode",
+	         rootfs);
+	if (system(cmd) != 0) {
+		(void)system("for d in /tmp/sbxsuite-*/sbxtest.*/state/rootfs/*.ext4; do "
+		             "debugfs -R 'ls -l /' $d; done >&2");
+		fail_msg("the root disk is not what the layers say");
+	}
+
+	expect_error("DELETE", "/v1/images/busybox", NULL, 404, "not_found", NULL);
+	assert_int_equal(harness_http(p.sock, "DELETE", "/v1/images/mini", NULL, &out), 204);
+	free(out);
+	list = harness_json(p.sock, "GET", "/v1/images", NULL, 200);
+	assert_null(find_image(list, "mini"));
+	json_decref(list);
+	/* its disk went with it; its layers stay for ten minutes, since a create may be about
+	 * to use them */
+	assert_int_equal(count_files(rootfs), 0);
+	snprintf(cmd, sizeof(cmd), "%s/images/blobs/sha256", p.state);
+	assert_true(count_files(cmd) >= 2);
+}
+
+static void
+test_disks_of_another_agent_go_at_start(void **state)
+{
+	char path[600];
+	const char *const args[] = { "--allow-image", "mini", NULL };
+	json_t *img;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/images/local", p.state);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/images/local/mini", p.state);
+	if (access(path, F_OK) != 0)
+		make_layout(path);
+	json_decref(harness_json(p.sock, "POST", "/v1/images", "{\"image\":\"mini\"}", 200));
+	/* a disk an older agent build left (its name ends in another agent's id) */
+	snprintf(path, sizeof(path), "%s/rootfs/%064d-0123456789ab.ext4", p.state, 7);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs("an old disk", f);
+	fclose(f);
+
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	assert_int_equal(harness_restart(&p, harness_binary("SANDBOXD_FAKE"), args, NULL), 0);
+	assert_int_equal(access(path, F_OK), -1);
+	assert_true(harness_file_contains(p.log, "removed 1 root disk(s) built for another guest"));
+	/* this agent's disk and the image's record stay */
+	snprintf(path, sizeof(path), "%s/rootfs", p.state);
+	assert_int_equal(count_files(path), 1);
+	img = harness_json(p.sock, "GET", "/v1/images", NULL, 200);
+	assert_non_null(find_image(img, "mini"));
+	assert_string_equal(harness_str(find_image(img, "mini"), "state"), "installed");
+	json_decref(img);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_refused_before_anything_starts),
+		cmocka_unit_test(test_install_from_a_local_layout_and_remove),
+		cmocka_unit_test(test_disks_of_another_agent_go_at_start),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
