@@ -144,6 +144,35 @@ image_fill(struct image *img, json_t *rec)
 	return 0;
 }
 
+/* Reads one record of images/refs/ (want: the name it must be for, or NULL) and adds the
+ * image. NULL when it is missing, unreadable, for another name or its disk is gone. */
+static struct image *
+load_record(struct sandboxd *d, const char *path, const char *want)
+{
+	_cleanup_free_ char *text = NULL;
+	struct image *img = NULL;
+	const char *name;
+	json_t *rec;
+	size_t len;
+
+	if (read_file_max(path, RECORD_MAX, &text, &len) < 0)
+		return NULL;
+	rec = json_loadb(text, len, 0, NULL);
+	name = json_string_value(json_object_get(rec, "image"));
+	if (name && (!want || streq(want, name)))
+		img = image_new(name);
+	if (!img || image_fill(img, rec) < 0 || access(img->disk, R_OK) < 0 || find(d, name)) {
+		if (!want)
+			log_warning("image record '%s' is unusable; ignored", path);
+		image_free(img);
+		img = NULL;
+	} else {
+		list_push_back(&images_of(d)->all, &img->link);
+	}
+	json_decref(rec);
+	return img;
+}
+
 /* Reads images/refs/ at start: what earlier installs left. A record whose disk is gone (an
  * agent upgrade removed it) is installed again on first use. */
 static int
@@ -160,35 +189,34 @@ load_records(struct sandboxd *d)
 	if (!dh)
 		return errno == ENOENT ? 0 : negative_errno();
 	while ((de = readdir(dh))) {
-		_cleanup_free_ char *path = NULL, *text = NULL;
-		struct image *img;
-		const char *name;
-		json_t *rec;
-		size_t len;
+		_cleanup_free_ char *path = NULL;
+		size_t len = strlen(de->d_name);
 
-		if (!str_has_prefix(de->d_name + strlen(de->d_name) - MIN(strlen(de->d_name), 5),
-		                    ".json"))
+		if (len < 6 || !streq(de->d_name + len - 5, ".json"))
 			continue;
 		path = strdup_printf("%s/%s", dir, de->d_name);
-		if (!path || read_file_max(path, RECORD_MAX, &text, &len) < 0)
-			continue;
-		rec = json_loadb(text, len, 0, NULL);
-		name = json_string_value(json_object_get(rec, "image"));
-		img = name ? image_new(name) : NULL;
-		if (!img || image_fill(img, rec) < 0 || access(img->disk, R_OK) < 0 ||
-		    find(d, name)) {
-			log_warning("image record '%s' is unusable; ignored", path);
-			image_free(img);
-		} else {
-			list_push_back(&images_of(d)->all, &img->link);
+		if (path && load_record(d, path, NULL))
 			n++;
-		}
-		json_decref(rec);
 	}
 	closedir(dh);
 	if (n)
 		log_info("images: %d installed", n);
 	return 0;
+}
+
+static void
+remove_partials(const char *state_dir, const char *sub)
+{
+	_cleanup_free_ char *dir = strdup_printf("%s/%s", state_dir, sub);
+	struct dirent *de;
+	DIR *dh;
+
+	if (!dir || !(dh = opendir(dir)))
+		return;
+	while ((de = readdir(dh)))
+		if (strstr(de->d_name, ".partial-"))
+			(void)unlinkat(dirfd(dh), de->d_name, 0);
+	closedir(dh);
 }
 
 int
@@ -205,8 +233,10 @@ images_init(struct sandboxd *d)
 	}
 	list_init(&im->all);
 	d->images = im;
-	/* trees of builds a crash interrupted */
+	/* what installs a crash or a stop interrupted: build trees, unfinished blobs and disks */
 	rm_rf(tmp);
+	remove_partials(d->opts->state_dir, "images/blobs/sha256");
+	remove_partials(d->opts->state_dir, "rootfs");
 	if (image_agent_id(agent, im->agent_id) < 0)
 		im->agent_id[0] = '\0'; /* no agent: no VM backend either; keep every disk */
 	return load_records(d);
@@ -516,7 +546,7 @@ job_end(struct install_job *job, bool kill_child)
 	char why[1200];
 
 	if (kill_child)
-		(void)kill(job->pid, SIGKILL);
+		(void)kill(-job->pid, SIGKILL); /* its group: mkfs.ext4 goes with it */
 	while (waitpid(job->pid, &status, 0) < 0 && errno == EINTR)
 		;
 	img->job = NULL;
@@ -629,7 +659,10 @@ job_start(struct sandboxd *d, struct image *img)
 	posix_spawnattr_init(&attr);
 	posix_spawnattr_setsigmask(&attr, &none);
 	posix_spawnattr_setsigdefault(&attr, &all);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	/* a group of its own, so that stopping it stops the tools it runs */
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+	                                        POSIX_SPAWN_SETPGROUP);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
@@ -668,6 +701,12 @@ images_install(struct sandboxd *d, const char *name, struct image_waiter *w, str
 
 	if (img && img->state == IMAGE_INSTALLED)
 		return 1;
+	if (!img) {
+		/* installed by hand meanwhile (`sandboxd image install`, `image build-base`) */
+		_cleanup_free_ char *path = image_ref_path(d->opts->state_dir, name);
+		if (path && load_record(d, path, name))
+			return 1;
+	}
 	if (!img || !img->job) {
 		if (!img) {
 			img = image_new(name);
