@@ -121,14 +121,18 @@ test_guest_kernel_output_and_exit_codes(void **state)
 	}
 	/* killed by a signal: 128 + signal */
 	assert_int_equal(run(sb, "[\"sh\",\"-c\",\"kill -9 $$\"]", NULL, NULL), 137);
-	/* an image this server does not have is refused before anything boots */
+	/* an image that cannot be installed (no registry answers there) creates nothing */
 	{
 		char *body = NULL;
+		json_t *list;
 		assert_int_equal(harness_http(p.sock, "POST", "/v1/sandboxes",
-		                              "{\"image\":\"nope:latest\"}", &body),
-		                 400);
-		assert_non_null(strstr(body, "not on this server"));
+		                              "{\"image\":\"127.0.0.1:1/nope:latest\"}", &body),
+		                 503);
+		assert_non_null(strstr(body, "registry 127.0.0.1:1"));
 		free(body);
+		list = harness_json(p.sock, "GET", "/v1/sandboxes", NULL, 200);
+		assert_int_equal(json_array_size(json_object_get(list, "sandboxes")), 1);
+		json_decref(list);
 		assert_string_equal(harness_str(sb, "image"), "busybox");
 	}
 	/* an unknown program is the request's fault */
@@ -260,11 +264,12 @@ test_kept_process_outlives_client_and_daemon(void **state)
 	plant_gone_vmm_cgroup(true);
 	sleep(1);
 	/* the next sandboxd does not wait for guests to power off (QMP quit at once) */
-	assert_int_equal(harness_restart(&p, harness_binary("SANDBOXD"),
-	                                 (const char *const[]){ "--accel", "tcg", "--stop-timeout",
-	                                                        "0", NULL },
-	                                 NULL),
-	                 0);
+	assert_int_equal(
+	        harness_restart(&p, harness_binary("SANDBOXD"),
+	                        (const char *const[]){ "--accel", "tcg", "--stop-timeout", "0",
+	                                               "--default-image", "busybox", NULL },
+	                        NULL),
+	        0);
 	assert_true(harness_file_contains(p.log, "1 sandbox(es) taken back"));
 	/* the group a VMM that ended while no sandboxd was there left behind is removed */
 	if (plant_gone_vmm_cgroup(false)) {
