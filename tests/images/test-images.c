@@ -694,6 +694,27 @@ test_missing_image_malformed_name_and_unreachable_registry(void **state)
 		free(msg);
 		free(body);
 	}
+	/* without waiting, the sandbox is answered pending and fails with the same reason */
+	{
+		char b[256], path[128];
+		json_t *sb, *got = NULL;
+		snprintf(b, sizeof(b), "{\"image\":\"%s\",\"wait\":false}", name);
+		sb = http_json("POST", "/v1/sandboxes", b, FAIL_FAST_MS, 201);
+		assert_string_equal(harness_str(sb, "state"), "pending");
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(sb, "id"));
+		for (int i = 0; i < 200; i++) {
+			json_decref(got);
+			got = http_json("GET", path, NULL, FAIL_FAST_MS, 200);
+			if (strcmp(harness_str(got, "state"), "failed") == 0)
+				break;
+			usleep(50000);
+		}
+		assert_string_equal(harness_str(got, "state"), "failed");
+		assert_non_null(strstr(harness_str(got, "reason"), "manifest unknown"));
+		json_decref(got);
+		json_decref(http_json("DELETE", path, NULL, FAIL_FAST_MS, 204));
+		json_decref(sb);
+	}
 
 	/* a name that is no image reference */
 	snprintf(name, sizeof(name), "%s/sbx/UPPER CASE:1", reg);
@@ -767,7 +788,7 @@ create_thread(void *arg)
 static void
 test_concurrent_creates_share_one_pull(void **state)
 {
-	char name[128], blob[200], *body;
+	char name[128], blob[200], nowait[256], *body;
 	struct create_call calls[2] = { 0 };
 	pthread_t t[2];
 	int before;
@@ -778,11 +799,14 @@ test_concurrent_creates_share_one_pull(void **state)
 	assert_null(listed(name));
 	snprintf(blob, sizeof(blob), "/v2/sbx/pair/blobs/%s", image_env("PAIR_LAYER"));
 	before = registry_gets(blob);
+	/* one create waits for the image (the API holds it); the other does not (the sandbox
+	 * is pending until the image is there) */
 	body = image_body(name);
-	for (int i = 0; i < 2; i++) {
-		calls[i].body = body;
+	snprintf(nowait, sizeof(nowait), "{\"image\":\"%s\",\"wait\":false}", name);
+	calls[0].body = body;
+	calls[1].body = nowait;
+	for (int i = 0; i < 2; i++)
 		assert_int_equal(pthread_create(&t[i], NULL, create_thread, &calls[i]), 0);
-	}
 	for (int i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
 	free(body);
@@ -793,7 +817,19 @@ test_concurrent_creates_share_one_pull(void **state)
 		sb[i] = json_loads(calls[i].answer, 0, NULL);
 		free(calls[i].answer);
 		assert_non_null(sb[i]);
-		assert_string_equal(harness_str(sb[i], "state"), "running");
+	}
+	assert_string_equal(harness_str(sb[0], "state"), "running");
+	{
+		char path[128];
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(sb[1], "id"));
+		for (int i = 0; i < 600 && strcmp(harness_str(sb[1], "state"), "running") != 0;
+		     i++) {
+			assert_string_not_equal(harness_str(sb[1], "state"), "failed");
+			usleep(50000);
+			json_decref(sb[1]);
+			sb[1] = http_json("GET", path, NULL, CREATE_TIMEOUT_MS, 200);
+		}
+		assert_string_equal(harness_str(sb[1], "state"), "running");
 	}
 	/* one pull: the layer came from the registry once */
 	assert_int_equal(registry_gets(blob) - before, 1);
