@@ -267,12 +267,18 @@ build_disk(const struct install *in, const struct oci_image *img, const char *ag
 		_cleanup_free_ char *blob = image_blob_path(o->state_dir, d->digest);
 		_cleanup_close_ int fd = blob ? open(blob, O_RDONLY | O_CLOEXEC) : -1;
 		_cleanup_free_ char *why = NULL;
+		struct unpack_stats one = { 0 };
 
 		if (fd < 0) {
 			*ret_error = strdup_printf("layer %s is not in the cache", d->digest);
 			return -EIO;
 		}
-		r = unpack_layer(root_fd, fd, &uo, &st, &why);
+		r = unpack_layer(root_fd, fd, &uo, &one, &why);
+		/* the disk's size comes from these: every layer counts */
+		st.entries += one.entries;
+		st.bytes += one.bytes;
+		st.whiteouts += one.whiteouts;
+		st.skipped_devices += one.skipped_devices;
 		if (r < 0) {
 			*ret_error = strdup_printf("layer %zu (%s): %s", i + 1, d->digest,
 			                           why ? why : strerror(-r));

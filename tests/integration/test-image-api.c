@@ -222,6 +222,35 @@ test_disks_of_another_agent_go_at_start(void **state)
 	json_decref(img);
 }
 
+/* The disk holds what every layer wrote, not only the last one's: four layers of 24 MiB
+ * that do not compress. */
+static void
+test_the_disk_holds_every_layer(void **state)
+{
+	char dir[512], cmd[4096];
+	const char *const args[] = { "--allow-image", "big", NULL };
+
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	assert_int_equal(harness_restart(&p, harness_binary("SANDBOXD_FAKE"), args, NULL), 0);
+	snprintf(dir, sizeof(dir), "%s/images/local/big", p.state);
+	snprintf(cmd, sizeof(cmd),
+	         "set -e; mkdir -p '%s/images/local'; t=$(mktemp -d); trap 'rm -rf \"$t\"' EXIT; "
+	         "umoci init --layout '%s'; umoci new --image '%s:latest'; "
+	         "for i in 1 2 3 4; do mkdir $t/$i; "
+	         "head -c 25165824 /dev/urandom > $t/$i/blob$i; "
+	         "tar -C $t/$i --owner=0 --group=0 -cf $t/$i.tar .; "
+	         "umoci raw add-layer --image '%s:latest' $t/$i.tar; done",
+	         p.state, dir, dir, dir);
+	assert_int_equal(system(cmd), 0);
+	json_decref(harness_json(p.sock, "POST", "/v1/images", "{\"image\":\"big\"}", 200));
+	snprintf(cmd, sizeof(cmd),
+	         "d=$(ls '%s'/rootfs/*.ext4) && for i in 1 2 3 4; do "
+	         "debugfs -R \"stat /blob$i\" $d 2>/dev/null | grep -q 'Size: 25165824' || exit 1; "
+	         "done",
+	         p.state);
+	assert_int_equal(system(cmd), 0);
+}
+
 int
 main(void)
 {
@@ -229,6 +258,7 @@ main(void)
 		cmocka_unit_test(test_refused_before_anything_starts),
 		cmocka_unit_test(test_install_from_a_local_layout_and_remove),
 		cmocka_unit_test(test_disks_of_another_agent_go_at_start),
+		cmocka_unit_test(test_the_disk_holds_every_layer),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
