@@ -547,10 +547,14 @@ build_base(const struct install_opts *o)
 		fprintf(stderr, "sandboxd image build-base: cannot make '%s'\n", parent);
 		return 1;
 	}
-	/* the script prints its own progress; it replaces the layout only when it succeeds */
+	/* the script prints its own progress; it replaces the layout only when it succeeds. It
+	 * runs with the usual umask: what it installs is for the sandbox user to use (sandboxd's
+	 * own 0077 would make every file the agents installed root's alone) */
 	{
 		struct tool t = { .in_fd = -1, .out_fd = STDERR_FILENO };
+		mode_t old = umask(0022);
 		r = tool_run(&t, argv);
+		umask(old);
 		if (r < 0) {
 			_cleanup_free_ char *f = tool_failure(&t, argv, r);
 			fprintf(stderr, "sandboxd image build-base: %s\n", f ? f : strerror(-r));

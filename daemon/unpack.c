@@ -215,8 +215,10 @@ open_parent(struct unpack *u, const char *dir, bool create)
 
 			if (!name)
 				return -ENOMEM;
-			/* EEXIST here is a dangling symlink in the way: refused. */
-			if (mkdirat(fd, name, 0755) < 0)
+			/* EEXIST here is a dangling symlink in the way: refused. 0755 whatever
+			 * the umask: the sandbox user must be able to walk through it. */
+			if (mkdirat(fd, name, 0755) < 0 ||
+			    fchmodat(fd, name, 0755, AT_SYMLINK_NOFOLLOW) < 0)
 				return negative_errno();
 			r = created_add(u, prefix);
 			if (r < 0)
