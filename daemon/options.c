@@ -13,6 +13,7 @@
 static const char usage[] =
         "usage: sandboxd [options]\n"
         "       sandboxd setup [--state-dir DIR] [--agent FILE] [--force]\n"
+        "       sandboxd image install|build-base [options] (sandboxd image --help)\n"
         "\n"
         "Serves API v1 for microVM sandboxes. 'sandboxd setup' first builds the guest bundle\n"
         "(kernel, initramfs, root disk) in the state directory; 'sandboxd setup --help'.\n"
