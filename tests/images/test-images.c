@@ -465,6 +465,16 @@ test_pull_by_tag_and_run_as_the_sandbox_user(void **state)
 	assert_null(strstr(out, "HOME=/root"));
 	free(out);
 
+	/* the image's disk is shared and read-only: what a sandbox writes into the image's
+	 * tree (/sandbox/home is on it) goes to its own layer, and the disk stays byte for byte
+	 * what it was */
+	assert_true(host_sh("sha256sum %s/rootfs/%s-*.ext4 > %s/disk.sum", p.state,
+	                    image_env("HELLO_DIGEST") + strlen("sha256:"), p.dir));
+	out = sh(sb, "echo written > /sandbox/home/f && cat /sandbox/home/f");
+	assert_string_equal(out, "written\n");
+	free(out);
+	assert_true(host_sh("sha256sum -c --quiet %s/disk.sum", p.dir));
+
 	/* in use: it stays */
 	entry = listed(name);
 	assert_non_null(entry);
