@@ -183,6 +183,16 @@ test_install_from_a_local_layout_and_remove(void **state)
 	assert_int_equal(count_files(rootfs), 0);
 	snprintf(cmd, sizeof(cmd), "%s/images/blobs/sha256", p.state);
 	assert_true(count_files(cmd) >= 2);
+
+	/* layers older than that which no image uses go at the next removal */
+	snprintf(cmd, sizeof(cmd), "touch -d '-1 hour' %s/images/blobs/sha256/*", p.state);
+	assert_int_equal(system(cmd), 0);
+	json_decref(harness_json(p.sock, "POST", "/v1/images", "{\"image\":\"mini\"}", 200));
+	assert_int_equal(harness_http(p.sock, "DELETE", "/v1/images/mini", NULL, &out), 204);
+	free(out);
+	snprintf(cmd, sizeof(cmd), "%s/images/blobs/sha256", p.state);
+	assert_int_equal(count_files(cmd), 0);
+	assert_true(harness_file_contains(p.log, "cached layer(s) no image uses"));
 }
 
 static void
