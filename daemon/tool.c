@@ -238,7 +238,6 @@ copy_file(const char *src, const char *dst, mode_t mode)
 
 /* ---- running tools ---- */
 
-
 void
 tool_done(struct tool *t)
 {
@@ -430,4 +429,3 @@ run_quiet(const char *cwd, const char *const *argv, char **ret_error)
 	tool_done(&t);
 	return r;
 }
-

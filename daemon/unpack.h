@@ -14,9 +14,9 @@
 #include <stdint.h>
 
 struct unpack_stats {
-	uint64_t entries;        /* entries applied */
-	uint64_t bytes;          /* file bytes written */
-	uint64_t whiteouts;      /* whiteout entries applied */
+	uint64_t entries;         /* entries applied */
+	uint64_t bytes;           /* file bytes written */
+	uint64_t whiteouts;       /* whiteout entries applied */
 	uint64_t skipped_devices; /* device nodes not created */
 };
 
@@ -29,5 +29,5 @@ struct unpack_opts {
 /* Applies the layer read from layer_fd onto the directory root_fd. On a malformed archive
  * or a refused entry returns -errno with *ret_error naming the entry and why (newly
  * allocated; NULL when out of memory); what was applied before stays. stats may be NULL. */
-int unpack_layer(int root_fd, int layer_fd, const struct unpack_opts *o,
-                 struct unpack_stats *stats, char **ret_error);
+int unpack_layer(int root_fd, int layer_fd, const struct unpack_opts *o, struct unpack_stats *stats,
+                 char **ret_error);
