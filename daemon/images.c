@@ -73,6 +73,14 @@ find(struct sandboxd *d, const char *name)
 		if (((img) = list_entry(n, struct image, link)), true)
 
 static void
+env_free(char **env)
+{
+	for (size_t i = 0; env && env[i]; i++)
+		free(env[i]);
+	free(env);
+}
+
+static void
 image_free(struct image *img)
 {
 	if (!img)
@@ -80,9 +88,7 @@ image_free(struct image *img)
 	free(img->name);
 	free(img->digest);
 	free(img->disk);
-	for (size_t i = 0; img->env && img->env[i]; i++)
-		free(img->env[i]);
-	free(img->env);
+	env_free(img->env);
 	json_decref(img->progress);
 	json_decref(img->layers);
 	free(img);
@@ -119,8 +125,10 @@ image_fill(struct image *img, json_t *rec)
 	                &at) < 0 ||
 	    !json_is_array(env) || !json_is_array(layers) || !oci_digest_valid(digest))
 		return -EINVAL;
+	/* a second fill (a disk built again) replaces what the first one set */
 	free(img->digest);
 	free(img->disk);
+	env_free(img->env);
 	img->digest = strdup(digest);
 	img->disk = strdup(disk);
 	img->env = calloc(json_array_size(env) + 1, sizeof(char *));
@@ -141,6 +149,7 @@ image_fill(struct image *img, json_t *rec)
 	img->size_bytes = size > 0 ? (uint64_t)size : 0;
 	img->installed_at = at;
 	img->state = IMAGE_INSTALLED;
+	img->rebuild = false;
 	return 0;
 }
 
@@ -161,7 +170,9 @@ load_record(struct sandboxd *d, const char *path, const char *want)
 	name = json_string_value(json_object_get(rec, "image"));
 	if (name && (!want || streq(want, name)))
 		img = image_new(name);
-	if (!img || image_fill(img, rec) < 0 || access(img->disk, R_OK) < 0 || find(d, name)) {
+	if (img && image_fill(img, rec) == 0 && access(img->disk, R_OK) < 0)
+		img->rebuild = true;
+	if (!img || img->state != IMAGE_INSTALLED || find(d, name)) {
 		if (!want)
 			log_warning("image record '%s' is unusable; ignored", path);
 		image_free(img);
@@ -289,7 +300,7 @@ images_installed(struct sandboxd *d, const char *name)
 {
 	struct image *img = find(d, name);
 
-	return img && img->state == IMAGE_INSTALLED ? img : NULL;
+	return img && img->state == IMAGE_INSTALLED && !img->rebuild ? img : NULL;
 }
 
 /* How many sandboxes that have not ended start from name. */
@@ -364,16 +375,14 @@ images_collect_old_disks(struct sandboxd *d)
 		log_info("images: removed %u root disk(s) built for another guest agent (%" PRIu64
 		         " MiB freed); their images are built again on first use",
 		         removed, freed >> 20);
-	/* records whose disk went are dropped: the first sandbox of such an image installs
-	 * it again, from the layer cache */
+	/* the images whose disk went stay installed: the first sandbox of one builds its disk
+	 * again, from the layer cache */
 	{
 		struct list_node *n, *tmp;
 		struct image *img;
 		FOREACH_IMAGE(d, img, n, tmp)
-		if (!img->builtin && img->disk && access(img->disk, F_OK) < 0) {
-			list_remove(&img->link);
-			image_free(img);
-		}
+		if (!img->builtin && img->disk && access(img->disk, F_OK) < 0)
+			img->rebuild = true;
 	}
 }
 
@@ -699,12 +708,13 @@ images_install(struct sandboxd *d, const char *name, struct image_waiter *w, str
 	struct image *img = find(d, name);
 	int r;
 
-	if (img && img->state == IMAGE_INSTALLED)
+	if (img && img->state == IMAGE_INSTALLED && !img->rebuild)
 		return 1;
 	if (!img) {
 		/* installed by hand meanwhile (`sandboxd image install`, `image build-base`) */
 		_cleanup_free_ char *path = image_ref_path(d->opts->state_dir, name);
-		if (path && load_record(d, path, name))
+		img = path ? load_record(d, path, name) : NULL;
+		if (img && !img->rebuild)
 			return 1;
 	}
 	if (!img || !img->job) {
@@ -748,6 +758,8 @@ image_to_json(struct sandboxd *d, const struct image *img)
 
 	if (o && img->builtin)
 		json_object_set_new(o, "builtin", json_true());
+	if (o && img->rebuild && img->state == IMAGE_INSTALLED)
+		json_object_set_new(o, "rebuild", json_true());
 	if (o && img->state == IMAGE_INSTALLING && img->progress)
 		json_object_set(o, "layers", img->progress);
 	if (o && img->installed_at) {

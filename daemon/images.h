@@ -39,6 +39,8 @@ struct image {
 	int64_t installed_at; /* unix ms */
 	enum image_state state;
 	bool builtin;     /* a disk sandboxd's setup made (busybox), never removed */
+	bool rebuild;     /* installed, but its disk is gone (built for another agent and
+	                   * removed at start): built again, from the cache, on first use */
 	json_t *progress; /* while installing: [{digest, done, total}] per layer */
 	json_t *layers;   /* installed: the layer digests (for garbage collection) */
 	struct install_job *job;

@@ -226,7 +226,46 @@ test_disks_of_another_agent_go_at_start(void **state)
 	img = harness_json(p.sock, "GET", "/v1/images", NULL, 200);
 	assert_non_null(find_image(img, "mini"));
 	assert_string_equal(harness_str(find_image(img, "mini"), "state"), "installed");
+	assert_null(json_object_get(find_image(img, "mini"), "rebuild"));
 	json_decref(img);
+}
+
+/* An upgrade of the guest agent: the disks built for the old one go at the next start, the
+ * images stay installed, and the first use builds the disk again from the layer cache. */
+static void
+test_an_agent_upgrade_rebuilds_disks_on_first_use(void **state)
+{
+	char agent[600], path[600];
+	const char *const args[] = { "--allow-image", "mini", "--agent", agent, NULL };
+	json_t *list, *img;
+	FILE *f;
+
+	snprintf(agent, sizeof(agent), "%s/new-agent", p.dir);
+	f = fopen(agent, "w");
+	assert_non_null(f);
+	fputs("#!/bin/sh\n# another build of the agent\n", f);
+	fclose(f);
+	json_decref(harness_json(p.sock, "POST", "/v1/images", "{\"image\":\"mini\"}", 200));
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	assert_int_equal(harness_restart(&p, harness_binary("SANDBOXD_FAKE"), args, NULL), 0);
+	assert_true(harness_file_contains(p.log, "built for another guest agent"));
+	snprintf(path, sizeof(path), "%s/rootfs", p.state);
+	assert_int_equal(count_files(path), 0);
+	list = harness_json(p.sock, "GET", "/v1/images", NULL, 200);
+	assert_string_equal(harness_str(find_image(list, "mini"), "state"), "installed");
+	assert_true(json_is_true(json_object_get(find_image(list, "mini"), "rebuild")));
+	json_decref(list);
+	/* the first install (or create) builds it again, with the new agent in it */
+	img = harness_json(p.sock, "POST", "/v1/images", "{\"image\":\"mini\"}", 200);
+	assert_string_equal(harness_str(img, "state"), "installed");
+	assert_null(json_object_get(img, "rebuild"));
+	json_decref(img);
+	assert_int_equal(count_files(path), 1);
+	snprintf(path, sizeof(path),
+	         "debugfs -R 'cat /sandbox/bin/sandbox-guestd' %s/rootfs/*.ext4 2>/dev/null | "
+	         "grep -q 'another build of the agent'",
+	         p.state);
+	assert_int_equal(system(path), 0);
 }
 
 /* The disk holds what every layer wrote, not only the last one's: four layers of 24 MiB
@@ -268,6 +307,7 @@ main(void)
 		cmocka_unit_test(test_refused_before_anything_starts),
 		cmocka_unit_test(test_install_from_a_local_layout_and_remove),
 		cmocka_unit_test(test_disks_of_another_agent_go_at_start),
+		cmocka_unit_test(test_an_agent_upgrade_rebuilds_disks_on_first_use),
 		cmocka_unit_test(test_the_disk_holds_every_layer),
 	};
 
