@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include "bundle.h"
 #include "image-install.h"
 #include "log.h"
@@ -19,7 +20,8 @@
 #include "util.h"
 
 #define SANDBOX_UID 1001
-#define DISK_SLACK_MB 32 /* free room in a root disk beyond what its tree needs */
+#define DISK_SLACK_MB 32           /* free room in a root disk beyond what its tree needs */
+#define FREE_RESERVE (1024u << 20) /* a fetch leaves this much of the state's filesystem */
 
 /* ---- paths ---- */
 
@@ -341,6 +343,7 @@ fetch_layers(struct install *in, struct oci_source *src, const struct oci_image 
 	for (size_t i = 0; i < img->manifest.n_layers; i++) {
 		const struct oci_descriptor *d = &img->manifest.layers[i];
 		_cleanup_free_ char *blob = image_blob_path(in->o->state_dir, d->digest);
+		struct statvfs vfs;
 		struct stat st;
 		int r;
 
@@ -351,6 +354,17 @@ fetch_layers(struct install *in, struct oci_source *src, const struct oci_image 
 		if (stat(blob, &st) == 0 && (uint64_t)st.st_size == d->size) {
 			on_progress(d, d->size, in);
 			continue;
+		}
+		/* a layer that cannot fit is refused before a byte of it is written, not at
+		 * ENOSPC after the disk filled for everyone */
+		if (statvfs(in->o->state_dir, &vfs) == 0 &&
+		    (uint64_t)vfs.f_bavail * vfs.f_frsize < d->size + FREE_RESERVE) {
+			*ret_error = strdup_printf(
+			        "layer %s is %" PRIu64 " MiB and the state directory has %" PRIu64
+			        " MiB free (%u MiB are kept free)",
+			        d->digest, d->size >> 20,
+			        ((uint64_t)vfs.f_bavail * vfs.f_frsize) >> 20, FREE_RESERVE >> 20);
+			return -ENOSPC;
 		}
 		r = oci_source_fetch_blob(src, d, blob, on_progress, in, ret_error);
 		if (r < 0)
@@ -467,6 +481,14 @@ image_install(const struct install_opts *o, const char *name, json_t **ret, char
 out:
 	if (r == -ENOMEM && !*ret_error)
 		*ret_error = strdup("out of memory");
+	if (*ret_error) {
+		/* it quotes what registries and layers said: no terminal escapes go on */
+		char *safe = termsafe_dup(*ret_error);
+		if (safe) {
+			free(*ret_error);
+			*ret_error = safe;
+		}
+	}
 	json_decref(rec);
 	json_decref(timings);
 	json_decref(layers);
@@ -681,7 +703,9 @@ image_main(int argc, char **argv)
 		_cleanup_free_ char *s = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
 		if (s)
 			puts(s);
-		emit(&in, json_pack("{s:s, s:O}", "event", "done", "image", rec));
+		/* short, whatever the image's environment: the record is in images/refs */
+		emit(&in, json_pack("{s:s, s:O}", "event", "done", "digest",
+		                    json_object_get(rec, "digest")));
 	}
 	json_decref(rec);
 	return 0;

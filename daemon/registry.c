@@ -174,6 +174,7 @@ struct response {
 	char *www_authenticate;
 	char *content_type;
 	struct buf error_body; /* the body of a response that is not 200 */
+	bool error_body_full;  /* the transfer was cut there: the rest is never read */
 	struct sink *sink;     /* where a 200's body goes */
 };
 
@@ -290,9 +291,13 @@ on_body(char *p, size_t size, size_t nitems, void *data)
 			return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
 		return n;
 	}
-	/* an error's body is only read for its message; the rest is dropped */
-	(void)buf_append(&resp->error_body, p,
-	                 MIN(n, ERROR_BODY_MAX - buf_avail(&resp->error_body)));
+	/* an error's (or a redirect's) body is only read for its message, and only so far:
+	 * a registry that never ends one would otherwise hold the install for good */
+	if (buf_avail(&resp->error_body) + n > ERROR_BODY_MAX) {
+		resp->error_body_full = true;
+		return 0; /* aborts the transfer; the status and what was read stand */
+	}
+	(void)buf_append(&resp->error_body, p, n);
 	return n;
 }
 
@@ -434,13 +439,16 @@ http_get(struct oci_source *s, const char *url, const char *accept, bool auth,
 			return r;
 		}
 		resp->status = 0;
+		resp->error_body_full = false;
 		(void)curl_easy_setopt(s->curl, CURLOPT_URL, url);
 		(void)curl_easy_setopt(s->curl, CURLOPT_PROTOCOLS_STR, "http,https");
 		(void)curl_easy_setopt(s->curl, CURLOPT_FOLLOWLOCATION, 0L);
 		(void)curl_easy_setopt(s->curl, CURLOPT_UNRESTRICTED_AUTH, 0L);
 		(void)curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);
 		(void)curl_easy_setopt(s->curl, CURLOPT_CONNECTTIMEOUT, CONNECT_TIMEOUT_SECS);
-		(void)curl_easy_setopt(s->curl, CURLOPT_LOW_SPEED_LIMIT, 1L);
+		/* under 1 KiB/s for stall_secs is a stall: a blob trickled slower than that
+		 * would hold an install for days */
+		(void)curl_easy_setopt(s->curl, CURLOPT_LOW_SPEED_LIMIT, 1024L);
 		(void)curl_easy_setopt(s->curl, CURLOPT_LOW_SPEED_TIME, (long)s->stall_secs);
 		(void)curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, headers);
 		(void)curl_easy_setopt(s->curl, CURLOPT_HEADERFUNCTION, on_header);
@@ -458,6 +466,8 @@ http_get(struct oci_source *s, const char *url, const char *accept, bool auth,
 		curl_slist_free_all(headers);
 		if (c == CURLE_WRITE_ERROR && resp->sink && resp->sink->error)
 			return resp->sink->error; /* the caller says what was too big */
+		if (c == CURLE_WRITE_ERROR && resp->error_body_full)
+			c = CURLE_OK;
 		if (c != CURLE_OK)
 			return curl_error(s, c, errbuf, what, ret_error);
 		(void)curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
