@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include "events.h"
 #include "bundle.h"
@@ -34,10 +35,11 @@ struct install_job {
 	struct sandboxd *d;
 	struct image *img;
 	pid_t pid;
-	int fd; /* the child's progress lines */
-	struct loop_source src;
+	int fd;    /* the child's progress lines; -1 once they ended */
+	int pidfd; /* readable once the child exited */
+	struct loop_source src, exit_src;
 	struct buf line;
-	json_t *done;  /* the record from its "done" line */
+	bool done;     /* it said "done": its record is in images/refs */
 	int error;     /* from its "error" line */
 	char *message; /* likewise */
 };
@@ -111,9 +113,24 @@ image_new(const char *name)
 	return img;
 }
 
-/* Takes an install record ({image, digest, disk, env, layers, size_bytes, installed_at}). */
+/* Whether path is a file directly under <state>/rootfs/ (what the child may name). */
+static bool
+disk_path_valid(struct sandboxd *d, const char *path)
+{
+	_cleanup_free_ char *prefix = strdup_printf("%s/rootfs/", d->opts->state_dir);
+	const char *rest;
+
+	if (!prefix || !str_has_prefix(path, prefix))
+		return false;
+	rest = path + strlen(prefix);
+	return *rest && *rest != '.' && !strchr(rest, '/');
+}
+
+/* Takes an install record ({image, digest, disk, env, layers, size_bytes, installed_at}).
+ * The child that wrote it handled hostile bytes: every field is checked before it is used
+ * (the disk is a file of <state>/rootfs, the layers are digests). */
 static int
-image_fill(struct image *img, json_t *rec)
+image_fill(struct sandboxd *d, struct image *img, json_t *rec)
 {
 	const char *digest = NULL, *disk = NULL;
 	json_t *env = NULL, *layers = NULL, *v;
@@ -123,8 +140,12 @@ image_fill(struct image *img, json_t *rec)
 	if (json_unpack(rec, "{s:s, s:s, s:o, s:o, s?I, s?I}", "digest", &digest, "disk", &disk,
 	                "env", &env, "layers", &layers, "size_bytes", &size, "installed_at",
 	                &at) < 0 ||
-	    !json_is_array(env) || !json_is_array(layers) || !oci_digest_valid(digest))
+	    !json_is_array(env) || !json_is_array(layers) || !oci_digest_valid(digest) ||
+	    !disk_path_valid(d, disk))
 		return -EINVAL;
+	json_array_foreach (layers, i, v)
+		if (!json_is_string(v) || !oci_digest_valid(json_string_value(v)))
+			return -EINVAL;
 	/* a second fill (a disk built again) replaces what the first one set */
 	free(img->digest);
 	free(img->disk);
@@ -170,7 +191,7 @@ load_record(struct sandboxd *d, const char *path, const char *want)
 	name = json_string_value(json_object_get(rec, "image"));
 	if (name && (!want || streq(want, name)))
 		img = image_new(name);
-	if (img && image_fill(img, rec) == 0 && access(img->disk, R_OK) < 0)
+	if (img && image_fill(d, img, rec) == 0 && access(img->disk, R_OK) < 0)
 		img->rebuild = true;
 	if (!img || img->state != IMAGE_INSTALLED || find(d, name)) {
 		if (!want)
@@ -290,7 +311,14 @@ images_add_builtin(struct sandboxd *d, const char *name, const char *disk)
 	img->state = IMAGE_INSTALLED;
 	if (stat(disk, &st) == 0)
 		img->size_bytes = (uint64_t)st.st_blocks * 512;
-	image_free(find(d, name));
+	{
+		/* a record of that name (installed by hand) gives way to the built-in disk */
+		struct image *old = find(d, name);
+		if (old) {
+			list_remove(&old->link);
+			image_free(old);
+		}
+	}
 	list_push_back(&images_of(d)->all, &img->link);
 	return 0;
 }
@@ -480,7 +508,9 @@ progress_update(struct install_job *job, json_t *msg)
 	json_t *entry = NULL, *v;
 	size_t i;
 
-	if (!layer || !json_is_integer(done) || !json_is_integer(total))
+	if (!layer || !oci_digest_valid(layer) || !json_is_integer(done) ||
+	    !json_is_integer(total) || !json_is_integer(json_object_get(msg, "index")) ||
+	    !json_is_integer(json_object_get(msg, "count")))
 		return;
 	json_array_foreach (img->progress, i, v)
 		if (json_equal(json_object_get(v, "digest"), json_object_get(msg, "layer")))
@@ -496,9 +526,8 @@ progress_update(struct install_job *job, json_t *msg)
 	json_object_set(entry, "total", total);
 	broadcast(job->d, "image.progress",
 	          json_pack("{s:s, s:s, s:O, s:O, s:O, s:O}", "image", img->name, "layer", layer,
-	                    "done", done, "total", total, "index",
-	                    json_object_get(msg, "index") ?: json_null(), "count",
-	                    json_object_get(msg, "count") ?: json_null()));
+	                    "done", done, "total", total, "index", json_object_get(msg, "index"),
+	                    "count", json_object_get(msg, "count")));
 }
 
 /* One JSON line from the child. It is ours, but it handled hostile bytes: parse strictly. */
@@ -517,19 +546,26 @@ job_line(struct install_job *job, const char *text, size_t len)
 		if (digest && oci_digest_valid(digest) && !job->img->digest)
 			job->img->digest = strdup(digest);
 	} else if (streq(ev, "phase")) {
+		static const char *const phases[] = { "resolve", "fetch", "unpack", "disk" };
 		const char *ph = json_string_value(json_object_get(msg, "phase"));
-		if (ph)
+		bool known = false;
+		for (size_t i = 0; ph && i < ARRAY_SIZE(phases); i++)
+			known = known || streq(ph, phases[i]);
+		if (known)
 			broadcast(job->d, "image.progress",
 			          json_pack("{s:s, s:s}", "image", job->img->name, "phase", ph));
 	} else if (streq(ev, "done")) {
-		json_decref(job->done);
-		job->done = json_incref(json_object_get(msg, "image"));
+		/* the record itself is read from images/refs, not from this line */
+		job->done = true;
 	} else if (streq(ev, "error")) {
 		const char *m = json_string_value(json_object_get(msg, "message"));
 		json_int_t e = json_integer_value(json_object_get(msg, "errno"));
 		job->error = e > 0 && e < 4096 ? -(int)e : -EIO;
 		free(job->message);
-		job->message = m ? strndup(m, 1024) : NULL;
+		job->message =
+		        m ? termsafe_dup(m) : NULL; /* the child's, but quoting hostile bytes */
+		if (job->message && strlen(job->message) > 1024)
+			job->message[1024] = '\0';
 	}
 	json_decref(msg);
 }
@@ -537,15 +573,42 @@ job_line(struct install_job *job, const char *text, size_t len)
 static void
 job_free(struct install_job *job)
 {
-	loop_remove(&job->src);
+	loop_remove(&job->src); /* safe when never added or already removed */
+	loop_remove(&job->exit_src);
 	safe_close(job->fd);
+	safe_close(job->pidfd);
 	buf_free(&job->line);
-	json_decref(job->done);
 	free(job->message);
 	free(job);
 }
 
-/* The child is done (its pipe closed): reap it, then record the image or drop it. */
+/* Reads the record the child wrote into img. */
+static int
+job_record(struct install_job *job)
+{
+	_cleanup_free_ char *path = image_ref_path(job->d->opts->state_dir, job->img->name);
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	json_t *rec;
+	int r;
+
+	if (!path)
+		return -ENOMEM;
+	r = read_file_max(path, RECORD_MAX, &text, &len);
+	if (r < 0)
+		return r;
+	rec = json_loadb(text, len, 0, NULL);
+	r = rec && streq(json_string_value(json_object_get(rec, "image")) ?: "", job->img->name)
+	            ? image_fill(job->d, job->img, rec)
+	            : -EPROTO;
+	json_decref(rec);
+	if (r == 0 && access(job->img->disk, R_OK) < 0)
+		r = -ENOENT; /* removed under it */
+	return r;
+}
+
+/* The child ended (its pipe closed and it exited), or sandboxd stops (kill_child): reap it,
+ * then record the image or drop it. Never waits: the child has exited, or was killed. */
 static void
 job_end(struct install_job *job, bool kill_child)
 {
@@ -554,17 +617,19 @@ job_end(struct install_job *job, bool kill_child)
 	int status = 0, r = 0;
 	char why[1200];
 
-	if (kill_child)
-		(void)kill(-job->pid, SIGKILL); /* its group: mkfs.ext4 goes with it */
-	while (waitpid(job->pid, &status, 0) < 0 && errno == EINTR)
-		;
-	img->job = NULL;
 	if (kill_child) {
+		(void)kill(-job->pid, SIGKILL); /* its group: mkfs.ext4 goes with it */
+		while (waitpid(job->pid, &status, 0) < 0 && errno == EINTR)
+			;
+		img->job = NULL;
 		job_free(job);
 		return;
 	}
+	while (waitpid(job->pid, &status, WNOHANG) < 0 && errno == EINTR)
+		;
+	img->job = NULL;
 	if (job->done && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-		r = image_fill(img, job->done);
+		r = job_record(job);
 	else
 		r = job->error ? job->error : -EIO;
 	if (r == 0) {
@@ -606,7 +671,11 @@ job_readable(struct loop_source *src, uint32_t events, void *data)
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
 	if (n <= 0) {
-		job_end(job, false);
+		/* its lines ended; the job ends when the child has exited too */
+		loop_remove(&job->src);
+		job->fd = safe_close(job->fd);
+		if (job->pidfd < 0)
+			job_end(job, false);
 		return;
 	}
 	for (ssize_t i = 0; i < n; i++) {
@@ -618,6 +687,18 @@ job_readable(struct loop_source *src, uint32_t events, void *data)
 		job_line(job, job->line.data, job->line.len);
 		job->line.len = 0;
 	}
+}
+
+static void
+job_exited(struct loop_source *src, uint32_t events, void *data)
+{
+	struct install_job *job = data;
+
+	loop_remove(&job->exit_src);
+	job->pidfd = safe_close(job->pidfd);
+	/* a child that exits keeps its last lines in the pipe: read them first */
+	if (job->fd < 0)
+		job_end(job, false);
 }
 
 /* Starts `sandboxd image install` for img; its fd 3 is the progress pipe. */
@@ -689,8 +770,13 @@ job_start(struct sandboxd *d, struct image *img)
 	job->d = d;
 	job->img = img;
 	job->fd = pipefd[0];
+	job->pidfd = (int)syscall(SYS_pidfd_open, job->pid, 0);
 	buf_init(&job->line, PROGRESS_LINE_MAX);
-	r = loop_add(d->loop, &job->src, job->fd, EPOLLIN, job_readable, job);
+	r = job->pidfd < 0 ? negative_errno() : 0;
+	if (r >= 0)
+		r = loop_add(d->loop, &job->exit_src, job->pidfd, EPOLLIN, job_exited, job);
+	if (r >= 0)
+		r = loop_add(d->loop, &job->src, job->fd, EPOLLIN, job_readable, job);
 	if (r < 0) {
 		img->job = job;
 		job_end(job, true);
@@ -862,6 +948,18 @@ collect_layers(struct sandboxd *d)
 		log_info("images: removed %u cached layer(s) no image uses", removed);
 }
 
+static bool
+installs_under_way(struct sandboxd *d)
+{
+	struct list_node *n, *tmp;
+	struct image *img;
+
+	FOREACH_IMAGE(d, img, n, tmp)
+	if (img->job)
+		return true;
+	return false;
+}
+
 int
 images_remove(struct sandboxd *d, const char *name, struct api_err *err)
 {
@@ -875,6 +973,12 @@ images_remove(struct sandboxd *d, const char *name, struct api_err *err)
 	}
 	if (img->job) {
 		api_err_set(err, 409, "conflict", "image '%s' is being installed", name);
+		return -EBUSY;
+	}
+	if (installs_under_way(d)) {
+		/* another name may be building this very disk (two spellings of one image) */
+		api_err_set(err, 409, "conflict",
+		            "an image is being installed; remove '%s' once it is done", name);
 		return -EBUSY;
 	}
 	if (img->builtin) {

@@ -823,9 +823,14 @@ unpack_layer(int root_fd, int layer_fd, const struct unpack_opts *o, struct unpa
 		r = unpack_tar(root_fd, tar_fd, o, stats, ret_error);
 		close(tar_fd); /* unblocks the thread if it was still writing */
 		pthread_join(in.thread, NULL);
-		if (r >= 0 && in.why[0]) {
-			if (ret_error)
+		if (in.why[0]) {
+			/* the stream was cut by a decompression error: that is the reason, not the
+			 * truncated tar the reader saw */
+			if (ret_error) {
+				if (r < 0) /* unpack_tar set it */
+					free(*ret_error);
 				*ret_error = strdup_printf("layer data: %s", in.why);
+			}
 			return -EINVAL;
 		}
 		return r;

@@ -888,6 +888,48 @@ test_policy_images_list(void **state)
 	harness_cleanup(&q);
 }
 
+/* An image installed by hand under the built-in's name gives way to the built-in disk when
+ * sandboxd starts (it once stayed in the list, freed: a use-after-free at start). */
+static void
+test_a_record_named_like_the_builtin_gives_way(void **state)
+{
+	const char *const *base = daemon_args();
+	const char *args[12];
+	size_t n = 0;
+	json_t *list;
+	size_t i;
+	json_t *v;
+	bool seen = false;
+
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	assert_true(
+	        host_sh("set -e; t=$(mktemp -d); trap 'rm -rf \"$t\"' EXIT; "
+	                "mkdir -p %s/images/local $t/r/etc; echo mine > $t/r/etc/mine; "
+	                "tar -C $t/r -cf $t/l.tar .; umoci init --layout %s/images/local/busybox; "
+	                "umoci new --image %s/images/local/busybox:latest; "
+	                "umoci raw add-layer --image %s/images/local/busybox:latest $t/l.tar; "
+	                "%s image install --quiet --state-dir %s busybox >/dev/null",
+	                p.state, p.state, p.state, p.state, harness_binary("SANDBOXD"), p.state));
+	for (size_t k = 0; base[k]; k++)
+		args[n++] = base[k];
+	args[n++] = "--accel";
+	args[n++] = "tcg";
+	args[n++] = "--default-image";
+	args[n++] = "busybox";
+	args[n] = NULL;
+	assert_int_equal(harness_restart(&p, harness_binary("SANDBOXD"), args, NULL), 0);
+	list = http_json("GET", "/v1/images", NULL, 10000, 200);
+	json_array_foreach (json_object_get(list, "images"), i, v)
+		if (strcmp(harness_str(v, "image"), "busybox") == 0) {
+			assert_false(seen);
+			seen = true;
+			assert_true(json_is_true(json_object_get(v, "builtin")));
+		}
+	assert_true(seen);
+	json_decref(list);
+	/* teardown's stop checks the exit status: ASan finds nothing */
+}
+
 int
 main(void)
 {
@@ -901,6 +943,7 @@ main(void)
 		cmocka_unit_test(test_token_auth_registry),
 		cmocka_unit_test(test_concurrent_creates_share_one_pull),
 		cmocka_unit_test(test_policy_images_list),
+		cmocka_unit_test(test_a_record_named_like_the_builtin_gives_way),
 	};
 
 	harness_vm_bundle();

@@ -286,10 +286,26 @@ test_the_disk_holds_every_layer(void **state)
 	         "for i in 1 2 3 4; do mkdir $t/$i; "
 	         "head -c 25165824 /dev/urandom > $t/$i/blob$i; "
 	         "tar -C $t/$i --owner=0 --group=0 -cf $t/$i.tar .; "
-	         "umoci raw add-layer --image '%s:latest' $t/$i.tar; done",
-	         p.state, dir, dir, dir);
+	         "umoci raw add-layer --image '%s:latest' $t/$i.tar; done; "
+	         /* an environment larger than a progress line may be */
+	         "umoci config --image '%s:latest' --config.env BIG=$(head -c 70000 /dev/zero | "
+	         "tr '\\0' x) >/dev/null",
+	         p.state, dir, dir, dir, dir);
 	assert_int_equal(system(cmd), 0);
+	/* while an install runs, nothing is removed: another spelling may be building the
+	 * disk a removal would take (mini is installed, its disk to be built again) */
+	img = harness_json(p.sock, "POST", "/v1/images?wait=false", "{\"image\":\"big\"}", 202);
+	assert_string_equal(harness_str(img, "state"), "installing");
+	json_decref(img);
+	{
+		char *out = NULL;
+		assert_int_equal(harness_http(p.sock, "DELETE", "/v1/images/mini", NULL, &out),
+		                 409);
+		assert_non_null(strstr(out, "being installed"));
+		free(out);
+	}
 	img = harness_json(p.sock, "POST", "/v1/images", "{\"image\":\"big\"}", 200);
+	assert_string_equal(harness_str(img, "state"), "installed");
 	/* its disk (another image's is there too): rootfs/<manifest hex>-<agent>.ext4 */
 	snprintf(cmd, sizeof(cmd),
 	         "d=$(ls '%s'/rootfs/%s-*.ext4) && for i in 1 2 3 4; do "
@@ -298,6 +314,49 @@ test_the_disk_holds_every_layer(void **state)
 	         p.state, harness_str(img, "digest") + strlen("sha256:"));
 	json_decref(img);
 	assert_int_equal(system(cmd), 0);
+}
+
+/* Records in images/refs are written by the install child, which handled hostile bytes: one
+ * that names a disk outside rootfs/ or layers that are not digests is ignored, not trusted. */
+static void
+test_records_that_lie_are_ignored(void **state)
+{
+	char path[600], *out = NULL;
+	const char *const args[] = { NULL };
+	json_t *list;
+	FILE *f;
+
+	/* a disk outside rootfs/ */
+	snprintf(path, sizeof(path), "%s/images/refs/liar1.json", p.state);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f,
+	        "{\"image\":\"liar1\",\"digest\":\"sha256:%064d\",\"disk\":"
+	        "\"/etc/passwd\",\"env\":[],\"layers\":[]}",
+	        0);
+	fclose(f);
+	/* a layer that is not a digest */
+	snprintf(path, sizeof(path), "%s/images/refs/liar2.json", p.state);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f,
+	        "{\"image\":\"liar2\",\"digest\":\"sha256:%064d\",\"disk\":"
+	        "\"%s/rootfs/x.ext4\",\"env\":[],\"layers\":[1]}",
+	        0, p.state);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/rootfs/x.ext4", p.state);
+	fclose(fopen(path, "w"));
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	assert_int_equal(harness_restart(&p, harness_binary("SANDBOXD_FAKE"), args, NULL), 0);
+	assert_true(harness_file_contains(p.log, "liar1.json' is unusable"));
+	assert_true(harness_file_contains(p.log, "liar2.json' is unusable"));
+	list = harness_json(p.sock, "GET", "/v1/images", NULL, 200);
+	assert_null(find_image(list, "liar1"));
+	assert_null(find_image(list, "liar2"));
+	json_decref(list);
+	assert_int_equal(harness_http(p.sock, "DELETE", "/v1/images/liar1", NULL, &out), 404);
+	free(out);
+	assert_int_equal(access("/etc/passwd", F_OK), 0);
 }
 
 int
@@ -309,6 +368,7 @@ main(void)
 		cmocka_unit_test(test_disks_of_another_agent_go_at_start),
 		cmocka_unit_test(test_an_agent_upgrade_rebuilds_disks_on_first_use),
 		cmocka_unit_test(test_the_disk_holds_every_layer),
+		cmocka_unit_test(test_records_that_lie_are_ignored),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
