@@ -92,30 +92,6 @@ queue_resize(struct session *s)
 	(void)queue(s, 'r', p, sizeof(p));
 }
 
-/* Writes all of p to fd; -errno (EPIPE when the reader went away). */
-static int
-write_all(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-
-	while (n > 0) {
-		ssize_t w = write(fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && errno == EAGAIN) {
-			/* someone made our output non-blocking: wait for it */
-			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-			(void)poll(&pfd, 1, 1000);
-			continue;
-		}
-		if (w <= 0)
-			return w < 0 ? -errno : -EIO;
-		c += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* One frame from the server. */
 static void
 frame(struct session *s, uint8_t type, const uint8_t *p, uint32_t len)

@@ -85,21 +85,6 @@ read_all(int fd, struct buf *b)
 	}
 }
 
-static int
-write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* The last component of a path, for copying into a directory; NULL when there is none. */
 static char *
 base_name(const char *path)

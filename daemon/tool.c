@@ -138,24 +138,6 @@ file_size(const char *path)
 	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
 }
 
-int
-write_all(int fd, const void *data, size_t len)
-{
-	const char *p = data;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return negative_errno();
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 void
 hex_encode(const unsigned char *in, size_t n, char *out)
 {

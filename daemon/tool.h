@@ -41,7 +41,6 @@ int mkdir_mode(const char *path, mode_t mode);
 bool is_file(const char *path); /* a regular file, not empty */
 bool is_dir(const char *path);
 uint64_t file_size(const char *path);
-int write_all(int fd, const void *data, size_t len);
 /* Copies src (at most 256 MiB) to dst, created with mode, replacing nothing. */
 int copy_file(const char *src, const char *dst, mode_t mode);
 

@@ -731,21 +731,6 @@ compressed(int fd)
 	return false;
 }
 
-static int
-write_all_fd(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static void *
 inflater_main(void *data)
 {
@@ -779,7 +764,7 @@ inflater_main(void *data)
 			         archive_error_string(a) ? archive_error_string(a) : "?");
 			break;
 		}
-		if (write_all_fd(in->out_fd, buf, (size_t)n) < 0)
+		if (write_all(in->out_fd, buf, (size_t)n) < 0)
 			break; /* the reader stopped: it says why */
 	}
 out:

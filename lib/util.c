@@ -1,6 +1,7 @@
 /* util.c: see util.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -255,4 +256,26 @@ bool
 str_has_prefix(const char *s, const char *prefix)
 {
 	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+int
+write_all(int fd, const void *data, size_t len)
+{
+	const char *c = data;
+
+	while (len > 0) {
+		ssize_t w = write(fd, c, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EAGAIN) {
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			(void)poll(&pfd, 1, 1000);
+			continue;
+		}
+		if (w <= 0)
+			return w < 0 ? -errno : -EIO;
+		c += w;
+		len -= (size_t)w;
+	}
+	return 0;
 }

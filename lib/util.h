@@ -41,6 +41,9 @@ char *termsafe_dup(const char *s);
 
 /* mkdir -p with mode for every created directory; existing ones are left as they are. */
 int mkdir_p(const char *path, mode_t mode);
+/* Writes all of data to fd, through EINTR and short writes, and waiting out EAGAIN when
+ * someone made fd non-blocking; -errno (EPIPE when the reader went away). */
+int write_all(int fd, const void *data, size_t len);
 /* Reads a whole small file (at most max bytes) into a NUL-terminated string. */
 int read_file_max(const char *path, size_t max, char **ret, size_t *ret_len);
 /* Writes data to path atomically (tmp + fsync + rename) with the given mode. */
