@@ -122,21 +122,6 @@ make_layout(const char *dir)
 	assert_int_equal(system(cmd), 0);
 }
 
-static int
-count_files(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	int n = 0;
-
-	if (!d)
-		return 0;
-	while ((de = readdir(d)))
-		n += de->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 static void
 test_install_from_a_local_layout_and_remove(void **state)
 {
@@ -158,7 +143,7 @@ test_install_from_a_local_layout_and_remove(void **state)
 	img = harness_json(p.sock, "POST", "/v1/images?wait=false", "{\"image\":\"mini\"}", 200);
 	assert_string_equal(harness_str(img, "state"), "installed");
 	json_decref(img);
-	assert_int_equal(count_files(rootfs), 1);
+	assert_int_equal(harness_count_entries(rootfs), 1);
 
 	/* the disk holds the layers applied in order, the agent and /sandbox/home */
 	snprintf(cmd, sizeof(cmd),
@@ -180,9 +165,9 @@ test_install_from_a_local_layout_and_remove(void **state)
 	json_decref(list);
 	/* its disk went with it; its layers stay for ten minutes, since a create may be about
 	 * to use them */
-	assert_int_equal(count_files(rootfs), 0);
+	assert_int_equal(harness_count_entries(rootfs), 0);
 	snprintf(cmd, sizeof(cmd), "%s/images/blobs/sha256", p.state);
-	assert_true(count_files(cmd) >= 2);
+	assert_true(harness_count_entries(cmd) >= 2);
 
 	/* layers older than that which no image uses go at the next removal */
 	snprintf(cmd, sizeof(cmd), "touch -d '-1 hour' %s/images/blobs/sha256/*", p.state);
@@ -191,7 +176,7 @@ test_install_from_a_local_layout_and_remove(void **state)
 	assert_int_equal(harness_http(p.sock, "DELETE", "/v1/images/mini", NULL, &out), 204);
 	free(out);
 	snprintf(cmd, sizeof(cmd), "%s/images/blobs/sha256", p.state);
-	assert_int_equal(count_files(cmd), 0);
+	assert_int_equal(harness_count_entries(cmd), 0);
 	assert_true(harness_file_contains(p.log, "cached layer(s) no image uses"));
 }
 
@@ -222,7 +207,7 @@ test_disks_of_another_agent_go_at_start(void **state)
 	assert_true(harness_file_contains(p.log, "removed 1 root disk(s) built for another guest"));
 	/* this agent's disk and the image's record stay */
 	snprintf(path, sizeof(path), "%s/rootfs", p.state);
-	assert_int_equal(count_files(path), 1);
+	assert_int_equal(harness_count_entries(path), 1);
 	img = harness_json(p.sock, "GET", "/v1/images", NULL, 200);
 	assert_non_null(find_image(img, "mini"));
 	assert_string_equal(harness_str(find_image(img, "mini"), "state"), "installed");
@@ -250,7 +235,7 @@ test_an_agent_upgrade_rebuilds_disks_on_first_use(void **state)
 	assert_int_equal(harness_restart(&p, harness_binary("SANDBOXD_FAKE"), args, NULL), 0);
 	assert_true(harness_file_contains(p.log, "built for another guest agent"));
 	snprintf(path, sizeof(path), "%s/rootfs", p.state);
-	assert_int_equal(count_files(path), 0);
+	assert_int_equal(harness_count_entries(path), 0);
 	list = harness_json(p.sock, "GET", "/v1/images", NULL, 200);
 	assert_string_equal(harness_str(find_image(list, "mini"), "state"), "installed");
 	assert_true(json_is_true(json_object_get(find_image(list, "mini"), "rebuild")));
@@ -260,7 +245,7 @@ test_an_agent_upgrade_rebuilds_disks_on_first_use(void **state)
 	assert_string_equal(harness_str(img, "state"), "installed");
 	assert_null(json_object_get(img, "rebuild"));
 	json_decref(img);
-	assert_int_equal(count_files(path), 1);
+	assert_int_equal(harness_count_entries(path), 1);
 	snprintf(path, sizeof(path),
 	         "debugfs -R 'cat /sandbox/bin/sandbox-guestd' %s/rootfs/*.ext4 2>/dev/null | "
 	         "grep -q 'another build of the agent'",

@@ -603,3 +603,18 @@ harness_str(json_t *obj, const char *key)
 {
 	return json_string_value(json_object_get(obj, key));
 }
+
+int
+harness_count_entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		n += de->d_name[0] != '.';
+	closedir(d);
+	return n;
+}

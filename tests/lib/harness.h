@@ -72,6 +72,9 @@ struct json_t *harness_json(const char *sock_path, const char *method, const cha
 /* A string member of a JSON object, or NULL. */
 const char *harness_str(struct json_t *obj, const char *key);
 
+/* How many entries a directory holds (dot files aside); 0 when it cannot be read. */
+int harness_count_entries(const char *dir);
+
 /* Whether a file contains a string. */
 bool harness_file_contains(const char *path, const char *needle);
 

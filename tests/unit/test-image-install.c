@@ -162,21 +162,6 @@ server_stop(struct server *s)
 	pthread_join(s->thread, NULL);
 }
 
-static int
-count_entries(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	int n = 0;
-
-	if (!d)
-		return 0;
-	while ((de = readdir(d)))
-		n += de->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 static void
 rm_dir(const char *dir)
 {
@@ -257,7 +242,7 @@ test_endless_error_on_a_blob(void **state)
 	free(why);
 	/* nothing half-fetched stays in the cache */
 	snprintf(blobs, sizeof(blobs), "%s/images/blobs/sha256", dir);
-	assert_int_equal(count_entries(blobs), 0);
+	assert_int_equal(harness_count_entries(blobs), 0);
 	rm_dir(dir);
 }
 
