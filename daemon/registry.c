@@ -2,7 +2,9 @@
  * interface (one handle per source, so connections are reused), and the same operations on
  * an OCI image layout directory. Everything fetched is checked against a digest before it is
  * used or kept: manifests and configs in memory (bounded), blobs streamed to a file. */
+#include <arpa/inet.h>
 #include <curl/curl.h>
+#include <netinet/in.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -45,6 +47,11 @@ struct oci_source {
 	char *ca_file;
 	char *auth_header; /* "Authorization: Bearer ..." once a token was fetched */
 	CURL *curl;
+	/* Set while a request goes where the registry sent us rather than to the registry
+	 * itself (the token realm): it may only reach public addresses, so a hostile registry
+	 * cannot point sandboxd at a service on the host's own networks. */
+	bool public_only;
+	bool refused_private; /* a connection was refused for that */
 
 	char *where; /* "registry HOST" or "image layout 'DIR'", to begin messages */
 
@@ -373,11 +380,55 @@ http_allowed(const struct oci_source *s, const char *url)
 	return ok;
 }
 
+bool
+registry_address_public(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET) {
+		uint32_t a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
+		return !((a >> 24) == 0 || (a >> 24) == 10 || (a >> 24) == 127 ||
+		         (a >> 16) == 0xa9fe /* 169.254/16 */ ||
+		         (a >> 20) == 0xac1 /* 172.16/12 */ ||
+		         (a >> 16) == 0xc0a8 /* 192.168/16 */ ||
+		         (a >> 22) == (100u << 2 | 1) /* 100.64/10 */ || (a >> 28) >= 0xe);
+	}
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+		if (IN6_IS_ADDR_V4MAPPED(a)) {
+			struct sockaddr_in v4 = { .sin_family = AF_INET };
+			memcpy(&v4.sin_addr, a->s6_addr + 12, 4);
+			return registry_address_public((const struct sockaddr *)&v4);
+		}
+		return !(IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a) ||
+		         IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_MULTICAST(a) ||
+		         (a->s6_addr[0] & 0xfe) == 0xfc /* fc00::/7 */);
+	}
+	return false;
+}
+
+static curl_socket_t
+open_public_socket(void *data, curlsocktype purpose, struct curl_sockaddr *addr)
+{
+	struct oci_source *s = data;
+
+	if (purpose != CURLSOCKTYPE_IPCXN || !registry_address_public(&addr->addr)) {
+		s->refused_private = true;
+		return CURL_SOCKET_BAD;
+	}
+	return socket(addr->family, addr->socktype | SOCK_CLOEXEC, addr->protocol);
+}
+
 static int
 curl_error(const struct oci_source *s, CURLcode c, const char *errbuf, const char *what,
            char **ret_error)
 {
 	const char *detail = *errbuf ? errbuf : curl_easy_strerror(c);
+
+	if (s->refused_private)
+		return fail(ret_error, -EACCES,
+		            "registry %s: %s: it sends sandboxd to a private or local address; "
+		            "only the registry itself may be there (list it with "
+		            "--insecure-registry if it is on this network)",
+		            s->ref.registry, what);
 
 	switch (c) {
 	case CURLE_OPERATION_TIMEDOUT:
@@ -429,6 +480,14 @@ http_get(struct oci_source *s, const char *url, const char *accept, bool auth,
 
 		curl_easy_reset(s->curl);
 		errbuf[0] = '\0';
+		s->refused_private = false;
+		/* where the registry sends us (a redirect to another origin, the token realm)
+		 * must be public, unless the operator listed the registry as on this network */
+		if (s->public_only || (hop > 0 && !s->insecure && !streq(origin, s->origin))) {
+			(void)curl_easy_setopt(s->curl, CURLOPT_OPENSOCKETFUNCTION,
+			                       open_public_socket);
+			(void)curl_easy_setopt(s->curl, CURLOPT_OPENSOCKETDATA, s);
+		}
 		r = slist_add(&headers, "User-Agent: sandboxd/" SANDBOXD_VERSION);
 		if (r >= 0 && accept)
 			r = slist_add(&headers, accept);
@@ -630,7 +689,14 @@ fetch_token(struct oci_source *s, const char *challenge, char **ret_error)
 		return r;
 	}
 	resp.sink = &k;
+	/* the realm is the registry's word: unless it is the registry itself, or the operator
+	 * listed the registry as on this network, it must be a public address */
+	{
+		_cleanup_free_ char *realm_origin = url_origin(ch.realm);
+		s->public_only = !s->insecure && !(realm_origin && streq(realm_origin, s->origin));
+	}
 	r = http_get(s, url, NULL, false, &resp, "token request", ret_error);
+	s->public_only = false;
 	sink_done(&k);
 	if (r == -EFBIG)
 		r = fail(ret_error, -EPROTO,

@@ -58,3 +58,10 @@ typedef void (*oci_progress_fn)(const struct oci_descriptor *d, uint64_t done, v
  * behind). */
 int oci_source_fetch_blob(struct oci_source *s, const struct oci_descriptor *d, const char *dest,
                           oci_progress_fn progress, void *data, char **ret_error);
+
+struct sockaddr;
+/* Whether sa is an address anyone on the internet could reach: not loopback, private,
+ * link-local (cloud metadata), CGNAT, multicast or unspecified (IPv4-mapped IPv6 judged as
+ * IPv4). A registry may send sandboxd (its token realm, a redirect to storage) only to such
+ * addresses, unless it is an --insecure-registry. */
+bool registry_address_public(const struct sockaddr *sa);

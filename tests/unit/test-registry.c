@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -609,10 +610,61 @@ test_registry_pull(void **state)
 	oci_image_done(&img);
 }
 
+/* Where a registry may send sandboxd (its token realm, a redirect): public addresses only. */
+static void
+test_address_public(void **state)
+{
+	static const struct {
+		const char *addr;
+		bool pub;
+	} cases[] = {
+		{ "8.8.8.8", true },
+		{ "140.82.112.3", true },
+		{ "127.0.0.1", false },
+		{ "127.255.0.1", false },
+		{ "10.1.2.3", false },
+		{ "172.16.0.1", false },
+		{ "172.31.255.255", false },
+		{ "172.32.0.1", true },
+		{ "192.168.1.1", false },
+		{ "169.254.169.254", false },
+		{ "100.64.0.1", false },
+		{ "100.128.0.1", true },
+		{ "0.0.0.0", false },
+		{ "224.0.0.1", false },
+		{ "255.255.255.255", false },
+		{ "::1", false },
+		{ "::", false },
+		{ "fe80::1", false },
+		{ "fd00::1", false },
+		{ "fc00::1", false },
+		{ "ff02::1", false },
+		{ "2606:4700::1111", true },
+		{ "::ffff:127.0.0.1", false },
+		{ "::ffff:1.1.1.1", true },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sockaddr_storage ss = { 0 };
+		if (strchr(cases[i].addr, ':')) {
+			struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+			a->sin6_family = AF_INET6;
+			assert_int_equal(inet_pton(AF_INET6, cases[i].addr, &a->sin6_addr), 1);
+		} else {
+			struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+			a->sin_family = AF_INET;
+			assert_int_equal(inet_pton(AF_INET, cases[i].addr, &a->sin_addr), 1);
+		}
+		if (registry_address_public((struct sockaddr *)&ss) != cases[i].pub)
+			fail_msg("%s: expected %s", cases[i].addr, cases[i].pub ? "public" : "not");
+	}
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_address_public),
 		cmocka_unit_test_setup_teardown(test_layout_resolve_and_fetch, setup_layout,
 		                                teardown_layout),
 		cmocka_unit_test_setup_teardown(test_layout_nested_index, setup_layout,
