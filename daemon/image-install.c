@@ -7,7 +7,12 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <openssl/evp.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/statvfs.h>
 #include "bundle.h"
 #include "image-install.h"
@@ -497,6 +502,49 @@ out:
 	return r;
 }
 
+/* ---- confinement ----
+ *
+ * An install parses what a registry sends and what an image's layers hold. As root it
+ * needs to give files their owners and nothing else: it runs with every filesystem but the
+ * state directory read-only (a mount namespace of its own), nothing setuid or a device
+ * there, and no capability beyond owning and reading files (so it cannot undo that), with
+ * no_new_privs for what it starts (mkfs.ext4). The layer code keeps every path inside the
+ * image root anyway; this is what holds if that code were wrong. */
+
+static int
+confine(const char *state_dir)
+{
+	static const int keep[] = { CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER,
+		                    CAP_FSETID };
+	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
+	struct mount_attr rw = { .attr_clr = MOUNT_ATTR_RDONLY,
+		                 .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct data[2] = { 0 };
+
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount(state_dir, state_dir, NULL, MS_BIND | MS_REC, NULL) < 0 ||
+	    mount_setattr(AT_FDCWD, "/", AT_RECURSIVE, &ro, sizeof(ro)) < 0 ||
+	    mount_setattr(AT_FDCWD, state_dir, AT_RECURSIVE, &rw, sizeof(rw)) < 0)
+		return negative_errno();
+	for (int cap = 0; cap <= CAP_LAST_CAP; cap++) {
+		bool kept = false;
+		for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
+			kept = kept || keep[i] == cap;
+		if (!kept && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			return negative_errno();
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
+		data[keep[i] / 32].effective |= 1u << (keep[i] % 32);
+		data[keep[i] / 32].permitted |= 1u << (keep[i] % 32);
+	}
+	if (syscall(SYS_capset, &hdr, data) < 0 ||
+	    prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 ||
+	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return negative_errno();
+	return 0;
+}
+
 /* ---- `sandboxd image` ---- */
 
 static void
@@ -687,6 +735,16 @@ image_main(int argc, char **argv)
 	if (!streq(cmd, "install") || optind != argc - 2) {
 		usage(stderr);
 		return 2;
+	}
+	if (geteuid() == 0) {
+		r = confine(o.state_dir);
+		if (r < 0)
+			fprintf(stderr,
+			        "sandboxd image install: warning: runs unconfined (the state "
+			        "directory "
+			        "the only writable place, root's powers beyond owning files "
+			        "dropped): %s\n",
+			        strerror(-r));
 	}
 	r = image_install(&o, argv[argc - 1], &rec, &why);
 	if (r < 0) {

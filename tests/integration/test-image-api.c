@@ -289,6 +289,26 @@ test_the_disk_holds_every_layer(void **state)
 		assert_non_null(strstr(out, "being installed"));
 		free(out);
 	}
+	/* the install child (parsing a layer now) is confined: no capability beyond owning
+	 * files (CAP_SYS_ADMIN, bit 21, is gone from its bounding set) and / read-only in its
+	 * mount namespace, the state directory writable */
+	if (geteuid() == 0) {
+		snprintf(cmd, sizeof(cmd),
+		         /* from the moment it has confined itself (it starts as root) */
+		         "for i in $(seq 300); do pid=$(pgrep -f -- '--state-dir %s -- big$' | "
+		         "head -1); if [ -n \"$pid\" ]; then bnd=$(awk '/^CapBnd/{print $2}' "
+		         "/proc/$pid/status 2>/dev/null); [ -n \"$bnd\" ] && "
+		         "[ $(( 0x$bnd & (1 << 21) )) -eq 0 ] && break; fi; sleep 0.01; done; "
+		         "[ -n \"$pid\" ] || exit 2; "
+		         "[ $(( 0x$bnd & (1 << 21) )) -eq 0 ] || exit 3; "
+		         "[ $(( 0x$bnd & 1 )) -eq 1 ] || exit 4; "
+		         "awk '$5 == \"/\" {print $6}' /proc/$pid/mountinfo | grep -q '^ro' || "
+		         "exit 5; "
+		         "awk '$5 == \"%s\" {print $6}' /proc/$pid/mountinfo | grep -q '^rw' || "
+		         "exit 6",
+		         p.state, p.state);
+		assert_int_equal(system(cmd), 0);
+	}
 	img = harness_json(p.sock, "POST", "/v1/images", "{\"image\":\"big\"}", 200);
 	assert_string_equal(harness_str(img, "state"), "installed");
 	/* its disk (another image's is there too): rootfs/<manifest hex>-<agent>.ext4 */
