@@ -419,7 +419,6 @@ images_collect_old_disks(struct sandboxd *d)
 int
 images_check(struct sandboxd *d, const char *name, struct api_err *err)
 {
-	const struct options *o = d->opts;
 	struct image *img = find(d, name);
 	_cleanup_free_ char *why = NULL;
 	struct oci_ref ref;
@@ -429,10 +428,10 @@ images_check(struct sandboxd *d, const char *name, struct api_err *err)
 		            "'%s' is not an image reference (such as python:3.13-slim)", name);
 		return -EINVAL;
 	}
-	if (o->n_allowed_images) {
+	if (d->policy.n_images) {
 		bool ok = false;
-		for (size_t i = 0; i < o->n_allowed_images; i++)
-			ok = ok || streq(o->allowed_images[i], name);
+		for (size_t i = 0; i < d->policy.n_images; i++)
+			ok = ok || streq(d->policy.images[i], name);
 		if (!ok) {
 			api_err_set(err, 403, "refused",
 			            "image \"%s\" is not one this server permits", name);
@@ -991,6 +990,12 @@ images_remove(struct sandboxd *d, const char *name, struct api_err *err)
 		            name);
 		return -EBUSY;
 	}
+	for (size_t i = 0; i < d->policy.n_pools; i++)
+		if (d->policy.pools[i].image && streq(name, d->policy.pools[i].image)) {
+			api_err_set(err, 409, "conflict",
+			            "image '%s' has a pool in the policy; it is kept", name);
+			return -EBUSY;
+		}
 	users = users_of(d, name);
 	if (users) {
 		api_err_set(err, 409, "conflict", "image '%s' is used by %u sandbox(es)", name,

@@ -11,6 +11,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "paths.h"
+#include "policyfile.h"
 #include "sandboxd.h"
 #include "server.h"
 #include "store.h"
@@ -156,6 +157,55 @@ startup_line(struct sandboxd *d)
 	(void)!write(STDERR_FILENO, line.data, line.len);
 }
 
+/* The operator's policy file over the embedded defaults, then the flags over both. */
+static int
+apply_policy(struct sandboxd *d)
+{
+	const struct options *o = d->opts;
+	struct policy *p = &d->policy;
+
+	if (o->policy_file) {
+		_cleanup_free_ char *why = NULL;
+		int r = policyfile_load(o->policy_file, p, &why);
+		if (r < 0) {
+			log_error("%s", why ? why : strerror(-r));
+			return r;
+		}
+		log_info("policy: read '%s'", o->policy_file);
+	}
+	if (o->default_image) {
+		free(p->default_image);
+		p->default_image = strdup(o->default_image);
+		if (!p->default_image)
+			return -ENOMEM;
+	}
+	if (o->n_allowed_images) {
+		/* --allow-image replaces the file's images list */
+		char **v = calloc(o->n_allowed_images, sizeof(char *));
+		if (!v)
+			return -ENOMEM;
+		for (size_t i = 0; i < p->n_images; i++)
+			free(p->images[i]);
+		free(p->images);
+		p->images = v;
+		p->n_images = 0;
+		for (size_t i = 0; i < o->n_allowed_images; i++) {
+			v[i] = strdup(o->allowed_images[i]);
+			if (!v[i])
+				return -ENOMEM;
+			p->n_images++;
+		}
+	}
+	/* egress enforcement arrives with the network module: until then nothing leaves, and
+	 * a policy that asks for more says so here rather than being served open */
+	if (p->network.ceiling > NET_NONE)
+		log_warning("policy: network ceiling '%s' lowered to 'none': this sandboxd cannot "
+		            "enforce egress yet",
+		            net_mode_to_string(p->network.ceiling));
+	policy_cap_network(p, NET_NONE);
+	return 0;
+}
+
 static int
 run(struct sandboxd *d)
 {
@@ -168,8 +218,9 @@ run(struct sandboxd *d)
 	r = policy_init_defaults(&d->policy, ncpu > 0 ? (unsigned)ncpu : 1);
 	if (r < 0)
 		return r;
-	/* egress enforcement arrives with the network module: until then nothing leaves */
-	policy_cap_network(&d->policy, NET_NONE);
+	r = apply_policy(d);
+	if (r < 0)
+		return r;
 
 	db = strdup_printf("%s/sandboxd.db", d->opts->state_dir);
 	if (!db)
@@ -180,12 +231,6 @@ run(struct sandboxd *d)
 		if (r != -EPROTO && r != -EIO)
 			log_error("store '%s': cannot open: %s", db, strerror(-r));
 		return r;
-	}
-	if (d->opts->default_image) {
-		free(d->policy.default_image);
-		d->policy.default_image = strdup(d->opts->default_image);
-		if (!d->policy.default_image)
-			return -ENOMEM;
 	}
 	r = images_init(d);
 	if (r < 0) {

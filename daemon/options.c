@@ -40,6 +40,8 @@ static const char usage[] =
         "  --boot-timeout SECS    how long a booting guest has to answer (default 60)\n"
         "  --stop-timeout SECS    how long a stopping guest has to power off before QEMU is\n"
         "                         told to quit (default 20; 0: at once)\n"
+        "  --policy FILE          the server policy (YAML: default image, images, defaults,\n"
+        "                         limits, network, pools); packaging/policy.example.yaml\n"
         "  --default-image IMAGE  what a create that names no image gets (default\n"
         "                         sandbox-base, built by 'sandboxd image build-base')\n"
         "  --allow-image IMAGE    permit only the images listed (repeatable), written exactly\n"
@@ -68,6 +70,7 @@ enum {
 	OPT_BOOT_TIMEOUT,
 	OPT_STOP_TIMEOUT,
 	OPT_MAX_CONNECTIONS,
+	OPT_POLICY,
 	OPT_DEFAULT_IMAGE,
 	OPT_ALLOW_IMAGE,
 	OPT_INSECURE_REGISTRY,
@@ -92,6 +95,7 @@ static const struct option long_options[] = {
 	{ "boot-timeout", required_argument, NULL, OPT_BOOT_TIMEOUT },
 	{ "stop-timeout", required_argument, NULL, OPT_STOP_TIMEOUT },
 	{ "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
+	{ "policy", required_argument, NULL, OPT_POLICY },
 	{ "default-image", required_argument, NULL, OPT_DEFAULT_IMAGE },
 	{ "allow-image", required_argument, NULL, OPT_ALLOW_IMAGE },
 	{ "insecure-registry", required_argument, NULL, OPT_INSECURE_REGISTRY },
@@ -313,6 +317,9 @@ options_parse(int argc, char **argv, struct options *o)
 			}
 			o->max_connections = (unsigned)n;
 			break;
+		case OPT_POLICY:
+			r = set_string(&o->policy_file, optarg);
+			break;
 		case OPT_DEFAULT_IMAGE:
 			if (!image_ref_valid(optarg)) {
 				fprintf(stderr,
@@ -533,5 +540,6 @@ options_done(struct options *o)
 	for (size_t i = 0; i < o->n_allowed_images; i++)
 		free(o->allowed_images[i]);
 	free(o->default_image);
+	free(o->policy_file);
 	*o = (struct options){ 0 };
 }

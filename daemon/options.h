@@ -34,7 +34,8 @@ struct options {
 	size_t n_insecure_registries;
 	char *allowed_images[OPTIONS_MAX_LIST]; /* the policy's images list; none: any image */
 	size_t n_allowed_images;
-	char *default_image; /* NULL: sandbox-base */
+	char *default_image; /* NULL: the policy's (sandbox-base) */
+	char *policy_file;   /* --policy: the operator's YAML policy, or NULL */
 	enum log_level log_level;
 };
 

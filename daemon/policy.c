@@ -54,6 +54,12 @@ void
 policy_done(struct policy *p)
 {
 	free(p->default_image);
+	for (size_t i = 0; i < p->n_images; i++)
+		free(p->images[i]);
+	free(p->images);
+	for (size_t i = 0; i < p->n_pools; i++)
+		free(p->pools[i].image);
+	free(p->pools);
 	json_decref(p->network.default_allow);
 	json_decref(p->network.default_deny);
 	json_decref(p->network.may_allow);
@@ -79,83 +85,6 @@ api_err_set(struct api_err *e, int status, const char *code, const char *fmt, ..
 	va_start(ap, fmt);
 	vsnprintf(e->message, sizeof(e->message), fmt, ap);
 	va_end(ap);
-}
-
-static json_t *
-network_object(enum net_mode mode, json_t *allow, json_t *deny)
-{
-	return json_pack("{s:s, s:o, s:o}", "mode", net_mode_to_string(mode), "allow",
-	                 allow ? allow : json_array(), "deny", deny ? deny : json_array());
-}
-
-int
-policy_resolve_network(const struct policy *p, const json_t *req, json_t **ret, struct api_err *err)
-{
-	const json_t *jmode, *jallow, *jdeny;
-	enum net_mode mode = p->network.default_mode;
-	const char *key;
-	json_t *v, *out;
-
-	if (!req || json_is_null(req)) {
-		out = network_object(
-		        mode,
-		        mode == NET_ALLOWLIST ? json_deep_copy(p->network.default_allow) : NULL,
-		        mode == NET_NONE ? NULL : json_deep_copy(p->network.default_deny));
-		if (!out)
-			return -ENOMEM;
-		*ret = out;
-		return 0;
-	}
-	if (!json_is_object(req)) {
-		api_err_set(err, 400, "invalid_request", "'network' must be an object");
-		return -EINVAL;
-	}
-	json_object_foreach ((json_t *)req, key, v) {
-		if (!streq(key, "mode") && !streq(key, "allow") && !streq(key, "deny")) {
-			api_err_set(err, 400, "invalid_request", "unknown field 'network.%.64s'",
-			            key);
-			return -EINVAL;
-		}
-	}
-	jmode = json_object_get(req, "mode");
-	if (jmode && !json_is_null(jmode)) {
-		if (!json_is_string(jmode)) {
-			api_err_set(err, 400, "invalid_request", "'network.mode' must be a string");
-			return -EINVAL;
-		}
-		mode = net_mode_from_string(json_string_value(jmode));
-		if (mode == _NET_MODE_INVALID) {
-			api_err_set(err, 400, "invalid_request",
-			            "unknown network mode '%.32s': use none, allowlist or open",
-			            json_string_value(jmode));
-			return -EINVAL;
-		}
-	}
-	jallow = json_object_get(req, "allow");
-	jdeny = json_object_get(req, "deny");
-	if (jallow && !json_is_null(jallow) && mode != NET_ALLOWLIST) {
-		api_err_set(err, 400, "invalid_request",
-		            "'network.allow' goes only with mode allowlist");
-		return -EINVAL;
-	}
-	if (jdeny && !json_is_null(jdeny) && mode == NET_NONE) {
-		api_err_set(err, 400, "invalid_request",
-		            "'network.deny' has no meaning with mode none");
-		return -EINVAL;
-	}
-	if (mode > p->network.ceiling) {
-		api_err_set(err, 403, "refused",
-		            "network mode '%s' is above this server's ceiling '%s'",
-		            net_mode_to_string(mode), net_mode_to_string(p->network.ceiling));
-		return -EPERM;
-	}
-	/* Modes above "none" are only reachable once a ceiling allows them, which needs host
-	 * egress enforcement; name lists are checked there. */
-	out = network_object(mode, NULL, NULL);
-	if (!out)
-		return -ENOMEM;
-	*ret = out;
-	return 0;
 }
 
 json_t *

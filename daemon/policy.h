@@ -18,8 +18,18 @@ enum net_mode {
 const char *net_mode_to_string(enum net_mode m);
 enum net_mode net_mode_from_string(const char *s);
 
+struct policy_pool {
+	char *image; /* NULL: the default image */
+	unsigned size;
+};
+
 struct policy {
 	char *default_image;
+	/* the images that may be installed or run, exactly as written; none: any image */
+	char **images;
+	size_t n_images;
+	struct policy_pool *pools;
+	size_t n_pools;
 	struct {
 		unsigned cpus, memory_mb;
 		uint64_t disk_mb, idle_timeout_secs, lifetime_secs;
@@ -56,10 +66,6 @@ struct api_err {
 void api_err_set(struct api_err *e, int status, const char *code, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
 
-/* Resolves a request's "network" value (NULL or absent: the default) into the normalised
- * policy object {mode, allow, deny}. */
-int policy_resolve_network(const struct policy *p, const json_t *req, json_t **ret,
-                           struct api_err *err);
 /* The "network" object for /v1/capabilities. */
 json_t *policy_network_json(const struct policy *p);
 json_t *policy_limits_json(const struct policy *p);

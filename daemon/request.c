@@ -1,6 +1,7 @@
 /* request.c: see request.h. */
 #include <ctype.h>
 #include "base64.h"
+#include "netpolicy.h"
 #include "request.h"
 #include "util.h"
 
@@ -369,7 +370,7 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 	/* the network last: its 403 should not hide a 400 elsewhere in the body */
 	json_decref(sb->network);
 	sb->network = NULL;
-	r = policy_resolve_network(p, json_object_get(body, "network"), &sb->network, err);
+	r = netpolicy_resolve(p, json_object_get(body, "network"), &sb->network, err);
 	if (r < 0) {
 		sb->network = json_object();
 		return r;
@@ -418,7 +419,7 @@ request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_
 		}
 	}
 	v = json_object_get(body, "network");
-	if (v && (r = policy_resolve_network(p, v, &patch.network, err)) < 0)
+	if (v && (r = netpolicy_resolve(p, v, &patch.network, err)) < 0)
 		goto fail;
 	*ret = patch;
 	return 0;

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,6 +198,64 @@ test_product_needs_its_guest_bundle(void **state)
 	free(out);
 }
 
+/* --policy: a misspelt key stops startup with its line and column; a good file sets the
+ * defaults, the images list and the default image, and a ceiling this build cannot enforce
+ * is lowered with a warning, never served open (R-P3). */
+static void
+test_policy_file(void **state)
+{
+	const char *bin = harness_binary("SANDBOXD_FAKE");
+	char sd[300], sock[300], bad[300], good[300];
+	struct daemon_proc d = { 0 };
+	json_t *caps, *sb;
+	char *out = NULL;
+	FILE *f;
+
+	snprintf(sd, sizeof(sd), "%s/state-policy", dir);
+	snprintf(sock, sizeof(sock), "%s/policy.sock", dir);
+	snprintf(bad, sizeof(bad), "%s/bad.yaml", dir);
+	snprintf(good, sizeof(good), "%s/good.yaml", dir);
+	f = fopen(bad, "w");
+	assert_non_null(f);
+	fputs("network:\n  celing: none\n", f);
+	fclose(f);
+	{
+		const char *args[] = { "--state-dir", sd, "--socket", sock, "--policy", bad, NULL };
+		expect_refusal(bin, args,
+		               "bad.yaml:2:3: unknown key 'celing' (did you mean 'ceiling'?)");
+	}
+	f = fopen(good, "w");
+	assert_non_null(f);
+	fputs("default_image: tools:1\n"
+	      "images: [tools:1, busybox]\n"
+	      "defaults: {cpus: 1, memory_mb: 256, disk_mb: 1024}\n"
+	      "network:\n"
+	      "  ceiling: open\n",
+	      f);
+	fclose(f);
+	{
+		const char *args[] = { "--policy", good, NULL };
+		assert_int_equal(harness_start(&d, bin, args, NULL), 0);
+	}
+	assert_true(harness_file_contains(d.log, "network ceiling 'open' lowered to 'none'"));
+	caps = harness_json(d.sock, "GET", "/v1/capabilities", NULL, 200);
+	assert_string_equal(
+	        json_string_value(json_object_get(json_object_get(caps, "network"), "ceiling")),
+	        "none");
+	json_decref(caps);
+	sb = harness_json(d.sock, "POST", "/v1/sandboxes", "{}", 201);
+	assert_string_equal(harness_str(sb, "image"), "tools:1");
+	assert_int_equal(json_integer_value(json_object_get(sb, "memory_mb")), 256);
+	json_decref(sb);
+	assert_int_equal(
+	        harness_http(d.sock, "POST", "/v1/sandboxes", "{\"image\":\"python:3\"}", &out),
+	        403);
+	assert_non_null(strstr(out, "not one this server permits"));
+	free(out);
+	assert_int_equal(harness_stop(&d, SIGTERM), 0);
+	harness_cleanup(&d);
+}
+
 static int
 setup(void **state)
 {
@@ -220,6 +279,7 @@ main(void)
 		cmocka_unit_test(test_good_start_and_second_instance),
 		cmocka_unit_test(test_open_state_dir_refused),
 		cmocka_unit_test(test_product_needs_its_guest_bundle),
+		cmocka_unit_test(test_policy_file),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
