@@ -260,23 +260,12 @@ static const char *tls_args[] = { "--listen", listen_arg,  "--token-file", token
 static int
 make_tls_files(void)
 {
-	char cmd[2048];
 	int port = harness_free_port();
 	FILE *f;
 
 	if (system("openssl version >/dev/null 2>&1") != 0 || port <= 0)
 		return 0;
-	snprintf(cmd, sizeof(cmd),
-	         "cd '%s' && umask 077 && "
-	         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-	         "-keyout ca.key -out ca.pem -days 2 -subj /CN=sandbox-cli-vm-test-ca && "
-	         "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-	         "-keyout server.key -out server.csr -subj /CN=localhost && "
-	         "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > ext && "
-	         "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-	         "-out server.pem -days 2 -extfile ext >openssl.log 2>&1",
-	         home);
-	if (system(cmd) != 0)
+	if (harness_make_certs(home, "", false) < 0)
 		return -1;
 	snprintf(token_file, sizeof(token_file), "%s/token", home);
 	snprintf(ca_file, sizeof(ca_file), "%s/ca.pem", home);

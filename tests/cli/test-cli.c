@@ -652,7 +652,7 @@ test_follow_one_sandbox(void **state)
 static void
 test_https_private_ca(void **state)
 {
-	char dir[320], cmd[2048], cert[400], key[400], ca[400], listen[32], ep[64];
+	char dir[320], cert[400], key[400], ca[400], listen[32], ep[64];
 	char *out;
 	const char *extra[] = { "--socket",     "none",     "--listen",   listen,
 		                "--token-file", token_file, "--tls-cert", cert,
@@ -669,18 +669,7 @@ test_https_private_ca(void **state)
 	snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
 	snprintf(cert, sizeof(cert), "%s/server.pem", dir);
 	snprintf(key, sizeof(key), "%s/server.key", dir);
-	snprintf(cmd, sizeof(cmd),
-	         "cd '%s' && umask 077 && "
-	         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-	         "-keyout ca.key -out ca.pem -days 2 -subj /CN=sandbox-cli-test-ca && "
-	         "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-	         "-keyout server.key -out server.csr -subj /CN=localhost && "
-	         "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > ext && "
-	         "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-	         "-out server.pem -days 2 -extfile ext",
-	         dir);
-	snprintf(cmd + strlen(cmd), sizeof(cmd) - strlen(cmd), " >'%s/openssl.log' 2>&1", dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(harness_make_certs(dir, "", false), 0);
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
 	snprintf(ep, sizeof(ep), "https://localhost:%d", port);
 	assert_int_equal(harness_start(&tls, harness_binary("SANDBOXD_FAKE"), extra, NULL), 0);

@@ -17,17 +17,6 @@
 static char dir[256];
 static char token[] = "tls-test-token-0123456789abcdef";
 
-/* Runs a shell command inside the private directory. */
-static void
-sh_in_dir(const char *cmd)
-{
-	char full[4096];
-
-	snprintf(full, sizeof(full), "cd '%s' && %s", dir, cmd);
-	if (system(full) != 0)
-		fail_msg("command failed: %s", full);
-}
-
 static int
 setup(void **state)
 {
@@ -41,19 +30,7 @@ setup(void **state)
 		exit(77);
 	}
 	/* a CA, a server certificate for localhost/127.0.0.1/box.example, a client cert */
-	sh_in_dir(
-	        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-	        "-keyout ca.key -out ca.pem -days 2 -subj /CN=test-ca 2>/dev/null && "
-	        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout server.key "
-	        "-out server.csr -subj /CN=localhost 2>/dev/null && "
-	        "printf 'subjectAltName=DNS:localhost,DNS:box.example,IP:127.0.0.1\\n' > san.ext "
-	        "&& "
-	        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-	        "-out server.pem -days 2 -extfile san.ext 2>/dev/null && "
-	        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout client.key "
-	        "-out client.csr -subj /CN=gateway 2>/dev/null && "
-	        "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-	        "-out client.pem -days 2 2>/dev/null && chmod 600 server.key client.key");
+	assert_int_equal(harness_make_certs(dir, ",DNS:box.example", true), 0);
 	snprintf(path, sizeof(path), "%s/token", dir);
 	f = fopen(path, "w");
 	fprintf(f, "%s\n", token);

@@ -618,3 +618,26 @@ harness_count_entries(const char *dir)
 	closedir(d);
 	return n;
 }
+
+int
+harness_make_certs(const char *dir, const char *extra_san, bool client)
+{
+	char cmd[4096];
+
+	snprintf(cmd, sizeof(cmd),
+	         "cd '%s' && umask 077 && { "
+	         "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+	         "-keyout ca.key -out ca.pem -days 2 -subj /CN=sandboxd-test-ca && "
+	         "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+	         "-keyout server.key -out server.csr -subj /CN=localhost && "
+	         "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1%s\\n' > san.ext && "
+	         "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+	         "-out server.pem -days 2 -extfile san.ext && "
+	         "if [ %d = 1 ]; then "
+	         "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+	         "-keyout client.key -out client.csr -subj /CN=gateway && "
+	         "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+	         "-out client.pem -days 2; fi; } >openssl.log 2>&1",
+	         dir, extra_san ? extra_san : "", client ? 1 : 0);
+	return system(cmd) == 0 ? 0 : -1;
+}

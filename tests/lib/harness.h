@@ -72,6 +72,12 @@ struct json_t *harness_json(const char *sock_path, const char *method, const cha
 /* A string member of a JSON object, or NULL. */
 const char *harness_str(struct json_t *obj, const char *key);
 
+/* A test CA and certificates in dir, made with the openssl tool: ca.pem/ca.key, a server
+ * certificate server.pem/server.key for localhost and 127.0.0.1 (plus extra_san, e.g.
+ * ",DNS:box.example", may be ""), and with client a client certificate client.pem/client.key
+ * (CN=gateway). Keys are 0600. 0, or -1 (openssl's output is in dir/openssl.log). */
+int harness_make_certs(const char *dir, const char *extra_san, bool client);
+
 /* How many entries a directory holds (dot files aside); 0 when it cannot be read. */
 int harness_count_entries(const char *dir);
 
