@@ -57,27 +57,6 @@ name_char(char c)
 	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
 }
 
-/* Whether a label reads as a number to an address parser (inet_aton, a URL parser): digits
- * (decimal or octal) or 0x and hex digits. A name whose last label is one is an IPv4 address
- * in some spelling ("127.1", "0x7f000001") that getaddrinfo would dial without asking DNS,
- * so a list must not hold one, wildcards included ("*.0.0.1"). */
-static bool
-label_is_number(const char *l, size_t len)
-{
-	size_t i = 0;
-
-	if (len >= 2 && l[0] == '0' && l[1] == 'x') {
-		for (i = 2; i < len; i++)
-			if (!((l[i] >= '0' && l[i] <= '9') || (l[i] >= 'a' && l[i] <= 'f')))
-				return false;
-		return true;
-	}
-	for (; i < len; i++)
-		if (l[i] < '0' || l[i] > '9')
-			return false;
-	return len > 0;
-}
-
 int
 netpolicy_normalise_name(const char *in, char out[static NETPOLICY_NAME_MAX + 1], char **ret_error)
 {

@@ -59,26 +59,6 @@ host_char(uint8_t c)
 	       c == '-' || c == '_' || c == '.';
 }
 
-/* Whether a label reads as a number to an address parser (inet_aton, a URL parser): a name
- * whose last label is one is an IPv4 address in some spelling ("127.1", "0x7f000001") that a
- * resolver would not ask DNS about; netpolicy refuses such names in lists for the same reason. */
-static bool
-label_is_number(const char *l, size_t n)
-{
-	size_t i = 0;
-
-	if (n >= 2 && l[0] == '0' && l[1] == 'x') {
-		for (i = 2; i < n; i++)
-			if (!((l[i] >= '0' && l[i] <= '9') || (l[i] >= 'a' && l[i] <= 'f')))
-				return false;
-		return true;
-	}
-	for (; i < n; i++)
-		if (l[i] < '0' || l[i] > '9')
-			return false;
-	return n > 0;
-}
-
 /* Reads "name[:port]" (a Host value or an absolute-form authority) into out, lowercased and
  * without one trailing dot; *ret_port is 0 when no port was given. Returns NULL or why not. */
 static const char *

@@ -6,7 +6,6 @@
  * A decision is a function of the bytes up to the ClientHello's end only, so feeding more
  * never changes it: SNI_INVALID as soon as the prefix proves it, SNI_FOUND and SNI_NO_NAME
  * only once the whole ClientHello is there (a second server_name may still come). */
-#include <arpa/inet.h>
 #include <stdbool.h>
 #include <string.h>
 #include "sni.h"
@@ -100,24 +99,14 @@ cur_vec(struct cursor *c, size_t length_bytes, struct cursor *ret, size_t *ret_l
 	return cur_sub(c, n, ret);
 }
 
-static bool
-all_digits(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (s[i] < '0' || s[i] > '9')
-			return false;
-	return n > 0;
-}
-
 /* Checks a host_name and writes its normal form (lowercase, one trailing dot stripped) to out.
- * Returns NULL or why it is not a DNS host name. An IP literal is refused in every spelling the
- * resolver would take as an address (inet_aton's: 127.1, 0x7f000001) and whenever the last
- * label is numeric (no top-level domain is), so a name can never stand for an address. */
+ * Returns NULL or why it is not a DNS host name. A name whose last label is a number is an IP
+ * address in some spelling (127.1, 0x7f000001: label_is_number, the policy engine's rule too),
+ * so a name can never stand for an address. */
 static const char *
 check_host_name(const uint8_t *in, size_t n, char out[static SNI_NAME_MAX + 1])
 {
 	size_t label = 0, last = 0;
-	struct in_addr a;
 
 	if (n > 0 && in[n - 1] == '.')
 		n--;
@@ -149,7 +138,7 @@ check_host_name(const uint8_t *in, size_t n, char out[static SNI_NAME_MAX + 1])
 	if (label == 0)
 		return "the server name has an empty label";
 	out[n] = '\0';
-	if (all_digits(out + last, n - last) || inet_aton(out, &a))
+	if (label_is_number(out + last, n - last))
 		return "the server name is an IP address";
 	return NULL;
 }

@@ -279,3 +279,20 @@ write_all(int fd, const void *data, size_t len)
 	}
 	return 0;
 }
+
+bool
+label_is_number(const char *l, size_t n)
+{
+	size_t i = 0;
+
+	if (n >= 2 && l[0] == '0' && l[1] == 'x') {
+		for (i = 2; i < n; i++)
+			if (!((l[i] >= '0' && l[i] <= '9') || (l[i] >= 'a' && l[i] <= 'f')))
+				return false;
+		return true;
+	}
+	for (; i < n; i++)
+		if (l[i] < '0' || l[i] > '9')
+			return false;
+	return n > 0;
+}

@@ -41,6 +41,13 @@ char *termsafe_dup(const char *s);
 
 /* mkdir -p with mode for every created directory; existing ones are left as they are. */
 int mkdir_p(const char *path, mode_t mode);
+/* Whether a DNS label of n bytes (lowercase) reads as a number to an address parser
+ * (inet_aton, getaddrinfo, a URL parser): decimal or octal digits, or 0x and hex digits. A
+ * name whose last label is one is an IPv4 address in some spelling ("127.1", "0x7f000001")
+ * that a resolver dials without asking DNS, so nothing that decides egress by name may take
+ * one for a name (the policy engine, the proxy's SNI and Host readers share this). */
+bool label_is_number(const char *l, size_t n);
+
 /* Writes all of data to fd, through EINTR and short writes, and waiting out EAGAIN when
  * someone made fd non-blocking; -errno (EPIPE when the reader went away). */
 int write_all(int fd, const void *data, size_t len);
