@@ -44,35 +44,11 @@ cli_run(char **out, const char *const *args)
 {
 	const char *argv[16] = { "--endpoint", unix_ep };
 	size_t n = 2;
-	char *o = NULL;
-	int rc;
 
 	for (size_t i = 0; args[i] && n < ARRAY_SIZE(argv) - 1; i++)
 		argv[n++] = args[i];
 	argv[n] = NULL;
-	rc = harness_run(cli_bin, argv, NULL, &o);
-	assert_non_null(o);
-	if (strstr(o, "Sanitizer") || strstr(o, "runtime error:"))
-		fail_msg("sandbox-cli: sanitizer report:\n%s", o);
-	if (out)
-		*out = o;
-	else
-		free(o);
-	return rc;
-}
-
-static void
-expect_output(const char *out, const char *needle)
-{
-	if (!strstr(out, needle))
-		fail_msg("expected '%s' in the output:\n%s", needle, out);
-}
-
-static void
-expect_no_output(const char *out, const char *needle)
-{
-	if (strstr(out, needle))
-		fail_msg("did not expect '%s' in the output:\n%s", needle, out);
+	return harness_run_checked(cli_bin, argv, NULL, out);
 }
 
 /* The line of out that starts with prefix (a copy; caller frees), or NULL. */
@@ -291,15 +267,15 @@ test_pull_plain(void **state)
 
 	/* stdout is a file here: plain lines, no escape sequences */
 	assert_int_equal(CLI(&out, "image", "pull", image), 0);
-	expect_no_output(out, "\033[");
+	harness_expect_not_in(out, "\033[");
 	snprintf(want, sizeof(want), "%s: fetching layers\n", image);
-	expect_output(out, want);
+	harness_expect_in(out, want);
 	snprintf(want, sizeof(want), "%s: building the root disk\n", image);
-	expect_output(out, want);
+	harness_expect_in(out, want);
 	snprintf(want, sizeof(want), "layer 1/2 %s: 2.0 MiB of 2.0 MiB (100%%)\n", layer_short[0]);
-	expect_output(out, want);
+	harness_expect_in(out, want);
 	snprintf(want, sizeof(want), "layer 2/2 %s: ", layer_short[1]);
-	expect_output(out, want);
+	harness_expect_in(out, want);
 	/* it ends with the image installed: its digest and the size of its disk */
 	snprintf(want, sizeof(want), "installed %s (%.12s, ", image, digest + 7);
 	last = strrchr(out, '\n');
@@ -313,8 +289,8 @@ test_pull_plain(void **state)
 	/* again: nothing to follow */
 	assert_int_equal(CLI(&out, "image", "pull", image), 0);
 	snprintf(want, sizeof(want), "%s is already installed (%.12s, ", image, digest + 7);
-	expect_output(out, want);
-	expect_no_output(out, "layer ");
+	harness_expect_in(out, want);
+	harness_expect_not_in(out, "layer ");
 	free(out);
 }
 
@@ -326,8 +302,8 @@ test_ls(void **state)
 	json_t *all, *e;
 
 	assert_int_equal(CLI(&out, "image", "ls"), 0);
-	expect_output(out, "IMAGE");
-	expect_output(out, "IN USE");
+	harness_expect_in(out, "IMAGE");
+	harness_expect_in(out, "IN USE");
 	line = line_starting(out, image);
 	if (!line)
 		fail_msg("no line for %s:\n%s", image, out);
@@ -345,8 +321,8 @@ test_ls(void **state)
 	line = line_starting(out, "sandbox-base");
 	if (!line)
 		fail_msg("no line for the default image:\n%s", out);
-	expect_output(line, "absent");
-	expect_output(line, "*");
+	harness_expect_in(line, "absent");
+	harness_expect_in(line, "*");
 	free(line);
 	free(out);
 
@@ -394,15 +370,15 @@ test_pull_terminal(void **state)
 	if (strstr(buf, "Sanitizer") || strstr(buf, "runtime error:"))
 		fail_msg("sanitizer report:\n%s", buf);
 	/* the lines are drawn again over themselves: cursor up, clear line */
-	expect_output(buf, "\033[K");
-	expect_output(buf, "A\r\033[K");
+	harness_expect_in(buf, "\033[K");
+	harness_expect_in(buf, "A\r\033[K");
 	snprintf(want, sizeof(want), "%s  [", layer_short[0]);
-	expect_output(buf, want);
-	expect_output(buf, "2.0 MiB / 2.0 MiB  done");
-	expect_output(buf, "====");
+	harness_expect_in(buf, want);
+	harness_expect_in(buf, "2.0 MiB / 2.0 MiB  done");
+	harness_expect_in(buf, "====");
 	snprintf(want, sizeof(want), "installed %s (%.12s, ", image_tty, digest + 7);
-	expect_output(buf, want);
-	expect_no_output(buf, "layer 1/2");
+	harness_expect_in(buf, want);
+	harness_expect_not_in(buf, "layer 1/2");
 }
 
 static void
@@ -418,13 +394,13 @@ test_rm(void **state)
 	line = line_starting(out, image);
 	if (!line)
 		fail_msg("no line for %s:\n%s", image, out);
-	expect_output(line, " 1 ");
+	harness_expect_in(line, " 1 ");
 	free(line);
 	free(out);
 	assert_int_equal(CLI(&out, "image", "rm", image), 6);
 	snprintf(want, sizeof(want), "sandbox-cli: conflict: image '%s' is used by 1 sandbox",
 	         image);
-	expect_output(out, want);
+	harness_expect_in(out, want);
 	free(out);
 	e = ls_entry(image, &all);
 	assert_non_null(e);
@@ -440,13 +416,13 @@ test_rm(void **state)
 	assert_null(ls_entry(image, &all));
 	json_decref(all);
 	assert_int_equal(CLI(&out, "image", "ls"), 0);
-	expect_no_output(out, image);
+	harness_expect_not_in(out, image);
 	free(out);
 
 	/* not installed (any more): the server's 404, exit 5 */
 	snprintf(want, sizeof(want), "sandbox-cli: not_found: image '%s' is not installed", image);
 	assert_int_equal(CLI(&out, "image", "rm", image), 5);
-	expect_output(out, want);
+	harness_expect_in(out, want);
 	free(out);
 }
 
@@ -458,12 +434,12 @@ test_pull_missing(void **state)
 
 	assert_int_equal(CLI(&out, "image", "pull", missing), 1);
 	snprintf(want, sizeof(want), "sandbox-cli: cannot install '%s': ", missing);
-	expect_output(out, want);
+	harness_expect_in(out, want);
 	/* the registry's own words (docker-registry: "manifest unknown" or "repository name
 	 * not known to registry") */
 	if (!strstr(out, "unknown") && !strstr(out, "not known"))
 		fail_msg("the registry's reason is not in the message:\n%s", out);
-	expect_no_output(out, "installed ");
+	harness_expect_not_in(out, "installed ");
 	free(out);
 	/* and nothing of it stays */
 	assert_null(ls_entry(missing, &all));
@@ -501,12 +477,12 @@ test_usage(void **state)
 	char *out;
 
 	assert_int_equal(CLI(&out, "image", "pull"), 2);
-	expect_output(out, "needs one IMAGE");
+	harness_expect_in(out, "needs one IMAGE");
 	free(out);
 	assert_int_equal(CLI(&out, "image", "pull", "--bogus", image), 2);
 	free(out);
 	assert_int_equal(CLI(&out, "image", "frobnicate"), 2);
-	expect_output(out, "pull, ls or rm");
+	harness_expect_in(out, "pull, ls or rm");
 	free(out);
 	assert_int_equal(CLI(&out, "image", "ls", "extra"), 2);
 	free(out);
@@ -514,10 +490,10 @@ test_usage(void **state)
 	free(out);
 	/* a name the server refuses: its 400 */
 	assert_int_equal(CLI(&out, "image", "pull", "Not A Name"), 2);
-	expect_output(out, "invalid_request");
+	harness_expect_in(out, "invalid_request");
 	free(out);
 	assert_int_equal(CLI(&out, "image", "--help"), 0);
-	expect_output(out, "image pull [--no-wait] IMAGE");
+	harness_expect_in(out, "image pull [--no-wait] IMAGE");
 	free(out);
 }
 

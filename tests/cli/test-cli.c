@@ -37,32 +37,7 @@ static char token_file[320];
 static int
 cli_run(const char *const *env, char **out, const char *const *args)
 {
-	char *o = NULL;
-	int rc = harness_run(cli_bin, args, env, &o);
-
-	assert_non_null(o);
-	/* under ASan/UBSan a report can hide behind an exit code the test expects */
-	if (strstr(o, "Sanitizer") || strstr(o, "runtime error:"))
-		fail_msg("sandbox-cli %s: sanitizer report:\n%s", args[0], o);
-	if (out)
-		*out = o;
-	else
-		free(o);
-	return rc;
-}
-
-static void
-expect_output(const char *out, const char *needle)
-{
-	if (!strstr(out, needle))
-		fail_msg("expected '%s' in the output:\n%s", needle, out);
-}
-
-static void
-expect_no_output(const char *out, const char *needle)
-{
-	if (strstr(out, needle))
-		fail_msg("did not expect '%s' in the output:\n%s", needle, out);
+	return harness_run_checked(cli_bin, args, env, out);
 }
 
 /* The line of out that holds needle starts with prefix. */
@@ -190,14 +165,14 @@ test_contexts(void **state)
 	struct stat st;
 
 	assert_int_equal(CLI(&out, "context", "ls"), 0);
-	expect_output(out, "No contexts");
+	harness_expect_in(out, "No contexts");
 	free(out);
 
 	/* a token file others can read is refused, and nothing is written */
 	snprintf(loose, sizeof(loose), "%s/loose-token", home);
 	write_file(loose, TOKEN "\n", 0644);
 	assert_int_equal(CLI(&out, "context", "add", "bad", tcp_ep, "--token-file", loose), 2);
-	expect_output(out, "chmod 600");
+	harness_expect_in(out, "chmod 600");
 	free(out);
 	snprintf(path, sizeof(path), "%s/.config/sandbox-cli/config.json", home);
 	assert_int_equal(access(path, F_OK), -1);
@@ -208,7 +183,7 @@ test_contexts(void **state)
 	free(out);
 	/* the same name twice is refused */
 	assert_int_equal(CLI(&out, "context", "add", "tcp", tcp_ep), 2);
-	expect_output(out, "already");
+	harness_expect_in(out, "already");
 	free(out);
 
 	/* the config is private and holds a copy of the token */
@@ -221,9 +196,9 @@ test_contexts(void **state)
 
 	/* ls shows the contexts, never the token */
 	assert_int_equal(CLI(&out, "context", "ls"), 0);
-	expect_output(out, "local");
-	expect_output(out, tcp_ep);
-	expect_no_output(out, TOKEN);
+	harness_expect_in(out, "local");
+	harness_expect_in(out, tcp_ep);
+	harness_expect_not_in(out, TOKEN);
 	free(out);
 
 	/* the current context is used without --endpoint, with its token */
@@ -234,21 +209,21 @@ test_contexts(void **state)
 	expect_line(out, "local", " ");
 	free(out);
 	assert_int_equal(CLI(&out, "doctor"), 0);
-	expect_output(out, tcp_ep);
-	expect_output(out, "context 'tcp'");
-	expect_output(out, "operator");
+	harness_expect_in(out, tcp_ep);
+	harness_expect_in(out, "context 'tcp'");
+	harness_expect_in(out, "operator");
 	free(out);
 	/* --context picks another one for one command; SANDBOX_CONTEXT too */
 	assert_int_equal(CLI(&out, "--context", "local", "doctor"), 0);
-	expect_output(out, unix_ep);
+	harness_expect_in(out, unix_ep);
 	free(out);
 	assert_int_equal(
 	        CLI_ENV(((const char *const[]){ "SANDBOX_CONTEXT=local", NULL }), &out, "doctor"),
 	        0);
-	expect_output(out, unix_ep);
+	harness_expect_in(out, unix_ep);
 	free(out);
 	assert_int_equal(CLI(&out, "--context", "nosuch", "doctor"), 2);
-	expect_output(out, "no context named 'nosuch'");
+	harness_expect_in(out, "no context named 'nosuch'");
 	free(out);
 
 	/* the current context's token never goes to an --endpoint typed on the command
@@ -260,8 +235,8 @@ test_contexts(void **state)
 	assert_int_equal(CLI(&out, "context", "rm", "tcp"), 0);
 	free(out);
 	assert_int_equal(CLI(&out, "context", "ls"), 0);
-	expect_no_output(out, "tcp");
-	expect_output(out, "No context is current");
+	harness_expect_not_in(out, "tcp");
+	harness_expect_in(out, "No context is current");
 	free(out);
 	assert_int_equal(CLI(&out, "context", "rm", "tcp"), 2);
 	free(out);
@@ -289,16 +264,16 @@ test_doctor(void **state)
 	json_t *j;
 
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "doctor"), 0);
-	expect_output(out, "sandboxd");
-	expect_output(out, "fake");
-	expect_output(out, "operator");
-	expect_output(out, "ceiling");
+	harness_expect_in(out, "sandboxd");
+	harness_expect_in(out, "fake");
+	harness_expect_in(out, "operator");
+	harness_expect_in(out, "ceiling");
 	free(out);
 
 	/* TCP with the token from a file or from the environment */
 	assert_int_equal(CLI(&out, "doctor", "--endpoint", tcp_ep, "--token-file", token_file), 0);
-	expect_output(out, tcp_ep);
-	expect_output(out, "operator");
+	harness_expect_in(out, tcp_ep);
+	harness_expect_in(out, "operator");
 	free(out);
 	snprintf(env_token, sizeof(env_token), "SANDBOX_TOKEN=%s", TOKEN);
 	assert_int_equal(CLI_ENV(((const char *const[]){ env_token, NULL }), &out, "--endpoint",
@@ -308,15 +283,15 @@ test_doctor(void **state)
 
 	/* no token, a wrong token: exit 4 and what to do */
 	assert_int_equal(CLI(&out, "--endpoint", tcp_ep, "doctor"), 4);
-	expect_output(out, "unauthorized");
-	expect_output(out, "--token-file");
+	harness_expect_in(out, "unauthorized");
+	harness_expect_in(out, "--token-file");
 	free(out);
 	assert_int_equal(
 	        CLI_ENV(((const char *const[]){ "SANDBOX_TOKEN=wrong-token-wrong-token", NULL }),
 	                &out, "--endpoint", tcp_ep, "doctor"),
 	        4);
-	expect_output(out, "refused the token");
-	expect_no_output(out, "wrong-token-wrong-token");
+	harness_expect_in(out, "refused the token");
+	harness_expect_not_in(out, "wrong-token-wrong-token");
 	free(out);
 
 	/* --json: one object with what the server said */
@@ -345,24 +320,24 @@ test_create_list_inspect(void **state)
 
 	/* the table */
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "list"), 0);
-	expect_output(out, "ID");
-	expect_output(out, "NAME");
-	expect_output(out, "STATE");
-	expect_output(out, "AGE");
-	expect_output(out, id);
-	expect_output(out, "lister");
-	expect_output(out, "running");
-	expect_output(out, "256M");
+	harness_expect_in(out, "ID");
+	harness_expect_in(out, "NAME");
+	harness_expect_in(out, "STATE");
+	harness_expect_in(out, "AGE");
+	harness_expect_in(out, id);
+	harness_expect_in(out, "lister");
+	harness_expect_in(out, "running");
+	harness_expect_in(out, "256M");
 	free(out);
 
 	/* label filters */
 	assert_int_equal(CLI(&out, "list", "--label", "team=blue", "--endpoint", unix_ep), 0);
-	expect_output(out, "lister");
+	harness_expect_in(out, "lister");
 	free(out);
 	assert_int_equal(CLI(&out, "list", "--label", "team=blue", "--label", "tier=db",
 	                     "--endpoint", unix_ep),
 	                 0);
-	expect_no_output(out, "lister");
+	harness_expect_not_in(out, "lister");
 	free(out);
 
 	/* --json is the server's list */
@@ -378,9 +353,9 @@ test_create_list_inspect(void **state)
 
 	/* inspect: pretty JSON by name, the same object by id; env values never shown */
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "inspect", "lister"), 0);
-	expect_output(out, "\n  \"id\": ");
-	expect_output(out, "GREETING");
-	expect_no_output(out, "hello");
+	harness_expect_in(out, "\n  \"id\": ");
+	harness_expect_in(out, "GREETING");
+	harness_expect_not_in(out, "hello");
 	j = parse_json(out);
 	assert_string_equal(str(j, "id"), id);
 	assert_string_equal(str(j, "state"), "running");
@@ -406,14 +381,14 @@ test_stop_start_kill(void **state)
 
 	create("cycler", id);
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "stop", "cycler"), 0);
-	expect_output(out, "stopped");
+	harness_expect_in(out, "stopped");
 	free(out);
 	j = inspect(id);
 	assert_string_equal(str(j, "state"), "stopped");
 	json_decref(j);
 
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "start", id), 0);
-	expect_output(out, "running");
+	harness_expect_in(out, "running");
 	free(out);
 	j = inspect("cycler");
 	assert_string_equal(str(j, "state"), "running");
@@ -428,7 +403,7 @@ test_stop_start_kill(void **state)
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "kill", id), 0);
 	free(out);
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "start", id), 6);
-	expect_output(out, "conflict");
+	harness_expect_in(out, "conflict");
 	free(out);
 }
 
@@ -440,66 +415,66 @@ test_exit_codes(void **state)
 	/* 6: a name in use */
 	create("taken", id);
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--name", "taken"), 6);
-	expect_output(out, "sandbox-cli: conflict: ");
+	harness_expect_in(out, "sandbox-cli: conflict: ");
 	free(out);
 
 	/* 2: out of the server's limits, and usage errors */
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--cpus", "999"), 2);
-	expect_output(out, "sandbox-cli: invalid_request: ");
+	harness_expect_in(out, "sandbox-cli: invalid_request: ");
 	free(out);
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--cpus", "many"), 2);
 	free(out);
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "inspect"), 2);
-	expect_output(out, "--help");
+	harness_expect_in(out, "--help");
 	free(out);
 	assert_int_equal(CLI(&out, "frobnicate"), 2);
 	free(out);
 	assert_int_equal(CLI(&out, "list", "--bogus"), 2);
-	expect_output(out, "--bogus");
+	harness_expect_in(out, "--bogus");
 	free(out);
 	assert_int_equal(CLI(&out, "--endpoint", "ftp://example.com", "list"), 2);
 	free(out);
 
 	/* 5: not found */
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "inspect", "no-such-sandbox"), 5);
-	expect_output(out, "sandbox-cli: not_found: ");
+	harness_expect_in(out, "sandbox-cli: not_found: ");
 	free(out);
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "kill", "sbx_0000000000000000"), 5);
 	free(out);
 	/* the server quotes the ref back; its escape sequence must not reach the terminal */
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "inspect", "\x1b[2Jgotcha"), 5);
-	expect_output(out, "?[2Jgotcha");
-	expect_no_output(out, "\x1b");
+	harness_expect_in(out, "?[2Jgotcha");
+	harness_expect_not_in(out, "\x1b");
 	free(out);
 
 	/* 3: nothing listens there */
 	snprintf(nope, sizeof(nope), "unix://%s/no.sock", home);
 	assert_int_equal(CLI(&out, "--endpoint", nope, "list"), 3);
-	expect_output(out, "cannot reach");
-	expect_output(out, "is sandboxd running?");
+	harness_expect_in(out, "cannot reach");
+	harness_expect_in(out, "is sandboxd running?");
 	free(out);
 	{
 		char ep[64];
 		snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", harness_free_port());
 		assert_int_equal(CLI(&out, "--endpoint", ep, "doctor"), 3);
-		expect_output(out, "cannot reach");
+		harness_expect_in(out, "cannot reach");
 		free(out);
 	}
 
 	/* 1: the sandbox failed to boot; its id is still printed, the reason too */
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--image", "fake/fail-boot"),
 	                 1);
-	expect_output(out, "sbx_");
-	expect_output(out, "failed");
-	expect_output(out, "fail-boot");
+	harness_expect_in(out, "sbx_");
+	harness_expect_in(out, "failed");
+	harness_expect_in(out, "fail-boot");
 	free(out);
 
 	/* help is exit 0 and mentions the exit codes */
 	assert_int_equal(CLI(&out, "--help"), 0);
-	expect_output(out, "Exit codes");
+	harness_expect_in(out, "Exit codes");
 	free(out);
 	assert_int_equal(CLI(&out, "create", "--help"), 0);
-	expect_output(out, "--no-wait");
+	harness_expect_in(out, "--no-wait");
 	free(out);
 }
 
@@ -513,11 +488,11 @@ test_events(void **state)
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "stop", "eventful"), 0);
 	free(out);
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "events", "eventful"), 0);
-	expect_output(out, "TIME");
-	expect_output(out, "created");
-	expect_output(out, "state");
-	expect_output(out, "starting -> running");
-	expect_output(out, "running -> stopping");
+	harness_expect_in(out, "TIME");
+	harness_expect_in(out, "created");
+	harness_expect_in(out, "state");
+	harness_expect_in(out, "starting -> running");
+	harness_expect_in(out, "running -> stopping");
 	free(out);
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "events", id, "--json"), 0);
 	j = parse_json(out);
@@ -676,12 +651,12 @@ test_https_private_ca(void **state)
 
 	/* verification is always on: without the CA the certificate is refused */
 	assert_int_equal(CLI(&out, "--endpoint", ep, "--token-file", token_file, "doctor"), 3);
-	expect_output(out, "TLS");
-	expect_output(out, "--ca");
+	harness_expect_in(out, "TLS");
+	harness_expect_in(out, "--ca");
 	free(out);
 	assert_int_equal(
 	        CLI(&out, "--endpoint", ep, "--token-file", token_file, "--ca", ca, "doctor"), 0);
-	expect_output(out, "fake");
+	harness_expect_in(out, "fake");
 	free(out);
 	/* and through a context that keeps the CA */
 	assert_int_equal(

@@ -641,3 +641,34 @@ harness_make_certs(const char *dir, const char *extra_san, bool client)
 	         dir, extra_san ? extra_san : "", client ? 1 : 0);
 	return system(cmd) == 0 ? 0 : -1;
 }
+
+int
+harness_run_checked(const char *binary, const char *const *args, const char *const *env,
+                    char **ret_output)
+{
+	char *o = NULL;
+	int rc = harness_run(binary, args, env, &o);
+
+	assert_non_null(o);
+	if (strstr(o, "Sanitizer") || strstr(o, "runtime error:"))
+		fail_msg("%s %s: sanitizer report:\n%s", binary, args[0] ? args[0] : "", o);
+	if (ret_output)
+		*ret_output = o;
+	else
+		free(o);
+	return rc;
+}
+
+void
+harness_expect_in(const char *out, const char *needle)
+{
+	if (!strstr(out, needle))
+		fail_msg("expected '%s' in the output:\n%s", needle, out);
+}
+
+void
+harness_expect_not_in(const char *out, const char *needle)
+{
+	if (strstr(out, needle))
+		fail_msg("did not expect '%s' in the output:\n%s", needle, out);
+}

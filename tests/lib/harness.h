@@ -52,6 +52,14 @@ void harness_cleanup(struct daemon_proc *p);
 int harness_run(const char *binary, const char *const *args, const char *const *env,
                 char **ret_output);
 
+/* harness_run for a program under test: fails the test when its output holds a sanitizer
+ * report (under ASan/UBSan one can hide behind an exit code the test expects). */
+int harness_run_checked(const char *binary, const char *const *args, const char *const *env,
+                        char **ret_output);
+/* Fails the test unless out contains needle (or, for _not_, unless it does not). */
+void harness_expect_in(const char *out, const char *needle);
+void harness_expect_not_in(const char *out, const char *needle);
+
 /* Sends raw bytes to a unix socket (path) or TCP 127.0.0.1:port (port > 0) and reads the
  * answer until the server closes or timeout_ms have passed since the start (an endless
  * stream ends there too). Returns bytes read or -1. */
