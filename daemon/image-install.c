@@ -507,15 +507,16 @@ out:
  * An install parses what a registry sends and what an image's layers hold. As root it
  * needs to give files their owners and nothing else: it runs with every filesystem but the
  * state directory read-only (a mount namespace of its own), nothing setuid or a device
- * there, and no capability beyond owning and reading files (so it cannot undo that), with
+ * there, and no capability beyond owning and reading files and giving them their file
+ * capabilities (so it cannot undo that), with
  * no_new_privs for what it starts (mkfs.ext4). The layer code keeps every path inside the
  * image root anyway; this is what holds if that code were wrong. */
 
 static int
 confine(const char *state_dir)
 {
-	static const int keep[] = { CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER,
-		                    CAP_FSETID };
+	static const int keep[] = { CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
+		                    CAP_FOWNER, CAP_FSETID,       CAP_SETFCAP };
 	struct mount_attr ro = { .attr_set = MOUNT_ATTR_RDONLY };
 	struct mount_attr rw = { .attr_clr = MOUNT_ATTR_RDONLY,
 		                 .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };

@@ -3,8 +3,10 @@
  * so neither "..", nor a symlink (absolute, relative or chained) laid down by this layer or a
  * lower one, leads outside the root. Removal (whiteouts, replaced directories) walks fds with
  * O_NOFOLLOW. Directory mtimes are not set: creating entries inside a directory would change
- * its mtime again, and nothing in a sandbox depends on them. xattrs (security.capability
- * included) are not applied. */
+ * its mtime again, and nothing in a sandbox depends on them. Of the extended attributes only a
+ * regular file's security.capability is applied (file capabilities: ping and the like need
+ * them), and only when owners are kept (as root); the others (user.*, trusted.*, SELinux
+ * labels) mean nothing in a sandbox. */
 #include <archive.h>
 #include <archive_entry.h>
 #include <dirent.h>
@@ -16,6 +18,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/syscall.h>
 #include "hashmap.h"
 #include "unpack.h"
@@ -24,6 +27,7 @@
 #define WHITEOUT_PREFIX ".wh."
 #define WHITEOUT_OPAQUE ".wh..wh..opq"
 #define READ_BLOCK (64 * 1024)
+#define CAPS_XATTR_MAX 24 /* struct vfs_ns_cap_data, the largest form */
 /* Deeper trees can only be built through symlinked parents; removal stops there. */
 #define REMOVE_DEPTH_MAX 1024
 #define ERROR_NAME_MAX 256
@@ -405,6 +409,28 @@ set_owner_mode(struct unpack *u, int fd, struct archive_entry *e, bool set_mode)
 	return 0;
 }
 
+/* A file's capabilities, after chown (which clears them). The kernel checks the value. */
+static int
+set_file_caps(struct unpack *u, int fd, struct archive_entry *e)
+{
+	const char *name;
+	const void *value;
+	size_t size;
+
+	if (!u->o->chown)
+		return 0;
+	archive_entry_xattr_reset(e);
+	while (archive_entry_xattr_next(e, &name, &value, &size) == ARCHIVE_OK) {
+		if (!streq(name, "security.capability"))
+			continue;
+		if (size > CAPS_XATTR_MAX)
+			return fail(u, -EINVAL, "file capabilities of %zu bytes", size);
+		if (fsetxattr(fd, name, value, size, 0) < 0)
+			return fail(u, negative_errno(), "setting file capabilities: %m");
+	}
+	return 0;
+}
+
 static void
 entry_times(struct archive_entry *e, struct timespec ts[2])
 {
@@ -475,6 +501,9 @@ apply_regular(struct unpack *u, int pfd, const char *name, struct archive_entry 
 	if (r < 0)
 		return r;
 	r = set_owner_mode(u, fd, e, true);
+	if (r < 0)
+		return r;
+	r = set_file_caps(u, fd, e);
 	if (r < 0)
 		return r;
 	entry_times(e, ts);

@@ -110,8 +110,13 @@ make_layout(const char *dir)
 	         "mkdir -p $t/a/etc $t/a/bin $t/b/etc; "
 	         "echo 'ID=mini' > $t/a/etc/os-release; echo gone > $t/a/etc/old; "
 	         "printf '#!/bin/sh\\n' > $t/a/bin/tool; chmod 4755 $t/a/bin/tool; "
+	         /* a file capability (cap_net_raw, effective), as ping has */
+	         "echo x > $t/a/bin/pinger; python3 -c \"import os, struct; "
+	         "os.setxattr('$t/a/bin/pinger', 'security.capability', "
+	         "struct.pack('<5I', 0x02000001, 1 << 13, 0, 0, 0))\"; "
 	         "touch $t/b/etc/.wh.old; "
-	         "tar -C $t/a --owner=0 --group=0 -cf $t/a.tar .; "
+	         "tar -C $t/a --owner=0 --group=0 --xattrs "
+	         "--xattrs-include=security.capability -cf $t/a.tar .; "
 	         "tar -C $t/b --owner=0 --group=0 -cf $t/b.tar .; "
 	         "umoci init --layout '%s'; umoci new --image '%s:latest'; "
 	         "umoci raw add-layer --image '%s:latest' $t/a.tar; "
@@ -152,7 +157,9 @@ test_install_from_a_local_layout_and_remove(void **state)
 	         "! debugfs -R 'stat /etc/old' $d 2>/dev/null | grep -q Inode && "
 	         "debugfs -R 'stat /bin/tool' $d 2>/dev/null | grep -q 'Mode:  04755' && "
 	         "debugfs -R 'stat /sandbox/home' $d 2>/dev/null | grep -q 'User:  1001' && "
-	         "debugfs -R 'stat /sandbox/bin/sandbox-guestd' $d 2>/dev/null | grep -q Inode",
+	         "debugfs -R 'stat /sandbox/bin/sandbox-guestd' $d 2>/dev/null | grep -q Inode && "
+	         "debugfs -R 'ea_list /bin/pinger' $d 2>/dev/null | "
+	         "grep -q 'security.capability (20) = 01 00 00 02 00 20 00 00'",
 	         rootfs);
 	if (system(cmd) != 0)
 		fail_msg("the root disk is not what the layers say (%s)", cmd);
