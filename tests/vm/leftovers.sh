@@ -45,6 +45,10 @@ for claim in /run/sandboxd-vmm-uids/[0-9]*; do
 		rmdir "$g" 2>/dev/null
 		found=1
 	done
+	# the range's own (now empty) parent groups go with the claim
+	for g in $(find /sys/fs/cgroup -maxdepth 6 -type d -path "*/sandboxd/$base" 2>/dev/null); do
+		rmdir "$g" 2>/dev/null || true
+	done
 	rm -f "$claim"
 done
 
