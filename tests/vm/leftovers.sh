@@ -46,9 +46,8 @@ for claim in /run/sandboxd-vmm-uids/[0-9]*; do
 		found=1
 	done
 	# the range's own (now empty) parent groups go with the claim
-	for g in $(find /sys/fs/cgroup -maxdepth 6 -type d -path "*/sandboxd/$base" 2>/dev/null); do
-		rmdir "$g" 2>/dev/null || true
-	done
+	find /sys/fs/cgroup -maxdepth 6 -type d -path "*/sandboxd/$base" -exec rmdir {} + \
+		2>/dev/null || true
 	rm -f "$claim"
 done
 
