@@ -623,3 +623,24 @@ cli_number_option(struct cli *cli, const char *opt, const char *value, uint64_t 
 		return cli_oom();
 	return 0;
 }
+
+int
+cli_sandbox_option(struct cli *cli, int c, const char *arg, json_t *body)
+{
+	switch (c) {
+	case CLI_OPT_NAME:
+	case CLI_OPT_IMAGE: {
+		const char *key = c == CLI_OPT_NAME ? "name" : "image";
+		if (json_object_set_new(body, key, json_string(arg)) < 0)
+			return cli_usage_error(cli, "--%s must be text", key);
+		return 0;
+	}
+	case CLI_OPT_CPUS:
+		return cli_number_option(cli, "--cpus", arg, INT32_MAX, body, "cpus");
+	case CLI_OPT_MEMORY:
+		return cli_number_option(cli, "--memory", arg, INT32_MAX, body, "memory_mb");
+	case CLI_OPT_DISK:
+		return cli_number_option(cli, "--disk", arg, INT64_MAX, body, "disk_mb");
+	}
+	return 1;
+}

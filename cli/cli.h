@@ -102,6 +102,27 @@ int cli_env_option(struct cli *cli, json_t *env, const char *arg);
 int cli_number_option(struct cli *cli, const char *opt, const char *value, uint64_t max,
                       json_t *body, const char *field);
 
+/* The options that shape a new sandbox, shared by create and run: their getopt values (above
+ * any verb's own, which count up from 256), their table entries, and the parser that puts
+ * one into a create body. cli_sandbox_option returns 0 when it took c, an exit code when the
+ * value is wrong, and 1 when c is not one of them. */
+enum {
+	CLI_OPT_NAME = 1000,
+	CLI_OPT_IMAGE,
+	CLI_OPT_CPUS,
+	CLI_OPT_MEMORY,
+	CLI_OPT_DISK,
+};
+#define CLI_SANDBOX_OPTIONS                                                                        \
+	{ "name", required_argument, NULL, CLI_OPT_NAME },                                         \
+	        { "image", required_argument, NULL, CLI_OPT_IMAGE },                               \
+	        { "cpus", required_argument, NULL, CLI_OPT_CPUS },                                 \
+	        { "memory", required_argument, NULL, CLI_OPT_MEMORY },                             \
+	{                                                                                          \
+		"disk", required_argument, NULL, CLI_OPT_DISK                                      \
+	}
+int cli_sandbox_option(struct cli *cli, int c, const char *arg, json_t *body);
+
 /* The verbs (cmd-*.c). Each returns the process exit code. */
 int cmd_context(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);

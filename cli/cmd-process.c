@@ -16,12 +16,7 @@
 #define TTY_SIZE_MAX 1000 /* the server's largest rows and cols */
 
 enum {
-	OPT_IMAGE = 256,
-	OPT_CPUS,
-	OPT_MEMORY,
-	OPT_DISK,
-	OPT_NAME,
-	OPT_ENV,
+	OPT_ENV = 256,
 	OPT_CWD,
 	OPT_KEEP,
 	OPT_TIMEOUT,
@@ -223,11 +218,7 @@ int
 cmd_run(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "image", required_argument, NULL, OPT_IMAGE },
-		{ "cpus", required_argument, NULL, OPT_CPUS },
-		{ "memory", required_argument, NULL, OPT_MEMORY },
-		{ "disk", required_argument, NULL, OPT_DISK },
-		{ "name", required_argument, NULL, OPT_NAME },
+		CLI_SANDBOX_OPTIONS,
 		{ "env", required_argument, NULL, OPT_ENV },
 		{ "cwd", required_argument, NULL, OPT_CWD },
 		{ "keep", no_argument, NULL, OPT_KEEP },
@@ -243,31 +234,12 @@ cmd_run(struct cli *cli, int argc, char **argv)
 
 	r = create ? command_init(&cmd) : cli_oom();
 	while (r == 0 && (c = cli_getopt(cli, argc, argv, opts)) != -1) {
-		switch (c) {
-		case OPT_IMAGE:
-		case OPT_NAME:
-			r = json_object_set_new(create, c == OPT_IMAGE ? "image" : "name",
-			                        json_string(optarg)) < 0
-			            ? cli_usage_error(cli, "--%s must be text",
-			                              c == OPT_IMAGE ? "image" : "name")
-			            : 0;
-			break;
-		case OPT_CPUS:
-			r = cli_number_option(cli, "--cpus", optarg, INT32_MAX, create, "cpus");
-			break;
-		case OPT_MEMORY:
-			r = cli_number_option(cli, "--memory", optarg, INT32_MAX, create,
-			                      "memory_mb");
-			break;
-		case OPT_DISK:
-			r = cli_number_option(cli, "--disk", optarg, INT64_MAX, create, "disk_mb");
-			break;
-		default:
+		r = cli_sandbox_option(cli, c, optarg, create);
+		if (r == 1)
 			r = command_option(cli, &cmd, c, optarg);
-			if (r == 1) {
-				json_decref(create);
-				return cli_option_end(cli, c);
-			}
+		if (r == 1) {
+			json_decref(create);
+			return cli_option_end(cli, c);
 		}
 	}
 	if (r == 0 && optind == argc)

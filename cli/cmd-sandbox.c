@@ -42,11 +42,6 @@ add_pair(json_t *obj, const char *kv)
 
 enum {
 	OPT_LABEL = 256,
-	OPT_NAME,
-	OPT_IMAGE,
-	OPT_CPUS,
-	OPT_MEMORY,
-	OPT_DISK,
 	OPT_ENV,
 	OPT_IDLE,
 	OPT_LIFETIME,
@@ -155,11 +150,7 @@ int
 cmd_create(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "name", required_argument, NULL, OPT_NAME },
-		{ "image", required_argument, NULL, OPT_IMAGE },
-		{ "cpus", required_argument, NULL, OPT_CPUS },
-		{ "memory", required_argument, NULL, OPT_MEMORY },
-		{ "disk", required_argument, NULL, OPT_DISK },
+		CLI_SANDBOX_OPTIONS,
 		{ "label", required_argument, NULL, OPT_LABEL },
 		{ "env", required_argument, NULL, OPT_ENV },
 		{ "idle-timeout", required_argument, NULL, OPT_IDLE },
@@ -176,27 +167,11 @@ cmd_create(struct cli *cli, int argc, char **argv)
 		goto out;
 	}
 	while (r == 0 && (c = cli_getopt(cli, argc, argv, opts)) != -1) {
+		r = cli_sandbox_option(cli, c, optarg, body);
+		if (r != 1)
+			continue;
+		r = 0;
 		switch (c) {
-		case OPT_NAME:
-			r = json_object_set_new(body, "name", json_string(optarg)) < 0
-			            ? cli_usage_error(cli, "--name must be text")
-			            : 0;
-			break;
-		case OPT_IMAGE:
-			r = json_object_set_new(body, "image", json_string(optarg)) < 0
-			            ? cli_usage_error(cli, "--image must be text")
-			            : 0;
-			break;
-		case OPT_CPUS:
-			r = cli_number_option(cli, "--cpus", optarg, INT32_MAX, body, "cpus");
-			break;
-		case OPT_MEMORY:
-			r = cli_number_option(cli, "--memory", optarg, INT32_MAX, body,
-			                      "memory_mb");
-			break;
-		case OPT_DISK:
-			r = cli_number_option(cli, "--disk", optarg, INT64_MAX, body, "disk_mb");
-			break;
 		case OPT_IDLE:
 			r = cli_number_option(cli, "--idle-timeout", optarg, INT64_MAX, body,
 			                      "idle_timeout_secs");
