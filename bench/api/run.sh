@@ -23,6 +23,8 @@ NOISE_MAX=${NOISE_MAX:-0.2}
 RETRIES=${RETRIES:-4}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 BUILD=$ROOT/build-bench
 LOADGEN=$BUILD/bench/loadgen
 SANDBOXD=$BUILD/bin/sandboxd-fake
@@ -253,19 +255,7 @@ chmod 711 "$TMP" # nginx's worker (nobody) reads the docroot inside
 install_deps
 build
 
-DATE=$(date -u +%Y-%m-%d)
-mkdir -p "$ROOT/bench/results"
-OUT=$ROOT/bench/results/api-$DATE.txt
-n=2
-while [ -e "$OUT" ]; do
-	OUT=$ROOT/bench/results/api-$DATE-$n.txt
-	n=$((n + 1))
-done
-RAW=$OUT.tmp
-: >"$RAW"
-rec() {
-	printf '%s\n' "$*" >>"$RAW"
-}
+results_open api
 
 rec "# bench/api/run.sh $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 rec "# sandboxd $(git -C "$ROOT" describe --tags --always --dirty 2>/dev/null || echo unknown)" \
@@ -414,14 +404,6 @@ server_pid() { # SERVER TRANSPORT
 
 # Rotates a list by N: who goes first changes every round, so drift over the run (the other
 # CPU is shared) does not favour one server.
-rotate() {
-	local n=$1 k
-	shift
-	local a=("$@")
-	for ((k = 0; k < ${#a[@]}; k++)); do
-		printf '%s ' "${a[(k + n) % ${#a[@]}]}"
-	done
-}
 
 # One measured run, repeated (RETRIES times at most) while other work on the machine took
 # more than NOISE_MAX CPUs during it: the decision looks only at that noise, never at the

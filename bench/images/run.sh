@@ -24,6 +24,8 @@ KEEP_TMP=${KEEP_TMP:-0}
 JOBS=${JOBS:-}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 BUILD=$ROOT/build-bench
 SANDBOXD=${SANDBOXD:-$BUILD/bin/sandboxd}
 AGENT=$BUILD/bin/sandbox-guestd
@@ -162,9 +164,6 @@ proc_ticks() { # PID: utime + stime
 	awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null || echo 0
 }
 
-kv() { # LINE KEY
-	sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"
-}
 
 jint() { # FILE KEY: an integer field of sandboxd's JSON record
 	sed -n "s/.*\"$2\":\([0-9]*\).*/\1/p" "$1"
@@ -229,30 +228,10 @@ timings() { # JSON-FILE: sandboxd's own timings as KEY=VALUE
 	printf '%s' "${s# }"
 }
 
-rotate() { # N ITEMS...: the items rotated by N, so no side always goes first
-	local n=$1 k
-	shift
-	local a=("$@")
-	for ((k = 0; k < ${#a[@]}; k++)); do
-		printf '%s ' "${a[(k + n) % ${#a[@]}]}"
-	done
-}
 
 # ---- the run ----
 
-DATE=$(date -u +%Y-%m-%d)
-mkdir -p "$ROOT/bench/results"
-OUT=$ROOT/bench/results/images-$DATE.txt
-n=2
-while [ -e "$OUT" ]; do
-	OUT=$ROOT/bench/results/images-$DATE-$n.txt
-	n=$((n + 1))
-done
-RAW=$OUT.tmp
-: >"$RAW"
-rec() {
-	printf '%s\n' "$*" >>"$RAW"
-}
+results_open images
 
 rec "# bench/images/run.sh $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 rec "# sandboxd $(git -C "$ROOT" describe --tags --always --dirty 2>/dev/null || echo unknown)" \

@@ -38,6 +38,8 @@ NOISE_MAX=${NOISE_MAX:-0.3}
 RETRIES=${RETRIES:-2}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 BUILD=$ROOT/build-bench
 VMBENCH=$BUILD/bench/vmbench
 SANDBOXD=${SANDBOXD:-$BUILD/bin/sandboxd} # another build of sandboxd to measure (same options)
@@ -200,9 +202,6 @@ mem() {
 			p, r, p, s, p, u, p, a, p, h }' "/proc/$1/smaps_rollup" "/proc/$1/status"
 }
 
-kv() { # LINE KEY
-	sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"
-}
 
 noisy() { # OTHER_CPU: true when other work took more than NOISE_MAX CPUs
 	awk -v o="$1" -v m="$NOISE_MAX" 'BEGIN { exit !(o > m) }'
@@ -210,19 +209,7 @@ noisy() { # OTHER_CPU: true when other work took more than NOISE_MAX CPUs
 
 # ---- the run ----
 
-DATE=$(date -u +%Y-%m-%d)
-mkdir -p "$ROOT/bench/results"
-OUT=$ROOT/bench/results/vm-$DATE.txt
-n=2
-while [ -e "$OUT" ]; do
-	OUT=$ROOT/bench/results/vm-$DATE-$n.txt
-	n=$((n + 1))
-done
-RAW=$OUT.tmp
-: >"$RAW"
-rec() {
-	printf '%s\n' "$*" >>"$RAW"
-}
+results_open vm
 
 rec "# bench/vm/run.sh $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 rec "# sandboxd $(git -C "$ROOT" describe --tags --always --dirty 2>/dev/null || echo unknown)" \
@@ -495,14 +482,6 @@ boot_bare() { # ROUND KIND [quick: no memory reading]
 	rec "run round=$r kind=$k phase=mem $(mem "${B_QEMU[$k]}")"
 }
 
-rotate() { # N ITEMS...: the items rotated by N, so no kind always goes first
-	local n=$1 k
-	shift
-	local a=("$@")
-	for ((k = 0; k < ${#a[@]}; k++)); do
-		printf '%s ' "${a[(k + n) % ${#a[@]}]}"
-	done
-}
 
 # Each round boots one VM of each kind, one after the other (each alone on a quiet machine),
 # then measures them side by side: runs of true in BATCHES interleaved batches, then the
