@@ -355,8 +355,10 @@ test_pull_terminal(void **state)
 	for (;;) {
 		struct pollfd p = { .fd = master, .events = POLLIN };
 		ssize_t n;
-		if (poll(&p, 1, 20000) <= 0)
+		if (poll(&p, 1, 20000) <= 0) {
+			kill(pid, SIGKILL); /* stuck: the wait below must not hang too */
 			break;
+		}
 		n = read(master, buf + len, sizeof(buf) - 1 - len);
 		if (n <= 0)
 			break; /* EIO once the child is gone */

@@ -213,7 +213,9 @@ test_endless_error_on_the_manifest(void **state)
 	assert_true(r < 0);
 	assert_non_null(why);
 	assert_non_null(strstr(why, "404"));
-	/* the registry's reason phrase is quoted without its escapes */
+	/* about the manifest, with the registry's reason phrase quoted without its escapes */
+	assert_non_null(strstr(why, "manifest"));
+	assert_non_null(strstr(why, "NOPE"));
 	assert_null(strchr(why, '\x1b'));
 	assert_null(strchr(why, '\x07'));
 	free(why);
@@ -237,11 +239,23 @@ test_endless_error_on_a_blob(void **state)
 	server_stop(&s);
 	assert_true(r < 0);
 	assert_non_null(why);
+	/* about that layer (not the manifest or the config), with the registry's reason */
+	{
+		char shown[20];
+		snprintf(shown, sizeof(shown), "%.19s", layer); /* "sha256:" and 12 hex */
+		assert_non_null(strstr(why, shown));
+	}
 	assert_non_null(strstr(why, "404"));
+	assert_non_null(strstr(why, "NOPE"));
 	assert_null(strchr(why, '\x1b'));
 	free(why);
-	/* nothing half-fetched stays in the cache */
+	/* nothing half-fetched stays in the cache (which the install did make) */
 	snprintf(blobs, sizeof(blobs), "%s/images/blobs/sha256", dir);
+	{
+		struct stat st;
+		assert_int_equal(stat(blobs, &st), 0);
+		assert_true(S_ISDIR(st.st_mode));
+	}
 	assert_int_equal(harness_count_entries(blobs), 0);
 	rm_dir(dir);
 }
