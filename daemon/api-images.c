@@ -1,24 +1,12 @@
 /* api-images.c: GET/POST /v1/images and DELETE /v1/images/{image}. Anyone may list what
  * can be launched; installing and removing are the operator's (and admins'). */
 #include "api-internal.h"
+#include "api.h"
 #include "images.h"
 #include "log.h"
 #include "sandboxd.h"
 #include "server.h"
 #include "util.h"
-
-static void
-reply_json(struct conn *c, int status, json_t *o)
-{
-	_cleanup_free_ char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
-
-	json_decref(o);
-	if (!text) {
-		api_reply_error(c, 500, "internal", "out of memory");
-		return;
-	}
-	conn_reply(c, status, "application/json", text, strlen(text), NULL);
-}
 
 static bool
 may_manage(struct api_call *call)
@@ -33,7 +21,7 @@ may_manage(struct api_call *call)
 void
 api_image_list(struct api_call *call)
 {
-	reply_json(call->c, 200, images_list_json(call->d));
+	api_reply_json(call->c, 200, images_list_json(call->d));
 }
 
 /* An install the client waits for. */
@@ -61,7 +49,7 @@ install_done(struct image_waiter *w, const struct image *img, int error, const c
 
 	conn_on_close(iw->c, NULL, NULL);
 	if (img) {
-		reply_json(iw->c, 200, image_to_json(iw->d, img));
+		api_reply_json(iw->c, 200, image_to_json(iw->d, img));
 	} else {
 		images_install_error(error, why, &err);
 		api_reply_error(iw->c, err.status, err.code, "%s", err.message);
@@ -139,9 +127,10 @@ api_image_install(struct api_call *call)
 		return;
 	}
 	if (r > 0)
-		reply_json(call->c, 200, image_to_json(call->d, images_installed(call->d, name)));
+		api_reply_json(call->c, 200,
+		               image_to_json(call->d, images_installed(call->d, name)));
 	else if (!wait)
-		reply_json(call->c, 202, images_get_json(call->d, name));
+		api_reply_json(call->c, 202, images_get_json(call->d, name));
 }
 
 void

@@ -61,6 +61,12 @@ local_name_valid(const char *s, size_t n)
 	return true;
 }
 
+bool
+image_is_base(const char *name)
+{
+	return streq(name, IMAGE_BASE) || str_has_prefix(name, IMAGE_BASE ":");
+}
+
 char *
 image_local_layout(const char *state_dir, const char *name, char **ret_tag)
 {
@@ -324,7 +330,7 @@ open_source(const struct install_opts *o, const char *name, struct oci_source **
 
 	if (layout)
 		return oci_source_layout(layout, tag, ret, ret_error);
-	if (streq(name, "sandbox-base") || str_has_prefix(name, "sandbox-base:")) {
+	if (image_is_base(name)) {
 		/* never looked for on Docker Hub: it is this machine's own */
 		*ret_error = strdup_printf("image '%s' is built on this machine and was not built "
 		                           "here yet: run 'sandboxd image build-base'",
@@ -738,14 +744,17 @@ image_main(int argc, char **argv)
 		return 2;
 	}
 	if (geteuid() == 0) {
+		/* fail closed: a root install that cannot confine itself does not run */
 		r = confine(o.state_dir);
-		if (r < 0)
+		if (r < 0) {
 			fprintf(stderr,
-			        "sandboxd image install: warning: runs unconfined (the state "
-			        "directory "
-			        "the only writable place, root's powers beyond owning files "
+			        "sandboxd image install: cannot confine the install (a mount "
+			        "namespace with only the state directory writable, the "
+			        "capabilities "
 			        "dropped): %s\n",
 			        strerror(-r));
+			return 1;
+		}
 	}
 	r = image_install(&o, argv[argc - 1], &rec, &why);
 	if (r < 0) {

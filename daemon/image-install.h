@@ -43,6 +43,10 @@ char *image_blob_path(const char *state_dir, const char *digest);
  * not a plain local name or no layout is there. *ret_tag: the tag part (default "latest"). */
 char *image_local_layout(const char *state_dir, const char *name, char **ret_tag);
 
+#define IMAGE_BASE "sandbox-base" /* the default image, built here by image build-base */
+/* Whether name is the base image (any tag of it): never looked for in a registry. */
+bool image_is_base(const char *name);
+
 /* The first IMAGE_AGENT_ID_LEN hex digits of the agent's sha256 into out. */
 int image_agent_id(const char *agent, char out[static IMAGE_AGENT_ID_LEN + 1]);
 

@@ -29,7 +29,6 @@ extern char **environ;
 #define LAYER_KEEP_MS                                                                              \
 	(10 * 60 * 1000) /* a removal leaves layers this recent: a create may                      \
 	                  * be about to use them */
-#define DEFAULT_IMAGE "sandbox-base"
 
 struct install_job {
 	struct sandboxd *d;
@@ -382,8 +381,8 @@ images_collect_old_disks(struct sandboxd *d)
 		path = strdup_printf("%s/%s", dir, de->d_name);
 		if (!path || lstat(path, &st) < 0 || !S_ISREG(st.st_mode))
 			continue;
-		if (disk_in_use(d, path, NULL)) {
-			/* a record points at it: keep it while a live sandbox boots from it */
+		{
+			/* kept while a live sandbox boots from it */
 			struct list_node *n, *tmp;
 			struct image *img;
 			bool live = false;
@@ -438,8 +437,7 @@ images_check(struct sandboxd *d, const char *name, struct api_err *err)
 			return -EPERM;
 		}
 	}
-	if ((img && img->builtin) || streq(name, DEFAULT_IMAGE) ||
-	    str_has_prefix(name, DEFAULT_IMAGE ":"))
+	if ((img && img->builtin) || image_is_base(name))
 		return 0;
 	if (oci_ref_parse(name, &ref, &why) < 0) {
 		api_err_set(err, 400, "invalid_request", "image '%s': %s", name,
@@ -903,7 +901,8 @@ images_list_json(struct sandboxd *d)
 	return json_pack("{s:o}", "images", list);
 }
 
-/* Removes the cached layers no installed image uses, except those written lately. */
+/* Removes the cached layers no installed image uses, except those written lately. Called by a
+ * removal, which no install under way can meet (images_remove refuses then). */
 static void
 collect_layers(struct sandboxd *d)
 {
@@ -934,8 +933,6 @@ collect_layers(struct sandboxd *d)
 		{
 			size_t i;
 			json_t *v;
-			if (img->job)
-				used = true; /* an install under way may be about to read it */
 			json_array_foreach (img->layers, i, v)
 				used = used || streq(json_string_value(v), digest);
 		}

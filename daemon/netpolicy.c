@@ -553,9 +553,8 @@ netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, struc
 		return -EPERM;
 	}
 
-	if (mode != NET_ALLOWLIST)
-		nallow = 0;
-	else if (!jallow) {
+	/* (allow is refused above unless the mode is allowlist, so nallow is 0 otherwise) */
+	if (mode == NET_ALLOWLIST && !jallow) {
 		free(allow);
 		allow = TAKE_PTR(def_allow);
 		nallow = ndef_allow;

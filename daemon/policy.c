@@ -73,6 +73,9 @@ policy_cap_network(struct policy *p, enum net_mode enforceable)
 		p->network.ceiling = enforceable;
 	if (p->network.default_mode > enforceable)
 		p->network.default_mode = enforceable;
+	/* an allow list only means something under allowlist */
+	if (p->network.default_mode < NET_ALLOWLIST)
+		json_array_clear(p->network.default_allow);
 }
 
 void

@@ -213,9 +213,10 @@ copy_file(const char *src, const char *dst, mode_t mode)
 	fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
 	if (fd < 0)
 		return negative_errno();
-	if (fchmod(fd, mode) < 0)
-		return negative_errno();
-	return write_all(fd, data, len);
+	r = fchmod(fd, mode) < 0 ? negative_errno() : write_all(fd, data, len);
+	if (r < 0)
+		(void)unlink(dst); /* nothing half-written stays to make the next try EEXIST */
+	return r;
 }
 
 /* ---- running tools ---- */

@@ -41,7 +41,8 @@ int mkdir_mode(const char *path, mode_t mode);
 bool is_file(const char *path); /* a regular file, not empty */
 bool is_dir(const char *path);
 uint64_t file_size(const char *path);
-/* Copies src (at most 256 MiB) to dst, created with mode, replacing nothing. */
+/* Copies src (at most 256 MiB) to dst, created with mode, replacing nothing; on failure dst
+ * is gone again. */
 int copy_file(const char *src, const char *dst, mode_t mode);
 
 void hex_encode(const unsigned char *in, size_t n, char *out);
