@@ -258,8 +258,13 @@ build_disk(const struct install *in, const struct oci_image *img, const char *ag
 	if (!tmp_parent)
 		return -ENOMEM;
 	r = mkdir_mode(tmp_parent, 0700);
-	if (r >= 0)
-		r = make_tmpdir(tmp_parent, "build", &tmp);
+	if (r >= 0) {
+		/* named for this process, so that sandboxd can clear what a killed or
+		 * failed install of its left */
+		char prefix[32];
+		snprintf(prefix, sizeof(prefix), "build-%d", (int)getpid());
+		r = make_tmpdir(tmp_parent, prefix, &tmp);
+	}
 	if (r < 0) {
 		*ret_error = strdup_printf("cannot make a build directory under '%s': %s",
 		                           tmp_parent, strerror(-r));

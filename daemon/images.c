@@ -235,8 +235,10 @@ load_records(struct sandboxd *d)
 	return 0;
 }
 
+/* Removes the entries of state_dir/sub whose names hold mark (all of them: NULL): unfinished
+ * blobs and disks ("NAME.partial-PID"), build trees ("build-PID-XXXXXX"). */
 static void
-remove_partials(const char *state_dir, const char *sub)
+remove_marked(const char *state_dir, const char *sub, const char *mark)
 {
 	_cleanup_free_ char *dir = strdup_printf("%s/%s", state_dir, sub);
 	struct dirent *de;
@@ -244,10 +246,28 @@ remove_partials(const char *state_dir, const char *sub)
 
 	if (!dir || !(dh = opendir(dir)))
 		return;
-	while ((de = readdir(dh)))
-		if (strstr(de->d_name, ".partial-"))
-			(void)unlinkat(dirfd(dh), de->d_name, 0);
+	while ((de = readdir(dh))) {
+		_cleanup_free_ char *path = NULL;
+		if (de->d_name[0] == '.' || (mark && !strstr(de->d_name, mark)))
+			continue;
+		path = strdup_printf("%s/%s", dir, de->d_name);
+		if (path)
+			rm_rf(path);
+	}
 	closedir(dh);
+}
+
+/* What an install that did not finish left: its partial files and its build tree. */
+static void
+remove_leftovers_of(const char *state_dir, pid_t pid)
+{
+	char partial[32], build[32];
+
+	snprintf(partial, sizeof(partial), ".partial-%d", (int)pid);
+	snprintf(build, sizeof(build), "build-%d-", (int)pid);
+	remove_marked(state_dir, "images/blobs/sha256", partial);
+	remove_marked(state_dir, "rootfs", partial);
+	remove_marked(state_dir, "images/tmp", build);
 }
 
 int
@@ -266,8 +286,8 @@ images_init(struct sandboxd *d)
 	d->images = im;
 	/* what installs a crash or a stop interrupted: build trees, unfinished blobs and disks */
 	rm_rf(tmp);
-	remove_partials(d->opts->state_dir, "images/blobs/sha256");
-	remove_partials(d->opts->state_dir, "rootfs");
+	remove_marked(d->opts->state_dir, "images/blobs/sha256", ".partial-");
+	remove_marked(d->opts->state_dir, "rootfs", ".partial-");
 	if (image_agent_id(agent, im->agent_id) < 0)
 		im->agent_id[0] = '\0'; /* no agent: no VM backend either; keep every disk */
 	return load_records(d);
@@ -618,6 +638,7 @@ job_end(struct install_job *job, bool kill_child)
 		(void)kill(-job->pid, SIGKILL); /* its group: mkfs.ext4 goes with it */
 		while (waitpid(job->pid, &status, 0) < 0 && errno == EINTR)
 			;
+		remove_leftovers_of(d->opts->state_dir, job->pid);
 		img->job = NULL;
 		job_free(job);
 		return;
@@ -650,6 +671,10 @@ job_end(struct install_job *job, bool kill_child)
 		snprintf(why, sizeof(why), "image '%s': the install failed (exit %d)", img->name,
 		         WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 	log_warning("image '%s': install failed: %s", img->name, why);
+	/* a crashed or killed child cleaned nothing up: its tools go (its group), and its files
+	 * now, not at the next start */
+	(void)kill(-job->pid, SIGKILL);
+	remove_leftovers_of(d->opts->state_dir, job->pid);
 	broadcast(d, "image.failed", json_pack("{s:s, s:s}", "image", img->name, "error", why));
 	job_free(job);
 	/* nothing of it is offered: the waiters hear why, and a later request tries again */

@@ -284,6 +284,36 @@ test_the_disk_holds_every_layer(void **state)
 	         "tr '\\0' x) >/dev/null",
 	         p.state, dir, dir, dir, dir);
 	assert_int_equal(system(cmd), 0);
+	/* an install whose child dies leaves nothing behind: no build tree, no partial blob
+	 * or disk, and the image is not listed */
+	img = harness_json(p.sock, "POST", "/v1/images?wait=false", "{\"image\":\"big\"}", 202);
+	json_decref(img);
+	snprintf(cmd, sizeof(cmd),
+	         "for i in $(seq 200); do pid=$(pgrep -f -- '--state-dir %s -- big$' | head -1); "
+	         "[ -n \"$pid\" ] && break; sleep 0.01; done; [ -n \"$pid\" ] && sleep 0.2 && "
+	         "kill -9 $pid",
+	         p.state);
+	assert_int_equal(system(cmd), 0);
+	{
+		json_t *found = NULL;
+		for (int i = 0; i < 200; i++) {
+			json_t *l = harness_json(p.sock, "GET", "/v1/images", NULL, 200);
+			found = find_image(l, "big") ? json_incref(find_image(l, "big")) : NULL;
+			json_decref(l);
+			if (!found)
+				break;
+			json_decref(found);
+			usleep(50000);
+		}
+		assert_null(found);
+	}
+	assert_true(harness_file_contains(p.log, "the install was killed by signal 9"));
+	snprintf(cmd, sizeof(cmd),
+	         "! find '%s/images' '%s/rootfs' -name '*.partial-*' | grep . && "
+	         "! find '%s/images/tmp' -mindepth 1 | grep .",
+	         p.state, p.state, p.state);
+	assert_int_equal(system(cmd), 0);
+
 	/* while an install runs, nothing is removed: another spelling may be building the
 	 * disk a removal would take (mini is installed, its disk to be built again) */
 	img = harness_json(p.sock, "POST", "/v1/images?wait=false", "{\"image\":\"big\"}", 202);
