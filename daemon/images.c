@@ -447,15 +447,10 @@ images_check(struct sandboxd *d, const char *name, struct api_err *err)
 		            "'%s' is not an image reference (such as python:3.13-slim)", name);
 		return -EINVAL;
 	}
-	if (d->policy.n_images) {
-		bool ok = false;
-		for (size_t i = 0; i < d->policy.n_images; i++)
-			ok = ok || streq(d->policy.images[i], name);
-		if (!ok) {
-			api_err_set(err, 403, "refused",
-			            "image \"%s\" is not one this server permits", name);
-			return -EPERM;
-		}
+	if (!policy_image_allowed(&d->policy, name)) {
+		api_err_set(err, 403, "refused", "image \"%s\" is not one this server permits",
+		            name);
+		return -EPERM;
 	}
 	if ((img && img->builtin) || image_is_base(name))
 		return 0;

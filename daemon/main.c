@@ -196,6 +196,20 @@ apply_policy(struct sandboxd *d)
 			p->n_images++;
 		}
 	}
+	/* the flags may not leave what the file checked incoherent */
+	if (!policy_image_allowed(p, p->default_image)) {
+		log_error("the default image '%s' is not among the permitted images (--allow-image "
+		          "or the policy's images): list it too",
+		          p->default_image);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < p->n_pools; i++)
+		if (p->pools[i].image && !policy_image_allowed(p, p->pools[i].image)) {
+			log_error("the pooled image '%s' is not among the permitted images "
+			          "(--allow-image or the policy's images): list it too",
+			          p->pools[i].image);
+			return -EINVAL;
+		}
 	/* egress enforcement arrives with the network module: until then nothing leaves, and
 	 * a policy that asks for more says so here rather than being served open */
 	if (p->network.ceiling > NET_NONE)

@@ -66,6 +66,17 @@ policy_done(struct policy *p)
 	*p = (struct policy){ 0 };
 }
 
+bool
+policy_image_allowed(const struct policy *p, const char *image)
+{
+	if (!p->n_images)
+		return true;
+	for (size_t i = 0; i < p->n_images; i++)
+		if (streq(p->images[i], image))
+			return true;
+	return false;
+}
+
 void
 policy_cap_network(struct policy *p, enum net_mode enforceable)
 {

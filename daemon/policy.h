@@ -54,6 +54,9 @@ struct policy {
 /* Fills the embedded defaults. host_cpus bounds max_cpus. -ENOMEM. */
 int policy_init_defaults(struct policy *p, unsigned host_cpus);
 void policy_done(struct policy *p);
+/* Whether the policy permits image: no images list, or on it as written. */
+bool policy_image_allowed(const struct policy *p, const char *image);
+
 /* Lowers the ceiling to what the backend can enforce (never raises it). */
 void policy_cap_network(struct policy *p, enum net_mode enforceable);
 

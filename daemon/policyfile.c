@@ -811,15 +811,6 @@ out:
 }
 
 static bool
-image_listed(const struct policy *p, const char *image)
-{
-	for (size_t i = 0; i < p->n_images; i++)
-		if (streq(p->images[i], image))
-			return true;
-	return false;
-}
-
-static bool
 within_may_allow(const struct policy *p, const char *name)
 {
 	size_t i;
@@ -897,7 +888,7 @@ check_coherence(struct reader *r)
 			}
 		}
 	}
-	if (p->n_images && p->default_image && !image_listed(p, p->default_image))
+	if (p->default_image && !policy_image_allowed(p, p->default_image))
 		return fail(r, pick(r, K_DEFAULT_IMAGE, K_IMAGES),
 		            "the default image '%s' is not in images",
 		            show(p->default_image, strlen(p->default_image), shown));
@@ -907,7 +898,7 @@ check_coherence(struct reader *r)
 
 		if (!at.line && r->pool_at)
 			at = r->pool_at[i].at;
-		if (p->n_images && p->pools[i].image && !image_listed(p, image))
+		if (p->pools[i].image && !policy_image_allowed(p, image))
 			return fail(r, at, "the pool's image '%s' is not in images",
 			            show(image, strlen(image), shown));
 		for (size_t j = 0; image && j < i; j++) {

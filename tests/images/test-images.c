@@ -862,6 +862,8 @@ test_policy_images_list(void **state)
 	}
 	args[n++] = "--allow-image";
 	args[n++] = allowed;
+	args[n++] = "--allow-image"; /* the default image (the harness's) must be permitted */
+	args[n++] = "busybox";
 	args[n] = NULL;
 	assert_int_equal(harness_start_vm(&q, args, NULL), 0);
 	sock = q.sock;

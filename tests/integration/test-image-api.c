@@ -191,7 +191,8 @@ static void
 test_disks_of_another_agent_go_at_start(void **state)
 {
 	char path[600];
-	const char *const args[] = { "--allow-image", "mini", NULL };
+	const char *const args[] = { "--allow-image", "mini", "--allow-image", "sandbox-base",
+		                     NULL };
 	json_t *img;
 	FILE *f;
 
@@ -228,7 +229,9 @@ static void
 test_an_agent_upgrade_rebuilds_disks_on_first_use(void **state)
 {
 	char agent[600], path[600];
-	const char *const args[] = { "--allow-image", "mini", "--agent", agent, NULL };
+	const char *const args[] = {
+		"--allow-image", "mini", "--allow-image", "sandbox-base", "--agent", agent, NULL
+	};
 	json_t *list, *img;
 	FILE *f;
 
@@ -266,7 +269,8 @@ static void
 test_the_disk_holds_every_layer(void **state)
 {
 	char dir[512], cmd[4096];
-	const char *const args[] = { "--allow-image", "big", NULL };
+	const char *const args[] = { "--allow-image", "big", "--allow-image", "sandbox-base",
+		                     NULL };
 	json_t *img;
 
 	assert_int_equal(harness_stop(&p, SIGTERM), 0);

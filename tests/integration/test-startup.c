@@ -234,6 +234,14 @@ test_policy_file(void **state)
 	      f);
 	fclose(f);
 	{
+		/* the flags over the file may not leave it incoherent: the default image must
+		 * stay permitted */
+		const char *args[] = { "--state-dir", sd,   "--socket",      sock,
+			               "--policy",    good, "--allow-image", "busybox",
+			               NULL };
+		expect_refusal(bin, args, "the default image 'tools:1' is not among the permitted");
+	}
+	{
 		const char *args[] = { "--policy", good, NULL };
 		assert_int_equal(harness_start(&d, bin, args, NULL), 0);
 	}
