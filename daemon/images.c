@@ -38,9 +38,10 @@ struct install_job {
 	int pidfd; /* readable once the child exited */
 	struct loop_source src, exit_src;
 	struct buf line;
-	bool done;     /* it said "done": its record is in images/refs */
-	int error;     /* from its "error" line */
-	char *message; /* likewise */
+	bool line_too_long; /* the line being read went over PROGRESS_LINE_MAX */
+	bool done;          /* it said "done": its record is in images/refs */
+	int error;          /* from its "error" line */
+	char *message;      /* likewise */
 };
 
 struct images {
@@ -695,14 +696,26 @@ job_readable(struct loop_source *src, uint32_t events, void *data)
 			job_end(job, false);
 		return;
 	}
-	for (ssize_t i = 0; i < n; i++) {
-		if (chunk[i] != '\n') {
-			if (job->line.len < PROGRESS_LINE_MAX)
-				(void)buf_putc(&job->line, chunk[i]);
-			continue;
-		}
-		job_line(job, job->line.data, job->line.len);
-		job->line.len = 0;
+	for (const char *p = chunk, *end = chunk + n; p < end;) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t run = (size_t)((nl ? nl : end) - p);
+
+		/* a line longer than any the child writes is dropped whole, never parsed cut */
+		if (job->line.len + run > PROGRESS_LINE_MAX)
+			job->line_too_long = true;
+		else
+			(void)buf_append(&job->line, p, run);
+		p += run;
+		if (!nl)
+			break;
+		p++;
+		if (job->line_too_long)
+			log_warning("image '%s': a progress line over %u bytes ignored",
+			            job->img->name, PROGRESS_LINE_MAX);
+		else
+			job_line(job, job->line.data, job->line.len);
+		buf_reset(&job->line);
+		job->line_too_long = false;
 	}
 }
 

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include "oci.h"
 #include "registry.h"
+#include "tool.h"
 #include "util.h"
 
 #define CONNECT_TIMEOUT_SECS 30L
@@ -136,18 +137,10 @@ sink_put(struct sink *k, const void *p, size_t n)
 			return k->error;
 		}
 	} else {
-		const char *q = p;
-		size_t left = n;
-		while (left > 0) {
-			ssize_t w = write(k->fd, q, left);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0) {
-				k->error = negative_errno();
-				return k->error;
-			}
-			q += w;
-			left -= (size_t)w;
+		int r = write_all(k->fd, p, n);
+		if (r < 0) {
+			k->error = r;
+			return k->error;
 		}
 	}
 	k->got += n;
@@ -168,8 +161,7 @@ sink_digest(struct sink *k, char out[static 72])
 	if (EVP_DigestFinal_ex(k->md, md, &len) != 1 || len != 32)
 		return -EIO;
 	memcpy(out, "sha256:", 7);
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
+	hex_encode(md, 32, out + 7);
 	return 0;
 }
 
