@@ -428,8 +428,12 @@ image_install(const struct install_opts *o, const char *name, json_t **ret, char
 		r = -ENOMEM;
 		goto out;
 	}
-	r = image_agent_id(agent, agent_id);
-	if (r < 0) {
+	/* sandboxd hashed the agent once at its start and says so; by hand, hash it here */
+	if (o->agent_id)
+		snprintf(agent_id, sizeof(agent_id), "%s", o->agent_id);
+	else
+		r = image_agent_id(agent, agent_id);
+	if (!o->agent_id && r < 0) {
 		*ret_error =
 		        strdup_printf("cannot read the guest agent '%s': %s", agent, strerror(-r));
 		goto out;
@@ -573,6 +577,7 @@ usage(FILE *f)
 	      "\n"
 	      "  --state-dir DIR               sandboxd's state directory (default as sandboxd)\n"
 	      "  --agent PATH                  the guest agent (default: beside sandboxd)\n"
+	      "  --agent-id HEX                its id when known (sandboxd passes it)\n"
 	      "  --insecure-registry HOST:PORT plain HTTP to that registry (repeatable)\n"
 	      "  --ca-file FILE                trust this CA bundle for registries\n"
 	      "  --progress-fd N               JSON progress lines to fd N\n"
@@ -662,6 +667,7 @@ image_main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "state-dir", required_argument, NULL, 's' },
 		{ "agent", required_argument, NULL, 'a' },
+		{ "agent-id", required_argument, NULL, 'A' },
 		{ "insecure-registry", required_argument, NULL, 'i' },
 		{ "ca-file", required_argument, NULL, 'c' },
 		{ "progress-fd", required_argument, NULL, 'p' },
@@ -692,6 +698,16 @@ image_main(int argc, char **argv)
 			break;
 		case 'a':
 			o.agent = optarg;
+			break;
+		case 'A':
+			if (strlen(optarg) != IMAGE_AGENT_ID_LEN ||
+			    strspn(optarg, "0123456789abcdef") != IMAGE_AGENT_ID_LEN) {
+				fprintf(stderr,
+				        "sandboxd image: --agent-id '%s' is not %d hex digits\n",
+				        optarg, IMAGE_AGENT_ID_LEN);
+				return 2;
+			}
+			o.agent_id = optarg;
 			break;
 		case 'i': {
 			char **n = realloc(insecure, (o.n_insecure + 1) * sizeof(char *));

@@ -21,7 +21,8 @@
 
 struct install_opts {
 	const char *state_dir;
-	const char *agent; /* sandbox-guestd; NULL: beside sandboxd */
+	const char *agent;    /* sandbox-guestd; NULL: beside sandboxd */
+	const char *agent_id; /* image_agent_id of agent when the caller knows it; NULL: hash it */
 	char *const *insecure;
 	size_t n_insecure;
 	const char *ca_file;

@@ -764,6 +764,10 @@ job_start(struct sandboxd *d, struct image *img)
 		argv[n++] = "--agent";
 		argv[n++] = o->agent;
 	}
+	if (images_of(d)->agent_id[0]) {
+		argv[n++] = "--agent-id"; /* hashed once, at start */
+		argv[n++] = images_of(d)->agent_id;
+	}
 	for (size_t i = 0; i < o->n_insecure_registries; i++) {
 		argv[n++] = "--insecure-registry";
 		argv[n++] = o->insecure_registries[i];

@@ -293,7 +293,7 @@ test_the_disk_holds_every_layer(void **state)
 	img = harness_json(p.sock, "POST", "/v1/images?wait=false", "{\"image\":\"big\"}", 202);
 	json_decref(img);
 	snprintf(cmd, sizeof(cmd),
-	         "for i in $(seq 200); do pid=$(pgrep -f -- '--state-dir %s -- big$' | head -1); "
+	         "for i in $(seq 200); do pid=$(pgrep -f -- '--state-dir %s .*-- big$' | head -1); "
 	         "[ -n \"$pid\" ] && break; sleep 0.01; done; [ -n \"$pid\" ] && sleep 0.2 && "
 	         "kill -9 $pid",
 	         p.state);
@@ -336,7 +336,7 @@ test_the_disk_holds_every_layer(void **state)
 	if (geteuid() == 0) {
 		snprintf(cmd, sizeof(cmd),
 		         /* from the moment it has confined itself (it starts as root) */
-		         "for i in $(seq 300); do pid=$(pgrep -f -- '--state-dir %s -- big$' | "
+		         "for i in $(seq 300); do pid=$(pgrep -f -- '--state-dir %s .*-- big$' | "
 		         "head -1); if [ -n \"$pid\" ]; then bnd=$(awk '/^CapBnd/{print $2}' "
 		         "/proc/$pid/status 2>/dev/null); [ -n \"$bnd\" ] && "
 		         "[ $(( 0x$bnd & (1 << 21) )) -eq 0 ] && break; fi; sleep 0.01; done; "
