@@ -17,6 +17,7 @@
 #include "store.h"
 #include "tls.h"
 #include "util.h"
+#include "worker.h"
 
 #define HOUSEKEEPING_MS 1000
 #define HEARTBEAT_EVERY 15 /* housekeeping ticks */
@@ -321,6 +322,9 @@ main(int argc, char **argv)
 	/* `sandboxd image install|build-base`: also how sandboxd itself installs an image */
 	if (argc > 1 && streq(argv[1], "image"))
 		return image_main(argc - 1, argv + 1);
+	/* `sandboxd egress-worker`: the unprivileged proxy and DNS stub sandboxd starts */
+	if (argc > 1 && streq(argv[1], "egress-worker"))
+		return egress_worker_main(argc - 1, argv + 1);
 	r = options_parse(argc, argv, &opts);
 	if (r != 0) {
 		options_done(&opts);

@@ -48,6 +48,13 @@ static const char usage[] =
         "                         as requests name them; without it any image is permitted\n"
         "  --insecure-registry HOST:PORT\n"
         "                         pull from that registry over plain HTTP (repeatable)\n"
+        "  --egress on|off        enforce sandboxes' egress (default on as root): a tap per\n"
+        "                         sandbox, nftables table inet sandboxd, the egress proxy\n"
+        "                         and DNS stub; off: sandboxes get no network (ceiling none)\n"
+        "  --egress-proxy-port N  the egress proxy's TCP port on the host (default 3128)\n"
+        "  --egress-dns-port N    the DNS stub's UDP port on the host (default 7353)\n"
+        "  --egress-subnet CIDR   where sandboxes' /30 links come from (default\n"
+        "                         10.200.0.0/16; at most /22)\n"
         "  --max-connections N    open API connections at most (default 1024)\n"
         "  --log-level LEVEL      error, warning, info (default) or debug\n"
         "  --version              print the version and exit\n"
@@ -74,6 +81,10 @@ enum {
 	OPT_DEFAULT_IMAGE,
 	OPT_ALLOW_IMAGE,
 	OPT_INSECURE_REGISTRY,
+	OPT_EGRESS,
+	OPT_EGRESS_PROXY_PORT,
+	OPT_EGRESS_DNS_PORT,
+	OPT_EGRESS_SUBNET,
 	OPT_LOG_LEVEL,
 	OPT_VERSION,
 };
@@ -99,6 +110,10 @@ static const struct option long_options[] = {
 	{ "default-image", required_argument, NULL, OPT_DEFAULT_IMAGE },
 	{ "allow-image", required_argument, NULL, OPT_ALLOW_IMAGE },
 	{ "insecure-registry", required_argument, NULL, OPT_INSECURE_REGISTRY },
+	{ "egress", required_argument, NULL, OPT_EGRESS },
+	{ "egress-proxy-port", required_argument, NULL, OPT_EGRESS_PROXY_PORT },
+	{ "egress-dns-port", required_argument, NULL, OPT_EGRESS_DNS_PORT },
+	{ "egress-subnet", required_argument, NULL, OPT_EGRESS_SUBNET },
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ "help", no_argument, NULL, 'h' },
@@ -111,6 +126,33 @@ set_string(char **field, const char *value)
 	free(*field);
 	*field = strdup(value);
 	return *field ? 0 : -ENOMEM;
+}
+
+/* "A.B.C.D/N": an IPv4 network (no host bits set) of at least 256 /30s (N <= 22), outside
+ * 0/8, 127/8 and 224/3. */
+static int
+parse_subnet(const char *s, uint32_t *ret_net, unsigned *ret_bits)
+{
+	char addr[INET_ADDRSTRLEN];
+	const char *slash = strchr(s, '/');
+	struct in_addr a;
+	uint64_t bits;
+	uint32_t net, first;
+
+	if (!slash || (size_t)(slash - s) >= sizeof(addr) || parse_u64(slash + 1, &bits) < 0 ||
+	    bits < 8 || bits > 22)
+		return -EINVAL;
+	memcpy(addr, s, (size_t)(slash - s));
+	addr[slash - s] = '\0';
+	if (inet_pton(AF_INET, addr, &a) != 1)
+		return -EINVAL;
+	net = ntohl(a.s_addr);
+	first = net >> 24;
+	if ((net & ((1u << (32 - bits)) - 1)) != 0 || first == 0 || first == 127 || first >= 224)
+		return -EINVAL;
+	*ret_net = net;
+	*ret_bits = (unsigned)bits;
+	return 0;
 }
 
 /* Appends to one of the repeatable flags' lists. */
@@ -196,6 +238,11 @@ options_parse(int argc, char **argv, struct options *o)
 
 	*o = (struct options){ .max_connections = 1024,
 		               .stop_timeout_secs = 20,
+		               .egress = geteuid() == 0,
+		               .egress_proxy_port = 3128,
+		               .egress_dns_port = 7353,
+		               .egress_subnet = 0x0ac80000u, /* 10.200.0.0/16 */
+		               .egress_subnet_bits = 16,
 		               .log_level = LOG_LEVEL_INFO };
 	optind = 1;
 	opterr = 0;
@@ -353,6 +400,34 @@ options_parse(int argc, char **argv, struct options *o)
 			             "--insecure-registry", optarg);
 			break;
 		}
+		case OPT_EGRESS:
+			if (!streq(optarg, "on") && !streq(optarg, "off")) {
+				fprintf(stderr, "sandboxd: --egress '%s': use on or off\n", optarg);
+				return -EINVAL;
+			}
+			o->egress = streq(optarg, "on");
+			break;
+		case OPT_EGRESS_PROXY_PORT:
+		case OPT_EGRESS_DNS_PORT:
+			if (parse_u64(optarg, &n) < 0 || n < 1 || n > 65535) {
+				fprintf(stderr, "sandboxd: --%s '%s' must be a port, 1 to 65535\n",
+				        c == OPT_EGRESS_DNS_PORT ? "egress-dns-port"
+				                                 : "egress-proxy-port",
+				        optarg);
+				return -EINVAL;
+			}
+			*(c == OPT_EGRESS_DNS_PORT ? &o->egress_dns_port : &o->egress_proxy_port) =
+			        (unsigned)n;
+			break;
+		case OPT_EGRESS_SUBNET:
+			if (parse_subnet(optarg, &o->egress_subnet, &o->egress_subnet_bits) < 0) {
+				fprintf(stderr,
+				        "sandboxd: --egress-subnet '%s' must be an IPv4 network "
+				        "A.B.C.D/N with N at most 22, e.g. 10.200.0.0/16\n",
+				        optarg);
+				return -EINVAL;
+			}
+			break;
 		case OPT_LOG_LEVEL:
 			if (streq(optarg, "error"))
 				o->log_level = LOG_LEVEL_ERROR;
@@ -408,6 +483,11 @@ options_parse(int argc, char **argv, struct options *o)
 	}
 	if (!o->socket_path && !o->listen) {
 		fprintf(stderr, "sandboxd: --socket none leaves nothing to serve; add --listen\n");
+		return -EINVAL;
+	}
+	if (o->egress && geteuid() != 0) {
+		fprintf(stderr, "sandboxd: --egress on needs root (tap devices and nftables); "
+		                "without root sandboxes get no network\n");
 		return -EINVAL;
 	}
 	return 0;

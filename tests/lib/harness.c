@@ -205,22 +205,49 @@ harness_file_contains(const char *path, const char *needle)
 	return found;
 }
 
+/* A command that daemons are started through (harness_set_launcher), or none. */
+static const char *const *launcher;
+
+void
+harness_set_launcher(const char *const *argv)
+{
+	launcher = argv;
+}
+
 static int
 launch(struct daemon_proc *p, const char *binary, const char *const *extra, const char *const *env)
 {
-	const char *args[64];
+	const char *args[80];
+	const char *spawned = binary, *product = getenv("SANDBOXD");
+	bool egress = false;
 	size_t n = 0;
 
+	if (launcher && launcher[0]) {
+		/* spawn() puts the program first: the launcher's own words, then the daemon */
+		spawned = launcher[0];
+		for (size_t i = 1; launcher[i] && n < 12; i++)
+			args[n++] = launcher[i];
+		args[n++] = binary;
+	}
 	args[n++] = "--state-dir";
 	args[n++] = p->state;
 	args[n++] = "--socket";
 	args[n++] = p->sock;
-	for (size_t i = 0; extra && extra[i] && n < 62; i++)
+	for (size_t i = 0; extra && extra[i] && n < 76; i++) {
+		if (strcmp(extra[i], "--egress") == 0)
+			egress = true;
 		args[n++] = extra[i];
+	}
+	/* the machine's own network is never a test's: the product's egress (taps, table inet
+	 * sandboxd, ports 3128/7353) only where a test asks for it, in namespaces it made */
+	if (!egress && product && strcmp(binary, product) == 0) {
+		args[n++] = "--egress";
+		args[n++] = "off";
+	}
 	args[n] = NULL;
 	/* each start writes a fresh log so the readiness check sees this run's line */
 	unlink(p->log);
-	p->pid = spawn(binary, args, env, p->log, -1);
+	p->pid = spawn(spawned, args, env, p->log, -1);
 	if (p->pid < 0)
 		return -1;
 	track(p->pid, true);

@@ -30,7 +30,15 @@ const char *harness_vm_bundle(void);
  * root disk. */
 int harness_start_vm(struct daemon_proc *p, const char *const *extra_args, const char *const *env);
 
+/* Daemons started from now on are started through argv (NULL-terminated, kept by the
+ * caller; NULL: directly): argv[0] with argv[1..], then the daemon's binary and its
+ * arguments. The launcher must exec the daemon in its own process (its pid is the daemon's),
+ * e.g. tests/egress/netns.sh exec-host NAME. */
+void harness_set_launcher(const char *const *argv);
+
 /* Starts binary with --state-dir and --socket in a new private directory plus extra args
+ * (the product, $SANDBOXD, gets --egress off unless they say --egress: the machine's own
+ * network is never a test's)
  * (NULL-terminated), environment additions env ("K=V", NULL-terminated, may be NULL).
  * Waits up to 10 s for the "serving API v1" line. 0, or -1 after printing the log. */
 int harness_start(struct daemon_proc *p, const char *binary, const char *const *extra_args,

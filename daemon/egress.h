@@ -1,0 +1,38 @@
+/* egress.h: sandboxd's side of egress enforcement (issue 5, DESIGN.md "Egress"): the ports
+ * bound at startup, the unprivileged egress worker (egress/worker.h) started, fed every
+ * sandbox's policy and supervised, the nftables table inet sandboxd kept in step with the
+ * sandboxes' links, and the worker's decisions turned into events and counters. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct sandboxd;
+struct sandbox;
+
+/* One sandbox's link: its tap on the host and the two ends of its /30. */
+struct egress_link {
+	char tap[16];
+	uint32_t host_addr;  /* network order */
+	uint32_t guest_addr; /* network order */
+};
+
+/* Starts egress (as root with --egress on): binds the proxy and DNS ports (a busy one stops
+ * startup, naming the port and its flag), writes the empty table, starts the worker as uid
+ * (the caller's unprivileged uid) and waits for it to be ready. Logged and returned. */
+int egress_start(struct sandboxd *d, uid_t uid);
+/* Stops the worker; the table stays (running VMs keep their rules until the next sandboxd
+ * rewrites them). NULL-safe, idempotent. */
+void egress_stop(struct sandboxd *d);
+bool egress_enabled(const struct sandboxd *d);
+
+/* The link of a sandbox slot (0-based) in --egress-subnet. -ERANGE past the subnet. */
+int egress_link_for_slot(const struct sandboxd *d, unsigned slot, struct egress_link *ret);
+
+/* A sandbox's link is up (its VM started or was taken back) or gone (its VM ended): the
+ * worker learns its policy and the table its link (only while its mode is not none). */
+void egress_attach(struct sandboxd *d, struct sandbox *sb, const struct egress_link *link);
+void egress_detach(struct sandboxd *d, struct sandbox *sb);
+/* sb->network changed (PATCH): the worker and the table follow, tighter first. */
+void egress_update(struct sandboxd *d, struct sandbox *sb);
