@@ -1,6 +1,7 @@
 /* api-sandboxes.c: the sandbox resource (create, list, get, patch, delete, stop, start) and
  * its events, including the live SSE stream. */
 #include "api-internal.h"
+#include "egress.h"
 #include "events.h"
 #include "images.h"
 #include "lifecycle.h"
@@ -416,6 +417,8 @@ api_sandbox_get(struct api_call *call)
 	sandbox_free(sb);
 }
 
+static bool backend_updates_network(struct sandboxd *d);
+
 void
 api_sandbox_patch(struct api_call *call)
 {
@@ -452,7 +455,11 @@ api_sandbox_patch(struct api_call *call)
 		sandbox_patch_done(&patch);
 		return;
 	}
-	if (patch.network && !json_equal(patch.network, sb->network)) {
+	if (patch.network && json_equal(patch.network, sb->network)) {
+		json_decref(patch.network); /* nothing changes */
+		patch.network = NULL;
+	}
+	if (patch.network && !backend_updates_network(call->d)) {
 		/* changing a running sandbox's network needs host egress enforcement */
 		api_reply_error(call->c, 501, "unsupported",
 		                "this server cannot change a sandbox's network policy");
@@ -482,7 +489,12 @@ api_sandbox_patch(struct api_call *call)
 		sb->idle_timeout_secs = patch.idle_timeout_secs;
 		json_array_append_new(fields, json_string("idle_timeout_secs"));
 	}
-	r = sandbox_commit(call->d, sb, false, "updated", json_pack("{s:o}", "fields", fields));
+	/* the audit trail says what the network became (names only: nothing secret) */
+	r = sandbox_commit(
+	        call->d, sb, false, "updated",
+	        patch.network || sb->network == old_network
+	                ? json_pack("{s:o}", "fields", fields)
+	                : json_pack("{s:o, s:O}", "fields", fields, "network", sb->network));
 	if (r < 0) {
 		if (sb->name != old_name)
 			free(sb->name);
@@ -505,10 +517,25 @@ api_sandbox_patch(struct api_call *call)
 		free(old_name);
 	if (sb->labels != old_labels)
 		json_decref(old_labels);
-	if (sb->network != old_network)
+	if (sb->network != old_network) {
 		json_decref(old_network);
+		/* the running VM's egress follows at once (the worker's gate first) */
+		egress_update(call->d, sb);
+	}
 	sandbox_patch_done(&patch);
 	reply_sandbox(call->c, 200, sb);
+}
+
+/* Whether a running sandbox's network can change: the backend enforces egress (the fake,
+ * which runs no network at all, counts: nothing gets out either way). */
+static bool
+backend_updates_network(struct sandboxd *d)
+{
+	struct backend_caps caps = { .egress = NET_NONE };
+
+	if (d->backend)
+		d->backend->ops->caps(d->backend, &caps);
+	return caps.egress >= NET_ALLOWLIST;
 }
 
 void

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "policy.h"
 #include "sandbox.h"
 
 struct sandboxd;
@@ -33,6 +34,9 @@ struct backend_caps {
 	bool disk_snapshot;
 	bool processes;
 	bool files;
+	/* the widest network mode it enforces: none without egress (no root, --egress off),
+	 * allowlist with it (there is no open mode: everything goes by name) */
+	enum net_mode egress;
 };
 
 struct backend_ops {

@@ -1,57 +1,924 @@
-/* egress.c: sandboxd's side of egress (egress.h). Being written: for now egress is never
- * enabled, so sandboxes get no network and the ceiling stays none. */
-#include <errno.h>
+/* egress.c: sandboxd's side of egress enforcement (egress.h). sandboxd keeps what needs root
+ * and trusts nothing a guest sends: it binds the proxy and DNS ports, owns the taps and the
+ * nftables table, and hands the sockets to the egress worker (egress/worker.h), which runs
+ * without root and is the only process that reads guest traffic. sandboxd tells the worker
+ * each sandbox's policy and turns the worker's decisions into events and counters.
+ *
+ * A policy change goes to the worker at once (it is the gate: every connection and query is
+ * decided there) and to the table (which guests are redirected at all) as soon as nft has run;
+ * either order is no looser than both the old and the new policy, because a guest left in the
+ * table by a tightening still meets the worker's new policy. */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "egress.h"
+#include "events.h"
+#include "log.h"
+#include "nftrules.h"
+#include "sandbox.h"
 #include "sandboxd.h"
+#include "tool.h"
+#include "util.h"
 
-int
-egress_start(struct sandboxd *d, uid_t uid)
-{
-	(void)d;
-	(void)uid;
-	return -EOPNOTSUPP;
-}
+#define LINE_MAX_BYTES (64u * 1024) /* the control protocol's line limit, both ways */
+#define OUT_MAX (8u << 20)          /* what may wait for the worker to read */
+#define READY_WAIT_MS 5000
+#define RESTART_DELAY_MS 1000
+#define EVENT_RATE 20   /* egress events recorded per sandbox per second, on average */
+#define EVENT_BURST 200 /* and at most this many at once; the rest are only counted */
 
-void
-egress_stop(struct sandboxd *d)
+struct egress_sb {
+	struct list_node node;
+	char id[SANDBOX_ID_MAX + 1];
+	struct egress_link link;
+	bool in_table; /* its mode is not none: the table redirects its traffic */
+	double tokens; /* its budget of recorded events */
+	uint64_t tokens_ms;
+};
+
+struct egress {
+	struct sandboxd *d;
+	int proxy_fd, dns_fd;
+	uid_t uid;
+	char *exe;
+	char *nft;
+	/* the worker */
+	pid_t pid;
+	int pidfd, ctl;
+	struct loop_source pid_src, ctl_src;
+	struct buf in, out;
+	struct loop_timer restart;
+	bool stopping;
+	/* the table: one nft run at a time, and one more when something changed meanwhile */
+	pid_t nft_pid;
+	int nft_pidfd, nft_err;
+	struct loop_source nft_src;
+	bool nft_dirty;
+	struct list_node sbs;
+	struct egress_counters counters;
+};
+
+static struct egress *
+E(const struct sandboxd *d)
 {
-	(void)d;
+	return d->egress;
 }
 
 bool
 egress_enabled(const struct sandboxd *d)
 {
-	(void)d;
-	return false;
+	return d && d->egress != NULL;
+}
+
+const struct egress_counters *
+egress_counters(const struct sandboxd *d)
+{
+	return d && d->egress ? &d->egress->counters : NULL;
 }
 
 int
 egress_link_for_slot(const struct sandboxd *d, unsigned slot, struct egress_link *ret)
 {
-	(void)d;
-	(void)slot;
-	(void)ret;
-	return -EOPNOTSUPP;
+	const struct options *o = d->opts;
+	uint64_t slots = 1ull << (32 - o->egress_subnet_bits - 2);
+	uint32_t base;
+
+	if (slot >= slots)
+		return -ERANGE;
+	base = o->egress_subnet + 4u * slot;
+	memset(ret, 0, sizeof(*ret));
+	snprintf(ret->tap, sizeof(ret->tap), NFTRULES_TAP_PREFIX "%u", slot);
+	ret->host_addr = htonl(base + 1);
+	ret->guest_addr = htonl(base + 2);
+	return 0;
+}
+
+unsigned
+egress_slots(const struct sandboxd *d)
+{
+	uint64_t slots = 1ull << (32 - d->opts->egress_subnet_bits - 2);
+
+	return slots > UINT32_MAX ? UINT32_MAX : (unsigned)slots;
+}
+
+static struct egress_sb *
+find_sb(struct egress *e, const char *id)
+{
+	struct list_node *n;
+
+	LIST_FOREACH (n, &e->sbs)
+		if (streq(list_entry(n, struct egress_sb, node)->id, id))
+			return list_entry(n, struct egress_sb, node);
+	return NULL;
+}
+
+static bool
+mode_is_none(const json_t *network)
+{
+	const char *mode = json_string_value(json_object_get(network, "mode"));
+
+	return !mode || streq(mode, "none");
+}
+
+/* ---- the tap ---- */
+
+static int
+ifreq_addr(int fd, unsigned long req, const char *tap, uint32_t addr)
+{
+	struct ifreq ifr = { 0 };
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = addr };
+
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", tap);
+	memcpy(&ifr.ifr_addr, &sin, sizeof(sin));
+	return ioctl(fd, req, &ifr) < 0 ? negative_errno() : 0;
+}
+
+int
+egress_tap_open(const struct egress_link *link, int *ret_fd)
+{
+	struct ifreq ifr = { 0 };
+	_cleanup_close_ int fd = -1, sock = -1;
+	_cleanup_free_ char *v6 = NULL;
+	int r;
+
+	fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	/* not persistent: the device lives as long as an fd on it, so a VMM that ends takes its
+	 * tap along, whoever notices */
+	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", link->tap);
+	if (ioctl(fd, TUNSETIFF, &ifr) < 0)
+		return negative_errno();
+	/* the guest speaks IPv4 to the host and nothing else: no IPv6 address on the host side
+	 * (the table drops the guest's IPv6 anyway) */
+	v6 = strdup_printf("/proc/sys/net/ipv6/conf/%s/disable_ipv6", link->tap);
+	if (v6) {
+		_cleanup_close_ int sys = open(v6, O_WRONLY | O_CLOEXEC);
+		if (sys >= 0)
+			(void)!write(sys, "1\n", 2);
+	}
+	sock = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (sock < 0)
+		return negative_errno();
+	if ((r = ifreq_addr(sock, SIOCSIFADDR, link->tap, link->host_addr)) < 0 ||
+	    (r = ifreq_addr(sock, SIOCSIFNETMASK, link->tap, htonl(0xfffffffcu))) < 0)
+		return r;
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", link->tap);
+	if (ioctl(sock, SIOCGIFFLAGS, &ifr) < 0)
+		return negative_errno();
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(sock, SIOCSIFFLAGS, &ifr) < 0)
+		return negative_errno();
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
+/* ---- the table ---- */
+
+static int
+table_text(struct egress *e, struct buf *out)
+{
+	struct nft_config c = { .proxy_port = (uint16_t)e->d->opts->egress_proxy_port,
+		                .dns_port = (uint16_t)e->d->opts->egress_dns_port };
+	_cleanup_free_ struct nft_sandbox *v = NULL;
+	struct list_node *n;
+	size_t count = 0;
+
+	LIST_FOREACH (n, &e->sbs)
+		count++;
+	v = calloc(count ? count : 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	count = 0;
+	LIST_FOREACH (n, &e->sbs) {
+		struct egress_sb *s = list_entry(n, struct egress_sb, node);
+		if (!s->in_table)
+			continue;
+		memcpy(v[count].tap, s->link.tap, sizeof(v[count].tap));
+		v[count].host_addr = s->link.host_addr;
+		v[count].guest_addr = s->link.guest_addr;
+		count++;
+	}
+	return nftrules_build(v, count, &c, out);
+}
+
+/* The table's text in a memfd, for nft's stdin. */
+static int
+table_memfd(struct egress *e)
+{
+	_cleanup_buf_ struct buf b = BUF_INIT(16u << 20);
+	_cleanup_close_ int fd = -1;
+	int r;
+
+	r = table_text(e, &b);
+	if (r < 0)
+		return r;
+	fd = memfd_create("nft-rules", MFD_CLOEXEC);
+	if (fd < 0)
+		return negative_errno();
+	r = write_all(fd, b.data, b.len);
+	if (r < 0)
+		return r;
+	if (lseek(fd, 0, SEEK_SET) < 0)
+		return negative_errno();
+	return TAKE_FD(fd);
+}
+
+static void table_write(struct egress *e);
+
+static void
+nft_exited(struct loop_source *src _unused_, uint32_t events _unused_, void *data)
+{
+	struct egress *e = data;
+	int status = 0;
+
+	(void)waitpid(e->nft_pid, &status, 0);
+	loop_remove(&e->nft_src);
+	e->nft_pidfd = safe_close(e->nft_pidfd);
+	e->nft_pid = 0;
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		_cleanup_free_ char *text = NULL;
+		char out[1024] = "";
+		ssize_t n = pread(e->nft_err, out, sizeof(out) - 1, 0);
+		if (n > 0)
+			out[n] = '\0';
+		text = termsafe_dup(out);
+		log_error("egress: nft failed to update table " NFTRULES_TABLE ": %s",
+		          text ? text : "(no output)");
+	}
+	e->nft_err = safe_close(e->nft_err);
+	if (e->nft_dirty)
+		table_write(e);
+}
+
+/* Rewrites the table in the background (nft -f - from a memfd); a change meanwhile runs it
+ * once more when this run ends. */
+static void
+table_write(struct egress *e)
+{
+	const char *argv[] = { "nft", "-f", "-", NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t none, all;
+	_cleanup_close_ int in = -1;
+	int r;
+
+	if (e->nft_pid > 0) {
+		e->nft_dirty = true;
+		return;
+	}
+	e->nft_dirty = false;
+	in = table_memfd(e);
+	e->nft_err = memfd_create("nft-output", MFD_CLOEXEC);
+	if (in < 0 || e->nft_err < 0) {
+		log_error("egress: cannot prepare table " NFTRULES_TABLE ": %s",
+		          strerror(in < 0 ? -in : errno));
+		e->nft_err = safe_close(e->nft_err);
+		return;
+	}
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, in, STDIN_FILENO);
+	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, e->nft_err, STDERR_FILENO);
+	r = posix_spawn(&e->nft_pid, e->nft, &fa, &attr, (char *const *)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	if (r != 0) {
+		log_error("egress: cannot run nft: %s", strerror(r));
+		e->nft_pid = 0;
+		e->nft_err = safe_close(e->nft_err);
+		return;
+	}
+	e->nft_pidfd = (int)syscall(SYS_pidfd_open, e->nft_pid, 0);
+	if (e->nft_pidfd < 0 ||
+	    loop_add(e->d->loop, &e->nft_src, e->nft_pidfd, EPOLLIN, nft_exited, e) < 0) {
+		/* cannot watch it: wait (nft is quick), so the next change is not lost */
+		(void)waitpid(e->nft_pid, NULL, 0);
+		e->nft_pid = 0;
+		e->nft_pidfd = safe_close(e->nft_pidfd);
+		e->nft_err = safe_close(e->nft_err);
+	}
+}
+
+/* At startup, before the loop: the table as it must be, or sandboxd does not start. */
+static int
+table_write_now(struct egress *e)
+{
+	const char *argv[] = { "nft", "-f", "-", NULL };
+	struct tool t = { .in_fd = -1, .out_fd = -1 };
+	_cleanup_free_ char *why = NULL;
+	int r;
+
+	t.in_fd = table_memfd(e);
+	if (t.in_fd < 0)
+		return t.in_fd;
+	r = tool_run(&t, argv);
+	close(t.in_fd);
+	if (r < 0) {
+		why = tool_failure(&t, argv, r);
+		log_error("egress: cannot write table " NFTRULES_TABLE ": %s", why ? why : "");
+	}
+	tool_done(&t);
+	return r;
+}
+
+/* ---- the worker's control channel ---- */
+
+static void ctl_io(struct loop_source *src, uint32_t events, void *data);
+
+static void
+ctl_flush(struct egress *e)
+{
+	while (buf_avail(&e->out) > 0 && e->ctl >= 0) {
+		ssize_t n = send(e->ctl, buf_head(&e->out), buf_avail(&e->out),
+		                 MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		buf_consume(&e->out, (size_t)n);
+	}
+	if (e->ctl >= 0)
+		(void)loop_modify(&e->ctl_src, EPOLLIN | (buf_avail(&e->out) ? EPOLLOUT : 0));
+}
+
+static void
+ctl_send(struct egress *e, json_t *msg)
+{
+	_cleanup_free_ char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+
+	json_decref(msg);
+	if (!text || e->ctl < 0)
+		return; /* a worker that starts again is sent everything anew */
+	if (strlen(text) >= LINE_MAX_BYTES || buf_append(&e->out, text, strlen(text)) < 0 ||
+	    buf_putc(&e->out, '\n') < 0) {
+		log_error("egress: a policy message for the worker was lost; restarting it");
+		kill(e->pid, SIGKILL);
+		return;
+	}
+	ctl_flush(e);
+}
+
+static void
+send_set(struct egress *e, struct egress_sb *s, const json_t *network)
+{
+	char guest[INET_ADDRSTRLEN], host[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &s->link.guest_addr, guest, sizeof(guest));
+	inet_ntop(AF_INET, &s->link.host_addr, host, sizeof(host));
+	ctl_send(e, json_pack("{s:s, s:s, s:s, s:s, s:O}", "op", "set", "id", s->id, "guest", guest,
+	                      "host", host, "network", network));
+}
+
+/* The token bucket of one sandbox's recorded events. */
+static bool
+event_budget(struct egress_sb *s)
+{
+	uint64_t now = now_mono_ms();
+
+	s->tokens += (double)(now - s->tokens_ms) * EVENT_RATE / 1000.0;
+	if (s->tokens > EVENT_BURST)
+		s->tokens = EVENT_BURST;
+	s->tokens_ms = now;
+	if (s->tokens < 1.0)
+		return false;
+	s->tokens -= 1.0;
+	return true;
+}
+
+static void
+on_decision(struct egress *e, json_t *msg)
+{
+	struct egress_counters *c = &e->counters;
+	const char *id = json_string_value(json_object_get(msg, "id"));
+	const char *verdict = json_string_value(json_object_get(msg, "verdict"));
+	const char *via = json_string_value(json_object_get(msg, "via"));
+	const char *name = json_string_value(json_object_get(msg, "name"));
+	const char *reason = json_string_value(json_object_get(msg, "reason"));
+	json_int_t port = json_integer_value(json_object_get(msg, "port"));
+	json_int_t out = json_integer_value(json_object_get(msg, "bytes_out"));
+	json_int_t in = json_integer_value(json_object_get(msg, "bytes_in"));
+	bool allowed = verdict && streq(verdict, "allowed"), dns = via && streq(via, "dns");
+	struct egress_sb *s = id ? find_sb(e, id) : NULL;
+	struct sandbox *sb = id ? registry_get(&e->d->reg, id) : NULL;
+	json_t *data;
+
+	if (!verdict || !via || (!allowed && !streq(verdict, "denied")))
+		return;
+	if (dns)
+		allowed ? c->dns_allowed++ : c->dns_denied++;
+	else
+		allowed ? c->allowed++ : c->denied++;
+	if (out > 0)
+		c->bytes_out += (uint64_t)out;
+	if (in > 0)
+		c->bytes_in += (uint64_t)in;
+	if (!allowed) {
+		/* seed 002: a refused name is in sandboxd's log. The worker checked the name
+		 * (a DNS name or null); it is quoted all the same. */
+		_cleanup_free_ char *safe = name ? termsafe_dup(name) : NULL;
+		log_info("sandbox '%s': egress denied: %s '%s' port %d (%s)", id ? id : "?", via,
+		         safe ? safe : "", (int)port, reason ? reason : "");
+	}
+	if (!s || !sb)
+		return; /* removed meanwhile */
+	if (dns && allowed)
+		return; /* every connection follows a lookup: its own event says it all */
+	if (!event_budget(s)) {
+		c->suppressed++;
+		return;
+	}
+	data = json_deep_copy(msg);
+	if (!data)
+		return;
+	json_object_del(data, "op");
+	json_object_del(data, "id");
+	(void)sandbox_event(e->d, sb, allowed ? "egress.allowed" : "egress.denied", data);
+}
+
+static void
+on_line(struct egress *e, const char *line, size_t len)
+{
+	json_error_t jerr;
+	json_t *msg = json_loadb(line, len, 0, &jerr);
+	const char *op = json_string_value(json_object_get(msg, "op"));
+
+	if (!op) {
+		log_warning("egress: the worker sent a line that is not a message");
+	} else if (streq(op, "egress")) {
+		on_decision(e, msg);
+	} else if (streq(op, "dropped")) {
+		json_int_t n = json_integer_value(json_object_get(msg, "count"));
+		if (n > 0)
+			e->counters.dropped += (uint64_t)n;
+	} else if (!streq(op, "ready")) {
+		log_debug("egress: the worker sent '%s'", op);
+	}
+	json_decref(msg);
+}
+
+static void worker_gone(struct egress *e);
+
+static void
+ctl_read(struct egress *e)
+{
+	char chunk[16384];
+
+	for (;;) {
+		ssize_t n = recv(e->ctl, chunk, sizeof(chunk), MSG_DONTWAIT);
+		const char *p, *end;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n <= 0) {
+			worker_gone(e);
+			return;
+		}
+		if (buf_append(&e->in, chunk, (size_t)n) < 0) {
+			log_warning("egress: a worker line over %u bytes was dropped",
+			            LINE_MAX_BYTES);
+			buf_reset(&e->in);
+			continue;
+		}
+		p = buf_head(&e->in);
+		end = p + buf_avail(&e->in);
+		for (const char *nl; (nl = memchr(p, '\n', (size_t)(end - p))); p = nl + 1)
+			on_line(e, p, (size_t)(nl - p));
+		buf_consume(&e->in, (size_t)(p - buf_head(&e->in)));
+	}
+}
+
+static void
+ctl_io(struct loop_source *src _unused_, uint32_t events, void *data)
+{
+	struct egress *e = data;
+
+	if (events & EPOLLOUT)
+		ctl_flush(e);
+	if (e->ctl >= 0 && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+		ctl_read(e);
+}
+
+/* ---- the worker process ---- */
+
+static int
+worker_spawn(struct egress *e)
+{
+	char uid[16], gid[16];
+	const char *argv[] = { "sandboxd",
+		               "egress-worker",
+		               "--control-fd",
+		               "3",
+		               "--proxy-fd",
+		               "4",
+		               "--dns-fd",
+		               "5",
+		               "--uid",
+		               uid,
+		               "--gid",
+		               gid,
+		               NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t none, all;
+	int sv[2], r;
+
+	snprintf(uid, sizeof(uid), "%u", (unsigned)e->uid);
+	snprintf(gid, sizeof(gid), "%u", (unsigned)e->uid);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return negative_errno();
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+	                                        POSIX_SPAWN_SETPGROUP);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
+	posix_spawn_file_actions_adddup2(&fa, e->proxy_fd, 4);
+	posix_spawn_file_actions_adddup2(&fa, e->dns_fd, 5);
+	posix_spawn_file_actions_addclosefrom_np(&fa, 6);
+	r = posix_spawn(&e->pid, e->exe, &fa, &attr, (char *const *)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	close(sv[1]);
+	if (r != 0) {
+		close(sv[0]);
+		e->pid = 0;
+		return -r;
+	}
+	e->ctl = sv[0];
+	buf_reset(&e->in);
+	buf_reset(&e->out);
+	e->pidfd = (int)syscall(SYS_pidfd_open, e->pid, 0);
+	if (e->pidfd < 0) {
+		r = negative_errno();
+		kill(e->pid, SIGKILL);
+		(void)waitpid(e->pid, NULL, 0);
+		e->pid = 0;
+		e->ctl = safe_close(e->ctl);
+		return r;
+	}
+	return 0;
+}
+
+static void worker_exited(struct loop_source *src, uint32_t events, void *data);
+
+static int
+worker_watch(struct egress *e)
+{
+	int r = loop_add(e->d->loop, &e->pid_src, e->pidfd, EPOLLIN, worker_exited, e);
+
+	if (r >= 0)
+		r = loop_add(e->d->loop, &e->ctl_src, e->ctl, EPOLLIN, ctl_io, e);
+	return r;
+}
+
+/* Everything the worker must know, after it (re)started. */
+static void
+worker_feed(struct egress *e)
+{
+	struct list_node *n;
+
+	LIST_FOREACH (n, &e->sbs) {
+		struct egress_sb *s = list_entry(n, struct egress_sb, node);
+		struct sandbox *sb = registry_get(&e->d->reg, s->id);
+		if (sb)
+			send_set(e, s, sb->network);
+	}
+}
+
+static void
+worker_restart(struct loop_timer *t _unused_, void *data)
+{
+	struct egress *e = data;
+	int r;
+
+	if (e->stopping || e->pid > 0)
+		return;
+	r = worker_spawn(e);
+	if (r >= 0)
+		r = worker_watch(e);
+	if (r < 0) {
+		log_error("egress: cannot start the worker again: %s; retrying", strerror(-r));
+		(void)loop_timer_arm(&e->restart, 10 * RESTART_DELAY_MS, 0);
+		return;
+	}
+	log_info("egress: worker started again (pid %d)", (int)e->pid);
+	worker_feed(e);
+}
+
+/* The worker's channel closed or the process ended. Until a new one runs, new connections
+ * wait in the listening socket's queue (the sockets are sandboxd's and outlive workers) and
+ * DNS queries go unanswered; the ones it had open are gone with it. */
+static void
+worker_gone(struct egress *e)
+{
+	loop_remove(&e->ctl_src);
+	e->ctl = safe_close(e->ctl);
+	if (e->pid > 0)
+		kill(e->pid, SIGKILL);
+}
+
+static void
+worker_exited(struct loop_source *src _unused_, uint32_t events _unused_, void *data)
+{
+	struct egress *e = data;
+	int status = 0;
+
+	(void)waitpid(e->pid, &status, 0);
+	loop_remove(&e->pid_src);
+	e->pidfd = safe_close(e->pidfd);
+	worker_gone(e);
+	e->pid = 0;
+	if (e->stopping)
+		return;
+	if (WIFSIGNALED(status))
+		log_error("egress: the worker was killed by signal %d; starting it again",
+		          WTERMSIG(status));
+	else
+		log_error("egress: the worker exited with status %d; starting it again",
+		          WEXITSTATUS(status));
+	(void)loop_timer_arm(&e->restart, RESTART_DELAY_MS, 0);
+}
+
+/* At startup: the worker says it is ready (it listens, as its own uid) within
+ * READY_WAIT_MS. */
+static int
+worker_wait_ready(struct egress *e)
+{
+	uint64_t deadline = now_mono_ms() + READY_WAIT_MS;
+	char line[256];
+	size_t len = 0;
+
+	for (;;) {
+		uint64_t now = now_mono_ms();
+		struct pollfd p = { .fd = e->ctl, .events = POLLIN };
+		ssize_t n;
+
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		if (poll(&p, 1, (int)(deadline - now)) <= 0)
+			continue;
+		n = recv(e->ctl, line + len, sizeof(line) - 1 - len, MSG_DONTWAIT);
+		if (n <= 0)
+			return -EPIPE;
+		len += (size_t)n;
+		line[len] = '\0';
+		if (strchr(line, '\n'))
+			return strstr(line, "\"ready\"") ? 0 : -EPROTO;
+		if (len == sizeof(line) - 1)
+			return -EPROTO;
+	}
+}
+
+/* ---- ports ---- */
+
+static int
+bind_port(int type, unsigned port, const char *flag)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	_cleanup_close_ int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+	int one = 1;
+
+	if (fd < 0)
+		return negative_errno();
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int r = negative_errno();
+		if (r == -EADDRINUSE)
+			log_error(
+			        "egress: %s port %u is already in use by another program; free it "
+			        "or move egress with %s",
+			        type == SOCK_STREAM ? "tcp" : "udp", port, flag);
+		else
+			log_error("egress: cannot bind %s port %u: %s",
+			          type == SOCK_STREAM ? "tcp" : "udp", port, strerror(-r));
+		return r;
+	}
+	if (type == SOCK_STREAM && listen(fd, 1024) < 0)
+		return negative_errno();
+	return TAKE_FD(fd);
+}
+
+static char *
+find_nft(void)
+{
+	static const char *const paths[] = { "/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft" };
+
+	for (size_t i = 0; i < ARRAY_SIZE(paths); i++)
+		if (access(paths[i], X_OK) == 0)
+			return strdup(paths[i]);
+	return NULL;
+}
+
+/* ---- the module ---- */
+
+static void
+egress_free(struct egress *e)
+{
+	struct list_node *n, *tmp;
+
+	if (!e)
+		return;
+	LIST_FOREACH_SAFE (n, tmp, &e->sbs) {
+		list_remove(n);
+		free(list_entry(n, struct egress_sb, node));
+	}
+	loop_timer_done(&e->restart);
+	safe_close(e->proxy_fd);
+	safe_close(e->dns_fd);
+	buf_free(&e->in);
+	buf_free(&e->out);
+	free(e->exe);
+	free(e->nft);
+	free(e);
+}
+
+int
+egress_start(struct sandboxd *d, uid_t uid)
+{
+	const struct options *o = d->opts;
+	struct egress *e = calloc(1, sizeof(*e));
+	int r;
+
+	if (!e)
+		return -ENOMEM;
+	e->d = d;
+	e->uid = uid;
+	e->proxy_fd = e->dns_fd = e->pidfd = e->ctl = e->nft_pidfd = e->nft_err = -1;
+	list_init(&e->sbs);
+	buf_init(&e->in, LINE_MAX_BYTES);
+	buf_init(&e->out, OUT_MAX);
+	e->exe = realpath("/proc/self/exe", NULL);
+	e->nft = find_nft();
+	r = loop_timer_init(d->loop, &e->restart, worker_restart, e);
+	if (r < 0 || !e->exe) {
+		egress_free(e);
+		return r < 0 ? r : -ENOMEM;
+	}
+	if (!e->nft) {
+		log_error("egress: nft is not installed (apt-get install nftables), or start with "
+		          "--egress off: sandboxes then get no network");
+		egress_free(e);
+		return -ENOENT;
+	}
+	e->proxy_fd = bind_port(SOCK_STREAM, o->egress_proxy_port, "--egress-proxy-port");
+	if (e->proxy_fd >= 0)
+		e->dns_fd = bind_port(SOCK_DGRAM, o->egress_dns_port, "--egress-dns-port");
+	if (e->proxy_fd < 0 || e->dns_fd < 0) {
+		r = e->proxy_fd < 0 ? e->proxy_fd : e->dns_fd;
+		egress_free(e);
+		return r;
+	}
+	r = table_write_now(e);
+	if (r < 0) {
+		egress_free(e);
+		return r;
+	}
+	r = worker_spawn(e);
+	if (r < 0) {
+		log_error("egress: cannot start the worker: %s", strerror(-r));
+		egress_free(e);
+		return r;
+	}
+	r = worker_wait_ready(e);
+	if (r < 0) {
+		log_error("egress: the worker did not become ready: %s", strerror(-r));
+		kill(e->pid, SIGKILL);
+		(void)waitpid(e->pid, NULL, 0);
+		e->pidfd = safe_close(e->pidfd);
+		e->ctl = safe_close(e->ctl);
+		egress_free(e);
+		return r;
+	}
+	r = worker_watch(e);
+	if (r < 0) {
+		kill(e->pid, SIGKILL);
+		(void)waitpid(e->pid, NULL, 0);
+		e->pidfd = safe_close(e->pidfd);
+		e->ctl = safe_close(e->ctl);
+		egress_free(e);
+		return r;
+	}
+	d->egress = e;
+	log_info("egress: proxy on tcp %u, DNS stub on udp %u, links from %s, worker pid %d as "
+	         "uid %u",
+	         o->egress_proxy_port, o->egress_dns_port, "--egress-subnet", (int)e->pid,
+	         (unsigned)uid);
+	return 0;
+}
+
+void
+egress_stop(struct sandboxd *d)
+{
+	struct egress *e = d ? E(d) : NULL;
+
+	if (!e)
+		return;
+	e->stopping = true;
+	loop_remove(&e->ctl_src);
+	e->ctl = safe_close(e->ctl); /* the worker exits when its channel closes */
+	if (e->pid > 0) {
+		loop_remove(&e->pid_src);
+		kill(e->pid, SIGTERM);
+		for (int i = 0; i < 100 && waitpid(e->pid, NULL, WNOHANG) == 0; i++)
+			usleep(10000);
+		if (kill(e->pid, SIGKILL) == 0)
+			(void)waitpid(e->pid, NULL, 0);
+	}
+	e->pidfd = safe_close(e->pidfd);
+	if (e->nft_pid > 0) {
+		loop_remove(&e->nft_src);
+		(void)waitpid(e->nft_pid, NULL, 0);
+	}
+	e->nft_pidfd = safe_close(e->nft_pidfd);
+	e->nft_err = safe_close(e->nft_err);
+	d->egress = NULL;
+	egress_free(e);
 }
 
 void
 egress_attach(struct sandboxd *d, struct sandbox *sb, const struct egress_link *link)
 {
-	(void)d;
-	(void)sb;
-	(void)link;
+	struct egress *e = E(d);
+	struct egress_sb *s;
+
+	if (!e)
+		return;
+	s = find_sb(e, sb->id);
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s) {
+			log_error("sandbox '%s': out of memory for its egress; it reaches nothing",
+			          sb->id);
+			return;
+		}
+		snprintf(s->id, sizeof(s->id), "%s", sb->id);
+		s->tokens = EVENT_BURST;
+		s->tokens_ms = now_mono_ms();
+		list_push_back(&e->sbs, &s->node);
+	}
+	s->link = *link;
+	s->in_table = !mode_is_none(sb->network);
+	send_set(e, s, sb->network);
+	table_write(e);
 }
 
 void
 egress_detach(struct sandboxd *d, struct sandbox *sb)
 {
-	(void)d;
-	(void)sb;
+	struct egress *e = E(d);
+	struct egress_sb *s = e ? find_sb(e, sb->id) : NULL;
+
+	if (!s)
+		return;
+	ctl_send(e, json_pack("{s:s, s:s}", "op", "remove", "id", sb->id));
+	list_remove(&s->node);
+	free(s);
+	table_write(e);
 }
 
 void
 egress_update(struct sandboxd *d, struct sandbox *sb)
 {
-	(void)d;
-	(void)sb;
+	struct egress *e = E(d);
+	struct egress_sb *s = e ? find_sb(e, sb->id) : NULL;
+	bool in_table;
+
+	if (!s)
+		return; /* not running: its next start reads the policy */
+	in_table = !mode_is_none(sb->network);
+	/* the worker first: it decides every connection, so a tightening holds from here on
+	 * (and cuts what it no longer allows); the table follows */
+	send_set(e, s, sb->network);
+	if (in_table != s->in_table) {
+		s->in_table = in_table;
+		table_write(e);
+	}
 }

@@ -18,6 +18,15 @@ struct egress_link {
 	uint32_t guest_addr; /* network order */
 };
 
+/* What the worker decided since sandboxd started (for metrics). */
+struct egress_counters {
+	uint64_t allowed, denied;         /* proxied connections */
+	uint64_t dns_allowed, dns_denied; /* DNS queries */
+	uint64_t bytes_out, bytes_in;     /* through allowed connections, once they ended */
+	uint64_t dropped;                 /* decisions the worker could not send */
+	uint64_t suppressed;              /* decisions over a sandbox's event rate, not recorded */
+};
+
 /* Starts egress (as root with --egress on): binds the proxy and DNS ports (a busy one stops
  * startup, naming the port and its flag), writes the empty table, starts the worker as uid
  * (the caller's unprivileged uid) and waits for it to be ready. Logged and returned. */
@@ -27,8 +36,17 @@ int egress_start(struct sandboxd *d, uid_t uid);
 void egress_stop(struct sandboxd *d);
 bool egress_enabled(const struct sandboxd *d);
 
-/* The link of a sandbox slot (0-based) in --egress-subnet. -ERANGE past the subnet. */
+/* NULL while egress is off. */
+const struct egress_counters *egress_counters(const struct sandboxd *d);
+
+/* The link of a sandbox slot (0-based) in --egress-subnet: tap sbx<slot>, host .4k+1,
+ * guest .4k+2. -ERANGE past the subnet; egress_slots() says how many there are. */
 int egress_link_for_slot(const struct sandboxd *d, unsigned slot, struct egress_link *ret);
+unsigned egress_slots(const struct sandboxd *d);
+/* Creates the tap of a link (not persistent: it lives while an fd on it is open), its host
+ * side addressed and up, IPv6 off; returns the fd for the VMM. -errno (-EBUSY: a device of
+ * that name exists). */
+int egress_tap_open(const struct egress_link *link, int *ret_fd);
 
 /* A sandbox's link is up (its VM started or was taken back) or gone (its VM ended): the
  * worker learns its policy and the table its link (only while its mode is not none). */

@@ -211,14 +211,33 @@ apply_policy(struct sandboxd *d)
 			          p->pools[i].image);
 			return -EINVAL;
 		}
-	/* egress enforcement arrives with the network module: until then nothing leaves, and
-	 * a policy that asks for more says so here rather than being served open */
-	if (p->network.ceiling > NET_NONE)
-		log_warning("policy: network ceiling '%s' lowered to 'none': this sandboxd cannot "
-		            "enforce egress yet",
-		            net_mode_to_string(p->network.ceiling));
-	policy_cap_network(p, NET_NONE);
 	return 0;
+}
+
+/* The policy's network lowered to what the backend enforces, never served open: without
+ * egress (no root, --egress off) the ceiling is none; with it, allowlist (everything goes by
+ * name, there is no open mode). Said once, at startup. */
+static void
+cap_network(struct sandboxd *d)
+{
+	struct policy *p = &d->policy;
+	struct backend_caps caps = { .egress = NET_NONE };
+	const char *why;
+
+	if (d->backend)
+		d->backend->ops->caps(d->backend, &caps);
+	if (p->network.ceiling <= caps.egress && p->network.default_mode <= caps.egress)
+		return;
+	if (caps.egress == NET_NONE)
+		why = geteuid() != 0 ? "not root, so no tap devices: sandboxes get no network"
+		                     : "--egress off: sandboxes get no network";
+	else
+		why = "egress is by name: there is no open mode";
+	log_warning("policy: network ceiling '%s' (default '%s') lowered to '%s': %s",
+	            net_mode_to_string(p->network.ceiling),
+	            net_mode_to_string(p->network.default_mode), net_mode_to_string(caps.egress),
+	            why);
+	policy_cap_network(p, caps.egress);
 }
 
 static int
@@ -261,6 +280,7 @@ run(struct sandboxd *d)
 			return r;
 		}
 	}
+	cap_network(d);
 	r = lifecycle_recover(d);
 	if (r < 0) {
 		log_error("store: cannot load the sandboxes: %s", strerror(-r));

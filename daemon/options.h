@@ -38,9 +38,9 @@ struct options {
 	char *default_image; /* NULL: the policy's (sandbox-base) */
 	char *policy_file;   /* --policy: the operator's YAML policy, or NULL */
 	bool egress;         /* --egress on|off: taps, nftables and the egress worker (root) */
-	unsigned egress_proxy_port; /* where the worker's proxy listens (tcp; default 3128) */
-	unsigned egress_dns_port;   /* where its DNS stub listens (udp; default 7353) */
-	uint32_t egress_subnet;     /* the sandboxes' /30s come from here (host order) */
+	unsigned egress_proxy_port;  /* where the worker's proxy listens (tcp; default 3128) */
+	unsigned egress_dns_port;    /* where its DNS stub listens (udp; default 7353) */
+	uint32_t egress_subnet;      /* the sandboxes' /30s come from here (host order) */
 	unsigned egress_subnet_bits; /* its prefix length, at most 22 (256 /30s) */
 	enum log_level log_level;
 };

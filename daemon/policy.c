@@ -40,8 +40,9 @@ policy_init_defaults(struct policy *p, unsigned host_cpus)
 	p->network.default_mode = NET_NONE;
 	p->network.default_allow = json_array();
 	p->network.default_deny = json_array();
-	p->network.ceiling = NET_NONE;
-	p->network.may_allow = json_array();
+	/* lowered at startup to what the backend enforces: none without egress */
+	p->network.ceiling = NET_ALLOWLIST;
+	p->network.may_allow = json_pack("[s]", "*");
 	if (!p->default_image || !p->network.default_allow || !p->network.default_deny ||
 	    !p->network.may_allow) {
 		policy_done(p);

@@ -9,9 +9,11 @@
  * layer a stop kept, so files survive and memory and processes do not (seed 000). A stop asks
  * the agent to sync and power off, so QEMU (-no-reboot) exits by itself; a destroy kills it
  * and removes the directory. */
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <net/if.h>
 #include <signal.h>
 #include <sched.h>
 #include <sys/file.h>
@@ -37,6 +39,7 @@
 #include "images.h"
 #include "qmp.h"
 #include "qemu.h"
+#include "egress.h"
 #include "sandboxd.h"
 #include "util.h"
 
@@ -90,6 +93,7 @@ struct vm {
 	struct agent *agent;
 	struct qmp *qmp; /* only while asking QEMU to quit */
 	int slot;
+	bool net; /* it has a tap (egress was on when it started) */
 	bool reconnecting;
 	char cgroup[64];
 	char jail[600]; /* the mount point of its root (an empty directory in its dir) */
@@ -239,6 +243,10 @@ vm_get(struct qemu *q, struct sandbox *sb)
 static void
 vm_release_slot(struct vm *vm)
 {
+	/* its VMM is gone (or given up): so is its tap, and its policy goes from the worker */
+	if (vm->net && vm->sb)
+		egress_detach(vm->q->d, vm->sb);
+	vm->net = false;
 	if (vm->slot >= 0 && vm->slot < (int)UID_SLOTS)
 		vm->q->slot_used[vm->slot] = false;
 	vm->slot = -1;
@@ -247,7 +255,12 @@ vm_release_slot(struct vm *vm)
 static int
 vm_take_slot(struct vm *vm)
 {
-	for (unsigned i = 0; i < UID_SLOTS; i++)
+	/* the last uid is the egress worker's; with egress, a slot is also a /30 */
+	unsigned n = UID_SLOTS - 1;
+
+	if (egress_enabled(vm->q->d))
+		n = MIN(n, egress_slots(vm->q->d));
+	for (unsigned i = 0; i < n; i++)
 		if (!vm->q->slot_used[i]) {
 			vm->q->slot_used[i] = true;
 			vm->slot = (int)i;
@@ -385,6 +398,7 @@ enum {
 	FD_ROOT,
 	FD_BLANK,
 	FD_UPPER,
+	FD_TAP, /* the tap with egress, else /dev/null */
 	FD_LOG,
 	FD_COUNT = FD_LOG - FD_KERNEL + 1,
 };
@@ -574,6 +588,8 @@ spawn_qemu(struct vm *vm, bool fresh_layer)
 	struct qemu *q = vm->q;
 	struct sandbox *sb = vm->sb;
 	struct launch l;
+	struct egress_link link;
+	bool net = egress_enabled(q->d);
 	_cleanup_free_ char *blank = NULL, *upper = vm_path(vm, "upper.qcow2");
 	_cleanup_free_ char *agent_sock = vm_path(vm, "agent.sock"),
 	                    *qmp_sock = vm_path(vm, "qmp.sock");
@@ -619,6 +635,16 @@ spawn_qemu(struct vm *vm, bool fresh_layer)
 	    (r = open_into(&l, FD_CONSOLE, console, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)) < 0 ||
 	    (r = open_into(&l, FD_LOG, qlog, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)) < 0)
 		goto out;
+	if (net) {
+		if ((r = egress_link_for_slot(q->d, (unsigned)vm->slot, &link)) < 0 ||
+		    (r = egress_tap_open(&link, &l.fds[FD_TAP - FD_KERNEL])) < 0) {
+			log_error("sandbox '%s': cannot create its network device: %s", sb->id,
+			          strerror(-r));
+			goto out;
+		}
+	} else if ((r = open_into(&l, FD_TAP, "/dev/null", O_RDONLY)) < 0) {
+		goto out;
+	}
 	if ((l.fds[FD_AGENT - FD_KERNEL] = listen_at(agent_sock, uid)) < 0 ||
 	    (l.fds[FD_QMP - FD_KERNEL] = listen_at(qmp_sock, uid)) < 0) {
 		r = -EADDRNOTAVAIL;
@@ -661,10 +687,19 @@ spawn_qemu(struct vm *vm, bool fresh_layer)
 	arg(&l, "-initrd");
 	arg(&l, "/proc/self/fd/4");
 	arg(&l, "-append");
-	if (streq(q->accel, "tcg") && q->tsc_khz)
-		arg(&l, keep(&l, strdup_printf("%s tsc_early_khz=%u", cmdline_base, q->tsc_khz)));
-	else
-		arg(&l, cmdline_base);
+	{
+		char tsc[32] = "", netarg[64] = "";
+		if (streq(q->accel, "tcg") && q->tsc_khz)
+			snprintf(tsc, sizeof(tsc), " tsc_early_khz=%u", q->tsc_khz);
+		if (net) {
+			char g[INET_ADDRSTRLEN], h[INET_ADDRSTRLEN];
+			inet_ntop(AF_INET, &link.guest_addr, g, sizeof(g));
+			inet_ntop(AF_INET, &link.host_addr, h, sizeof(h));
+			/* sandbox-guestd configures its interface from this */
+			snprintf(netarg, sizeof(netarg), " sandbox.net=%s/30,%s", g, h);
+		}
+		arg(&l, keep(&l, strdup_printf("%s%s%s", cmdline_base, tsc, netarg)));
+	}
 	arg(&l, "-chardev");
 	arg(&l, "socket,id=ag,fd=5,server=on,wait=off");
 	arg(&l, "-device");
@@ -703,6 +738,16 @@ spawn_qemu(struct vm *vm, bool fresh_layer)
 	arg(&l, "driver=qcow2,node-name=upper,file=upperf,backing=blank");
 	arg(&l, "-device");
 	arg(&l, "virtio-blk-device,drive=upper");
+	if (net) {
+		uint32_t g = ntohl(link.guest_addr);
+		arg(&l, "-netdev");
+		arg(&l, "tap,id=net0,fd=11");
+		arg(&l, "-device");
+		arg(&l,
+		    keep(&l, strdup_printf(
+		                     "virtio-net-device,netdev=net0,mac=52:54:%02x:%02x:%02x:%02x",
+		                     g >> 24, (g >> 16) & 0xff, (g >> 8) & 0xff, g & 0xff)));
+	}
 	arg(&l, "-sandbox");
 	arg(&l, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
 	l.argv[l.argc] = NULL;
@@ -716,6 +761,11 @@ spawn_qemu(struct vm *vm, bool fresh_layer)
 		exec_vmm(vm, &l, uid);
 	vm->pid = pid;
 	vm->child = true;
+	if (net) {
+		/* the worker knows its policy before the guest can send anything */
+		vm->net = true;
+		egress_attach(q->d, sb, &link);
+	}
 	r = 0;
 out:
 	launch_done(&l);
@@ -732,15 +782,15 @@ write_record(struct vm *vm)
 
 	if (!path || process_start_time(vm->pid, &start) < 0)
 		return -ESRCH;
-	j = json_pack("{s:i, s:I, s:i}", "pid", (int)vm->pid, "start_time", (json_int_t)start,
-	              "slot", vm->slot);
+	j = json_pack("{s:i, s:I, s:i, s:b}", "pid", (int)vm->pid, "start_time", (json_int_t)start,
+	              "slot", vm->slot, "net", vm->net);
 	text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	return text ? write_file_atomic(path, text, strlen(text), 0600) : -ENOMEM;
 }
 
 static int
-read_record(struct vm *vm, pid_t *ret_pid, uint64_t *ret_start, int *ret_slot)
+read_record(struct vm *vm, pid_t *ret_pid, uint64_t *ret_start, int *ret_slot, bool *ret_net)
 {
 	_cleanup_free_ char *path = vm_path(vm, "vm.json"), *text = NULL;
 	json_int_t start = 0;
@@ -760,6 +810,7 @@ read_record(struct vm *vm, pid_t *ret_pid, uint64_t *ret_start, int *ret_slot)
 		json_decref(j);
 		return -EINVAL;
 	}
+	*ret_net = json_is_true(json_object_get(j, "net")); /* older records: no network */
 	json_decref(j);
 	*ret_pid = pid;
 	*ret_start = (uint64_t)start;
@@ -1240,12 +1291,13 @@ qemu_status(struct backend *b, struct sandbox *sb, enum backend_status *ret)
 	uint64_t start, now_start;
 	pid_t pid;
 	int slot;
+	bool net = false;
 
 	if (!vm)
 		return -ENOMEM;
 	upper = vm_path(vm, "upper.qcow2");
-	if (read_record(vm, &pid, &start, &slot) == 0 && process_start_time(pid, &now_start) == 0 &&
-	    now_start == start) {
+	if (read_record(vm, &pid, &start, &slot, &net) == 0 &&
+	    process_start_time(pid, &now_start) == 0 && now_start == start) {
 		comm_path = strdup_printf("/proc/%d/comm", (int)pid);
 		if (comm_path && read_file_max(comm_path, 64, &comm, NULL) == 0 &&
 		    str_has_prefix(comm, "qemu-sbx-")) {
@@ -1253,6 +1305,7 @@ qemu_status(struct backend *b, struct sandbox *sb, enum backend_status *ret)
 			vm->pid = pid;
 			vm->child = false;
 			vm->slot = slot;
+			vm->net = net;
 			Q(b)->slot_used[slot] = true;
 			*ret = BACKEND_RUNNING;
 			return 0;
@@ -1272,6 +1325,25 @@ qemu_adopt(struct backend *b _unused_, struct sandbox *sb)
 
 	if (!vm || vm->pid <= 0)
 		return -ESRCH;
+	/* seed 002: turning networking on or off between runs ends the sandboxes started
+	 * without it, and one whose network device is gone is not taken back */
+	if (vm->net != egress_enabled(vm->q->d)) {
+		log_warning("sandbox '%s': started with egress %s, now it is %s: not taken back",
+		            sb->id, vm->net ? "on" : "off", vm->net ? "off" : "on");
+		vm->net = false;
+		return -EPROTO;
+	}
+	if (vm->net) {
+		struct egress_link link;
+		if (egress_link_for_slot(vm->q->d, (unsigned)vm->slot, &link) < 0 ||
+		    if_nametoindex(link.tap) == 0) {
+			log_warning("sandbox '%s': its network device is gone: not taken back",
+			            sb->id);
+			vm->net = false;
+			return -ENODEV;
+		}
+		egress_attach(vm->q->d, sb, &link);
+	}
 	vm->phase = VM_RUNNING;
 	r = vm_watch(vm);
 	if (r >= 0)
@@ -1298,7 +1370,11 @@ qemu_describe(struct backend *b)
 static void
 qemu_caps(struct backend *b, struct backend_caps *ret)
 {
-	*ret = (struct backend_caps){ .accel = Q(b)->accel, .processes = true, .files = true };
+	*ret = (struct backend_caps){ .accel = Q(b)->accel,
+		                      .processes = true,
+		                      .files = true,
+		                      .egress =
+		                              egress_enabled(Q(b)->d) ? NET_ALLOWLIST : NET_NONE };
 }
 
 static void
@@ -1307,7 +1383,9 @@ qemu_free(struct backend *b)
 	struct qemu *q = Q(b);
 	struct list_node *n, *tmp;
 
-	/* VMs keep running: the next sandboxd takes them back */
+	/* the worker goes first, so that letting go of the VMs below changes no rule: VMs keep
+	 * running, with their table entries, and the next sandboxd takes them back */
+	egress_stop(q->d);
 	LIST_FOREACH_SAFE (n, tmp, &q->vms) {
 		struct vm *vm = list_entry(n, struct vm, link);
 		vm->agent = agent_free(vm->agent);
@@ -1482,6 +1560,9 @@ qemu_backend_create(struct sandboxd *d, struct backend **ret)
 		log_error("backend qemu: no range of VMM uids is free: %s", strerror(-r));
 		goto fail;
 	}
+	/* egress runs as the range's last uid, which no VMM gets */
+	if (q->root && o->egress && (r = egress_start(d, q->uid_base + UID_SLOTS - 1)) < 0)
+		goto fail;
 	q->cgroups = cgroup_available(&why);
 	if (!q->cgroups)
 		log_warning("backend qemu: VMMs run without cgroup limits: %s", why);

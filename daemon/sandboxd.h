@@ -12,6 +12,7 @@
 #include "policy.h"
 #include "sandbox.h"
 
+struct egress;
 struct images;
 struct server;
 struct store;
@@ -23,6 +24,7 @@ struct sandboxd {
 	struct store *store;
 	struct backend *backend; /* NULL when this build has none */
 	struct images *images;   /* images.c */
+	struct egress *egress;   /* egress.c; NULL while egress is off */
 	struct registry reg;
 	struct server *server;
 	struct list_node subscribers; /* struct event_sub: live event streams */

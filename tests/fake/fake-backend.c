@@ -232,7 +232,9 @@ fake_describe(struct backend *b _unused_)
 static void
 fake_caps(struct backend *b _unused_, struct backend_caps *ret)
 {
-	*ret = (struct backend_caps){ .accel = "none" };
+	/* it runs no network at all, so every mode up to allowlist is enforced (nothing gets
+	 * out): the policy's network rules can be tested against it */
+	*ret = (struct backend_caps){ .accel = "none", .egress = NET_ALLOWLIST };
 }
 
 static void

@@ -245,11 +245,13 @@ test_policy_file(void **state)
 		const char *args[] = { "--policy", good, NULL };
 		assert_int_equal(harness_start(&d, bin, args, NULL), 0);
 	}
-	assert_true(harness_file_contains(d.log, "network ceiling 'open' lowered to 'none'"));
+	/* the fake enforces allowlist (it runs no network at all), never open */
+	assert_true(harness_file_contains(d.log, "network ceiling 'open' (default 'none') lowered "
+	                                         "to 'allowlist': egress is by name"));
 	caps = harness_json(d.sock, "GET", "/v1/capabilities", NULL, 200);
 	assert_string_equal(
 	        json_string_value(json_object_get(json_object_get(caps, "network"), "ceiling")),
-	        "none");
+	        "allowlist");
 	json_decref(caps);
 	sb = harness_json(d.sock, "POST", "/v1/sandboxes", "{}", 201);
 	assert_string_equal(harness_str(sb, "image"), "tools:1");

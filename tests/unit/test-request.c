@@ -132,7 +132,7 @@ check_line(const struct outcome *o, unsigned line, const char *key, const char *
 /* The directives that set up the run rather than check it. */
 struct setup {
 	bool patch;
-	bool ceiling_open;
+	bool ceiling_open, ceiling_none;
 };
 
 static void
@@ -149,8 +149,11 @@ read_setup(const char *name, char *text, struct setup *s)
 			s->patch = false;
 		else if (n == strlen("ceiling open") && strneq(l, "ceiling open", n))
 			s->ceiling_open = true;
+		else if (n == strlen("ceiling none") && strneq(l, "ceiling none", n))
+			s->ceiling_none = true;
 		else if (strneq(l, "decode", 6) || strneq(l, "ceiling", 7))
-			fail_msg("%s:%u: use 'decode create|patch' or 'ceiling open'", name, line);
+			fail_msg("%s:%u: use 'decode create|patch' or 'ceiling open|none'", name,
+			         line);
 	}
 }
 
@@ -181,6 +184,8 @@ test_case(void **state)
 	assert_int_equal(policy_init_defaults(&p, HOST_CPUS), 0);
 	if (setup.ceiling_open)
 		p.network.ceiling = NET_OPEN;
+	if (setup.ceiling_none) /* what a sandboxd without egress lowers it to */
+		policy_cap_network(&p, NET_NONE);
 
 	body = json_loadb(body_text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!body) {
