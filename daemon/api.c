@@ -372,9 +372,9 @@ api_capabilities(struct api_call *call)
 	              "disk_snapshot", caps.disk_snapshot, "egress_allowlist",
 	              d->policy.network.ceiling >= NET_ALLOWLIST, "egress_open",
 	              d->policy.network.ceiling >= NET_OPEN, "tunnel", false, "volumes", false,
-	              "metrics", false, "audit", true, "images", true, "processes", caps.processes,
-	              "files", caps.files, "limits", policy_limits_json(&d->policy), "network",
-	              policy_network_json(&d->policy));
+	              "metrics", d->opts->metrics_listen != NULL, "audit", true, "images", true,
+	              "processes", caps.processes, "files", caps.files, "limits",
+	              policy_limits_json(&d->policy), "network", policy_network_json(&d->policy));
 	api_reply_json(call->c, 200, j);
 }
 

@@ -311,6 +311,13 @@ run(struct sandboxd *d)
 			return r;
 		}
 	}
+	if (d->opts->metrics_listen) {
+		r = server_listen_metrics(d->server, d->opts->metrics_host, d->opts->metrics_port);
+		if (r < 0) {
+			SSL_CTX_free(tls);
+			return r;
+		}
+	}
 	r = loop_timer_init(d->loop, &d->housekeeping, housekeeping, d);
 	if (r >= 0)
 		r = loop_timer_arm(&d->housekeeping, HOUSEKEEPING_MS, HOUSEKEEPING_MS);

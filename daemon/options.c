@@ -55,6 +55,9 @@ static const char usage[] =
         "  --egress-dns-port N    the DNS stub's UDP port on the host (default 7353)\n"
         "  --egress-subnet CIDR   where sandboxes' /30 links come from (default\n"
         "                         10.200.0.0/16; at most /22)\n"
+        "  --metrics-listen HOST:PORT\n"
+        "                         serve Prometheus metrics at /metrics there (loopback only:\n"
+        "                         it has no credential)\n"
         "  --max-connections N    open API connections at most (default 1024)\n"
         "  --log-level LEVEL      error, warning, info (default) or debug\n"
         "  --version              print the version and exit\n"
@@ -82,6 +85,7 @@ enum {
 	OPT_ALLOW_IMAGE,
 	OPT_INSECURE_REGISTRY,
 	OPT_EGRESS,
+	OPT_METRICS_LISTEN,
 	OPT_EGRESS_PROXY_PORT,
 	OPT_EGRESS_DNS_PORT,
 	OPT_EGRESS_SUBNET,
@@ -111,6 +115,7 @@ static const struct option long_options[] = {
 	{ "allow-image", required_argument, NULL, OPT_ALLOW_IMAGE },
 	{ "insecure-registry", required_argument, NULL, OPT_INSECURE_REGISTRY },
 	{ "egress", required_argument, NULL, OPT_EGRESS },
+	{ "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
 	{ "egress-proxy-port", required_argument, NULL, OPT_EGRESS_PROXY_PORT },
 	{ "egress-dns-port", required_argument, NULL, OPT_EGRESS_DNS_PORT },
 	{ "egress-subnet", required_argument, NULL, OPT_EGRESS_SUBNET },
@@ -202,31 +207,45 @@ host_is_loopback(const char *host)
 	return all;
 }
 
+/* "HOST:PORT" or "[V6]:PORT" into its parts (caller frees). */
 static int
-split_listen(struct options *o)
+split_host_port(const char *s, char **ret_host, char **ret_port)
 {
-	const char *s = o->listen, *colon;
+	_cleanup_free_ char *host = NULL, *port_text = NULL;
+	const char *colon;
 	uint64_t port;
 
 	if (s[0] == '[') {
 		const char *end = strchr(s, ']');
 		if (!end || end[1] != ':')
 			return -EINVAL;
-		o->listen_host = strndup(s + 1, (size_t)(end - s - 1));
+		host = strndup(s + 1, (size_t)(end - s - 1));
 		colon = end + 1;
 	} else {
 		colon = strrchr(s, ':');
 		if (!colon || colon == s)
 			return -EINVAL;
-		o->listen_host = strndup(s, (size_t)(colon - s));
+		host = strndup(s, (size_t)(colon - s));
 	}
-	if (!o->listen_host)
+	if (!host)
 		return -ENOMEM;
 	if (parse_u64(colon + 1, &port) < 0 || port == 0 || port > 65535)
 		return -EINVAL;
-	o->listen_port = strdup(colon + 1);
-	if (!o->listen_port)
+	port_text = strdup(colon + 1);
+	if (!port_text)
 		return -ENOMEM;
+	*ret_host = TAKE_PTR(host);
+	*ret_port = TAKE_PTR(port_text);
+	return 0;
+}
+
+static int
+split_listen(struct options *o)
+{
+	int r = split_host_port(o->listen, &o->listen_host, &o->listen_port);
+
+	if (r < 0)
+		return r;
 	o->listen_loopback = host_is_loopback(o->listen_host);
 	return 0;
 }
@@ -407,6 +426,9 @@ options_parse(int argc, char **argv, struct options *o)
 			}
 			o->egress = streq(optarg, "on");
 			break;
+		case OPT_METRICS_LISTEN:
+			r = set_string(&o->metrics_listen, optarg);
+			break;
 		case OPT_EGRESS_PROXY_PORT:
 		case OPT_EGRESS_DNS_PORT:
 			if (parse_u64(optarg, &n) < 0 || n < 1 || n > 65535) {
@@ -484,6 +506,19 @@ options_parse(int argc, char **argv, struct options *o)
 	if (!o->socket_path && !o->listen) {
 		fprintf(stderr, "sandboxd: --socket none leaves nothing to serve; add --listen\n");
 		return -EINVAL;
+	}
+	if (o->metrics_listen) {
+		int r = split_host_port(o->metrics_listen, &o->metrics_host, &o->metrics_port);
+		if (r == -ENOMEM)
+			return r;
+		if (r < 0 || !host_is_loopback(o->metrics_host)) {
+			fprintf(stderr,
+			        "sandboxd: --metrics-listen '%s' must be a loopback HOST:PORT "
+			        "(e.g. "
+			        "127.0.0.1:9100): /metrics has no credential\n",
+			        o->metrics_listen);
+			return -EINVAL;
+		}
 	}
 	if (o->egress && geteuid() != 0) {
 		fprintf(stderr, "sandboxd: --egress on needs root (tap devices and nftables); "
@@ -604,6 +639,9 @@ options_done(struct options *o)
 	free(o->listen);
 	free(o->listen_host);
 	free(o->listen_port);
+	free(o->metrics_listen);
+	free(o->metrics_host);
+	free(o->metrics_port);
 	free(o->token_file);
 	free(o->tls_cert);
 	free(o->tls_key);

@@ -35,9 +35,12 @@ struct options {
 	size_t n_insecure_registries;
 	char *allowed_images[OPTIONS_MAX_LIST]; /* the policy's images list; none: any image */
 	size_t n_allowed_images;
-	char *default_image; /* NULL: the policy's (sandbox-base) */
-	char *policy_file;   /* --policy: the operator's YAML policy, or NULL */
-	bool egress;         /* --egress on|off: taps, nftables and the egress worker (root) */
+	char *default_image;  /* NULL: the policy's (sandbox-base) */
+	char *policy_file;    /* --policy: the operator's YAML policy, or NULL */
+	char *metrics_listen; /* --metrics-listen HOST:PORT (loopback), or NULL */
+	char *metrics_host;
+	char *metrics_port;
+	bool egress; /* --egress on|off: taps, nftables and the egress worker (root) */
 	unsigned egress_proxy_port;  /* where the worker's proxy listens (tcp; default 3128) */
 	unsigned egress_dns_port;    /* where its DNS stub listens (udp; default 7353) */
 	uint32_t egress_subnet;      /* the sandboxes' /30s come from here (host order) */

@@ -12,6 +12,7 @@
 #include "api.h"
 #include "list.h"
 #include "log.h"
+#include "metrics.h"
 #include "loop.h"
 #include "sandboxd.h"
 #include "server.h"
@@ -46,6 +47,7 @@ struct listener {
 	struct server *s;
 	struct list_node link;
 	bool is_unix;
+	bool metrics; /* --metrics-listen: GET /metrics only, no credential */
 	SSL_CTX *tls;
 	char *path; /* unix socket to unlink at exit */
 	char *label;
@@ -547,7 +549,10 @@ dispatch(struct conn *c)
 	c->deadline = 0;
 	c->keep_alive = true;
 	c->in_dispatch = true;
-	api_handle(c->s->d, c, &c->hp.req);
+	if (c->l->metrics)
+		metrics_handle(c->s->d, c, &c->hp.req);
+	else
+		api_handle(c->s->d, c, &c->hp.req);
 	c->in_dispatch = false;
 	/* most answers are written at once and leave the interest as it was; only a handler
 	 * that answers later needs to stop reading (and hear a hang-up) meanwhile */
@@ -919,9 +924,10 @@ server_listen_unix(struct server *s, const char *path)
 	return 0;
 }
 
-int
-server_listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX *tls)
+static int
+listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX *tls, bool metrics)
 {
+	const char *flag = metrics ? "--metrics-listen" : "--listen";
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
 		                  .ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_ADDRCONFIG };
 	struct addrinfo *res = NULL, *ai;
@@ -929,7 +935,7 @@ server_listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX 
 
 	r = getaddrinfo(host, port, &hints, &res);
 	if (r != 0) {
-		log_error("--listen %s:%s: cannot resolve: %s", host, port, gai_strerror(r));
+		log_error("%s %s:%s: cannot resolve: %s", flag, host, port, gai_strerror(r));
 		return -EINVAL;
 	}
 	for (ai = res; ai; ai = ai->ai_next) {
@@ -946,12 +952,14 @@ server_listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX 
 		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 512) < 0) {
 			r = negative_errno();
 			close(fd);
-			log_error("--listen %s:%s: cannot bind: %s", host, port, strerror(-r));
+			log_error("%s %s:%s: cannot bind: %s", flag, host, port, strerror(-r));
 			freeaddrinfo(res);
 			return r;
 		}
-		label = strdup_printf("tcp:%s:%s", host, port);
+		label = strdup_printf("%s:%s:%s", metrics ? "metrics" : "tcp", host, port);
 		r = add_listener(s, fd, false, tls, NULL, label ? label : "tcp");
+		if (r >= 0 && metrics)
+			list_entry(s->listeners.prev, struct listener, link)->metrics = true;
 		if (r < 0) {
 			close(fd);
 			freeaddrinfo(res);
@@ -961,10 +969,22 @@ server_listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX 
 	}
 	freeaddrinfo(res);
 	if (bound == 0) {
-		log_error("--listen %s:%s: no address to bind", host, port);
+		log_error("%s %s:%s: no address to bind", flag, host, port);
 		return -EADDRNOTAVAIL;
 	}
 	return 0;
+}
+
+int
+server_listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX *tls)
+{
+	return listen_tcp(s, host, port, tls, false);
+}
+
+int
+server_listen_metrics(struct server *s, const char *host, const char *port)
+{
+	return listen_tcp(s, host, port, NULL, true);
 }
 
 void

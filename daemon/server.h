@@ -27,6 +27,9 @@ struct server *server_free(struct server *s);
 int server_listen_unix(struct server *s, const char *path);
 /* Binds TCP host:port; tls (borrowed, may be NULL) turns on TLS. */
 int server_listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX *tls);
+/* A listener that serves only GET /metrics (metrics.h), without credentials: the caller
+ * allows only loopback addresses (--metrics-listen). */
+int server_listen_metrics(struct server *s, const char *host, const char *port);
 /* Closes idle and slow connections; called by the housekeeping timer. */
 void server_sweep(struct server *s, uint64_t now_ms);
 unsigned server_connection_count(const struct server *s);
