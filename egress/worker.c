@@ -1,13 +1,885 @@
-/* worker.c: the egress worker process (worker.h). Placeholder until the proxy and DNS stub
- * land: it refuses to run, so nothing is ever served open. */
+/* worker.c: the egress worker process (worker.h): its flags and sockets, dropping root, the
+ * sandboxes sandboxd describes on the control channel (a "set" that tightens a policy cuts
+ * the connections it no longer allows), and the decisions written back without ever waiting
+ * for sandboxd. The main thread runs the control channel and accepts connections; each
+ * connection runs on a thread of its own (proxy.c), DNS on one more (stub.c). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "log.h"
+#include "netpolicy.h"
+#include "util.h"
+#include "worker-internal.h"
 #include "worker.h"
+
+#define FDS_PER_CONN 6 /* two sockets and two pipes */
+#define FDS_RESERVED 64
+#define ACCEPT_BATCH 64
+#define DENIAL_LOGS_PER_S 20
+
+struct worker_options {
+	int control_fd, proxy_fd, dns_fd;
+	const char *proxy_listen, *dns_listen;
+	bool have_uid, have_gid;
+	uid_t uid;
+	gid_t gid;
+	unsigned handshake_ms;
+};
+
+/* ---- decisions to sandboxd ---- */
+
+/* Queues one line (owned, newline-terminated; NULL: out of memory, counted as dropped); the
+ * main thread writes it. */
+static void
+queue_line(struct worker *w, char *line)
+{
+	uint64_t one = 1;
+	bool queued = false;
+
+	pthread_mutex_lock(&w->qlock);
+	if (line && w->q_count < WORKER_EVENTS_MAX) {
+		w->queue[(w->q_head + w->q_count) % WORKER_EVENTS_MAX] = line;
+		w->q_count++;
+		queued = true;
+	} else
+		w->dropped++;
+	pthread_mutex_unlock(&w->qlock);
+	if (!queued)
+		free(line);
+	(void)!write(w->wake_fd, &one, sizeof(one));
+}
+
+static char *
+json_line(json_t *o)
+{
+	char *s;
+
+	if (!o)
+		return NULL;
+	s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (!s)
+		return NULL;
+	/* json_dumps leaves no room for the newline */
+	char *line = strdup_printf("%s\n", s);
+	free(s);
+	return line;
+}
+
+/* Denials go to the log too (R-E18), at most DENIAL_LOGS_PER_S a second: a guest decides how
+ * many it causes, and the log is the host's. The events carry every one. */
+static void
+log_denial(const struct decision *d)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static uint64_t second, logged, suppressed;
+	_cleanup_buf_ struct buf name = BUF_INIT(600);
+	uint64_t now = now_mono_ms() / 1000, missed = 0;
+	bool show;
+
+	pthread_mutex_lock(&lock);
+	if (now != second) {
+		missed = suppressed;
+		second = now;
+		logged = suppressed = 0;
+	}
+	show = logged < DENIAL_LOGS_PER_S;
+	if (show)
+		logged++;
+	else
+		suppressed++;
+	pthread_mutex_unlock(&lock);
+
+	if (missed > 0)
+		log_info("egress denied: %llu more denials not logged", (unsigned long long)missed);
+	if (!show)
+		return;
+	/* names come from the parsers, which take DNS characters only; quoted all the same */
+	if (d->name)
+		(void)buf_put_quoted(&name, d->name, strlen(d->name), 253);
+	else
+		(void)buf_puts(&name, "(no name)");
+	log_info("egress denied: sandbox '%s' %s %s port %u (%s)", d->id, d->via,
+	         name.data ? name.data : "?", d->port, d->reason ? d->reason : "?");
+}
+
+void
+worker_decision(struct worker *w, const struct decision *d)
+{
+	json_t *o;
+	char *line;
+
+	if (!d->allowed)
+		log_denial(d);
+	o = json_pack("{s:s, s:s, s:s, s:o, s:i, s:s, s:s}", "op", "egress", "id", d->id, "via",
+	              d->via, "name", d->name ? json_string(d->name) : json_null(), "port",
+	              (int)d->port, "verdict", d->allowed ? "allowed" : "denied", "reason",
+	              d->reason ? d->reason : "");
+	if (o && d->conn) {
+		/* a connection says what it dialled and moved; a DNS query has neither */
+		if (json_object_set_new(o, "addr", d->addr ? json_string(d->addr) : json_null()) <
+		            0 ||
+		    json_object_set_new(o, "bytes_out", json_integer((json_int_t)d->bytes_out)) <
+		            0 ||
+		    json_object_set_new(o, "bytes_in", json_integer((json_int_t)d->bytes_in)) < 0 ||
+		    json_object_set_new(o, "cut", json_boolean(d->cut)) < 0) {
+			json_decref(o);
+			o = NULL;
+		}
+	}
+	line = json_line(o);
+	queue_line(w, line);
+}
+
+/* ---- sandboxes ---- */
+
+struct wsandbox *
+worker_sandbox_by_guest(struct worker *w, struct in_addr a)
+{
+	char key[INET_ADDRSTRLEN];
+
+	if (!inet_ntop(AF_INET, &a, key, sizeof(key)))
+		return NULL;
+	return hashmap_get(&w->by_guest, key);
+}
+
+void
+worker_cut_locked(struct wconn *c)
+{
+	c->cut = true;
+	(void)shutdown(c->cfd, SHUT_RDWR);
+	if (c->ufd >= 0)
+		(void)shutdown(c->ufd, SHUT_RDWR);
+}
+
+static int
+parse_ipv4(json_t *v, struct in_addr *ret)
+{
+	const char *s = json_string_value(v);
+
+	if (!s || inet_pton(AF_INET, s, ret) != 1)
+		return -EINVAL;
+	return 0;
+}
+
+static bool
+id_valid(const char *id)
+{
+	size_t n = strlen(id);
+
+	if (n == 0 || n > WORKER_ID_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (id[i] <= 0x20 || id[i] >= 0x7f || id[i] == '"' || id[i] == '\\' ||
+		    id[i] == '\'')
+			return false;
+	return true;
+}
+
+static void
+sandbox_remove_locked(struct worker *w, struct wsandbox *sb)
+{
+	struct list_node *p, *tmp;
+
+	LIST_FOREACH_SAFE (p, tmp, &sb->conns) {
+		struct wconn *c = list_entry(p, struct wconn, node);
+
+		worker_cut_locked(c);
+		list_remove(&c->node);
+		c->sb = NULL;
+	}
+	hashmap_remove(&w->by_id, sb->id);
+	hashmap_remove(&w->by_guest, sb->guest_key);
+	json_decref(sb->net);
+	free(sb);
+}
+
+/* {"op":"set"}: the new policy takes effect for every decision from now on, in the same
+ * critical section that cuts the open connections it no longer allows, so no connection is
+ * ever decided by the old one after this returns. */
+static void
+control_set(struct worker *w, json_t *msg)
+{
+	const char *id = json_string_value(json_object_get(msg, "id"));
+	json_t *net = json_object_get(msg, "network");
+	struct in_addr guest, host;
+	struct wsandbox *sb, *other;
+	char key[INET_ADDRSTRLEN];
+	struct list_node *p;
+	unsigned cut = 0;
+	bool fresh = false;
+
+	if (!id || !id_valid(id)) {
+		log_error("control: a set without a valid id; ignored");
+		return;
+	}
+	if (parse_ipv4(json_object_get(msg, "guest"), &guest) < 0 ||
+	    parse_ipv4(json_object_get(msg, "host"), &host) < 0 || !json_is_object(net)) {
+		/* fail closed: what was allowed under a policy sandboxd meant to replace goes */
+		log_error("control: sandbox '%s': a set without guest, host and network; the "
+		          "sandbox is forgotten",
+		          id);
+		pthread_mutex_lock(&w->lock);
+		sb = hashmap_get(&w->by_id, id);
+		if (sb)
+			sandbox_remove_locked(w, sb);
+		pthread_mutex_unlock(&w->lock);
+		return;
+	}
+	inet_ntop(AF_INET, &guest, key, sizeof(key));
+
+	pthread_mutex_lock(&w->lock);
+	sb = hashmap_get(&w->by_id, id);
+	other = hashmap_get(&w->by_guest, key);
+	if (other && other != sb) {
+		pthread_mutex_unlock(&w->lock);
+		log_error("control: sandbox '%s': guest address %s is sandbox '%s''s; ignored", id,
+		          key, other->id);
+		return;
+	}
+	if (!sb) {
+		sb = calloc(1, sizeof(*sb));
+		if (!sb) {
+			pthread_mutex_unlock(&w->lock);
+			log_error("control: sandbox '%s': out of memory", id);
+			return;
+		}
+		memcpy(sb->id, id, strlen(id) + 1);
+		list_init(&sb->conns);
+		if (hashmap_put(&w->by_id, sb->id, sb) < 0) {
+			pthread_mutex_unlock(&w->lock);
+			free(sb);
+			log_error("control: sandbox '%s': out of memory", id);
+			return;
+		}
+		fresh = true;
+	}
+	if (fresh || !streq(sb->guest_key, key)) {
+		if (!fresh)
+			hashmap_remove(&w->by_guest, sb->guest_key);
+		memcpy(sb->guest_key, key, sizeof(key));
+		if (hashmap_put(&w->by_guest, sb->guest_key, sb) < 0) {
+			sandbox_remove_locked(w, sb);
+			pthread_mutex_unlock(&w->lock);
+			log_error("control: sandbox '%s': out of memory; forgotten", id);
+			return;
+		}
+	}
+	sb->guest = guest;
+	sb->host = host;
+	json_decref(sb->net);
+	sb->net = json_incref(net);
+	LIST_FOREACH (p, &sb->conns) {
+		struct wconn *c = list_entry(p, struct wconn, node);
+
+		if (c->name[0] && !c->cut && !netpolicy_allows(sb->net, c->name, NULL)) {
+			worker_cut_locked(c);
+			cut++;
+		}
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (cut > 0)
+		log_info("sandbox '%s': policy updated, %u connection%s it no longer allows cut",
+		         id, cut, cut == 1 ? "" : "s");
+}
+
+static void
+control_remove(struct worker *w, json_t *msg)
+{
+	const char *id = json_string_value(json_object_get(msg, "id"));
+	struct wsandbox *sb;
+
+	if (!id) {
+		log_error("control: a remove without an id; ignored");
+		return;
+	}
+	pthread_mutex_lock(&w->lock);
+	sb = hashmap_get(&w->by_id, id);
+	if (sb)
+		sandbox_remove_locked(w, sb);
+	pthread_mutex_unlock(&w->lock);
+}
+
+static void
+control_line(struct worker *w, const char *line, size_t len)
+{
+	json_error_t err;
+	json_t *msg;
+	const char *op;
+
+	if (len == 0)
+		return;
+	msg = json_loadb(line, len, JSON_REJECT_DUPLICATES, &err);
+	if (!msg || !json_is_object(msg)) {
+		log_error("control: a line that is not a JSON object (%s); ignored",
+		          msg ? "not an object" : err.text);
+		json_decref(msg);
+		return;
+	}
+	op = json_string_value(json_object_get(msg, "op"));
+	if (op && streq(op, "set"))
+		control_set(w, msg);
+	else if (op && streq(op, "remove"))
+		control_remove(w, msg);
+	else
+		log_error("control: unknown op; ignored");
+	json_decref(msg);
+}
+
+/* ---- the control channel ---- */
+
+struct control {
+	int fd;
+	char in[WORKER_LINE_MAX + 1];
+	size_t in_len;
+	bool skipping; /* inside a line over WORKER_LINE_MAX, dropped up to its newline */
+	char *out;     /* the line being written */
+	size_t out_len, out_off;
+};
+
+/* Reads what has arrived; 0 at EOF (sandboxd is gone), 1 otherwise, -errno. */
+static int
+control_read(struct worker *w, struct control *ctl)
+{
+	ssize_t n = read(ctl->fd, ctl->in + ctl->in_len, sizeof(ctl->in) - ctl->in_len);
+	size_t start = 0;
+
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 1 : -errno;
+	if (n == 0)
+		return 0;
+	ctl->in_len += (size_t)n;
+	for (;;) {
+		char *nl = memchr(ctl->in + start, '\n', ctl->in_len - start);
+		size_t end;
+
+		if (!nl)
+			break;
+		end = (size_t)(nl - ctl->in);
+		if (!ctl->skipping)
+			control_line(w, ctl->in + start, end - start);
+		ctl->skipping = false;
+		start = end + 1;
+	}
+	memmove(ctl->in, ctl->in + start, ctl->in_len - start);
+	ctl->in_len -= start;
+	if (ctl->in_len == sizeof(ctl->in)) {
+		if (!ctl->skipping)
+			log_error("control: a line over %u bytes; ignored", WORKER_LINE_MAX);
+		ctl->skipping = true;
+		ctl->in_len = 0;
+	}
+	return 1;
+}
+
+/* Writes queued lines until the socket is full; -EPIPE and the like when sandboxd is gone. */
+static int
+control_flush(struct worker *w, struct control *ctl)
+{
+	for (;;) {
+		ssize_t n;
+
+		if (!ctl->out) {
+			uint64_t dropped;
+
+			pthread_mutex_lock(&w->qlock);
+			dropped = w->dropped;
+			w->dropped = 0;
+			if (dropped == 0 && w->q_count > 0) {
+				ctl->out = w->queue[w->q_head];
+				w->q_head = (w->q_head + 1) % WORKER_EVENTS_MAX;
+				w->q_count--;
+			}
+			pthread_mutex_unlock(&w->qlock);
+			if (dropped > 0) {
+				ctl->out = strdup_printf("{\"op\":\"dropped\",\"count\":%llu}\n",
+				                         (unsigned long long)dropped);
+				if (!ctl->out)
+					return -ENOMEM;
+			}
+			if (!ctl->out)
+				return 0;
+			ctl->out_len = strlen(ctl->out);
+			ctl->out_off = 0;
+		}
+		n = send(ctl->fd, ctl->out + ctl->out_off, ctl->out_len - ctl->out_off,
+		         MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN ? 0 : -errno;
+		}
+		ctl->out_off += (size_t)n;
+		if (ctl->out_off == ctl->out_len) {
+			free(ctl->out);
+			ctl->out = NULL;
+		}
+	}
+}
+
+/* Accepts what is waiting. Returns how long to stop accepting (ms) when out of fds. */
+static int
+accept_some(struct worker *w, int lfd)
+{
+	for (int i = 0; i < ACCEPT_BATCH; i++) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		struct sockaddr_in peer;
+		struct wsandbox *sb;
+		int fd;
+
+		fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+			    errno == ENOMEM) {
+				log_warning("proxy: cannot accept: %s; pausing", strerror(errno));
+				return 100;
+			}
+			return 0;
+		}
+		/* the guest's own address, kept by the redirect, is all that says who it is */
+		if (ss.ss_family != AF_INET) {
+			close(fd);
+			continue;
+		}
+		memcpy(&peer, &ss, sizeof(peer));
+		pthread_mutex_lock(&w->lock);
+		sb = worker_sandbox_by_guest(w, peer.sin_addr);
+		pthread_mutex_unlock(&w->lock);
+		if (!sb) {
+			close(fd);
+			continue;
+		}
+		proxy_accept(w, fd, &peer);
+	}
+	return 0;
+}
+
+static int
+run_loop(struct worker *w, int control_fd, int proxy_fd)
+{
+	static struct control ctl; /* 64 KiB: not on the stack */
+	uint64_t paused_until = 0;
+	int r;
+
+	ctl.fd = control_fd;
+	for (;;) {
+		struct pollfd p[3] = {
+			{ .fd = control_fd, .events = POLLIN | (ctl.out ? POLLOUT : 0) },
+			{ .fd = w->wake_fd, .events = POLLIN },
+			{ .fd = proxy_fd, .events = POLLIN },
+		};
+		uint64_t now = now_mono_ms();
+		int timeout = -1;
+
+		if (now < paused_until) {
+			p[2].fd = -1;
+			timeout = (int)(paused_until - now);
+		}
+		if (poll(p, 3, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			return log_error("poll: %s", strerror(errno)), -errno;
+		}
+		if (p[1].revents & POLLIN) {
+			uint64_t v;
+
+			(void)!read(w->wake_fd, &v, sizeof(v));
+		}
+		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			r = control_read(w, &ctl);
+			if (r == 0) {
+				log_info("control channel closed; exiting");
+				return 0;
+			}
+			if (r < 0) {
+				log_error("control channel: %s; exiting", strerror(-r));
+				return r;
+			}
+		}
+		r = control_flush(w, &ctl);
+		if (r < 0) {
+			log_error("control channel: %s; exiting", strerror(-r));
+			return r;
+		}
+		if (p[2].revents & POLLIN) {
+			int pause_ms = accept_some(w, proxy_fd);
+
+			if (pause_ms > 0)
+				paused_until = now_mono_ms() + (uint64_t)pause_ms;
+		}
+	}
+}
+
+/* ---- setup ---- */
+
+static int
+parse_fd(const char *s, int *ret)
+{
+	uint64_t v;
+
+	if (parse_u64(s, &v) < 0 || v > 1 << 20)
+		return -EINVAL;
+	*ret = (int)v;
+	return 0;
+}
+
+/* "ADDR:PORT" with an IPv4 address or a [bracketed] IPv6 one. */
+static int
+parse_addr_port(const char *s, struct sockaddr_storage *ret, socklen_t *ret_len)
+{
+	const char *colon = strrchr(s, ':');
+	char host[INET6_ADDRSTRLEN + 2];
+	uint64_t port;
+	size_t n;
+
+	if (!colon || parse_u64(colon + 1, &port) < 0 || port == 0 || port > 65535)
+		return -EINVAL;
+	n = (size_t)(colon - s);
+	if (n == 0 || n >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, s, n);
+	host[n] = '\0';
+	memset(ret, 0, sizeof(*ret));
+	if (host[0] == '[' && host[n - 1] == ']') {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)ret;
+
+		host[n - 1] = '\0';
+		if (inet_pton(AF_INET6, host + 1, &a->sin6_addr) != 1)
+			return -EINVAL;
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons((uint16_t)port);
+		*ret_len = sizeof(*a);
+		return 0;
+	}
+	struct sockaddr_in *a = (struct sockaddr_in *)ret;
+
+	if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+		return -EINVAL;
+	a->sin_family = AF_INET;
+	a->sin_port = htons((uint16_t)port);
+	*ret_len = sizeof(*a);
+	return 0;
+}
+
+static int
+bind_socket(const char *what, const char *spec, int type, int *ret)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	int fd, one = 1;
+
+	if (parse_addr_port(spec, &ss, &sl) < 0) {
+		log_error("--%s-listen '%s': not ADDR:PORT", what, spec);
+		return -EINVAL;
+	}
+	fd = socket(ss.ss_family, type | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return log_error("--%s-listen: socket: %s", what, strerror(errno)), -errno;
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, sl) < 0 ||
+	    (type == SOCK_STREAM && listen(fd, 1024) < 0)) {
+		int r = -errno;
+
+		close(fd);
+		log_error("--%s-listen '%s': %s", what, spec, strerror(-r));
+		return r;
+	}
+	*ret = fd;
+	return 0;
+}
+
+/* An fd sandboxd handed over: close-on-exec from now on, and of the kind the flag says. */
+static int
+take_fd(const char *flag, int fd, int want_type, bool want_listening)
+{
+	int type = 0, acc = 0;
+	socklen_t l = sizeof(type);
+	int flags = fcntl(fd, F_GETFD);
+
+	if (flags < 0) {
+		log_error("%s %d: not an open fd", flag, fd);
+		return -EBADF;
+	}
+	(void)fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l) < 0 || type != want_type) {
+		log_error("%s %d: not a %s socket", flag, fd,
+		          want_type == SOCK_STREAM ? "stream" : "datagram");
+		return -ENOTSOCK;
+	}
+	l = sizeof(acc);
+	if (want_listening && (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l) < 0 || !acc)) {
+		log_error("%s %d: not a listening socket", flag, fd);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int
+set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return -errno;
+	return 0;
+}
+
+/* Root only as long as it takes to hold the sockets: then the uid and gid sandboxd chose, no
+ * supplementary groups, and no way back (no new privileges, and setuid(0) must fail). */
+static bool
+is_root(void)
+{
+	return geteuid() == 0 || getuid() == 0;
+}
+
+/* Before anything is opened: as root, the ids to become must be known (and not root). */
+static int
+check_ids(const struct worker_options *o)
+{
+	if (is_root()) {
+		if (!o->have_uid || !o->have_gid) {
+			log_error("refusing to run as root: pass --uid and --gid (it parses what "
+			          "guests send, and drops to them)");
+			return -EPERM;
+		}
+		if (o->uid == 0 || o->gid == 0) {
+			log_error("refusing to run as root: --uid and --gid must not be 0");
+			return -EPERM;
+		}
+	} else if ((o->have_uid && o->uid != getuid()) || (o->have_gid && o->gid != getgid())) {
+		log_error("cannot become uid %u gid %u without root", (unsigned)o->uid,
+		          (unsigned)o->gid);
+		return -EPERM;
+	}
+	return 0;
+}
+
+static int
+drop_privileges(const struct worker_options *o)
+{
+	if (is_root()) {
+		if (setgroups(0, NULL) < 0 || setresgid(o->gid, o->gid, o->gid) < 0 ||
+		    setresuid(o->uid, o->uid, o->uid) < 0) {
+			log_error("cannot drop to uid %u gid %u: %s", (unsigned)o->uid,
+			          (unsigned)o->gid, strerror(errno));
+			return -errno;
+		}
+		if (setuid(0) == 0 || geteuid() == 0) {
+			log_error("still able to become root after dropping privileges");
+			return -EPERM;
+		}
+	}
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+		log_error("cannot set no_new_privs: %s", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* The soft fd limit raised to the hard one; the connection cap follows what it allows. */
+static unsigned
+raise_nofile(void)
+{
+	struct rlimit rl;
+	uint64_t fit;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return 64;
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t want = rl.rlim_max;
+
+		rl.rlim_cur = want;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			(void)getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return WORKER_CONNS_TOTAL;
+	fit = rl.rlim_cur > FDS_RESERVED ? (rl.rlim_cur - FDS_RESERVED) / FDS_PER_CONN : 1;
+	return (unsigned)MAX(1, MIN(fit, (uint64_t)WORKER_CONNS_TOTAL));
+}
+
+static void
+usage(FILE *f)
+{
+	fputs("usage: sandboxd egress-worker --control-fd N (--proxy-fd N | --proxy-listen "
+	      "ADDR:PORT)\n"
+	      "                              (--dns-fd N | --dns-listen ADDR:PORT)\n"
+	      "                              [--uid N --gid N] [--handshake-timeout-ms N]\n"
+	      "The egress proxy and DNS stub sandboxd starts (worker.h); not run by hand.\n",
+	      f);
+}
+
+static int
+parse_options(int argc, char **argv, struct worker_options *o)
+{
+	enum {
+		OPT_CONTROL = 256,
+		OPT_PROXY_FD,
+		OPT_PROXY_LISTEN,
+		OPT_DNS_FD,
+		OPT_DNS_LISTEN,
+		OPT_UID,
+		OPT_GID,
+		OPT_HANDSHAKE
+	};
+	static const struct option long_options[] = {
+		{ "control-fd", required_argument, NULL, OPT_CONTROL },
+		{ "proxy-fd", required_argument, NULL, OPT_PROXY_FD },
+		{ "proxy-listen", required_argument, NULL, OPT_PROXY_LISTEN },
+		{ "dns-fd", required_argument, NULL, OPT_DNS_FD },
+		{ "dns-listen", required_argument, NULL, OPT_DNS_LISTEN },
+		{ "uid", required_argument, NULL, OPT_UID },
+		{ "gid", required_argument, NULL, OPT_GID },
+		{ "handshake-timeout-ms", required_argument, NULL, OPT_HANDSHAKE },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	uint64_t v;
+	int c;
+
+	*o = (struct worker_options){ .control_fd = -1,
+		                      .proxy_fd = -1,
+		                      .dns_fd = -1,
+		                      .handshake_ms = WORKER_HANDSHAKE_MS_DEFAULT };
+	optind = 0;
+	opterr = 1;
+	while ((c = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
+		switch (c) {
+		case OPT_CONTROL:
+		case OPT_PROXY_FD:
+		case OPT_DNS_FD: {
+			int *fd = c == OPT_CONTROL    ? &o->control_fd
+			          : c == OPT_PROXY_FD ? &o->proxy_fd
+			                              : &o->dns_fd;
+
+			if (parse_fd(optarg, fd) < 0) {
+				log_error("'%s' is not an fd number", optarg);
+				return -EINVAL;
+			}
+			break;
+		}
+		case OPT_PROXY_LISTEN:
+			o->proxy_listen = optarg;
+			break;
+		case OPT_DNS_LISTEN:
+			o->dns_listen = optarg;
+			break;
+		case OPT_UID:
+		case OPT_GID:
+			if (parse_u64(optarg, &v) < 0 || v >= (uint64_t)UINT32_MAX) {
+				log_error("'%s' is not a numeric id", optarg);
+				return -EINVAL;
+			}
+			if (c == OPT_UID) {
+				o->uid = (uid_t)v;
+				o->have_uid = true;
+			} else {
+				o->gid = (gid_t)v;
+				o->have_gid = true;
+			}
+			break;
+		case OPT_HANDSHAKE:
+			if (parse_u64(optarg, &v) < 0 || v == 0 || v > 600000) {
+				log_error("--handshake-timeout-ms '%s': not 1..600000", optarg);
+				return -EINVAL;
+			}
+			o->handshake_ms = (unsigned)v;
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		default:
+			usage(stderr);
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		log_error("unexpected argument '%s'", argv[optind]);
+		return -EINVAL;
+	}
+	if (o->control_fd < 0 || (o->proxy_fd < 0) == !o->proxy_listen ||
+	    (o->dns_fd < 0) == !o->dns_listen) {
+		log_error("needs --control-fd, one of --proxy-fd/--proxy-listen and one of "
+		          "--dns-fd/--dns-listen");
+		usage(stderr);
+		return -EINVAL;
+	}
+	return 0;
+}
 
 int
 egress_worker_main(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "sandboxd egress-worker: not built yet\n");
-	return 1;
+	static struct worker w = {
+		.lock = PTHREAD_MUTEX_INITIALIZER,
+		.qlock = PTHREAD_MUTEX_INITIALIZER,
+		.by_id = HASHMAP_INIT,
+		.by_guest = HASHMAP_INIT,
+		.wake_fd = -1,
+	};
+	struct worker_options o;
+	int proxy_fd = -1, dns_fd = -1, r;
+
+	log_setup("sandboxd-egress", LOG_LEVEL_INFO);
+	r = parse_options(argc, argv, &o);
+	if (r != 0)
+		return r > 0 ? 0 : 2;
+	if (check_ids(&o) < 0)
+		return 1;
+	/* a connection or sandboxd going away is an error return, never a signal */
+	signal(SIGPIPE, SIG_IGN);
+
+	if (take_fd("--control-fd", o.control_fd, SOCK_STREAM, false) < 0)
+		return 1;
+	if (o.proxy_listen)
+		r = bind_socket("proxy", o.proxy_listen, SOCK_STREAM, &proxy_fd);
+	else {
+		proxy_fd = o.proxy_fd;
+		r = take_fd("--proxy-fd", proxy_fd, SOCK_STREAM, true);
+	}
+	if (r < 0)
+		return 1;
+	if (o.dns_listen)
+		r = bind_socket("dns", o.dns_listen, SOCK_DGRAM, &dns_fd);
+	else {
+		dns_fd = o.dns_fd;
+		r = take_fd("--dns-fd", dns_fd, SOCK_DGRAM, false);
+	}
+	if (r < 0)
+		return 1;
+	if (set_nonblock(o.control_fd) < 0 || set_nonblock(proxy_fd) < 0) {
+		log_error("cannot make the sockets non-blocking: %s", strerror(errno));
+		return 1;
+	}
+	w.handshake_ms = o.handshake_ms;
+	w.max_conns = raise_nofile();
+	w.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (w.wake_fd < 0) {
+		log_error("eventfd: %s", strerror(errno));
+		return 1;
+	}
+	if (drop_privileges(&o) < 0)
+		return 1;
+	if (stub_start(&w, dns_fd) < 0)
+		return 1;
+	queue_line(&w, strdup_printf("{\"op\":\"ready\"}\n"));
+	log_info("ready: uid %u, at most %u connections", (unsigned)getuid(), w.max_conns);
+	r = run_loop(&w, o.control_fd, proxy_fd);
+	return r < 0 ? 1 : 0;
 }

@@ -1,0 +1,985 @@
+/* proxy.c: the egress proxy's connections (worker.h). Each runs on a thread of its own: the
+ * guest's first bytes give the name (TLS SNI or the HTTP Host), the sandbox's policy decides
+ * before anything is resolved or dialled, the name is resolved afresh and only acceptable
+ * addresses are dialled, then bytes are spliced both ways through pipes with half-close. On
+ * HTTP every later request head of the connection is read too: a second Host ends it. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "httphead.h"
+#include "log.h"
+#include "netpolicy.h"
+#include "sni.h"
+#include "util.h"
+#include "worker-internal.h"
+
+#ifndef SO_ORIGINAL_DST
+#define SO_ORIGINAL_DST 80 /* linux/netfilter_ipv4.h */
+#endif
+
+/* A connection's thread needs little stack (the SNI reader's 16 KiB, getaddrinfo); thousands
+ * of them must fit. The sanitizers' redzones need more. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CONN_STACK (2u * 1024 * 1024)
+#else
+#define CONN_STACK (256u * 1024)
+#endif
+#define BUF_MAX SNI_READ_MAX         /* the first bytes; on HTTP, each request head */
+#define HANDSHAKE_READS_MAX 512      /* pieces a name may come in (each one is parsed again) */
+#define ADDRS_MAX 16                 /* addresses of a name tried */
+#define ATTEMPT_MS_MIN 2000          /* an address's share of WORKER_CONNECT_MS, at least */
+#define PIPE_BIG (1u << 20)          /* a bulk transfer's pipe: fewer, larger splices */
+#define PIPE_GROW_AFTER (256u << 10) /* bytes moved before a direction counts as bulk */
+#define OWN_ADDRS_MS 1000            /* the host's own addresses are listed at most this old */
+
+_Static_assert(BUF_MAX >= HTTPHEAD_MAX, "a request head fits the buffer");
+
+/* One direction's pipe: bytes spliced in from one socket and out to the other. */
+struct pipe_dir {
+	int r, w;
+	size_t fill, cap;
+	bool eof;  /* the source reached its end */
+	bool done; /* and everything went out: the destination was shut for writing */
+	bool grown;
+	uint64_t moved; /* bytes written to the destination */
+};
+
+enum http_state {
+	HTTP_HEAD,
+	HTTP_BODY,
+	HTTP_CHUNKED,
+};
+
+struct proxy {
+	struct wconn c; /* the registry's part */
+	struct worker *w;
+	bool tls;
+	unsigned port;
+	/* guest to server goes through buf: the bytes read to find the name, and on HTTP every
+	 * request head and chunked body; [start, end) is unread, its first fwd bytes checked
+	 * and due to the server */
+	uint8_t buf[BUF_MAX];
+	size_t start, end, fwd;
+	enum http_state hstate;
+	size_t head_seen; /* of the unread bytes, those already known to end no head */
+	uint64_t body_left;
+	struct chunked ch;
+	struct pipe_dir up;   /* guest to server (TLS only; HTTP goes through buf) */
+	struct pipe_dir down; /* server to guest */
+	char addr[INET6_ADDRSTRLEN];
+	char why[160];
+	/* a later request refused on an allowed connection */
+	const char *deny_reason;
+	char deny_name[HTTPHEAD_HOST_MAX + 1];
+};
+
+/* ---- addresses never dialled ---- */
+
+static bool
+v4_refused(uint32_t a)
+{
+	return (a >> 24) == 0 ||                 /* "this network", unspecified */
+	       (a >> 24) == 127 ||               /* loopback */
+	       (a >> 24) == 10 ||                /* private */
+	       (a & 0xfff00000) == 0xac100000 || /* 172.16/12 */
+	       (a & 0xffff0000) == 0xc0a80000 || /* 192.168/16 */
+	       (a & 0xffff0000) == 0xa9fe0000 || /* link-local, the metadata address within */
+	       (a & 0xffc00000) == 0x64400000 || /* CGNAT 100.64/10 */
+	       (a >> 28) >= 0xe;                 /* multicast, reserved 240/4, broadcast */
+}
+
+/* The IPv4 address inside an IPv6 one that reaches it: IPv4-mapped, SIIT, NAT64, 6to4. */
+static bool
+embedded_v4(const struct in6_addr *a6, uint32_t *ret)
+{
+	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	static const uint8_t siit[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0 };
+	static const uint8_t nat64[12] = { 0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0 };
+	const uint8_t *b = a6->s6_addr;
+	uint32_t v;
+
+	if (memcmp(b, mapped, 12) == 0 || memcmp(b, siit, 12) == 0 || memcmp(b, nat64, 12) == 0)
+		memcpy(&v, b + 12, 4);
+	else if (b[0] == 0x20 && b[1] == 0x02)
+		memcpy(&v, b + 2, 4);
+	else
+		return false;
+	*ret = ntohl(v);
+	return true;
+}
+
+bool
+proxy_addr_refused(const struct sockaddr *sa)
+{
+	static const uint8_t zero[12];
+	const struct in6_addr *a6;
+	const uint8_t *b;
+	uint32_t v4;
+
+	if (sa->sa_family == AF_INET)
+		return v4_refused(ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr));
+	if (sa->sa_family != AF_INET6)
+		return true;
+	a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+	b = a6->s6_addr;
+	if (memcmp(b, zero, 12) == 0) /* ::, ::1 and the deprecated IPv4-compatible ::/96 */
+		return true;
+	if ((b[0] & 0xfe) == 0xfc) /* unique local fc00::/7 */
+		return true;
+	if (b[0] == 0xfe && (b[1] & 0x80) == 0x80) /* link-local fe80::/10, site-local fec0::/10 */
+		return true;
+	if (b[0] == 0xff) /* multicast */
+		return true;
+	if (b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0 && b[5] == 1)
+		return true; /* local-use NAT64 64:ff9b:1::/48, whatever it embeds */
+	if (embedded_v4(a6, &v4))
+		return v4_refused(v4);
+	return false;
+}
+
+/* The host's own addresses, listed at most OWN_ADDRS_MS ago: a name resolving to one of them
+ * would reach the host's services (sandboxd's API among them) from a guest. */
+static pthread_mutex_t own_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sockaddr_storage *own;
+static size_t n_own;
+static uint64_t own_at;
+static bool own_ok;
+
+static void
+own_refresh_locked(void)
+{
+	struct ifaddrs *ifa = NULL, *i;
+	struct sockaddr_storage *v;
+	size_t n = 0;
+
+	if (getifaddrs(&ifa) < 0)
+		return;
+	for (i = ifa; i; i = i->ifa_next)
+		if (i->ifa_addr &&
+		    (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6))
+			n++;
+	v = calloc(MAX(n, (size_t)1), sizeof(*v));
+	if (!v) {
+		freeifaddrs(ifa);
+		return;
+	}
+	n = 0;
+	for (i = ifa; i; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET)
+			memcpy(&v[n++], i->ifa_addr, sizeof(struct sockaddr_in));
+		else if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET6)
+			memcpy(&v[n++], i->ifa_addr, sizeof(struct sockaddr_in6));
+	freeifaddrs(ifa);
+	free(own);
+	own = v;
+	n_own = n;
+	own_at = now_mono_ms();
+	own_ok = true;
+}
+
+static bool
+addr_is_own(const struct sockaddr *sa)
+{
+	uint32_t v4 = 0;
+	bool is_v4 = false, found = false;
+	struct in6_addr a6 = {};
+
+	if (sa->sa_family == AF_INET) {
+		v4 = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
+		is_v4 = true;
+	} else {
+		a6 = ((const struct sockaddr_in6 *)sa)->sin6_addr;
+		is_v4 = embedded_v4(&a6, &v4);
+	}
+	pthread_mutex_lock(&own_lock);
+	if (!own_ok || now_mono_ms() - own_at >= OWN_ADDRS_MS)
+		own_refresh_locked();
+	if (!own_ok)
+		found = true; /* never listed: fail closed */
+	for (size_t i = 0; i < n_own && !found; i++) {
+		if (own[i].ss_family == AF_INET)
+			found = is_v4 &&
+			        ntohl(((struct sockaddr_in *)&own[i])->sin_addr.s_addr) == v4;
+		else if (!is_v4)
+			found = memcmp(&((struct sockaddr_in6 *)&own[i])->sin6_addr, &a6,
+			               sizeof(a6)) == 0;
+	}
+	pthread_mutex_unlock(&own_lock);
+	return found;
+}
+
+/* ---- chunked bodies ---- */
+
+static int
+hex_value(uint8_t c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static bool
+line_byte_ok(uint8_t c)
+{
+	return c == '\t' || (c >= 0x20 && c != 0x7f);
+}
+
+#define CHUNKED_LINE_MAX 4096
+#define CHUNKED_TRAILER_MAX (16u * 1024)
+
+enum chunked_result
+chunked_scan(struct chunked *s, const uint8_t *p, size_t n, size_t *ret_used, const char **why)
+{
+	size_t i = 0;
+
+#define INVALID(text)                                                                              \
+	do {                                                                                       \
+		*why = (text);                                                                     \
+		return CHUNKED_INVALID;                                                            \
+	} while (0)
+
+	while (i < n) {
+		uint8_t c = p[i];
+		int h;
+
+		switch (s->st) {
+		case CHUNKED_SIZE_FIRST:
+			h = hex_value(c);
+			if (h < 0)
+				INVALID("a chunk size that is not hexadecimal");
+			s->left = (uint64_t)h;
+			s->digits = 1;
+			s->st = CHUNKED_SIZE;
+			break;
+		case CHUNKED_SIZE:
+			h = hex_value(c);
+			if (h >= 0) {
+				/* 15 digits: 2^60, far past any body, and never an overflow */
+				if (++s->digits > 15)
+					INVALID("a chunk size too large");
+				s->left = s->left * 16 + (uint64_t)h;
+			} else if (c == ';') {
+				s->st = CHUNKED_EXT;
+				s->line = 0;
+			} else if (c == '\r')
+				s->st = CHUNKED_SIZE_LF;
+			else
+				INVALID("a chunk size followed by something other than ';' or "
+				        "CRLF");
+			break;
+		case CHUNKED_EXT:
+			if (c == '\r')
+				s->st = CHUNKED_SIZE_LF;
+			else if (!line_byte_ok(c))
+				INVALID("a control character or bare LF in a chunk extension");
+			else if (++s->line > CHUNKED_LINE_MAX)
+				INVALID("a chunk extension too long");
+			break;
+		case CHUNKED_SIZE_LF:
+			if (c != '\n')
+				INVALID("a CR without LF after a chunk size");
+			s->st = s->left == 0 ? CHUNKED_TRAILER_START : CHUNKED_DATA;
+			break;
+		case CHUNKED_DATA: {
+			size_t k = (size_t)MIN((uint64_t)(n - i), s->left);
+
+			s->left -= k;
+			i += k;
+			if (s->left == 0)
+				s->st = CHUNKED_DATA_CR;
+			continue;
+		}
+		case CHUNKED_DATA_CR:
+			if (c != '\r')
+				INVALID("chunk data longer than its size");
+			s->st = CHUNKED_DATA_LF;
+			break;
+		case CHUNKED_DATA_LF:
+			if (c != '\n')
+				INVALID("chunk data not ended by CRLF");
+			s->st = CHUNKED_SIZE_FIRST;
+			break;
+		case CHUNKED_TRAILER_START:
+			if (c == '\r') {
+				s->st = CHUNKED_END_LF;
+				break;
+			}
+			if (c == ' ' || c == '\t' || !line_byte_ok(c))
+				INVALID("a trailer line that is folded or holds a control "
+				        "character");
+			s->st = CHUNKED_TRAILER;
+			s->trailer++;
+			break;
+		case CHUNKED_TRAILER:
+			if (c == '\r')
+				s->st = CHUNKED_TRAILER_LF;
+			else if (!line_byte_ok(c))
+				INVALID("a control character or bare LF in a trailer");
+			else if (++s->trailer > CHUNKED_TRAILER_MAX)
+				INVALID("trailers too long");
+			break;
+		case CHUNKED_TRAILER_LF:
+			if (c != '\n')
+				INVALID("a CR without LF in a trailer");
+			s->st = CHUNKED_TRAILER_START;
+			break;
+		case CHUNKED_END_LF:
+			if (c != '\n')
+				INVALID("a CR without LF at the end of a chunked body");
+			*ret_used = i + 1;
+			s->st = CHUNKED_SIZE_FIRST;
+			return CHUNKED_DONE;
+		}
+		i++;
+	}
+#undef INVALID
+	*ret_used = n;
+	return CHUNKED_MORE;
+}
+
+/* ---- the first bytes ---- */
+
+/* The port the guest dialled, from the redirect; 0 when it was not redirected (a test or a
+ * benchmark dialling the proxy itself). */
+static unsigned
+original_port(int fd)
+{
+	struct sockaddr_in o, l;
+	socklen_t ol = sizeof(o), ll = sizeof(l);
+
+	if (getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &o, &ol) < 0 || o.sin_family != AF_INET)
+		return 0;
+	/* conntrack without NAT reports the proxy's own address */
+	if (getsockname(fd, (struct sockaddr *)&l, &ll) == 0 && l.sin_family == AF_INET &&
+	    l.sin_addr.s_addr == o.sin_addr.s_addr && l.sin_port == o.sin_port)
+		return 0;
+	return ntohs(o.sin_port);
+}
+
+/* Reads until the name is known: 1 with name, -1 refused (*why), 0 to close quietly (nothing
+ * or not enough sent before the handshake timeout, or the guest went away). */
+static int
+read_name(struct proxy *p, char name[static SNI_NAME_MAX + 1], const char **why)
+{
+	uint64_t deadline = now_mono_ms() + p->w->handshake_ms;
+	unsigned reads = 0;
+
+	for (;;) {
+		struct pollfd pf = { .fd = p->c.cfd, .events = POLLIN };
+		uint64_t now = now_mono_ms();
+		ssize_t n;
+		int k;
+
+		if (now >= deadline)
+			return 0;
+		k = poll(&pf, 1, (int)MIN(deadline - now, (uint64_t)INT32_MAX));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return 0;
+		n = read(p->c.cfd, p->buf + p->end, sizeof(p->buf) - p->end);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0)
+			return 0;
+		p->end += (size_t)n;
+		p->tls = p->buf[0] == 0x16; /* a TLS handshake record */
+		if (++reads > HANDSHAKE_READS_MAX) {
+			*why = "a name sent in too many pieces";
+			return -1;
+		}
+		if (p->tls) {
+			switch (sni_parse(p->buf, p->end, name, why)) {
+			case SNI_FOUND:
+				return 1;
+			case SNI_NEED_MORE:
+				continue;
+			case SNI_NO_NAME:
+				*why = "no hostname";
+				return -1;
+			case SNI_INVALID:
+				if (!*why)
+					*why = "not a TLS ClientHello";
+				return -1;
+			}
+		} else {
+			struct httphead h;
+
+			switch (httphead_parse(p->buf, p->end, &h, why)) {
+			case HTTPHEAD_DONE:
+				memcpy(name, h.host, strlen(h.host) + 1);
+				return 1;
+			case HTTPHEAD_NEED_MORE:
+				continue;
+			case HTTPHEAD_INVALID:
+				if (!*why)
+					*why = "not an HTTP request";
+				return -1;
+			}
+		}
+		*why = "unreadable";
+		return -1;
+	}
+}
+
+/* ---- dialling ---- */
+
+static void
+format_addr(const struct sockaddr *sa, char out[static INET6_ADDRSTRLEN])
+{
+	const void *a = sa->sa_family == AF_INET
+	                        ? (const void *)&((const struct sockaddr_in *)sa)->sin_addr
+	                        : (const void *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+
+	if (!inet_ntop(sa->sa_family, a, out, INET6_ADDRSTRLEN))
+		memcpy(out, "?", 2);
+}
+
+/* One address, within ms. 0 or -errno. */
+static int
+connect_one(int fd, const struct sockaddr *sa, socklen_t sl, int ms)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLOUT };
+	int err = 0;
+	socklen_t el = sizeof(err);
+	int k;
+
+	if (connect(fd, sa, sl) == 0)
+		return 0;
+	if (errno != EINPROGRESS)
+		return -errno;
+	do
+		k = poll(&pf, 1, ms);
+	while (k < 0 && errno == EINTR);
+	if (k == 0)
+		return -ETIMEDOUT;
+	if (k < 0)
+		return -errno;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+		return -errno;
+	return -err;
+}
+
+/* Resolves the name afresh and dials its acceptable addresses in order. 1 connected (c.ufd
+ * set), 0 cut meanwhile, -1 failed: d says why (and whether it was a refusal). */
+static int
+dial(struct proxy *p, const char *name, struct decision *d)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
+		                  .ai_socktype = SOCK_STREAM,
+		                  .ai_flags = AI_ADDRCONFIG };
+	struct addrinfo *res = NULL, *ai;
+	struct sockaddr_storage cand[ADDRS_MAX];
+	socklen_t cand_len[ADDRS_MAX];
+	char refused[INET6_ADDRSTRLEN] = "";
+	size_t n = 0;
+	uint64_t deadline;
+	int g, err = 0;
+
+	g = getaddrinfo(name, NULL, &hints, &res);
+	if (g != 0) {
+		if (g == EAI_NONAME || g == EAI_NODATA)
+			d->reason = "the name does not resolve";
+		else {
+			snprintf(p->why, sizeof(p->why), "the name could not be resolved: %s",
+			         gai_strerror(g));
+			d->reason = p->why;
+		}
+		return -1;
+	}
+	for (ai = res; ai && n < ADDRS_MAX; ai = ai->ai_next) {
+		if ((ai->ai_family != AF_INET && ai->ai_family != AF_INET6) ||
+		    ai->ai_addrlen > sizeof(cand[0]))
+			continue;
+		if (proxy_addr_refused(ai->ai_addr) || addr_is_own(ai->ai_addr)) {
+			if (!refused[0])
+				format_addr(ai->ai_addr, refused);
+			continue;
+		}
+		memcpy(&cand[n], ai->ai_addr, ai->ai_addrlen);
+		cand_len[n] = ai->ai_addrlen;
+		if (ai->ai_family == AF_INET)
+			((struct sockaddr_in *)&cand[n])->sin_port = htons((uint16_t)p->port);
+		else
+			((struct sockaddr_in6 *)&cand[n])->sin6_port = htons((uint16_t)p->port);
+		n++;
+	}
+	freeaddrinfo(res);
+	if (n == 0) {
+		d->allowed = false;
+		d->reason = refused[0] ? "resolves only to refused addresses"
+		                       : "the name does not resolve";
+		if (refused[0])
+			log_info("sandbox '%s': '%s' resolves to %s, which is never dialled",
+			         p->c.id, name, refused);
+		return -1;
+	}
+
+	deadline = now_mono_ms() + WORKER_CONNECT_MS;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t now = now_mono_ms();
+		int fd, ms;
+
+		if (now >= deadline) {
+			err = -ETIMEDOUT;
+			break;
+		}
+		/* a share of what is left, so one silent address cannot starve the rest */
+		ms = (int)MIN(deadline - now,
+		              MAX((deadline - now) / (n - i), (uint64_t)ATTEMPT_MS_MIN));
+		fd = socket(cand[i].ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			err = -errno;
+			continue;
+		}
+		pthread_mutex_lock(&p->w->lock);
+		if (p->c.cut) {
+			pthread_mutex_unlock(&p->w->lock);
+			close(fd);
+			return 0;
+		}
+		p->c.ufd = fd; /* from now on a cut reaches it */
+		pthread_mutex_unlock(&p->w->lock);
+		format_addr((struct sockaddr *)&cand[i], p->addr);
+		err = connect_one(fd, (struct sockaddr *)&cand[i], cand_len[i], ms);
+		if (err == 0)
+			return 1;
+		pthread_mutex_lock(&p->w->lock);
+		p->c.ufd = -1;
+		pthread_mutex_unlock(&p->w->lock);
+		close(fd);
+		if (p->c.cut)
+			return 0;
+	}
+	snprintf(p->why, sizeof(p->why), "could not connect: %s", strerror(-err));
+	d->reason = p->why;
+	return -1;
+}
+
+/* ---- relaying ---- */
+
+static int
+pipe_open(struct pipe_dir *d)
+{
+	int fds[2], sz;
+
+	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -errno;
+	d->r = fds[0];
+	d->w = fds[1];
+	sz = fcntl(d->w, F_GETPIPE_SZ);
+	d->cap = sz > 0 ? (size_t)sz : 4096;
+	return 0;
+}
+
+static void
+pipe_close(struct pipe_dir *d)
+{
+	d->r = safe_close(d->r);
+	d->w = safe_close(d->w);
+}
+
+/* Splices what src has into the pipe and what the pipe holds into dst, until neither moves;
+ * half-closes dst once src ended and the pipe is empty. 0 or -errno. */
+static int
+pump(struct pipe_dir *d, int src, int dst)
+{
+	for (;;) {
+		bool moved = false;
+		ssize_t n;
+
+		if (!d->eof && d->fill < d->cap) {
+			n = splice(src, NULL, d->w, NULL, d->cap - d->fill,
+			           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (n > 0) {
+				d->fill += (size_t)n;
+				moved = true;
+			} else if (n == 0)
+				d->eof = true;
+			else if (errno != EAGAIN && errno != EINTR)
+				return -errno;
+		}
+		if (d->fill > 0) {
+			n = splice(d->r, NULL, dst, NULL, d->fill,
+			           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (n > 0) {
+				d->fill -= (size_t)n;
+				d->moved += (uint64_t)n;
+				moved = true;
+			} else if (n < 0 && errno != EAGAIN && errno != EINTR)
+				return -errno;
+		}
+		/* a bulk transfer gets a big pipe (if the user's pipe allowance has room); a
+		 * short exchange keeps the default and its memory */
+		if (!d->grown && d->moved >= PIPE_GROW_AFTER) {
+			int sz = fcntl(d->w, F_SETPIPE_SZ, PIPE_BIG);
+
+			d->grown = true;
+			if (sz > 0)
+				d->cap = (size_t)sz;
+		}
+		if (d->eof && d->fill == 0 && !d->done) {
+			(void)shutdown(dst, SHUT_WR);
+			d->done = true;
+		}
+		if (!moved || d->done)
+			return 0;
+	}
+}
+
+/* What the buffered bytes of an HTTP connection are: the next head (checked: the same Host),
+ * or body. Sets fwd, or leaves it 0 when more bytes are needed. -EPROTO: refused. */
+static int
+http_advance(struct proxy *p)
+{
+	size_t avail = p->end - p->start, used;
+	const uint8_t *b = p->buf + p->start;
+	const char *why = NULL;
+	struct httphead h;
+
+	switch (p->hstate) {
+	case HTTP_HEAD:
+		/* a head ends with a LF: bytes trickling in without one are not parsed again */
+		if (avail < HTTPHEAD_MAX && !memchr(b + p->head_seen, '\n', avail - p->head_seen)) {
+			p->head_seen = avail;
+			return 0;
+		}
+		switch (httphead_parse(b, avail, &h, &why)) {
+		case HTTPHEAD_NEED_MORE:
+			p->head_seen = avail;
+			return 0;
+		case HTTPHEAD_INVALID:
+			p->deny_reason = why ? why : "not an HTTP request";
+			return -EPROTO;
+		case HTTPHEAD_DONE:
+			break;
+		}
+		if (!streq(h.host, p->c.name)) {
+			memcpy(p->deny_name, h.host, strlen(h.host) + 1);
+			p->deny_reason = "second host on one connection";
+			return -EPROTO;
+		}
+		p->fwd = h.head_len;
+		p->head_seen = 0;
+		if (h.chunked) {
+			p->hstate = HTTP_CHUNKED;
+			p->ch = (struct chunked)CHUNKED_INIT;
+		} else if (h.has_length && h.body_len > 0) {
+			/* a request without a length has no body (RFC 9112 6.3) */
+			p->hstate = HTTP_BODY;
+			p->body_left = h.body_len;
+		}
+		return 0;
+	case HTTP_BODY:
+		p->fwd = (size_t)MIN((uint64_t)avail, p->body_left);
+		p->body_left -= p->fwd;
+		if (p->body_left == 0)
+			p->hstate = HTTP_HEAD;
+		return 0;
+	case HTTP_CHUNKED:
+		switch (chunked_scan(&p->ch, b, avail, &used, &why)) {
+		case CHUNKED_INVALID:
+			memcpy(p->deny_name, p->c.name, strlen(p->c.name) + 1);
+			p->deny_reason = why;
+			return -EPROTO;
+		case CHUNKED_DONE:
+			p->hstate = HTTP_HEAD;
+			break;
+		case CHUNKED_MORE:
+			break;
+		}
+		p->fwd = used;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* Guest to server: checked bytes from buf first; then TLS splices, HTTP reads through buf.
+ * 0 or -errno (-EPROTO: a request refused). */
+static int
+up_step(struct proxy *p)
+{
+	int r;
+
+	for (;;) {
+		ssize_t n;
+
+		if (p->up.done)
+			return 0;
+		if (p->fwd > 0) {
+			n = send(p->c.ufd, p->buf + p->start, p->fwd, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				return errno == EAGAIN ? 0 : -errno;
+			}
+			p->start += (size_t)n;
+			p->fwd -= (size_t)n;
+			p->up.moved += (uint64_t)n;
+			continue;
+		}
+		if (p->start == p->end)
+			p->start = p->end = 0;
+		if (p->tls)
+			return pump(&p->up, p->c.cfd, p->c.ufd);
+		if (p->start < p->end) {
+			r = http_advance(p);
+			if (r < 0)
+				return r;
+			if (p->fwd > 0)
+				continue;
+		}
+		/* HTTP wants more bytes (an unfinished head at EOF is never forwarded) */
+		if (p->up.eof) {
+			(void)shutdown(p->c.ufd, SHUT_WR);
+			p->up.done = true;
+			return 0;
+		}
+		if (p->start > 0) {
+			memmove(p->buf, p->buf + p->start, p->end - p->start);
+			p->end -= p->start;
+			p->start = 0;
+		}
+		if (p->end == sizeof(p->buf)) {
+			/* a head still unfinished at this size was refused by httphead */
+			p->deny_reason = "a request head too long";
+			return -EPROTO;
+		}
+		n = read(p->c.cfd, p->buf + p->end, sizeof(p->buf) - p->end);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN ? 0 : -errno;
+		}
+		if (n == 0)
+			p->up.eof = true;
+		p->end += (size_t)n;
+	}
+}
+
+static int
+relay(struct proxy *p)
+{
+	int one = 1, r;
+
+	(void)setsockopt(p->c.cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	(void)setsockopt(p->c.ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	r = pipe_open(&p->down);
+	if (r >= 0 && p->tls)
+		r = pipe_open(&p->up);
+	if (r < 0)
+		return r;
+	for (;;) {
+		struct pollfd pf[2] = { { .fd = p->c.cfd }, { .fd = p->c.ufd } };
+
+		r = up_step(p);
+		if (r < 0)
+			return r;
+		r = pump(&p->down, p->c.ufd, p->c.cfd);
+		if (r < 0)
+			return r;
+		if (p->up.done && p->down.done)
+			return 0;
+		if (!p->up.done) {
+			if (p->fwd > 0 || (p->tls && p->up.fill > 0))
+				pf[1].events |= POLLOUT;
+			if (!p->up.eof && p->fwd == 0 && (!p->tls || p->up.fill < p->up.cap))
+				pf[0].events |= POLLIN;
+		}
+		if (!p->down.done) {
+			if (p->down.fill > 0)
+				pf[0].events |= POLLOUT;
+			if (!p->down.eof && p->down.fill < p->down.cap)
+				pf[1].events |= POLLIN;
+		}
+		/* an fd nothing is waited for must not wake the loop with its HUP */
+		for (size_t i = 0; i < 2; i++)
+			if (pf[i].events == 0)
+				pf[i].fd = -1;
+		if (poll(pf, 2, -1) < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+/* ---- a connection's life ---- */
+
+/* Leaves the registry (after which nothing else touches its fds), closes, reports. */
+static void
+finish(struct proxy *p, struct decision *d)
+{
+	struct worker *w = p->w;
+
+	pthread_mutex_lock(&w->lock);
+	if (p->c.sb) {
+		list_remove(&p->c.node);
+		p->c.sb->n_conns--;
+		p->c.sb = NULL;
+	}
+	w->n_conns--;
+	d->cut = p->c.cut;
+	pthread_mutex_unlock(&w->lock);
+	safe_close(p->c.cfd);
+	safe_close(p->c.ufd);
+	pipe_close(&p->up);
+	pipe_close(&p->down);
+	if (d->reason) {
+		d->bytes_out = p->up.moved;
+		d->bytes_in = p->down.moved;
+		worker_decision(w, d);
+	}
+	free(p);
+}
+
+static void *
+proxy_thread(void *arg)
+{
+	struct proxy *p = arg;
+	struct worker *w = p->w;
+	char name[SNI_NAME_MAX + 1];
+	struct decision d = { .id = p->c.id, .conn = true };
+	const char *why = NULL;
+	bool allowed = false;
+	int r;
+
+	r = read_name(p, name, &why);
+	p->port = original_port(p->c.cfd);
+	if (p->port == 0)
+		p->port = p->tls ? 443 : 80;
+	d.via = p->tls ? "tls" : "http";
+	d.port = p->port;
+	if (r == 0) /* nothing sent in time, or gone: not a decision (probes look like this) */
+		goto out;
+	if (r < 0) {
+		d.reason = why;
+		goto out;
+	}
+	d.name = name;
+
+	/* decided and registered under the lock a policy update takes: either this sees the
+	 * new policy or the update sees this connection's name and cuts it */
+	pthread_mutex_lock(&w->lock);
+	if (p->c.sb && !p->c.cut) {
+		allowed = netpolicy_allows(p->c.sb->net, name, &d.reason);
+		if (allowed)
+			memcpy(p->c.name, name, strlen(name) + 1);
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (!d.reason) /* the sandbox went away meanwhile */
+		goto out;
+	if (!allowed)
+		goto out;
+	d.allowed = true;
+
+	r = dial(p, name, &d);
+	if (r > 0) {
+		d.addr = p->addr;
+		/* everything read so far goes first: TLS all of it, HTTP head by head */
+		p->start = 0;
+		p->fwd = p->tls ? p->end : 0;
+		r = relay(p);
+		if (r == -EPROTO) {
+			/* a later request refused: reported apart, the connection ends */
+			struct decision deny = { .id = p->c.id,
+				                 .via = "http",
+				                 .name = p->deny_name[0] ? p->deny_name : NULL,
+				                 .port = p->port,
+				                 .reason = p->deny_reason,
+				                 .conn = true };
+
+			worker_decision(w, &deny);
+		}
+	} else if (r == 0)
+		d.addr = NULL; /* cut before it was dialled */
+out:
+	finish(p, &d);
+	return NULL;
+}
+
+void
+proxy_accept(struct worker *w, int fd, const struct sockaddr_in *peer)
+{
+	static pthread_attr_t attr;
+	static bool attr_ready;
+	struct decision d = { .conn = true };
+	char id[WORKER_ID_MAX + 1];
+	struct wsandbox *sb;
+	struct proxy *p;
+	pthread_t t;
+	int r;
+
+	if (!attr_ready) {
+		/* only the main thread accepts */
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&attr, CONN_STACK);
+		attr_ready = true;
+	}
+	p = calloc(1, sizeof(*p));
+	pthread_mutex_lock(&w->lock);
+	sb = worker_sandbox_by_guest(w, peer->sin_addr);
+	if (!sb) {
+		pthread_mutex_unlock(&w->lock);
+		free(p);
+		close(fd);
+		return;
+	}
+	memcpy(id, sb->id, sizeof(id));
+	if (!p)
+		d.reason = "out of memory";
+	else if (sb->n_conns >= WORKER_CONNS_PER_SANDBOX)
+		d.reason = "too many connections from this sandbox";
+	else if (w->n_conns >= w->max_conns)
+		d.reason = "too many connections through the proxy";
+	else {
+		p->w = w;
+		p->c.sb = sb;
+		p->c.cfd = fd;
+		p->c.ufd = -1;
+		p->c.peer = *peer;
+		p->up.r = p->up.w = p->down.r = p->down.w = -1;
+		memcpy(p->c.id, sb->id, sizeof(p->c.id));
+		list_push_back(&sb->conns, &p->c.node);
+		sb->n_conns++;
+		w->n_conns++;
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (d.reason)
+		goto refuse;
+
+	r = pthread_create(&t, &attr, proxy_thread, p);
+	if (r == 0)
+		return;
+	pthread_mutex_lock(&w->lock);
+	if (p->c.sb) {
+		list_remove(&p->c.node);
+		p->c.sb->n_conns--;
+	}
+	w->n_conns--;
+	pthread_mutex_unlock(&w->lock);
+	d.reason = "too many connections through the proxy";
+refuse:
+	/* which protocol it would have been is known from the port only, before reading */
+	d.id = id;
+	d.port = original_port(fd);
+	d.via = d.port == 443 ? "tls" : "http";
+	if (d.port == 0)
+		d.port = 80;
+	worker_decision(w, &d);
+	free(p);
+	close(fd);
+}

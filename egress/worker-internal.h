@@ -1,0 +1,146 @@
+/* worker-internal.h: what the egress worker's parts share (worker.h is the process's
+ * interface): the sandboxes sandboxd told it about, the registry of open connections that a
+ * policy update cuts, the queue of decisions going back to sandboxd, and the proxy's and DNS
+ * stub's entry points. worker.c owns the state and the control channel, proxy.c the
+ * connections, stub.c the DNS stub. */
+#pragma once
+
+#include <jansson.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include "hashmap.h"
+#include "list.h"
+#include "sni.h"
+
+#define WORKER_ID_MAX 128
+#define WORKER_LINE_MAX (64u * 1024) /* one control line, either way */
+#define WORKER_EVENTS_MAX 4096       /* decisions queued for sandboxd before dropping */
+#define WORKER_CONNS_PER_SANDBOX 512 /* open connections one sandbox may hold */
+#define WORKER_CONNS_TOTAL 8192      /* and all of them together (less when fds are few) */
+#define WORKER_CONNECT_MS 10000      /* dialling a name, all its addresses together */
+#define WORKER_HANDSHAKE_MS_DEFAULT 10000
+
+/* One sandbox, as the last "set" described it. Reached by id and by guest address, both
+ * under worker.lock; freed by "remove" (its connections are cut and let go first). */
+struct wsandbox {
+	char id[WORKER_ID_MAX + 1];
+	char guest_key[INET_ADDRSTRLEN]; /* the guest address, the by_guest key */
+	struct in_addr guest, host;
+	json_t *net;            /* {mode, allow, deny}; read only under worker.lock */
+	struct list_node conns; /* struct wconn.node */
+	unsigned n_conns;
+};
+
+/* One proxied connection. The thread that runs it owns it and its fds; under worker.lock
+ * others may only read it and cut it (shutdown, never close), so an fd is closed only after
+ * the connection has left the registry. */
+struct wconn {
+	struct list_node node; /* in sb->conns while sb is set */
+	struct wsandbox *sb;   /* NULL once the sandbox is removed */
+	char id[WORKER_ID_MAX + 1];
+	char name[SNI_NAME_MAX + 1]; /* the name it was allowed for; "" before the decision */
+	int cfd;                     /* the guest's side */
+	int ufd;                     /* the server's side, -1 until dialled */
+	bool cut;                    /* a policy update or removal ended it */
+	struct sockaddr_in peer;
+};
+
+struct worker {
+	pthread_mutex_t lock; /* sandboxes, connections and the counters below */
+	struct hashmap by_id, by_guest;
+	unsigned n_conns, max_conns;
+	unsigned handshake_ms;
+
+	/* decisions on their way to sandboxd: connection and DNS threads queue lines, the main
+	 * thread writes them without ever blocking on sandboxd */
+	pthread_mutex_t qlock;
+	char *queue[WORKER_EVENTS_MAX];
+	size_t q_head, q_count;
+	uint64_t dropped;
+	int wake_fd; /* eventfd: a line was queued */
+};
+
+/* The sandbox whose guest address is a; caller holds w->lock. NULL when none. */
+struct wsandbox *worker_sandbox_by_guest(struct worker *w, struct in_addr a);
+
+/* Cuts a registered connection: both sockets shut down, so its thread ends and reports it
+ * cut. Caller holds w->lock. */
+void worker_cut_locked(struct wconn *c);
+
+/* One decision, as worker.h's {"op":"egress"} line. name, reason and addr may be NULL.
+ * conn: a proxied connection (bytes and cut are sent), else a DNS query. */
+struct decision {
+	const char *id;
+	const char *via; /* "tls", "http", "dns" */
+	const char *name;
+	unsigned port;
+	bool allowed;
+	const char *reason;
+	const char *addr;
+	bool conn;
+	uint64_t bytes_out, bytes_in;
+	bool cut;
+};
+
+/* Queues the decision for sandboxd (dropped and counted when the queue is full) and logs
+ * denials (rate-limited). Never blocks on sandboxd. Safe from any thread, with or without
+ * w->lock held. */
+void worker_decision(struct worker *w, const struct decision *d);
+
+/* proxy.c: takes an accepted connection whose source is a known sandbox's guest (fd is
+ * non-blocking) and runs it on a thread of its own. Consumes fd in every case; a connection
+ * over the caps is refused with a decision. */
+void proxy_accept(struct worker *w, int fd, const struct sockaddr_in *peer);
+
+/* stub.c: starts the DNS stub's thread on the bound UDP socket fd (owned from now on). */
+int stub_start(struct worker *w, int fd);
+
+/* Whether the proxy refuses to dial this address whatever the name (worker.h: loopback,
+ * unspecified, private, link-local, CGNAT, multicast, broadcast, reserved, and the
+ * IPv4-mapped, IPv4-compatible, NAT64 and 6to4 forms of those). The host's own addresses
+ * are checked apart, since they change. */
+bool proxy_addr_refused(const struct sockaddr *sa);
+
+/* Where an HTTP/1.1 chunked request body ends, read as it arrives. Strict where two readers
+ * could disagree (bare CR or LF, whitespace or a sign in a size, data longer than its size),
+ * since the next request head starts where this says the body ends and is decided by its
+ * Host: a body the server reads differently would smuggle a request past the proxy. */
+enum chunked_state {
+	CHUNKED_SIZE_FIRST,
+	CHUNKED_SIZE,
+	CHUNKED_EXT,
+	CHUNKED_SIZE_LF,
+	CHUNKED_DATA,
+	CHUNKED_DATA_CR,
+	CHUNKED_DATA_LF,
+	CHUNKED_TRAILER_START,
+	CHUNKED_TRAILER,
+	CHUNKED_TRAILER_LF,
+	CHUNKED_END_LF,
+};
+
+struct chunked {
+	enum chunked_state st;
+	uint64_t left; /* of the current chunk's size, then its data */
+	unsigned digits;
+	size_t line;    /* bytes of the current extension or trailer line */
+	size_t trailer; /* bytes of trailer fields so far */
+};
+
+enum chunked_result {
+	CHUNKED_MORE,    /* all n bytes are body; the body goes on */
+	CHUNKED_DONE,    /* the body ended after *ret_used bytes */
+	CHUNKED_INVALID, /* *why says what */
+};
+
+#define CHUNKED_INIT                                                                               \
+	{                                                                                          \
+		.st = CHUNKED_SIZE_FIRST                                                           \
+	}
+
+enum chunked_result chunked_scan(struct chunked *s, const uint8_t *p, size_t n, size_t *ret_used,
+                                 const char **why);
