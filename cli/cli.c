@@ -641,6 +641,78 @@ cli_sandbox_option(struct cli *cli, int c, const char *arg, json_t *body)
 		return cli_number_option(cli, "--memory", arg, INT32_MAX, body, "memory_mb");
 	case CLI_OPT_DISK:
 		return cli_number_option(cli, "--disk", arg, INT64_MAX, body, "disk_mb");
+	case CLI_OPT_ALLOW:
+	case CLI_OPT_DENY:
+	case CLI_OPT_NETWORK: {
+		json_t *net = json_object_get(body, "network");
+		if (!net && json_object_set_new(body, "network", (net = json_object())) < 0)
+			return cli_oom();
+		return cli_network_option(cli, c, arg, net);
+	}
 	}
 	return 1;
+}
+
+int
+cli_sandbox_finish(struct cli *cli, json_t *body)
+{
+	json_t *net = json_object_get(body, "network");
+
+	return net ? cli_network_finish(cli, net) : 0;
+}
+
+static const char *const network_modes[] = { "none", "allowlist", "open" };
+
+int
+cli_network_option(struct cli *cli, int c, const char *arg, json_t *net)
+{
+	const char *key;
+	json_t *list;
+
+	switch (c) {
+	case CLI_OPT_NETWORK:
+		/* known here so that a typo is caught before a sandbox is made, and so that
+		 * --allow can be checked against the mode */
+		for (size_t i = 0; i < ARRAY_SIZE(network_modes); i++)
+			if (streq(arg, network_modes[i]))
+				return json_object_set_new(net, "mode", json_string(arg)) < 0
+				               ? cli_oom()
+				               : 0;
+		return cli_usage_error(cli, "--network takes none, allowlist or open, not '%s'",
+		                       arg);
+	case CLI_OPT_ALLOW:
+	case CLI_OPT_DENY:
+		key = c == CLI_OPT_ALLOW ? "allow" : "deny";
+		if (!*arg)
+			return cli_usage_error(cli,
+			                       "--%s needs a host name, such as example.org or "
+			                       "*.example.org",
+			                       key);
+		list = json_object_get(net, key);
+		if (!list && json_object_set_new(net, key, (list = json_array())) < 0)
+			return cli_oom();
+		if (json_array_append_new(list, json_string(arg)) < 0)
+			return cli_usage_error(cli, "--%s must be text", key);
+		return 0;
+	default:
+		return 1;
+	}
+}
+
+int
+cli_network_finish(struct cli *cli, json_t *net)
+{
+	const char *mode = output_str(net, "mode");
+
+	if (!json_object_get(net, "allow"))
+		return 0;
+	if (!mode)
+		return json_object_set_new(net, "mode", json_string("allowlist")) < 0 ? cli_oom()
+		                                                                      : 0;
+	if (!streq(mode, "allowlist"))
+		return cli_usage_error(cli,
+		                       "--allow goes only with --network allowlist (mode %s "
+		                       "reaches %s)",
+		                       mode, streq(mode, "none") ? "nothing" : "any name");
+	return 0;
 }

@@ -105,23 +105,41 @@ int cli_number_option(struct cli *cli, const char *opt, const char *value, uint6
 /* The options that shape a new sandbox, shared by create and run: their getopt values (above
  * any verb's own, which count up from 256), their table entries, and the parser that puts
  * one into a create body. cli_sandbox_option returns 0 when it took c, an exit code when the
- * value is wrong, and 1 when c is not one of them. */
+ * value is wrong, and 1 when c is not one of them; cli_sandbox_finish checks what only the
+ * options together can tell (0 or an exit code) once they are all parsed. */
 enum {
 	CLI_OPT_NAME = 1000,
 	CLI_OPT_IMAGE,
 	CLI_OPT_CPUS,
 	CLI_OPT_MEMORY,
 	CLI_OPT_DISK,
+	CLI_OPT_ALLOW,
+	CLI_OPT_DENY,
+	CLI_OPT_NETWORK,
 };
+/* --allow, --deny and --network: the network verb takes them too */
+#define CLI_NETWORK_OPTIONS                                                                        \
+	{ "allow", required_argument, NULL, CLI_OPT_ALLOW },                                       \
+	        { "deny", required_argument, NULL, CLI_OPT_DENY },                                 \
+	{                                                                                          \
+		"network", required_argument, NULL, CLI_OPT_NETWORK                                \
+	}
 #define CLI_SANDBOX_OPTIONS                                                                        \
 	{ "name", required_argument, NULL, CLI_OPT_NAME },                                         \
 	        { "image", required_argument, NULL, CLI_OPT_IMAGE },                               \
 	        { "cpus", required_argument, NULL, CLI_OPT_CPUS },                                 \
 	        { "memory", required_argument, NULL, CLI_OPT_MEMORY },                             \
-	{                                                                                          \
-		"disk", required_argument, NULL, CLI_OPT_DISK                                      \
-	}
+	        { "disk", required_argument, NULL, CLI_OPT_DISK }, CLI_NETWORK_OPTIONS
 int cli_sandbox_option(struct cli *cli, int c, const char *arg, json_t *body);
+int cli_sandbox_finish(struct cli *cli, json_t *body);
+
+/* --allow NAME and --deny NAME (appended to net's "allow" and "deny" as typed: the server
+ * normalises and judges names) and --network MODE (none, allowlist or open) into net, a
+ * request's network object. Same returns as cli_sandbox_option. */
+int cli_network_option(struct cli *cli, int c, const char *arg, json_t *net);
+/* Once the options are parsed: --allow asks for mode allowlist, so it is the mode when
+ * --network is not given and a usage error with another one. 0 or an exit code. */
+int cli_network_finish(struct cli *cli, json_t *net);
 
 /* The verbs (cmd-*.c). Each returns the process exit code. */
 int cmd_context(struct cli *cli, int argc, char **argv);
@@ -140,3 +158,4 @@ int cmd_shell(struct cli *cli, int argc, char **argv);
 int cmd_ps(struct cli *cli, int argc, char **argv);
 int cmd_cp(struct cli *cli, int argc, char **argv);
 int cmd_image(struct cli *cli, int argc, char **argv);
+int cmd_network(struct cli *cli, int argc, char **argv);

@@ -246,6 +246,8 @@ cmd_run(struct cli *cli, int argc, char **argv)
 		r = cli_usage_error(cli,
 		                    "needs a command: sandbox-cli run [options] -- CMD [ARGS]");
 	if (r == 0)
+		r = cli_sandbox_finish(cli, create);
+	if (r == 0)
 		r = command_finish(cli, &cmd, argc - optind, argv + optind);
 	if (r == 0 && term_signals_init() < 0)
 		r = cli_oom();

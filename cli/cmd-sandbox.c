@@ -1,5 +1,5 @@
-/* cmd-sandbox.c: the sandbox verbs: list, inspect, create, stop, start and kill. Each is one
- * or a few API calls; human output is a table or a line, --json the server's objects. */
+/* cmd-sandbox.c: the sandbox verbs: list, inspect, create, stop, start, kill and network. Each
+ * is one or a few API calls; human output is a table or a line, --json the server's objects. */
 #include <errno.h>
 #include <stdlib.h>
 #include "cli.h"
@@ -204,6 +204,9 @@ cmd_create(struct cli *cli, int argc, char **argv)
 		r = cli_usage_error(cli, "takes no arguments; give the name with --name NAME");
 		goto out;
 	}
+	r = cli_sandbox_finish(cli, body);
+	if (r != 0)
+		goto out;
 	if ((json_object_size(labels) && json_object_set(body, "labels", labels) < 0) ||
 	    (json_object_size(env) && json_object_set(body, "env", env) < 0)) {
 		r = cli_oom();
@@ -302,4 +305,94 @@ cmd_kill(struct cli *cli, int argc, char **argv)
 	static const struct action a = { .method = "DELETE", .suffix = "", .done = "terminated" };
 
 	return act(cli, argc, argv, &a);
+}
+
+/* ---- network ---- */
+
+/* "none", or the names joined with ", ", made safe for a terminal. */
+static char *
+join_names(const json_t *names)
+{
+	_cleanup_buf_ struct buf b = BUF_INIT(64 << 10);
+	_cleanup_free_ char *text = NULL;
+	json_t *v;
+	size_t i;
+
+	json_array_foreach ((json_t *)names, i, v)
+		if (buf_printf(&b, "%s%s", b.len ? ", " : "",
+		               json_string_value(v) ? json_string_value(v) : "?") < 0)
+			return NULL;
+	text = b.len ? buf_steal(&b) : strdup("none");
+	return text ? termsafe_dup(text) : NULL;
+}
+
+/* The sandbox's network, as three lines or (--json) its object on one. */
+static int
+print_network(struct cli *cli, const json_t *sb)
+{
+	const json_t *net = json_object_get(sb, "network");
+	_cleanup_free_ char *mode = NULL, *allow = NULL, *deny = NULL;
+
+	if (!json_is_object(net)) {
+		output_error("the server's sandbox has no network object");
+		return CLI_EXIT_FAILED;
+	}
+	if (cli->json)
+		return output_json_line(net) < 0 ? CLI_EXIT_FAILED : CLI_EXIT_OK;
+	mode = termsafe_dup(output_str(net, "mode") ? output_str(net, "mode") : "?");
+	allow = join_names(json_object_get(net, "allow"));
+	deny = join_names(json_object_get(net, "deny"));
+	if (!mode || !allow || !deny)
+		return cli_oom();
+	printf("mode:   %s\nallow:  %s\ndeny:   %s\n", mode, allow, deny);
+	return CLI_EXIT_OK;
+}
+
+int
+cmd_network(struct cli *cli, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		CLI_NETWORK_OPTIONS,
+		{ NULL, 0, NULL, 0 },
+	};
+	_cleanup_free_ char *path = NULL;
+	json_t *net = json_object(), *body = NULL, *sb = NULL;
+	int c, r = net ? 0 : cli_oom();
+
+	while (r == 0 && (c = cli_getopt(cli, argc, argv, opts)) != -1) {
+		r = cli_network_option(cli, c, optarg, net);
+		if (r == 1) {
+			r = cli_option_end(cli, c);
+			if (r == 0)
+				goto out;
+		}
+	}
+	if (r != 0)
+		goto out;
+	if (argc - optind != 1 || !*argv[optind]) {
+		r = cli_usage_error(cli, "needs one REF (a sandbox id or name)");
+		goto out;
+	}
+	path = cli_sandbox_path(argv[optind], "");
+	if (!path) {
+		r = cli_oom();
+		goto out;
+	}
+	if (json_object_size(net) == 0) {
+		/* no flags: show what the sandbox has */
+		r = cli_call(cli, "GET", path, NULL, &sb);
+	} else {
+		r = cli_network_finish(cli, net);
+		if (r == 0 && !(body = json_pack("{s:O}", "network", net)))
+			r = cli_oom();
+		if (r == 0)
+			r = cli_call(cli, "PATCH", path, body, &sb);
+	}
+	if (r == 0)
+		r = print_network(cli, sb);
+out:
+	json_decref(sb);
+	json_decref(body);
+	json_decref(net);
+	return r;
 }

@@ -51,6 +51,11 @@ static const struct verb verbs[] = {
 	          "  --cpus N             virtual CPUs\n"
 	          "  --memory MB          memory in MiB\n"
 	          "  --disk MB            disk in MiB\n"
+	          "  --network MODE       none, allowlist or open (default: the server's)\n"
+	          "  --allow NAME         a host name it may reach over http(s), such as\n"
+	          "                       example.org or *.example.org (repeatable; means\n"
+	          "                       --network allowlist)\n"
+	          "  --deny NAME          a host name it may never reach (repeatable)\n"
 	          "  --label KEY=VALUE    a label (repeatable)\n"
 	          "  --env NAME=VALUE     an environment variable (repeatable); --env NAME takes\n"
 	          "                       the value from your environment, off the command line\n"
@@ -60,7 +65,8 @@ static const struct verb verbs[] = {
 	          "\n"
 	          "Prints only the id (with --json: the sandbox). When the sandbox fails to\n"
 	          "start, the id is still printed, the reason goes to stderr, and the exit\n"
-	          "code is 1.\n",
+	          "code is 1. The server refuses a network beyond its policy (exit 4; see\n"
+	          "'sandbox-cli doctor' for its ceiling) and never grants less than asked.\n",
 	  .run = cmd_create },
 	{ .name = "stop",
 	  .usage = "stop REF...",
@@ -74,6 +80,21 @@ static const struct verb verbs[] = {
 	  .usage = "kill REF...",
 	  .summary = "End sandboxes and discard their disks (ending an ended one succeeds).",
 	  .run = cmd_kill },
+	{ .name = "network",
+	  .usage = "network REF [--network MODE] [--allow NAME]... [--deny NAME]...",
+	  .summary = "Show a sandbox's network policy, or replace it while it runs.",
+	  .help = "  --network MODE  none, allowlist or open\n"
+	          "  --allow NAME    a host name it may reach over http(s), such as example.org\n"
+	          "                  or *.example.org (repeatable; means --network allowlist)\n"
+	          "  --deny NAME     a host name it may never reach (repeatable)\n"
+	          "\n"
+	          "Without options, prints the sandbox's network: its mode, allow list and deny\n"
+	          "list. With them, the options are the whole new policy, checked like a\n"
+	          "create's: what they leave out is the server's default, not the sandbox's\n"
+	          "current setting. The change applies at once to the running sandbox;\n"
+	          "connections to names it no longer allows are cut. A policy the server\n"
+	          "refuses leaves the old one in place. With --json, prints the network object.\n",
+	  .run = cmd_network },
 	{ .name = "events",
 	  .usage = "events [REF] [--follow] [--since SEQ]",
 	  .summary = "Show a sandbox's recorded events, or follow the live stream.",
@@ -92,6 +113,11 @@ static const struct verb verbs[] = {
 	          "  --memory MB       memory in MiB\n"
 	          "  --disk MB         disk in MiB\n"
 	          "  --name NAME       a name for the sandbox\n"
+	          "  --network MODE    none, allowlist or open (default: the server's)\n"
+	          "  --allow NAME      a host name CMD may reach over http(s), such as\n"
+	          "                    example.org or *.example.org (repeatable; means\n"
+	          "                    --network allowlist)\n"
+	          "  --deny NAME       a host name CMD may never reach (repeatable)\n"
 	          "  --env NAME=VALUE  an environment variable of the command (repeatable);\n"
 	          "                    --env NAME takes the value from your environment\n"
 	          "  --cwd DIR         the command's working directory (default /sandbox/home)\n"

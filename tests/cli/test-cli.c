@@ -1,7 +1,8 @@
 /* test-cli.c: sandbox-cli against a real sandboxd-fake, as a user runs it: contexts and their
  * files, doctor over the unix socket, TCP with a token and https with a private CA, the
- * sandbox verbs with their tables and --json, the exit codes scripts rely on, the messages
- * that say what to do, and the live event stream. */
+ * sandbox verbs with their tables and --json, the network flags and verb against the
+ * server's policy, the exit codes scripts rely on, the messages that say what to do, and the
+ * live event stream. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -624,6 +625,273 @@ test_follow_one_sandbox(void **state)
 	assert_false(harness_file_contains(path, "bystander"));
 }
 
+/* The network of a sandbox as `network REF --json` prints it. */
+static json_t *
+network_of(const char *ep, const char *ref)
+{
+	char *out;
+	json_t *j;
+
+	assert_int_equal(CLI(&out, "--endpoint", ep, "network", ref, "--json"), 0);
+	j = parse_json(out);
+	free(out);
+	return j;
+}
+
+/* The first entry of a JSON array of strings, or "". */
+static const char *
+first(const json_t *arr)
+{
+	const char *s = json_string_value(json_array_get(arr, 0));
+
+	return s ? s : "";
+}
+
+static void
+test_network_flags(void **state)
+{
+	char id[32], *out;
+	json_t *j;
+
+	/* what the CLI can tell alone is a usage error, and nothing is sent */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--name", "netusage",
+	                     "--network", "none", "--allow", "example.org"),
+	                 2);
+	harness_expect_in(out, "--allow goes only with --network allowlist");
+	free(out);
+	/* the order of the flags does not matter */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--name", "netusage", "--allow",
+	                     "example.org", "--network", "open"),
+	                 2);
+	harness_expect_in(out, "--allow goes only with --network allowlist");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--name", "netusage",
+	                     "--network", "wide-open"),
+	                 2);
+	harness_expect_in(out, "--network takes none, allowlist or open, not 'wide-open'");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "run", "--network", "none", "--allow",
+	                     "example.org", "--", "true"),
+	                 2);
+	harness_expect_in(out, "sandbox-cli: run: --allow goes only");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--deny", ""), 2);
+	harness_expect_in(out, "--deny needs a host name");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "inspect", "netusage"), 5);
+	free(out);
+
+	/* the flags become the request's network, as typed: the server's 400 quotes them
+	 * back from where they went (allow or deny, in order) */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--network", "allowlist",
+	                     "--allow", "a.example.org", "--allow", "https://example.org/x"),
+	                 2);
+	harness_expect_in(out, "sandbox-cli: invalid_request: 'network.allow' entry 1: "
+	                       "'https://example.org/x'");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--network", "open", "--deny",
+	                     "example.org:443"),
+	                 2);
+	harness_expect_in(out, "'network.deny' entry 0: 'example.org:443'");
+	free(out);
+
+	/* --network none is granted and shown */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--name", "netnone",
+	                     "--network", "none"),
+	                 0);
+	expect_id_line(out, id);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "network", "netnone"), 0);
+	assert_string_equal(out, "mode:   none\nallow:  none\ndeny:   none\n");
+	free(out);
+	j = network_of(unix_ep, id);
+	assert_string_equal(str(j, "mode"), "none");
+	assert_int_equal(json_array_size(json_object_get(j, "allow")), 0);
+	assert_int_equal(json_array_size(json_object_get(j, "deny")), 0);
+	json_decref(j);
+
+	/* the network verb: the same usage errors, then the server's answers */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "network"), 2);
+	harness_expect_in(out, "needs one REF");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "network", "netnone", "--network", "open",
+	                     "--allow", "example.org"),
+	                 2);
+	harness_expect_in(out, "sandbox-cli: network: --allow goes only");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "network", "netnone", "--network",
+	                     "allowlist", "--allow", "example.org/path"),
+	                 2);
+	harness_expect_in(out, "'network.allow' entry 0: 'example.org/path'");
+	free(out);
+	/* an update to what it has is no change, and is answered */
+	assert_int_equal(
+	        CLI(&out, "--endpoint", unix_ep, "network", "netnone", "--network", "none"), 0);
+	assert_string_equal(out, "mode:   none\nallow:  none\ndeny:   none\n");
+	free(out);
+	assert_int_equal(
+	        CLI(&out, "--endpoint", unix_ep, "network", "no-such-sandbox", "--network", "none"),
+	        5);
+	harness_expect_in(out, "sandbox-cli: not_found: ");
+	free(out);
+	/* a terminated sandbox cannot change; it is still shown by its id */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "kill", "netnone"), 0);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "network", id, "--network", "none"), 6);
+	harness_expect_in(out, "sandbox-cli: conflict: ");
+	harness_expect_in(out, "terminated");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "network", id), 0);
+	harness_expect_in(out, "mode:   none\n");
+	free(out);
+
+	/* help */
+	assert_int_equal(CLI(&out, "--help"), 0);
+	harness_expect_in(out, "  network ");
+	free(out);
+	assert_int_equal(CLI(&out, "network", "--help"), 0);
+	harness_expect_in(out, "--deny NAME");
+	harness_expect_in(out, "whole new policy");
+	free(out);
+	assert_int_equal(CLI(&out, "run", "--help"), 0);
+	harness_expect_in(out, "--allow NAME");
+	free(out);
+}
+
+/* Against a server whose policy file asks for ceiling allowlist and may_allow
+ * [*.example.org, example.com]: what it grants comes back normalised, what it refuses is
+ * exit 4 with its reason. A server that cannot enforce egress lowers the ceiling to none; then
+ * every allowlist is refused, and the test checks that instead. */
+static void
+test_network_policy(void **state)
+{
+	char policy[320], id[32], *out;
+	const char *extra[] = { "--policy", policy, NULL };
+	struct daemon_proc pd;
+	const char *ceiling;
+	bool update;
+	char ep[320];
+	json_t *caps, *j;
+
+	snprintf(policy, sizeof(policy), "%s/policy.yaml", home);
+	write_file(policy,
+	           "network:\n"
+	           "  default: {mode: none}\n"
+	           "  ceiling: allowlist\n"
+	           "  may_allow: [\"*.example.org\", example.com]\n",
+	           0600);
+	assert_int_equal(harness_start(&pd, harness_binary("SANDBOXD_FAKE"), extra, NULL), 0);
+	snprintf(ep, sizeof(ep), "unix://%s", pd.sock);
+	caps = harness_json(pd.sock, "GET", "/v1/capabilities", NULL, 200);
+	assert_non_null(caps);
+	ceiling = harness_str(json_object_get(caps, "network"), "ceiling");
+	update = json_is_true(
+	        json_object_get(json_object_get(caps, "capabilities"), "network_policy_update"));
+	assert_non_null(ceiling);
+
+	if (strcmp(ceiling, "none") == 0) {
+		fprintf(stderr, "note: the server's ceiling is none (it cannot enforce egress); "
+		                "checking that allowlists are refused\n");
+		assert_int_equal(CLI(&out, "--endpoint", ep, "create", "--name", "netrefused",
+		                     "--allow", "www.example.org"),
+		                 4);
+		harness_expect_in(out, "sandbox-cli: refused: ");
+		harness_expect_in(out, "ceiling");
+		free(out);
+		assert_int_equal(CLI(&out, "--endpoint", ep, "inspect", "netrefused"), 5);
+		free(out);
+		/* the positive control: what the ceiling allows */
+		assert_int_equal(CLI(&out, "--endpoint", ep, "create", "--name", "netok",
+		                     "--network", "none"),
+		                 0);
+		free(out);
+		assert_int_equal(CLI(&out, "--endpoint", ep, "network", "netok", "--allow",
+		                     "www.example.org"),
+		                 4);
+		harness_expect_in(out, "ceiling");
+		free(out);
+		j = network_of(ep, "netok");
+		assert_string_equal(str(j, "mode"), "none");
+		json_decref(j);
+		goto out;
+	}
+
+	/* granted, normalised (lowercase, no trailing dot, one of each, sorted) */
+	assert_int_equal(CLI(&out, "--endpoint", ep, "create", "--name", "netallow", "--allow",
+	                     "WWW.Example.org.", "--allow", "www.example.org", "--allow",
+	                     "api.example.org", "--deny", "Gist.Example.org."),
+	                 0);
+	expect_id_line(out, id);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", ep, "network", "netallow"), 0);
+	harness_expect_in(out, "mode:   allowlist\n");
+	harness_expect_in(out, "allow:  api.example.org, www.example.org\n");
+	harness_expect_in(out, "gist.example.org");
+	free(out);
+	j = network_of(ep, id);
+	assert_string_equal(str(j, "mode"), "allowlist");
+	assert_int_equal(json_array_size(json_object_get(j, "allow")), 2);
+	assert_string_equal(first(json_object_get(j, "allow")), "api.example.org");
+	json_decref(j);
+	/* beyond may_allow: refused with the server's reason, nothing made */
+	assert_int_equal(CLI(&out, "--endpoint", ep, "create", "--name", "netoutside", "--allow",
+	                     "example.net"),
+	                 4);
+	harness_expect_in(out, "sandbox-cli: refused: ");
+	harness_expect_in(out, "example.net");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", ep, "inspect", "netoutside"), 5);
+	free(out);
+	/* a wildcard needs an equal or broader one in may_allow */
+	assert_int_equal(CLI(&out, "--endpoint", ep, "create", "--allow", "*.example.com"), 4);
+	harness_expect_in(out, "*.example.com");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", ep, "create", "--allow", "*.api.example.org"), 0);
+	free(out);
+
+	/* an update beyond the policy is refused and leaves the old policy */
+	assert_int_equal(
+	        CLI(&out, "--endpoint", ep, "network", "netallow", "--allow", "example.net"), 4);
+	harness_expect_in(out, "example.net");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", ep, "network", "netallow", "--network", "open"),
+	                 4);
+	free(out);
+	j = network_of(ep, "netallow");
+	assert_int_equal(json_array_size(json_object_get(j, "allow")), 2);
+	json_decref(j);
+	if (!update) {
+		fprintf(stderr, "note: the server cannot change a running sandbox's network\n");
+		assert_int_equal(CLI(&out, "--endpoint", ep, "network", "netallow", "--allow",
+		                     "example.com"),
+		                 1);
+		harness_expect_in(out, "unsupported");
+		free(out);
+		goto out;
+	}
+	/* and one within it applies, and is what the verb prints */
+	assert_int_equal(CLI(&out, "--endpoint", ep, "network", "netallow", "--allow",
+	                     "Example.COM", "--deny", "x.example.com"),
+	                 0);
+	harness_expect_in(out, "mode:   allowlist\nallow:  example.com\n");
+	harness_expect_in(out, "x.example.com");
+	free(out);
+	j = network_of(ep, id);
+	assert_string_equal(first(json_object_get(j, "allow")), "example.com");
+	json_decref(j);
+	assert_int_equal(
+	        CLI(&out, "--endpoint", ep, "network", "netallow", "--network", "none", "--json"),
+	        0);
+	j = parse_json(out);
+	assert_string_equal(str(j, "mode"), "none");
+	json_decref(j);
+	free(out);
+out:
+	json_decref(caps);
+	assert_int_equal(harness_stop(&pd, SIGTERM), 0);
+	harness_cleanup(&pd);
+}
+
 static void
 test_https_private_ca(void **state)
 {
@@ -682,6 +950,8 @@ main(void)
 		cmocka_unit_test(test_stop_start_kill),
 		cmocka_unit_test(test_exit_codes),
 		cmocka_unit_test(test_events),
+		cmocka_unit_test(test_network_flags),
+		cmocka_unit_test(test_network_policy),
 		cmocka_unit_test(test_follow_stream),
 		cmocka_unit_test(test_follow_one_sandbox),
 		cmocka_unit_test(test_https_private_ca),
