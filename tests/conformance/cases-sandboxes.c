@@ -1,6 +1,7 @@
 /* cases-sandboxes.c: conformance cases for the sandbox resource (API.md, "Sandboxes"):
- * create, list, get, names, delete, stop/start, patch, limits, environment and network policy
- * (security requirements R-U2, R-U3, R-P2 to R-P4, R-P7, R-S1, R-L1, R-L2). */
+ * create, list, get, names, delete, stop/start, patch, limits and environment (security
+ * requirements R-U2, R-U3, R-P2, R-P7, R-S1, R-L1, R-L2); the network policy is in
+ * cases-network.c. */
 #include <stdlib.h>
 #include "cases.h"
 #include "conf.h"
@@ -520,60 +521,4 @@ case_invalid_environment_names_are_rejected(void **state)
 	                                               "env_names"),
 	                               "_ok_1"),
 	                 0);
-}
-
-/* R-P3, R-P4: an unknown mode, allow without allowlist, and unknown fields are 400. */
-void
-case_invalid_network_is_rejected(void **state)
-{
-	static const char *const bad[] = {
-		"{\"network\":{\"mode\":\"bogus\"}}",
-		"{\"network\":{\"mode\":\"OPEN\"}}",
-		"{\"network\":{\"mode\":\"none\",\"allow\":[\"example.com\"]}}",
-		"{\"network\":{\"mode\":\"none\",\"bogus\":1}}",
-		"{\"network\":\"open\"}",
-	};
-
-	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
-		conf_create_refused(bad[i], 400, "invalid_request");
-}
-
-static int
-ceiling_rank(void)
-{
-	return conf_net_mode_rank(conf_str(json_object_get(conf_caps(), "network"), "ceiling"));
-}
-
-/* R-P3: a mode above capabilities.network.ceiling is 403 refused; tightening is allowed. */
-void
-case_network_above_ceiling_is_refused(void **state)
-{
-	static const char *const modes[] = { "none", "allowlist", "open" };
-	int ceiling = ceiling_rank();
-	json_t *sb;
-
-	for (int m = ceiling + 1; m < (int)ARRAY_SIZE(modes); m++) {
-		const char *name = conf_name("net");
-		conf_create_refused(
-		        conf_fmt("{\"name\":\"%s\",\"network\":{\"mode\":\"%s\"}}", name, modes[m]),
-		        403, "refused");
-		assert_not_found(name);
-	}
-	sb = conf_create("{\"network\":{\"mode\":\"none\"}}");
-	assert_string_equal(conf_str(json_object_get(sb, "network"), "mode"), "none");
-	if (ceiling >= 2) {
-		print_message("skip: the ceiling is open; no mode is above it\n");
-		skip();
-	}
-}
-
-/* R-P4: "allow": [] means nothing, and is refused. */
-void
-case_empty_allowlist_is_refused(void **state)
-{
-	if (ceiling_rank() < conf_net_mode_rank("allowlist")) {
-		print_message("skip: the network ceiling does not allow allowlist\n");
-		skip();
-	}
-	conf_create_refused("{\"network\":{\"mode\":\"allowlist\",\"allow\":[]}}", 403, "refused");
 }
