@@ -827,10 +827,15 @@ egress_start(struct sandboxd *d, uid_t uid)
 		return r;
 	}
 	d->egress = e;
-	log_info("egress: proxy on tcp %u, DNS stub on udp %u, links from %s, worker pid %d as "
-	         "uid %u",
-	         o->egress_proxy_port, o->egress_dns_port, "--egress-subnet", (int)e->pid,
-	         (unsigned)uid);
+	{
+		char net[INET_ADDRSTRLEN];
+		struct in_addr a = { .s_addr = htonl(o->egress_subnet) };
+		inet_ntop(AF_INET, &a, net, sizeof(net));
+		log_info("egress: proxy on tcp %u, DNS stub on udp %u, sandbox links from %s/%u, "
+		         "worker pid %d as uid %u",
+		         o->egress_proxy_port, o->egress_dns_port, net, o->egress_subnet_bits,
+		         (int)e->pid, (unsigned)uid);
+	}
 	return 0;
 }
 

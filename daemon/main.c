@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include "api-internal.h"
 #include "bundle.h"
+#include "egress.h"
 #include "image-install.h"
 #include "images.h"
 #include "lifecycle.h"
@@ -150,6 +151,14 @@ startup_line(struct sandboxd *d)
 		(void)buf_printf(&line, "; backend %s (%s); network ceiling %s",
 		                 d->backend->ops->name, caps.accel,
 		                 net_mode_to_string(d->policy.network.ceiling));
+		if (egress_enabled(d))
+			(void)buf_printf(&line, " (egress proxy tcp %u, DNS stub udp %u)",
+			                 o->egress_proxy_port, o->egress_dns_port);
+		else if (caps.egress == NET_NONE)
+			(void)buf_puts(&line,
+			               geteuid() != 0
+			                       ? " (not root: sandboxes get no network)"
+			                       : " (--egress off: sandboxes get no network)");
 	} else {
 		(void)buf_puts(&line,
 		               "; backend none (no VM backend built in: sandboxes cannot run)");

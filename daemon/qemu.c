@@ -405,9 +405,9 @@ enum {
 
 struct launch {
 	int fds[FD_COUNT]; /* index fd - FD_KERNEL */
-	char *argv[64];
+	char *argv[96];
 	size_t argc;
-	char *strings[16];
+	char *strings[24];
 	size_t nstrings;
 };
 
@@ -1331,6 +1331,7 @@ qemu_adopt(struct backend *b _unused_, struct sandbox *sb)
 		log_warning("sandbox '%s': started with egress %s, now it is %s: not taken back",
 		            sb->id, vm->net ? "on" : "off", vm->net ? "off" : "on");
 		vm->net = false;
+		vm_kill(vm); /* nothing is left running that no policy governs */
 		return -EPROTO;
 	}
 	if (vm->net) {
@@ -1340,6 +1341,7 @@ qemu_adopt(struct backend *b _unused_, struct sandbox *sb)
 			log_warning("sandbox '%s': its network device is gone: not taken back",
 			            sb->id);
 			vm->net = false;
+			vm_kill(vm);
 			return -ENODEV;
 		}
 		egress_attach(vm->q->d, sb, &link);
