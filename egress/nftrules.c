@@ -68,26 +68,36 @@ validate(const struct nft_sandbox *v, size_t n, const struct nft_config *c)
 	return 0;
 }
 
+/* Two sets of the same sandboxes: guests (tap, guest address), what a guest may send from;
+ * links (tap, guest address, host address), where it may send DNS. */
 static int
 put_guests(struct buf *b, const struct nft_sandbox *v, size_t n)
 {
 	int r;
 
-	r = buf_puts(b, "\tset guests {\n"
-	                "\t\ttype ifname . ipv4_addr\n");
-	/* An empty set takes no elements line: nft refuses `elements = { }`. */
-	for (size_t i = 0; r >= 0 && i < n; i++) {
-		char guest[INET_ADDRSTRLEN];
-		struct in_addr a = { .s_addr = v[i].guest_addr };
+	for (int set = 0; set < 2; set++) {
+		r = buf_printf(b, "\tset %s {\n\t\ttype ifname . ipv4_addr%s\n",
+		               set == 0 ? "guests" : "links", set == 0 ? "" : " . ipv4_addr");
+		/* An empty set takes no elements line: nft refuses `elements = { }`. */
+		for (size_t i = 0; r >= 0 && i < n; i++) {
+			char guest[INET_ADDRSTRLEN], host[INET_ADDRSTRLEN];
+			struct in_addr g = { .s_addr = v[i].guest_addr },
+			               h = { .s_addr = v[i].host_addr };
 
-		if (!inet_ntop(AF_INET, &a, guest, sizeof(guest)))
-			return -EINVAL;
-		r = buf_printf(b, "%s\"%s\" . %s%s", i == 0 ? "\t\telements = { " : "\t\t\t",
-		               v[i].tap, guest, i + 1 < n ? ",\n" : " }\n");
+			if (!inet_ntop(AF_INET, &g, guest, sizeof(guest)) ||
+			    !inet_ntop(AF_INET, &h, host, sizeof(host)))
+				return -EINVAL;
+			r = buf_printf(b, "%s\"%s\" . %s%s%s%s",
+			               i == 0 ? "\t\telements = { " : "\t\t\t", v[i].tap, guest,
+			               set == 0 ? "" : " . ", set == 0 ? "" : host,
+			               i + 1 < n ? ",\n" : " }\n");
+		}
+		if (r >= 0)
+			r = buf_puts(b, "\t}\n");
+		if (r < 0)
+			return r;
 	}
-	if (r >= 0)
-		r = buf_puts(b, "\t}\n");
-	return r;
+	return 0;
 }
 
 int
@@ -115,14 +125,17 @@ nftrules_build(const struct nft_sandbox *v, size_t n, const struct nft_config *c
 		r = put_guests(&b, v, n);
 	/* redirect sends a guest's packet to the primary address of the interface it came in
 	 * on: the host side of that sandbox's own /30, whatever address the guest aimed at.
-	 * Only a guest on its own tap with its own source is redirected at all. */
+	 * Only a guest on its own tap with its own source is redirected at all. Web traffic to
+	 * any address goes to the proxy (which decides by name, never by that address); DNS only
+	 * when sent to the host side of its own link, its resolver: a query to any other server
+	 * is dropped (R-E6), so a guest that hard-codes one learns at once that it cannot. */
 	if (r >= 0)
 		r = buf_printf(
 		        &b,
 		        "\tchain prerouting {\n"
 		        "\t\ttype nat hook prerouting priority dstnat; policy accept;\n"
 		        "\t\tiifname . ip saddr @guests tcp dport { 80, 443 } redirect to :%u\n"
-		        "\t\tiifname . ip saddr @guests udp dport 53 redirect to :%u\n"
+		        "\t\tiifname . ip saddr . ip daddr @links udp dport 53 redirect to :%u\n"
 		        "\t}\n",
 		        c->proxy_port, c->dns_port);
 	/* A drop here is final whatever other tables accept. Whatever a tap sends that is not
@@ -156,12 +169,21 @@ nftrules_build(const struct nft_sandbox *v, size_t n, const struct nft_config *c
 		        "\t}\n",
 		        c->proxy_port, c->dns_port, c->proxy_port, c->dns_port);
 	/* Sandboxes never reach each other or anything beyond the host, even where the host
-	 * forwards for others (ip_forward set by Docker or a VPN). */
+	 * forwards for others (ip_forward set by Docker or a VPN). Ingress is closed too: the
+	 * host itself opens nothing into a tap (R-E10); only the answers to what a guest sent
+	 * (the proxy's and the DNS stub's, and errors about them) go out of one. */
 	if (r >= 0)
 		r = buf_puts(&b, "\tchain forward {\n"
 		                 "\t\ttype filter hook forward priority filter; policy accept;\n"
 		                 "\t\tiifname \"" NFTRULES_TAP_PREFIX
 		                 "*\" counter name \"" NFTRULES_COUNTER_FORWARD "\" drop\n"
+		                 "\t\toifname \"" NFTRULES_TAP_PREFIX
+		                 "*\" counter name \"" NFTRULES_COUNTER_FORWARD "\" drop\n"
+		                 "\t}\n"
+		                 "\tchain output {\n"
+		                 "\t\ttype filter hook output priority filter; policy accept;\n"
+		                 "\t\toifname \"" NFTRULES_TAP_PREFIX
+		                 "*\" ct state established,related accept\n"
 		                 "\t\toifname \"" NFTRULES_TAP_PREFIX
 		                 "*\" counter name \"" NFTRULES_COUNTER_FORWARD "\" drop\n"
 		                 "\t}\n"

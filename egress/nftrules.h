@@ -1,8 +1,8 @@
 /* nftrules.h: the host's nftables ruleset for sandboxes' egress (issue 5, DESIGN.md
  * "Egress"). One table, `inet sandboxd`, replaced as a whole in one `nft -f -` transaction
  * (never assuming it is the only table on the machine): a guest's tcp/80 and tcp/443 are
- * redirected to the egress proxy and its udp/53 to the DNS stub, on the host side of its
- * own link; everything else from a sandbox's tap is dropped (other ports, other UDP
+ * redirected to the egress proxy, and its udp/53 sent to the host side of its own link to the
+ * DNS stub; everything else from a sandbox's tap is dropped (other ports, other UDP
  * including QUIC, ICMP, IPv6); nothing is forwarded to or from a tap; the proxy and DNS
  * ports accept only redirected traffic (a guest cannot reach them directly, and neither can
  * other machines). Pure: builds the text; running nft is the caller's. */
@@ -16,7 +16,7 @@
 #define NFTRULES_TABLE "inet sandboxd" /* family and name, as nft's commands take them */
 /* Named counters in the table (`nft list counter inet sandboxd NAME`), for tests and metrics:
  * what taps sent that was dropped at the host, what other interfaces sent to the proxy or DNS
- * port, and what was refused forwarding to or from a tap. */
+ * port, and what was refused forwarding to or from a tap or opening into one from the host. */
 #define NFTRULES_COUNTER_TAP "tap_drop"
 #define NFTRULES_COUNTER_PORT "port_drop"
 #define NFTRULES_COUNTER_FORWARD "forward_drop"

@@ -550,17 +550,22 @@ test_load(void **state)
 	assert_int_equal(count_str(list, "chain prerouting {"), 1);
 	assert_int_equal(count_str(list, "chain input {"), 1);
 	assert_int_equal(count_str(list, "chain forward {"), 1);
+	assert_int_equal(count_str(list, "chain output {"), 1);
 	assert_int_equal(count_str(list, "set guests {"), 1);
+	assert_int_equal(count_str(list, "set links {"), 1);
 	assert_int_equal(count_str(list, "goto guest"), 1);
-	assert_int_equal(count_str(list, "\"sbxa1\" . 10.9.0.2"), 1);
-	assert_int_equal(count_str(list, "\"sbxa2\" . 10.9.0.6"), 1);
+	/* once in each set; with the host side of its link in links */
+	assert_int_equal(count_str(list, "\"sbxa1\" . 10.9.0.2"), 2);
+	assert_int_equal(count_str(list, "\"sbxa2\" . 10.9.0.6"), 2);
+	assert_int_equal(count_str(list, "\"sbxa1\" . 10.9.0.2 . 10.9.0.1"), 1);
+	assert_int_equal(count_str(list, "\"sbxa2\" . 10.9.0.6 . 10.9.0.5"), 1);
 	free(list);
 
 	/* replaced, not merged: the first sandboxes are gone */
 	load(t, NS_N, &b, 1);
 	assert_int_equal(nft_(t, NS_N, &list, "list table %s", NFTRULES_TABLE), 0);
 	assert_int_equal(count_str(list, "chain input {"), 1);
-	assert_int_equal(count_str(list, "\"sbxb\" . 10.9.0.10"), 1);
+	assert_int_equal(count_str(list, "\"sbxb\" . 10.9.0.10"), 2);
 	assert_null(strstr(list, "sbxa"));
 
 	assert_int_equal(nft_(t, NS_N, &tables, "list tables"), 0);
@@ -656,8 +661,9 @@ teardown_traffic(void **state)
 
 #define assert_probe(probe, want) assert_string_equal((probe), (want))
 
-/* tcp/80 and tcp/443 to any address reach the proxy, udp/53 to any address the DNS stub;
- * the answers come back from where the guest sent them. */
+/* tcp/80 and tcp/443 to any address reach the proxy, udp/53 to the host side of the guest's
+ * own link the DNS stub (to any other server it is dropped: R-E6); the answers come back from
+ * where the guest sent them. */
 static void
 test_redirect(void **state)
 {
@@ -672,7 +678,9 @@ test_redirect(void **state)
 	assert_probe(tcp_probe(t, NS_G, NULL, "192.0.2.1", 80), "proxy");
 	assert_probe(tcp_probe(t, NS_G, NULL, "192.0.2.1", 443), "proxy");
 	assert_probe(udp_probe(t, NS_G, "10.77.0.1", 53), "dns");
-	assert_probe(udp_probe(t, NS_G, "192.0.2.53", 53), "dns");
+	assert_probe(udp_probe(t, NS_G, "192.0.2.53", 53), "timeout");
+	/* nor through the other sandbox's resolver address */
+	assert_probe(udp_probe(t, NS_G, "10.77.0.5", 53), "timeout");
 	/* the second sandbox is redirected to the host side of its own link */
 	assert_probe(tcp_probe(t, NS_G2, NULL, "198.51.100.7", 443), "proxy");
 	assert_probe(udp_probe(t, NS_G2, "10.77.0.5", 53), "dns");
@@ -798,6 +806,41 @@ test_forward(void **state)
 	assert_true(counter(t, NS_H, NFTRULES_COUNTER_FORWARD) >= before + 3);
 }
 
+/* Ingress is closed (R-E10): the host itself cannot open a connection into a sandbox, while
+ * the answers to what a guest sends still reach it. The control runs with the table removed. */
+static void
+test_ingress(void **state)
+{
+	struct net *t = *state;
+	long before;
+
+	if (!t->usable) {
+		namespace_skipped = true;
+		skip();
+	}
+	assert_int_equal(nft(t, NS_H, "delete table %s", NFTRULES_TABLE), 0);
+	assert_probe(tcp_probe(t, NS_H, NULL, "10.77.0.2", 8080), "guest");
+	assert_probe(udp_probe(t, NS_H, "10.77.0.2", 8080), "guest-udp");
+
+	load_traffic_rules(t);
+	before = counter(t, NS_H, NFTRULES_COUNTER_FORWARD);
+	/* dropped on the way out: TCP's SYN never leaves, a datagram's sender hears EPERM */
+	assert_probe(tcp_probe(t, NS_H, NULL, "10.77.0.2", 8080), "timeout");
+	{
+		struct sockaddr_storage ss;
+		socklen_t len = sockaddr_of("10.77.0.2", 8080, &ss);
+		_cleanup_close_ int fd = socket_in(t, NS_H, AF_INET, SOCK_DGRAM, 0);
+		assert_int_equal(connect(fd, (struct sockaddr *)&ss, len), 0);
+		assert_int_equal(send(fd, "?", 1, 0), -1);
+		assert_int_equal(errno, EPERM);
+		assert_int_equal(serve(t, 200), 0);
+	}
+	assert_true(counter(t, NS_H, NFTRULES_COUNTER_FORWARD) >= before + 2);
+	/* what the guest sends is still answered */
+	assert_probe(tcp_probe(t, NS_G, NULL, "10.77.0.1", 443), "proxy");
+	assert_probe(udp_probe(t, NS_G, "10.77.0.1", 53), "dns");
+}
+
 int
 main(void)
 {
@@ -810,6 +853,7 @@ main(void)
 		cmocka_unit_test(test_redirect),       cmocka_unit_test(test_tap_drops),
 		cmocka_unit_test(test_spoofed_source), cmocka_unit_test(test_ipv6),
 		cmocka_unit_test(test_other_machines), cmocka_unit_test(test_forward),
+		cmocka_unit_test(test_ingress),
 	};
 	int r;
 
