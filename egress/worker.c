@@ -440,7 +440,6 @@ accept_some(struct worker *w, int lfd)
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof(ss);
 		struct sockaddr_in peer;
-		struct wsandbox *sb;
 		int fd;
 
 		fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -458,14 +457,7 @@ accept_some(struct worker *w, int lfd)
 			continue;
 		}
 		memcpy(&peer, &ss, sizeof(peer));
-		pthread_mutex_lock(&w->lock);
-		sb = worker_sandbox_by_guest(w, peer.sin_addr);
-		pthread_mutex_unlock(&w->lock);
-		if (!sb) {
-			close(fd);
-			continue;
-		}
-		proxy_accept(w, fd, &peer);
+		proxy_accept(w, fd, &peer); /* closes it at once when no sandbox has peer */
 	}
 	return 0;
 }
@@ -867,6 +859,8 @@ egress_worker_main(int argc, char **argv)
 		log_error("cannot make the sockets non-blocking: %s", strerror(errno));
 		return 1;
 	}
+	/* jansson seeds its hashes on first use: done here, before there are threads */
+	json_object_seed(0);
 	w.handshake_ms = o.handshake_ms;
 	w.max_conns = raise_nofile();
 	w.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -465,8 +465,13 @@ serve_conn(void *arg)
 			}
 			continue;
 		} else {
-			_cleanup_free_ char *b = strdup_printf("host=%s path=%s body=%llu\n", host,
-			                                       path, (unsigned long long)body);
+			struct sockaddr_in me;
+			socklen_t ml = sizeof(me);
+			_cleanup_free_ char *b = NULL;
+
+			getsockname(fd, (struct sockaddr *)&me, &ml);
+			b = strdup_printf("host=%s path=%s body=%llu port=%u\n", host, path,
+			                  (unsigned long long)body, ntohs(me.sin_port));
 
 			resp = strdup_printf("HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n%s",
 			                     strlen(b), b);
@@ -490,8 +495,8 @@ out:
 _noreturn_ static void
 internet(int ready, int go)
 {
-	int lfd, one = 1;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(80) };
+	int lfd[2], one = 1;
+	struct sockaddr_in a = { .sin_family = AF_INET };
 	char c;
 
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -514,10 +519,15 @@ internet(int ready, int go)
 		       "-key", key, "-www", "-quiet", NULL);
 		_exit(127);
 	}
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 128) < 0)
-		_exit(1);
+	/* HTTP on 80, and on 8080 for a redirected guest's other port */
+	for (int i = 0; i < 2; i++) {
+		lfd[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		setsockopt(lfd[i], SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		a.sin_port = htons(i == 0 ? 80 : 8080);
+		if (lfd[i] < 0 || bind(lfd[i], (struct sockaddr *)&a, sizeof(a)) < 0 ||
+		    listen(lfd[i], 128) < 0)
+			_exit(1);
+	}
 	/* ready once s_server answers too */
 	for (int i = 0; i < 100; i++) {
 		struct sockaddr_in s = { .sin_family = AF_INET, .sin_port = htons(443) };
@@ -534,9 +544,14 @@ internet(int ready, int go)
 	if (write(ready, "r", 1) != 1)
 		_exit(1);
 	for (;;) {
-		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		struct pollfd pf[2] = { { .fd = lfd[0], .events = POLLIN },
+			                { .fd = lfd[1], .events = POLLIN } };
 		pthread_t t;
+		int fd;
 
+		if (poll(pf, 2, -1) <= 0)
+			continue;
+		fd = accept4(pf[0].revents ? lfd[0] : lfd[1], NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0)
 			continue;
 		if (pthread_create(&t, NULL, serve_conn, (void *)(intptr_t)fd) == 0)
@@ -1468,6 +1483,113 @@ test_dns(void **state)
 	expect_no_events();
 }
 
+/* As the host's nftables table sends them: the guest dials some address and port, the proxy
+ * learns the port from the redirect and dials the name, never the address. */
+static void
+test_redirected(void **state)
+{
+	struct sockaddr_in to = { .sin_family = AF_INET };
+	char out[4096];
+	json_t *e;
+	SSL *s;
+	int fd;
+	(void)state;
+	NEED_NS();
+
+	if (sh("printf '%%s\\n' 'table ip sbxtest {' ' chain out {' '  type nat hook output "
+	       "priority -100; policy accept;' '  ip saddr %s tcp dport { 80, 443, 8080 } dnat to "
+	       "%s:%d' ' }' '}' | nft -f -",
+	       GUEST, PROXY, PROXY_PORT) != 0) {
+		fprintf(stderr, "skip: cannot load a nat rule with nft here\n");
+		skip();
+	}
+
+	/* port 8080 of some address: the server's 8080, found by the Host */
+	fd = guest_socket(GUEST, SOCK_STREAM);
+	inet_pton(AF_INET, "198.51.100.99", &to.sin_addr);
+	to.sin_port = htons(8080);
+	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	send_str(fd, "GET /r HTTP/1.1\r\nHost: www.allowed.test\r\nConnection: close\r\n\r\n");
+	assert_true(read_all(fd, out, sizeof(out)) > 0);
+	harness_expect_in(out, "host=www.allowed.test path=/r body=0 port=8080");
+	close(fd);
+	e = expect_event("http", "www.allowed.test", "allowed", NULL);
+	assert_int_equal(jint(e, "port"), 8080);
+	assert_string_equal(jstr(e, "addr"), SERVER);
+	json_decref(e);
+
+	/* TLS to the server's own address and port: through the proxy all the same */
+	fd = guest_socket(GUEST, SOCK_STREAM);
+	inet_pton(AF_INET, SERVER, &to.sin_addr);
+	to.sin_port = htons(443);
+	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	s = tls_connect(fd, "tls.allowed.test");
+	assert_non_null(s);
+	SSL_free(s);
+	close(fd);
+	e = expect_event("tls", "tls.allowed.test", "allowed", NULL);
+	assert_int_equal(jint(e, "port"), 443);
+	json_decref(e);
+
+	/* the allowed server's address with an unlisted name: the name decides */
+	fd = guest_socket(GUEST, SOCK_STREAM);
+	to.sin_port = htons(80);
+	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	send_str(fd, "GET / HTTP/1.1\r\nHost: unlisted.test\r\n\r\n");
+	assert_int_equal(read_all(fd, out, sizeof(out)), 0);
+	close(fd);
+	json_decref(expect_event("http", "unlisted.test", "denied", "not on the allow list"));
+	assert_int_equal(sh("nft delete table ip sbxtest"), 0);
+	expect_no_events();
+}
+
+/* sandboxd stops reading: decisions are dropped and counted, connections never wait. */
+static void
+test_backpressure(void **state)
+{
+	static const unsigned sent = 20000;
+	uint8_t q[64] = { 0x12, 0x34, 0x01, 0x00, 0,   1,   0,   0,   0,   0,   0,   0,
+		          3,    'w',  'w',  'w',  7,   'a', 'l', 'l', 'o', 'w', 'e', 'd',
+		          4,    't',  'e',  's',  't', 0,   0,   1,   0,   1 };
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(DNS_PORT) };
+	uint64_t events = 0, dropped = 0;
+	char *r;
+	ssize_t n;
+	json_t *j;
+	int fd;
+	(void)state;
+	NEED_NS();
+
+	fd = guest_socket(GUEST, SOCK_DGRAM);
+	inet_pton(AF_INET, PROXY, &to.sin_addr);
+	for (unsigned i = 0; i < sent; i++) {
+		assert_int_equal(sendto(fd, q, 34, 0, (struct sockaddr *)&to, sizeof(to)), 34);
+		if (i % 200 == 199)
+			usleep(2000);
+	}
+	close(fd);
+	/* the proxy still serves while nobody reads its decisions */
+	r = http_get("www.allowed.test", "/", &n);
+	harness_expect_in(r, "host=www.allowed.test");
+	free(r);
+
+	while ((j = ctl_line(1000))) {
+		if (streq(jstr(j, "op"), "dropped"))
+			dropped += jint(j, "count");
+		else if (streq(jstr(j, "op"), "egress"))
+			events++;
+		json_decref(j);
+	}
+	assert_true(dropped > 0);
+	/* a query the kernel dropped is no decision at all; the rest are counted once */
+	assert_true(events + dropped <= sent + 1);
+	assert_true(events >= 4096);
+	/* and it carries on */
+	assert_true(dns_ask(GUEST, "www.allowed.test", 1, (uint8_t[512]){ 0 }, WAIT_MS) > 0);
+	json_decref(expect_event("dns", "www.allowed.test", "allowed", NULL));
+	expect_no_events();
+}
+
 /* ---- the process ---- */
 
 static void
@@ -1531,6 +1653,8 @@ main(void)
 		cmocka_unit_test(test_bulk),
 		cmocka_unit_test(test_tightening),
 		cmocka_unit_test(test_dns),
+		cmocka_unit_test(test_redirected),
+		cmocka_unit_test(test_backpressure),
 		cmocka_unit_test(test_process),
 	};
 	int r;
