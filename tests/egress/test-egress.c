@@ -1,0 +1,1146 @@
+/* test-egress.c: egress enforcement end to end (issue 5): the product sandboxd, as root with
+ * --egress on, in a network namespace of the test's (netns.sh: NAME-host), its guests running
+ * curl, openssl and busybox from a test image (mkimage.sh), against an "internet" in a second
+ * namespace (internet.py in NAME-inet: HTTP, TLS with one certificate per name, a banner on
+ * port 22 and a DNS server that logs every query). Every refusal is checked beside a request
+ * that passes in the same test, and through what the user sees: the command's output, the
+ * servers' logs, the nft drop counter and the sandbox's events. Two sandboxes, booted once. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "base64.h"
+#include "buf.h"
+#include "harness.h"
+#include "util.h"
+
+extern char **environ;
+
+/* an install of the small test image and a boot under TCG take seconds; these bound them */
+#define INSTALL_TIMEOUT_MS 120000
+#define CREATE_TIMEOUT_MS 120000
+/* sandboxd's API over TCP in NAME-host (--listen), which no guest may reach */
+#define API_PORT "9443"
+#define WEB "203.0.113.10"
+#define UPSTREAM_DNS "203.0.113.53"
+/* what each sandbox may reach: A the names the cases need (gist denied under the wildcard),
+ * B one name of its own */
+#define A_NETWORK                                                                                  \
+	"{\"mode\":\"allowlist\",\"allow\":[\"allowed.test\",\"also.test\",\"*.hub.test\","        \
+	"\"loopy.test\"],\"deny\":[\"gist.hub.test\"]}"
+#define B_NETWORK "{\"mode\":\"allowlist\",\"allow\":[\"also.test\"]}"
+
+static struct daemon_proc p;
+static const char *src;    /* tests/egress */
+static const char *netns;  /* NAME of NAME-host and NAME-inet */
+static char dir[256];      /* the test's own files */
+static char inet_dir[300]; /* internet.py's: certificates, records, logs */
+static pid_t inet_pid;
+static bool netns_up;
+static json_t *sa, *sb; /* the two sandboxes */
+static char a_host[32]; /* A's link, host side: its gateway and DNS server */
+static char a_guest[32], b_guest[32];
+
+/* ---- the host side ---- */
+
+static char *
+vfmt(const char *fmt, va_list ap)
+{
+	char *s = NULL;
+
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	return s;
+}
+
+/* Runs a shell command on this machine; whether it exited 0. */
+static bool _printf_(1, 2) host_sh(const char *fmt, ...)
+{
+	va_list ap;
+	char *cmd;
+	int r;
+
+	va_start(ap, fmt);
+	cmd = vfmt(fmt, ap);
+	va_end(ap);
+	if (!cmd)
+		return false;
+	r = system(cmd);
+	free(cmd);
+	return r == 0;
+}
+
+/* A shell command's stdout and stderr (caller frees; "" when it could not run). */
+static char *_printf_(1, 2) host_out(const char *fmt, ...)
+{
+	struct buf b = BUF_INIT(1u << 20);
+	char chunk[4096], *cmd, *full;
+	va_list ap;
+	size_t n;
+	FILE *f;
+
+	va_start(ap, fmt);
+	cmd = vfmt(fmt, ap);
+	va_end(ap);
+	full = cmd ? strdup_printf("{ %s; } 2>&1", cmd) : NULL;
+	f = full ? popen(full, "r") : NULL;
+	while (f && (n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		if (buf_append(&b, chunk, n) < 0)
+			break;
+	if (f)
+		pclose(f);
+	free(cmd);
+	free(full);
+	if (buf_append(&b, "", 1) < 0)
+		return strdup("");
+	return buf_steal(&b);
+}
+
+static void
+netns_down(void)
+{
+	if (netns_up && !host_sh("sh '%s/netns.sh' down %s", src, netns))
+		fprintf(stderr, "test-egress: netns.sh down %s failed\n", netns);
+	netns_up = false;
+}
+
+/* The packets the table's counter has seen (nft list counter inet sandboxd NAME). */
+static long long
+counter(const char *name)
+{
+	char *out =
+	        host_out("ip netns exec %s-host nft list counter inet sandboxd %s", netns, name);
+	const char *pk = strstr(out, "packets ");
+	long long n = -1;
+
+	if (!pk || sscanf(pk, "packets %lld", &n) != 1)
+		fail_msg("no counter %s in table inet sandboxd: %s", name, out);
+	free(out);
+	return n;
+}
+
+static bool
+inet_log_has(const char *file, const char *needle)
+{
+	char path[400];
+
+	snprintf(path, sizeof(path), "%s/%s", inet_dir, file);
+	return harness_file_contains(path, needle);
+}
+
+/* ---- the API ---- */
+
+/* A request over the daemon's socket, bounded by timeout_ms. Returns the status (-1: no
+ * answer in time) and the body (caller frees; may be NULL). */
+static int
+http(const char *method, const char *path, const char *body, int timeout_ms, char **ret_body)
+{
+	char *req = NULL, *resp = NULL, *b;
+	int status = -1, n;
+
+	n = asprintf(&req,
+	             "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+	             "%sContent-Length: %zu\r\n\r\n%s",
+	             method, path, body ? "Content-Type: application/json\r\n" : "",
+	             body ? strlen(body) : 0, body ? body : "");
+	if (n < 0)
+		return -1;
+	if (harness_raw(p.sock, 0, req, (size_t)n, &resp, timeout_ms) > 0)
+		sscanf(resp, "HTTP/1.1 %d", &status);
+	free(req);
+	if (ret_body) {
+		b = resp ? strstr(resp, "\r\n\r\n") : NULL;
+		*ret_body = b ? strdup(b + 4) : NULL;
+	}
+	free(resp);
+	return status;
+}
+
+static json_t *
+http_json(const char *method, const char *path, const char *body, int timeout_ms, int want)
+{
+	char *out = NULL;
+	int status = http(method, path, body, timeout_ms, &out);
+	json_t *j;
+
+	if (status != want)
+		fail_msg("%s %s %s: expected %d, got %d: %s", method, path, body ? body : "", want,
+		         status, out ? out : "(no answer)");
+	j = out && *out ? json_loads(out, 0, NULL) : NULL;
+	free(out);
+	return j;
+}
+
+static const char *
+id_of(json_t *s)
+{
+	return harness_str(s, "id");
+}
+
+static json_t *
+create(const char *network)
+{
+	char body[512];
+	json_t *j;
+
+	snprintf(body, sizeof(body), "{\"image\":\"egress\",\"network\":%s}", network);
+	j = http_json("POST", "/v1/sandboxes", body, CREATE_TIMEOUT_MS, 201);
+	if (!j || strcmp(harness_str(j, "state"), "running") != 0)
+		fail_msg("the sandbox did not boot: %s", j ? harness_str(j, "reason") : "?");
+	return j;
+}
+
+static void
+patch_network(json_t *s, const char *network)
+{
+	char path[128], body[512];
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id_of(s));
+	snprintf(body, sizeof(body), "{\"network\":%s}", network);
+	json_decref(http_json("PATCH", path, body, 30000, 200));
+}
+
+/* Runs `sh -c script` in the sandbox as its user, stderr into stdout, for at most
+ * timeout_secs; returns the exit code and the output (caller frees). */
+static int
+run(json_t *s, const char *script, int timeout_secs, char **ret_out)
+{
+	char path[128], *body, *full = strdup_printf("exec 2>&1; %s", script);
+	json_t *req = json_pack("{s:[s,s,s],s:i}", "argv", "sh", "-c", full, "timeout_secs",
+	                        timeout_secs);
+	struct buf b = BUF_INIT(16u << 20);
+	const char *b64;
+	json_t *r;
+	int code;
+
+	body = json_dumps(req, JSON_COMPACT);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/run", id_of(s));
+	r = http_json("POST", path, body, (timeout_secs + 20) * 1000, 200);
+	code = (int)json_integer_value(json_object_get(r, "exit_code"));
+	b64 = harness_str(r, "stdout");
+	assert_non_null(b64);
+	assert_int_equal(base64_decode(&b, b64, strlen(b64)), 0);
+	assert_int_equal(buf_append(&b, "", 1), 0);
+	*ret_out = buf_steal(&b);
+	json_decref(r);
+	json_decref(req);
+	free(body);
+	free(full);
+	return code;
+}
+
+/* run() for a script whose exit code does not matter; its output (caller frees). */
+static char *
+output_of(json_t *s, const char *script)
+{
+	char *out = NULL;
+
+	(void)run(s, script, 30, &out);
+	return out;
+}
+
+/* The sandbox's last few egress events, one a line, for a failure's message (caller frees):
+ * why sandboxd let something through or refused it. */
+static char *
+recent_egress(json_t *s)
+{
+	struct buf b = BUF_INIT(1u << 20);
+	char path[128], *body = NULL;
+	json_t *all = NULL, *e;
+	size_t i, n, shown = 0;
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", id_of(s));
+	if (http("GET", path, NULL, 10000, &body) == 200 && body)
+		all = json_loads(body, 0, NULL);
+	free(body);
+	n = json_array_size(json_object_get(all, "events"));
+	for (i = n; i > 0 && shown < 4; i--) {
+		e = json_array_get(json_object_get(all, "events"), i - 1);
+		if (strncmp(harness_str(e, "type") ? harness_str(e, "type") : "", "egress.", 7) ==
+		    0) {
+			char *d = json_dumps(json_object_get(e, "data"), JSON_COMPACT);
+			(void)buf_printf(&b, "  %s %s\n", harness_str(e, "type"), d ? d : "");
+			free(d);
+			shown++;
+		}
+	}
+	json_decref(all);
+	if (buf_append(&b, "", 1) < 0)
+		return strdup("");
+	return buf_steal(&b);
+}
+
+/* A failed expectation's message: built, then what it quoted freed, then failed with (a
+ * failure jumps out of the test, past any free). */
+static char failure[16384];
+
+/* The script passes and says needle. */
+static void
+expect_pass(json_t *s, const char *script, const char *needle)
+{
+	char *out = NULL;
+	int code = run(s, script, 30, &out);
+
+	if (code != 0 || !strstr(out, needle)) {
+		char *ev = recent_egress(s);
+		snprintf(failure, sizeof(failure),
+		         "`%s` in %s: expected exit 0 and '%s', got exit %d:\n%s\n"
+		         "its last egress events, newest first:\n%s",
+		         script, id_of(s), needle, code, out, ev);
+		free(ev);
+		free(out);
+		fail_msg("%s", failure);
+	}
+	free(out);
+}
+
+/* The script fails, and never says forbidden. */
+static void
+expect_refused(json_t *s, const char *script, const char *forbidden)
+{
+	char *out = NULL;
+	int code = run(s, script, 30, &out);
+
+	if (code == 0 || (forbidden && strstr(out, forbidden))) {
+		char *ev = recent_egress(s);
+		snprintf(failure, sizeof(failure),
+		         "`%s` in %s: expected a failure without '%s', got exit %d:\n%s\n"
+		         "its last egress events, newest first:\n%s",
+		         script, id_of(s), forbidden ? forbidden : "", code, out, ev);
+		free(ev);
+		free(out);
+		fail_msg("%s", failure);
+	}
+	free(out);
+}
+
+/* What event() looks for besides type and name. */
+struct want {
+	int port;                /* > 0: this port */
+	const char *via;         /* "tls", "http", "dns" */
+	const char *reason_part; /* a part of the reason */
+	bool cut;                /* cut: true */
+	const char *addr;        /* the address dialled */
+};
+
+/* The first event of type whose data.name is name (NULL: null) and whose other fields are as
+ * w says, waiting up to 10 s for it (an allowed connection's event comes when it ends). A new
+ * reference to its data, or NULL. */
+static json_t *
+event(json_t *s, const char *type, const char *name, struct want w)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", id_of(s));
+	for (int i = 0; i < 50; i++) {
+		json_t *all = http_json("GET", path, NULL, 10000, 200), *e, *found = NULL;
+		size_t k;
+
+		json_array_foreach (json_object_get(all, "events"), k, e) {
+			json_t *d = json_object_get(e, "data");
+			json_t *n = json_object_get(d, "name");
+			const char *r = harness_str(d, "reason");
+			if (found || strcmp(harness_str(e, "type"), type) != 0)
+				continue;
+			if (name ? !json_is_string(n) || strcmp(json_string_value(n), name) != 0
+			         : !json_is_null(n))
+				continue;
+			if (w.port > 0 && json_integer_value(json_object_get(d, "port")) != w.port)
+				continue;
+			if (w.via &&
+			    (!harness_str(d, "via") || strcmp(harness_str(d, "via"), w.via) != 0))
+				continue;
+			if (w.reason_part && (!r || !strstr(r, w.reason_part)))
+				continue;
+			if (w.cut && !json_is_true(json_object_get(d, "cut")))
+				continue;
+			if (w.addr &&
+			    (!harness_str(d, "addr") || strcmp(harness_str(d, "addr"), w.addr)))
+				continue;
+			found = json_incref(d);
+		}
+		json_decref(all);
+		if (found)
+			return found;
+		usleep(200000);
+	}
+	return NULL;
+}
+
+static void
+expect_event(json_t *s, const char *type, const char *name, struct want w)
+{
+	json_t *d = event(s, type, name, w);
+	char path[128], *all = NULL;
+
+	if (d) {
+		/* a refusal says why */
+		if (strcmp(type, "egress.denied") == 0)
+			assert_true(harness_str(d, "reason") && *harness_str(d, "reason"));
+		json_decref(d);
+		return;
+	}
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", id_of(s));
+	(void)http("GET", path, NULL, 10000, &all);
+	fail_msg("no %s event for %s (port %d, via %s, reason ~'%s'%s) in:\n%s", type,
+	         name ? name : "no name", w.port, w.via ? w.via : "*",
+	         w.reason_part ? w.reason_part : "*", w.cut ? ", cut" : "", all ? all : "");
+}
+
+/* One word of a sandbox's own view: its first line of output. */
+static void
+guest_word(json_t *s, const char *script, char *out, size_t size)
+{
+	char *o = NULL;
+
+	assert_int_equal(run(s, script, 20, &o), 0);
+	o[strcspn(o, "\n")] = '\0';
+	if (!*o)
+		fail_msg("`%s` said nothing", script);
+	snprintf(out, size, "%s", o);
+	free(o);
+}
+
+/* ---- setup ---- */
+
+static int
+spawn_inet(void)
+{
+	char *script = strdup_printf("%s/internet.py", src), *ns = strdup_printf("%s-inet", netns),
+	     *log = strdup_printf("%s/internet.log", inet_dir);
+	const char *argv[] = {
+		"ip", "netns", "exec", ns, "python3", script, "serve", inet_dir, NULL
+	};
+	posix_spawn_file_actions_t fa;
+	char ready[400];
+	int r;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	r = posix_spawnp(&inet_pid, "ip", &fa, NULL, (char *const *)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	free(script);
+	free(ns);
+	if (r != 0) {
+		fprintf(stderr, "cannot start internet.py: %s\n", strerror(r));
+		free(log);
+		return -1;
+	}
+	snprintf(ready, sizeof(ready), "%s/ready", inet_dir);
+	for (int i = 0; i < 200; i++) {
+		if (access(ready, F_OK) == 0) {
+			free(log);
+			return 0;
+		}
+		if (waitpid(inet_pid, NULL, WNOHANG) == inet_pid) {
+			inet_pid = 0;
+			break;
+		}
+		usleep(50000);
+	}
+	fprintf(stderr, "internet.py did not start:\n");
+	host_sh("cat '%s' >&2", log);
+	free(log);
+	return -1;
+}
+
+/* The internet answers from the host side, before sandboxd is in the way: the servers, the
+ * certificates, and the DNS records through the resolv.conf sandboxd will have. */
+static int
+check_fixture(const char *resolv)
+{
+	char *checks[][2] = {
+		{ strdup_printf("ip netns exec %s-host curl -sS --cacert %s/ca.pem --resolve "
+		                "allowed.test:443:" WEB " https://allowed.test/fixture",
+		                netns, inet_dir),
+		  "sni=allowed.test host=allowed.test path=/fixture" },
+		{ strdup_printf("ip netns exec %s-host curl -sS -H 'Host: also.test' http://" WEB
+		                "/fixture",
+		                netns),
+		  "host=also.test path=/fixture" },
+		{ strdup_printf("ip netns exec %s-host curl -sS --max-time 3 telnet://" WEB
+		                ":22 </dev/null",
+		                netns),
+		  "SSH-2.0-internet-test" },
+		{ strdup_printf(
+		          "sh '%s/netns.sh' exec-host %s '%s' python3 -c 'import socket, sys; "
+		          "print(*[socket.gethostbyname(n) for n in sys.argv[1:]])' "
+		          "api.hub.test loopy.test",
+		          src, netns, resolv),
+		  WEB " 127.0.0.1" },
+	};
+	int r = 0;
+
+	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
+		char *out = r == 0 && checks[i][0] ? host_out("%s", checks[i][0]) : NULL;
+		if (r == 0 && (!out || !strstr(out, checks[i][1]))) {
+			fprintf(stderr, "the test internet does not answer `%s`: %s\n",
+			        checks[i][0] ? checks[i][0] : "", out ? out : "");
+			r = -1;
+		}
+		free(out);
+		free(checks[i][0]);
+	}
+	return r;
+}
+
+static int
+write_text(const char *path, const char *text, mode_t mode)
+{
+	return write_file_atomic(path, text, strlen(text), mode);
+}
+
+static int
+setup(void **state)
+{
+	static char resolv[300], policy[300], token[300], cert[340], key[340], launcher_sh[300];
+	static const char *launcher[6];
+	const char *args[16];
+	char tls[300];
+	int n = 0;
+
+	if (harness_tmpdir(dir, sizeof(dir)) < 0)
+		return -1;
+	snprintf(inet_dir, sizeof(inet_dir), "%s/inet", dir);
+	if (mkdir(inet_dir, 0700) < 0)
+		return -1;
+	if (!host_sh("python3 '%s/internet.py' certs '%s'", src, inet_dir)) {
+		fprintf(stderr, "internet.py certs failed (openssl)\n");
+		return -1;
+	}
+	if (!host_sh("sh '%s/netns.sh' up %s", src, netns))
+		return -1;
+	netns_up = true;
+	atexit(netns_down);
+
+	/* sandboxd: in NAME-host, resolving through the internet's DNS server, with a policy that
+	 * lets requests ask for any name under the allowlist mode */
+	snprintf(resolv, sizeof(resolv), "%s/resolv.conf", dir);
+	snprintf(policy, sizeof(policy), "%s/policy.yaml", dir);
+	snprintf(token, sizeof(token), "%s/token", dir);
+	snprintf(tls, sizeof(tls), "%s/tls", dir);
+	snprintf(cert, sizeof(cert), "%s/server.pem", tls);
+	snprintf(key, sizeof(key), "%s/server.key", tls);
+	snprintf(launcher_sh, sizeof(launcher_sh), "%s/netns.sh", src);
+	if (write_text(resolv, "nameserver " UPSTREAM_DNS "\n", 0644) < 0 ||
+	    write_text(policy,
+	               "network:\n"
+	               "  default:\n"
+	               "    mode: none\n"
+	               "  ceiling: allowlist\n"
+	               "  may_allow:\n"
+	               "    - \"*\"\n",
+	               0644) < 0 ||
+	    write_text(token, "egress-test-token-0123456789abcdef\n", 0600) < 0 ||
+	    mkdir(tls, 0700) < 0 || harness_make_certs(tls, "", false) < 0)
+		return -1;
+	if (spawn_inet() < 0 || check_fixture(resolv) < 0)
+		return -1;
+	launcher[0] = "/bin/sh";
+	launcher[1] = launcher_sh;
+	launcher[2] = "exec-host";
+	launcher[3] = netns;
+	launcher[4] = resolv;
+	launcher[5] = NULL;
+	harness_set_launcher(launcher);
+	args[n++] = "--egress";
+	args[n++] = "on";
+	args[n++] = "--policy";
+	args[n++] = policy;
+	args[n++] = "--listen";
+	args[n++] = "0.0.0.0:" API_PORT;
+	args[n++] = "--token-file";
+	args[n++] = token;
+	args[n++] = "--tls-cert";
+	args[n++] = cert;
+	args[n++] = "--tls-key";
+	args[n++] = key;
+	args[n] = NULL;
+	if (harness_start_vm(&p, args, NULL) < 0)
+		return -1;
+
+	/* the image, built with this run's CA, installed from a local layout */
+	if (!host_sh("sh '%s/mkimage.sh' '%s/images/local/egress' '%s/ca.pem' "
+	             "'%s/images/busybox/rootfs.ext4' >'%s/mkimage.log' 2>&1 || "
+	             "{ cat '%s/mkimage.log' >&2; false; }",
+	             src, p.state, inet_dir, harness_vm_bundle(), dir, dir))
+		return -1;
+	{
+		char *out = NULL;
+		int st = http("POST", "/v1/images", "{\"image\":\"egress\"}", INSTALL_TIMEOUT_MS,
+		              &out);
+		if (st != 200) {
+			fprintf(stderr, "POST /v1/images egress: %d %s\n", st, out ? out : "");
+			free(out);
+			return -1;
+		}
+		free(out);
+	}
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	int rc = 0;
+
+	json_decref(sa);
+	json_decref(sb);
+	sa = sb = NULL;
+	if (p.pid > 0) {
+		json_t *list = NULL, *v;
+		char *out = NULL;
+		size_t i;
+		if (http("GET", "/v1/sandboxes", NULL, 10000, &out) == 200)
+			list = json_loads(out, 0, NULL);
+		free(out);
+		json_array_foreach (json_object_get(list, "sandboxes"), i, v) {
+			char path[128];
+			snprintf(path, sizeof(path), "/v1/sandboxes/%s", id_of(v));
+			if (http("DELETE", path, NULL, 30000, NULL) != 204)
+				rc = -1;
+		}
+		json_decref(list);
+		if (harness_stop(&p, SIGTERM) != 0) {
+			fprintf(stderr, "sandboxd did not exit cleanly; its log: %s\n", p.log);
+			host_sh("tail -50 '%s' >&2", p.log);
+			rc = -1;
+		}
+	}
+	harness_cleanup(&p);
+	if (inet_pid > 0) {
+		kill(inet_pid, SIGKILL);
+		waitpid(inet_pid, NULL, 0);
+		inet_pid = 0;
+	}
+	netns_down();
+	if (dir[0] && !getenv("HARNESS_KEEP"))
+		host_sh("rm -rf '%s'", dir);
+	return rc;
+}
+
+/* The sandboxes, booted at the first case that needs them, and what they see of their link. */
+static void
+need_sandboxes(void)
+{
+	static bool tried;
+
+	if (tried) {
+		if (!sa || !sb || !a_guest[0] || !b_guest[0])
+			fail_msg("the sandboxes did not come up (the first case says why)");
+		return;
+	}
+	tried = true;
+	sa = create(A_NETWORK);
+	sb = create(B_NETWORK);
+	guest_word(sa, "sed -n 's/^nameserver //p' /etc/resolv.conf", a_host, sizeof(a_host));
+	guest_word(sa, "ip -4 -o addr | sed -n '/ lo /d; s/.* inet \\([0-9.]*\\)\\/.*/\\1/p'",
+	           a_guest, sizeof(a_guest));
+	guest_word(sb, "ip -4 -o addr | sed -n '/ lo /d; s/.* inet \\([0-9.]*\\)\\/.*/\\1/p'",
+	           b_guest, sizeof(b_guest));
+	assert_string_not_equal(a_guest, b_guest);
+}
+
+/* ---- the cases ---- */
+
+#define TLS(n) ((struct want){ .port = (n), .via = "tls" })
+#define HTTP(n) ((struct want){ .port = (n), .via = "http" })
+/* the guest's own DNS server: the host side of its link, from the resolv.conf the agent wrote */
+#define GUEST_HOST "$(sed -n 's/^nameserver //p' /etc/resolv.conf)"
+
+static void
+test_allowed_name_passes(void **state)
+{
+	json_t *d;
+
+	need_sandboxes();
+	/* by name, TLS checked against the image's CA (the test's), and plain HTTP; the server
+	 * saw the name the guest asked for, coming from the host side */
+	expect_pass(sa, "curl -sS https://allowed.test/t1-tls",
+	            "sni=allowed.test host=allowed.test path=/t1-tls");
+	expect_pass(sa, "curl -sS http://allowed.test/t1-http", "host=allowed.test path=/t1-http");
+	expect_pass(sa, "wget -q -O - http://also.test/t1-wget", "host=also.test path=/t1-wget");
+	assert_true(
+	        inet_log_has("http.log", "https allowed.test allowed.test /t1-tls 198.51.100.1"));
+	assert_true(inet_log_has("http.log", "http - allowed.test /t1-http 198.51.100.1"));
+	/* the guest's answer for the name is its own link's host side, not the server */
+	expect_pass(sa, "nslookup allowed.test", a_host);
+	/* recorded, with what went each way and where */
+	d = event(sa, "egress.allowed", "allowed.test", TLS(443));
+	if (!d)
+		expect_event(sa, "egress.allowed", "allowed.test",
+		             TLS(443)); /* says what there was */
+	assert_true(json_integer_value(json_object_get(d, "bytes_out")) > 0);
+	assert_true(json_integer_value(json_object_get(d, "bytes_in")) > 0);
+	assert_string_equal(harness_str(d, "addr"), WEB);
+	json_decref(d);
+	expect_event(sa, "egress.allowed", "allowed.test", HTTP(80));
+}
+
+static void
+test_unlisted_name_fails(void **state)
+{
+	need_sandboxes();
+	expect_pass(sa, "curl -sS https://allowed.test/t2-ok", "sni=allowed.test");
+	/* no answer for the name, and no way through when the guest brings an address itself
+	 * (curl -k: nothing but the proxy can be what refuses) */
+	expect_refused(sa, "nslookup other.test", "Name:");
+	expect_refused(sa, "curl -sS -k https://other.test/t2-dns", "path=");
+	expect_refused(
+	        sa, "curl -sS -k --resolve other.test:443:" GUEST_HOST " https://other.test/t2-tls",
+	        "path=");
+	expect_refused(sa, "curl -sS -f -H 'Host: other.test' http://allowed.test/t2-http",
+	               "path=");
+	assert_false(inet_log_has("http.log", "/t2-dns"));
+	assert_false(inet_log_has("http.log", "/t2-tls"));
+	assert_false(inet_log_has("http.log", "/t2-http"));
+	expect_event(sa, "egress.denied", "other.test", TLS(443));
+	expect_event(sa, "egress.denied", "other.test", HTTP(80));
+	expect_event(sa, "egress.denied", "other.test", (struct want){ .via = "dns" });
+}
+
+static void
+test_denied_wins_over_wildcard(void **state)
+{
+	need_sandboxes();
+	/* *.hub.test is allowed, gist.hub.test denied */
+	expect_pass(sa, "curl -sS https://api.hub.test/t3-api",
+	            "sni=api.hub.test host=api.hub.test");
+	expect_pass(sa, "nslookup api.hub.test", a_host);
+	expect_refused(sa, "nslookup gist.hub.test", "Name:");
+	expect_refused(sa,
+	               "curl -sS -k --resolve gist.hub.test:443:" GUEST_HOST
+	               " https://gist.hub.test/t3-gist",
+	               "path=");
+	expect_refused(sa, "curl -sS -f -H 'Host: gist.hub.test' http://api.hub.test/t3-gist-http",
+	               "path=");
+	/* the wildcard is not the name itself */
+	expect_refused(sa, "curl -sS -f -H 'Host: hub.test' http://api.hub.test/t3-hub", "path=");
+	assert_false(inet_log_has("http.log", "/t3-gist"));
+	assert_false(inet_log_has("http.log", "/t3-hub"));
+	expect_event(sa, "egress.denied", "gist.hub.test", TLS(443));
+	expect_event(sa, "egress.denied", "gist.hub.test", HTTP(80));
+}
+
+static void
+test_sharing_an_address_grants_nothing(void **state)
+{
+	need_sandboxes();
+	/* allowed.test, other.test and gist.hub.test are all 203.0.113.10: dialling it for the
+	 * allowed name passes, for another name it does not */
+	expect_pass(sa, "curl -sS --resolve allowed.test:443:" WEB " https://allowed.test/t4-ok",
+	            "sni=allowed.test host=allowed.test path=/t4-ok");
+	expect_pass(sa, "curl -sS -H 'Host: allowed.test' http://" WEB "/t4-ok-http",
+	            "host=allowed.test path=/t4-ok-http");
+	expect_refused(
+	        sa, "curl -sS -k --resolve gist.hub.test:443:" WEB " https://gist.hub.test/t4-gist",
+	        "path=");
+	expect_refused(sa,
+	               "curl -sS -k --resolve other.test:443:" WEB " https://other.test/t4-other",
+	               "path=");
+	expect_refused(sa, "curl -sS -f -H 'Host: other.test' http://" WEB "/t4-other-http",
+	               "path=");
+	/* an address is no name */
+	expect_refused(sa, "curl -sS -f http://" WEB "/t4-ip", "path=");
+	expect_refused(sa, "curl -sS -k https://" WEB "/t4-ip-tls", "path=");
+	assert_false(inet_log_has("http.log", "/t4-gist"));
+	assert_false(inet_log_has("http.log", "/t4-other"));
+	assert_false(inet_log_has("http.log", "/t4-ip"));
+}
+
+static void
+test_tls_without_sni_refused(void **state)
+{
+	static const char req[] = "printf 'GET /%s HTTP/1.0\\r\\nHost: allowed.test\\r\\n\\r\\n' | "
+	                          "timeout 20 openssl s_client -quiet -connect " WEB ":443 %s";
+	char *ok = strdup_printf(req, "t5-sni", "-servername allowed.test");
+	char *bad = strdup_printf(req, "t5-nosni", "-noservername");
+
+	need_sandboxes();
+	expect_pass(sa, ok, "sni=allowed.test host=allowed.test path=/t5-sni");
+	expect_refused(sa, bad, "path=");
+	assert_false(inet_log_has("http.log", "/t5-nosni"));
+	expect_event(sa, "egress.denied", NULL,
+	             (struct want){ .port = 443, .via = "tls", .reason_part = "no hostname" });
+	free(ok);
+	free(bad);
+}
+
+static void
+test_second_host_on_a_kept_alive_connection_refused(void **state)
+{
+	char *out;
+
+	need_sandboxes();
+	/* control: two requests for the allowed name on one connection both pass */
+	out = output_of(sa,
+	                "curl -sSv http://allowed.test/t6-one --next http://allowed.test/t6-two");
+	harness_expect_in(out, "Re-using existing connection");
+	harness_expect_in(out, "path=/t6-one");
+	harness_expect_in(out, "path=/t6-two");
+	free(out);
+	/* the second request on the connection names another host: the first is answered,
+	 * the second never reaches a server */
+	out = output_of(sa, "curl -sSv http://allowed.test/t6-three --next -H 'Host: other.test' "
+	                    "http://allowed.test/t6-four");
+	harness_expect_in(out, "path=/t6-three");
+	harness_expect_not_in(out, "path=/t6-four");
+	free(out);
+	/* the same with both requests in one write */
+	out = output_of(sa, "printf 'GET /t6-five HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n"
+	                    "GET /t6-six HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n' | "
+	                    "nc -w 5 allowed.test 80");
+	harness_expect_not_in(out, "path=/t6-six");
+	free(out);
+	assert_true(inet_log_has("http.log", "/t6-three"));
+	assert_false(inet_log_has("http.log", "/t6-four"));
+	assert_false(inet_log_has("http.log", "/t6-six"));
+	expect_event(sa, "egress.denied", "other.test", (struct want){ .port = 80, .via = "http" });
+}
+
+static void
+test_direct_address_other_port_dropped(void **state)
+{
+	long long tap, fwd, tap2, fwd2;
+	char *out, *cmd;
+
+	need_sandboxes();
+	/* something answers there, from the host side (which forwards, and the internet routes
+	 * back to the guests); and the guest reaches that address on port 80 */
+	out = host_out("ip netns exec %s-host curl -sS --max-time 3 telnet://" WEB ":22 "
+	               "</dev/null",
+	               netns);
+	harness_expect_in(out, "SSH-2.0-internet-test");
+	free(out);
+	expect_pass(sa, "curl -sS -H 'Host: allowed.test' http://" WEB "/t7", "path=/t7");
+
+	fwd = counter("forward_drop");
+	expect_refused(sa, "nc -w 3 " WEB " 22 </dev/null", "SSH-2.0");
+	fwd2 = counter("forward_drop");
+	if (fwd2 <= fwd)
+		fail_msg("forward_drop did not rise (%lld, then %lld)", fwd, fwd2);
+	/* UDP to 443 (QUIC; here a DTLS hello) is no way out either */
+	expect_refused(sa, "timeout 3 openssl s_client -dtls1_2 -connect " WEB ":443 </dev/null",
+	               "CONNECTED");
+	fwd = counter("forward_drop");
+	if (fwd <= fwd2)
+		fail_msg("forward_drop did not rise for UDP (%lld, then %lld)", fwd2, fwd);
+	/* the host's own other ports: dropped at its door (no refusal comes back either) */
+	tap = counter("tap_drop");
+	cmd = strdup_printf("nc -w 3 %s 22 </dev/null && false", a_host);
+	expect_refused(sa, cmd, NULL);
+	free(cmd);
+	tap2 = counter("tap_drop");
+	if (tap2 <= tap)
+		fail_msg("tap_drop did not rise (%lld, then %lld)", tap, tap2);
+}
+
+static void
+test_dns_elsewhere_times_out(void **state)
+{
+	char *line, *out = NULL;
+	int code;
+
+	need_sandboxes();
+	line = strdup_printf("Address: %s", a_host);
+	expect_pass(sa, "nslookup allowed.test", line);
+	free(line);
+	/* the internet's DNS server answers the host side (check_fixture); from the guest no
+	 * answer comes, from it or anyone (R-E6: any other udp/53 is dropped), and nothing of
+	 * the guest's got there */
+	code = run(sa, "timeout 10 nslookup allowed.test " UPSTREAM_DNS, 30, &out);
+	harness_expect_not_in(out, "Address: " WEB);
+	line = strdup_printf("%s ", a_guest);
+	assert_false(inet_log_has("dns.log", line));
+	free(line);
+	if (code == 0) {
+		snprintf(failure, sizeof(failure),
+		         "nslookup allowed.test " UPSTREAM_DNS
+		         " was answered (by sandboxd's stub?) "
+		         "instead of timing out:\n%s",
+		         out);
+		free(out);
+		fail_msg("%s", failure);
+	}
+	free(out);
+}
+
+static void
+test_random_name_nxdomain_never_forwarded(void **state)
+{
+	char name[64], *cmd, *out;
+
+	need_sandboxes();
+	snprintf(name, sizeof(name), "r%08lx%04x.test", (unsigned long)time(NULL),
+	         (unsigned)getpid() & 0xffff);
+	/* control: a connection by an allowed name has the worker look it up upstream, and
+	 * the log shows it */
+	expect_pass(sa, "curl -sS https://also.test/t9", "sni=also.test");
+	assert_true(inet_log_has("dns.log", " also.test 1"));
+	cmd = strdup_printf("nslookup %s", name);
+	out = output_of(sa, cmd);
+	harness_expect_in(out, "NXDOMAIN");
+	harness_expect_not_in(out, "Name:");
+	free(out);
+	free(cmd);
+	cmd = strdup_printf("curl -sS http://%s/t9", name);
+	expect_refused(sa, cmd, "path=");
+	free(cmd);
+	/* the stub answered from the policy alone */
+	sleep(1);
+	assert_false(inet_log_has("dns.log", name));
+	expect_event(sa, "egress.denied", name, (struct want){ .via = "dns" });
+}
+
+static void
+test_guest_cannot_reach_proxy_host_or_another_sandbox(void **state)
+{
+	long long before, after;
+	char *cmd, *out, path[128];
+
+	need_sandboxes();
+	expect_pass(sa, "curl -sS http://allowed.test/t10", "path=/t10");
+	/* the proxy's port itself */
+	cmd = strdup_printf("curl -sS --connect-timeout 4 -H 'Host: allowed.test' "
+	                    "http://%s:3128/t10-proxy",
+	                    a_host);
+	expect_refused(sa, cmd, "path=");
+	free(cmd);
+	/* sandboxd's API port: it answers on that address from the host side, not the guest */
+	out = host_out("ip netns exec %s-host curl -sS -k -o /dev/null -w '%%{http_code}' "
+	               "https://%s:" API_PORT "/v1/health",
+	               netns, a_host);
+	if (strlen(out) != 3 || out[0] == '0')
+		fail_msg("sandboxd's API does not answer on %s:%s from the host side: %s", a_host,
+		         API_PORT, out);
+	free(out);
+	cmd = strdup_printf("curl -sS -k --connect-timeout 4 -o /dev/null -w 'HTTP %%{http_code}' "
+	                    "https://%s:" API_PORT "/v1/health",
+	                    a_host);
+	expect_refused(sa, cmd, "HTTP 2");
+	free(cmd);
+	/* nor can other machines: from the internet's side, sandboxd's API port on the host
+	 * answers, its proxy port does not */
+	out = host_out("ip netns exec %s-inet curl -sS -k -o /dev/null -w '%%{http_code}' "
+	               "https://198.51.100.1:" API_PORT "/v1/health",
+	               netns);
+	if (strlen(out) != 3 || out[0] == '0')
+		fail_msg("sandboxd's API does not answer the internet side: %s", out);
+	free(out);
+	before = counter("port_drop");
+	out = host_out("ip netns exec %s-inet curl -sS --connect-timeout 3 -H 'Host: allowed.test' "
+	               "http://198.51.100.1:3128/t10-outside",
+	               netns);
+	harness_expect_not_in(out, "path=");
+	free(out);
+	after = counter("port_drop");
+	if (after <= before)
+		fail_msg("the proxy port from outside: port_drop went from %lld to %lld", before,
+		         after);
+	/* ICMP: the guest can send it (to itself), and what it sends the host is dropped */
+	expect_pass(sa, "/usr/bin/ping -c 1 -W 2 127.0.0.1", "bytes from");
+	before = counter("tap_drop");
+	/* the image's ping by path: busybox sh would run its own applet, without the capability */
+	cmd = strdup_printf("/usr/bin/ping -c 2 -W 2 %s", a_host);
+	expect_refused(sa, cmd, "bytes from");
+	free(cmd);
+	after = counter("tap_drop");
+	if (after < before + 2)
+		fail_msg("two pings, and tap_drop went from %lld to %lld", before, after);
+
+	/* another sandbox: B listens and hears itself on its address; A cannot reach it */
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes", id_of(sb));
+	json_decref(http_json("POST", path,
+	                      "{\"argv\":[\"sh\",\"-c\",\"while true; do echo hello-from-b | "
+	                      "nc -l -p 8080; done\"]}",
+	                      30000, 201));
+	cmd = strdup_printf("sleep 1; nc -w 3 %s 8080 </dev/null", b_guest);
+	expect_pass(sb, cmd, "hello-from-b");
+	before = counter("forward_drop");
+	expect_refused(sa, cmd, "hello-from-b");
+	after = counter("forward_drop");
+	if (after <= before)
+		fail_msg("A to B: forward_drop went from %lld to %lld", before, after);
+	free(cmd);
+}
+
+/* Waits up to secs for process pid of s to exit; its object (caller decrefs). */
+static json_t *
+wait_exited(json_t *s, int pid, int secs)
+{
+	char path[160];
+	json_t *got = NULL;
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes/%d", id_of(s), pid);
+	for (int i = 0;; i++) {
+		json_decref(got);
+		got = http_json("GET", path, NULL, 10000, 200);
+		if (strcmp(harness_str(got, "state"), "exited") == 0 || i >= secs * 5)
+			break;
+		usleep(200000);
+	}
+	return got;
+}
+
+static void
+test_live_tightening_cuts_open_connections(void **state)
+{
+	static const char tighter[] =
+	        "{\"mode\":\"allowlist\",\"allow\":[\"allowed.test\","
+	        "\"*.hub.test\",\"loopy.test\"],\"deny\":[\"gist.hub.test\"]}";
+	static const char slow[] = "{\"argv\":[\"sh\",\"-c\",\"curl -sS -o /dev/null -w "
+	                           "'got %%{size_download}' http://%s/slow?secs=10\"]}";
+	char path[160], *body, *out = NULL;
+	json_t *proc, *got;
+	int pid[2];
+
+	need_sandboxes();
+	expect_pass(sa, "curl -sS http://also.test/t11-before", "path=/t11-before");
+	/* two slow downloads (10 s each): from also.test, which the update removes, and from
+	 * allowed.test, which it keeps */
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes", id_of(sa));
+	for (int i = 0; i < 2; i++) {
+		body = strdup_printf(slow, i == 0 ? "also.test" : "allowed.test");
+		proc = http_json("POST", path, body, 30000, 201);
+		pid[i] = (int)json_integer_value(json_object_get(proc, "pid"));
+		json_decref(proc);
+		free(body);
+	}
+	sleep(3);
+	for (int i = 0; i < 2; i++) {
+		got = wait_exited(sa, pid[i], 0);
+		if (strcmp(harness_str(got, "state"), "running") != 0)
+			fail_msg("download %d ended before the update", i);
+		json_decref(got);
+	}
+
+	patch_network(sa, tighter);
+	/* the connection to also.test is cut at once; the one to allowed.test goes on */
+	got = wait_exited(sa, pid[0], 5);
+	if (strcmp(harness_str(got, "state"), "exited") != 0)
+		fail_msg("the download from also.test still runs 5 s after its name was removed");
+	assert_int_not_equal(json_integer_value(json_object_get(got, "exit_code")), 0);
+	json_decref(got);
+	got = wait_exited(sa, pid[1], 0);
+	assert_string_equal(harness_str(got, "state"), "running");
+	json_decref(got);
+	expect_event(sa, "egress.allowed", "also.test",
+	             (struct want){ .port = 80, .via = "http", .cut = true });
+	/* new connections to it fail; the name kept still passes */
+	expect_refused(sa, "curl -sS -k https://also.test/t11-after", "path=");
+	expect_refused(sa, "curl -sS -f -H 'Host: also.test' http://allowed.test/t11-after-http",
+	               "path=");
+	expect_pass(sa, "curl -sS https://allowed.test/t11-kept", "path=/t11-kept");
+	/* the kept download ends whole: 64 bytes every 0.1 s for 10 s */
+	got = wait_exited(sa, pid[1], 15);
+	assert_string_equal(harness_str(got, "state"), "exited");
+	assert_int_equal(json_integer_value(json_object_get(got, "exit_code")), 0);
+	json_decref(got);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes/%d/output", id_of(sa), pid[1]);
+	assert_int_equal(http("GET", path, NULL, 10000, &out), 200);
+	harness_expect_in(out, "Z290IDY0MDA="); /* base64 of "got 6400" */
+	free(out);
+	assert_false(inet_log_has("http.log", "/t11-after"));
+
+	/* loosening again applies too */
+	patch_network(sa, A_NETWORK);
+	expect_pass(sa, "curl -sS https://also.test/t11-again", "path=/t11-again");
+}
+
+static void
+test_allowed_name_at_a_refused_address(void **state)
+{
+	char records[400];
+
+	need_sandboxes();
+	expect_pass(sa, "curl -sS http://allowed.test/t12-ok", "path=/t12-ok");
+	/* loopy.test is allowed, and the internet's DNS says 127.0.0.1 */
+	expect_pass(sa, "nslookup loopy.test", a_host);
+	expect_refused(sa, "curl -sS -f http://loopy.test/t12-loop", "path=");
+	expect_refused(sa, "curl -sS -k https://loopy.test/t12-loop-tls", "path=");
+	expect_event(sa, "egress.denied", "loopy.test",
+	             (struct want){ .port = 80, .via = "http", .reason_part = "refused" });
+	/* the host side's own address, and a private one, for an allowed name */
+	snprintf(records, sizeof(records), "%s/records", inet_dir);
+	assert_true(host_sh("sed -i 's/^also.test .*/also.test 198.51.100.1/' '%s'", records));
+	expect_refused(sa, "curl -sS -f http://also.test/t12-self", "path=");
+	assert_true(host_sh("sed -i 's/^also.test .*/also.test 10.0.0.1/' '%s'", records));
+	expect_refused(sa, "curl -sS -f --max-time 10 http://also.test/t12-private", "path=");
+	/* and a new address is followed at the next connection (nothing is kept from before) */
+	assert_true(host_sh("sed -i 's/^also.test .*/also.test 203.0.113.11/' '%s'", records));
+	expect_pass(sa, "curl -sS http://also.test/t12-moved", "path=/t12-moved");
+	expect_event(sa, "egress.allowed", "also.test",
+	             (struct want){ .port = 80, .via = "http", .addr = "203.0.113.11" });
+	assert_true(host_sh("sed -i 's/^also.test .*/also.test " WEB "/' '%s'", records));
+	expect_pass(sa, "curl -sS http://also.test/t12-back", "path=/t12-back");
+}
+
+static void
+test_mode_none_has_no_network(void **state)
+{
+	need_sandboxes();
+	expect_pass(sb, "curl -sS https://also.test/t13-before", "sni=also.test host=also.test");
+	/* B's list is its own, not A's */
+	expect_refused(sb,
+	               "curl -sS -k --resolve allowed.test:443:" WEB
+	               " https://allowed.test/t13-a-list",
+	               "path=");
+	patch_network(sb, "{\"mode\":\"none\"}");
+	expect_refused(sb, "curl -sS --max-time 8 https://also.test/t13-none", "path=");
+	expect_refused(sb, "timeout 8 nslookup also.test", "Name:");
+	assert_false(inet_log_has("http.log", "/t13-a-list"));
+	assert_false(inet_log_has("http.log", "/t13-none"));
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_allowed_name_passes),
+		cmocka_unit_test(test_unlisted_name_fails),
+		cmocka_unit_test(test_denied_wins_over_wildcard),
+		cmocka_unit_test(test_sharing_an_address_grants_nothing),
+		cmocka_unit_test(test_tls_without_sni_refused),
+		cmocka_unit_test(test_second_host_on_a_kept_alive_connection_refused),
+		cmocka_unit_test(test_direct_address_other_port_dropped),
+		cmocka_unit_test(test_dns_elsewhere_times_out),
+		cmocka_unit_test(test_random_name_nxdomain_never_forwarded),
+		cmocka_unit_test(test_guest_cannot_reach_proxy_host_or_another_sandbox),
+		cmocka_unit_test(test_live_tightening_cuts_open_connections),
+		cmocka_unit_test(test_allowed_name_at_a_refused_address),
+		cmocka_unit_test(test_mode_none_has_no_network),
+	};
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "skip: egress needs root (taps, nftables, network namespaces)\n");
+		return 77;
+	}
+	harness_vm_bundle();
+	harness_binary("SANDBOXD");
+	src = getenv("SBX_EGRESS_SRC");
+	netns = getenv("SBX_EGRESS_NETNS");
+	if (!src || !*src || !netns || !*netns) {
+		fprintf(stderr, "skip: SBX_EGRESS_SRC or SBX_EGRESS_NETNS is not set (run through "
+		                "ctest)\n");
+		return 77;
+	}
+	if (!host_sh("for t in ip nft unshare python3 openssl curl umoci debugfs; do "
+	             "command -v $t >/dev/null || { echo \"skip: $t is not installed\" >&2; "
+	             "exit 1; }; done"))
+		return 77;
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
