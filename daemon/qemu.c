@@ -850,9 +850,15 @@ agent_closed_cb(struct agent *a, const char *reason, void *data)
 
 	if (vm->phase == VM_BOOTING) {
 		_cleanup_free_ char *tail = log_tail(vm);
-		vm_fail(vm, "the guest agent did not come up within %u s (%s)%s%s",
-		        vm->q->boot_timeout_ms / 1000, reason, tail ? "; last output: " : "",
-		        tail ? tail : "");
+		/* "within N s" only when the time ran out: a VMM that died at once (a bad
+		 * argument) resets the connection long before */
+		if (streq(reason, "boot timeout"))
+			vm_fail(vm, "the guest agent did not come up within %u s (%s)%s%s",
+			        vm->q->boot_timeout_ms / 1000, reason,
+			        tail ? "; last output: " : "", tail ? tail : "");
+		else
+			vm_fail(vm, "the guest agent did not come up (%s)%s%s", reason,
+			        tail ? "; last output: " : "", tail ? tail : "");
 		return;
 	}
 	if (vm->phase != VM_RUNNING)
