@@ -784,15 +784,24 @@ relay(struct proxy *p)
 		r = pipe_open(&p->up);
 	if (r < 0)
 		return r;
+	/* each direction is stepped when one of its two ends is ready (both, the first time):
+	 * a step runs until it would block, so nothing is left for later without an event */
+	short rc = POLLIN | POLLOUT, ru = POLLIN | POLLOUT;
+
 	for (;;) {
 		struct pollfd pf[2] = { { .fd = p->c.cfd }, { .fd = p->c.ufd } };
+		const short in = POLLIN | POLLHUP | POLLERR, out = POLLOUT | POLLHUP | POLLERR;
 
-		r = up_step(p);
-		if (r < 0)
-			return r;
-		r = pump(&p->down, p->c.ufd, p->c.cfd);
-		if (r < 0)
-			return r;
+		if ((rc & in) || (ru & out)) {
+			r = up_step(p);
+			if (r < 0)
+				return r;
+		}
+		if ((ru & in) || (rc & out)) {
+			r = pump(&p->down, p->c.ufd, p->c.cfd);
+			if (r < 0)
+				return r;
+		}
 		if (p->up.done && p->down.done)
 			return 0;
 		if (!p->up.done) {
@@ -811,8 +820,13 @@ relay(struct proxy *p)
 		for (size_t i = 0; i < 2; i++)
 			if (pf[i].events == 0)
 				pf[i].fd = -1;
-		if (poll(pf, 2, -1) < 0 && errno != EINTR)
-			return -errno;
+		if (poll(pf, 2, -1) < 0) {
+			if (errno != EINTR)
+				return -errno;
+			pf[0].revents = pf[1].revents = 0;
+		}
+		rc = pf[0].revents;
+		ru = pf[1].revents;
 	}
 }
 
