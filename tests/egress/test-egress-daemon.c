@@ -1,0 +1,370 @@
+/* test-egress-daemon.c: sandboxd's side of egress as an operator meets it (issue 5): a busy
+ * proxy or DNS port stops startup naming the port and the flag to move it; with --egress off
+ * the ceiling is none, the startup line and capabilities say so and an allowlist request is
+ * refused, never served open; the egress worker runs without root, with no capabilities and
+ * no_new_privs, and when it dies sandboxd starts it again and its sandboxes get DNS answers
+ * as before. Root only, in namespaces of the test's own (netns.sh), never the machine's. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "harness.h"
+
+#define BOOT_TIMEOUT_MS 120000
+
+static const char *src, *netns;
+static char dir[256], resolv[300], launcher_sh[300];
+static const char *launcher[6];
+static bool netns_up;
+
+static bool
+sh(const char *cmd)
+{
+	int st = system(cmd);
+
+	return st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+static void
+netns_down(void)
+{
+	char cmd[600];
+
+	if (!netns_up)
+		return;
+	snprintf(cmd, sizeof(cmd), "sh '%s' down %s", launcher_sh, netns);
+	(void)sh(cmd);
+	netns_up = false;
+}
+
+static int
+setup(void **state)
+{
+	char cmd[700];
+	FILE *f;
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "skip: egress needs root (taps, nftables, namespaces)\n");
+		exit(77);
+	}
+	(void)harness_vm_bundle();
+	src = getenv("SBX_EGRESS_SRC");
+	netns = getenv("SBX_EGRESS_NETNS_DAEMON");
+	if (!src || !netns) {
+		fprintf(stderr, "skip: run through ctest (SBX_EGRESS_SRC)\n");
+		exit(77);
+	}
+	if (harness_tmpdir(dir, sizeof(dir)) < 0)
+		return -1;
+	snprintf(launcher_sh, sizeof(launcher_sh), "%s/netns.sh", src);
+	snprintf(cmd, sizeof(cmd), "sh '%s' up %s", launcher_sh, netns);
+	if (!sh(cmd))
+		return -1;
+	netns_up = true;
+	atexit(netns_down);
+	snprintf(resolv, sizeof(resolv), "%s/resolv.conf", dir);
+	f = fopen(resolv, "w");
+	if (!f)
+		return -1;
+	fputs("nameserver 203.0.113.53\n", f); /* nobody answers there: names resolve to nothing */
+	fclose(f);
+	launcher[0] = "/bin/sh";
+	launcher[1] = launcher_sh;
+	launcher[2] = "exec-host";
+	launcher[3] = netns;
+	launcher[4] = resolv;
+	launcher[5] = NULL;
+	harness_set_launcher(launcher);
+	return 0;
+}
+
+static int
+teardown(void **state)
+{
+	char cmd[600];
+
+	harness_set_launcher(NULL);
+	netns_down();
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	(void)sh(cmd);
+	return 0;
+}
+
+/* A program holding a port in NAME-host, as another service on the host would. */
+static pid_t
+hold_port(const char *proto, int port)
+{
+	char ns[64], code[300];
+	pid_t pid;
+
+	snprintf(ns, sizeof(ns), "%s-host", netns);
+	snprintf(code, sizeof(code),
+	         "import socket,time\n"
+	         "s=socket.socket(socket.AF_INET,socket.%s)\n"
+	         "s.bind(('0.0.0.0',%d))\n%s"
+	         "print('held',flush=True)\ntime.sleep(120)\n",
+	         strcmp(proto, "tcp") == 0 ? "SOCK_STREAM" : "SOCK_DGRAM", port,
+	         strcmp(proto, "tcp") == 0 ? "s.listen()\n" : "");
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execlp("ip", "ip", "netns", "exec", ns, "python3", "-c", code, (char *)NULL);
+		_exit(127);
+	}
+	/* bound before the daemon starts: check from inside the namespace */
+	for (int i = 0; i < 100; i++) {
+		char cmd[300];
+		snprintf(cmd, sizeof(cmd), "ip netns exec %s ss -H -l%sn 'sport = :%d' | grep -q .",
+		         ns, strcmp(proto, "tcp") == 0 ? "t" : "u", port);
+		if (sh(cmd))
+			return pid;
+		usleep(50000);
+	}
+	fail_msg("could not hold %s port %d", proto, port);
+	return -1;
+}
+
+static void
+release_port(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+static void
+test_busy_ports(void **state)
+{
+	struct daemon_proc p;
+	const char *on[] = { "--egress", "on", NULL };
+	pid_t holder;
+
+	holder = hold_port("tcp", 3128);
+	assert_int_equal(harness_start_vm(&p, on, NULL), -1);
+	assert_true(harness_file_contains(p.log, "egress: tcp port 3128 is already in use by "
+	                                         "another program; free it or move egress with "
+	                                         "--egress-proxy-port"));
+	harness_cleanup(&p);
+	{
+		/* the control: the same start, the proxy moved */
+		const char *moved[] = { "--egress", "on", "--egress-proxy-port", "3129", NULL };
+		assert_int_equal(harness_start_vm(&p, moved, NULL), 0);
+		assert_true(
+		        harness_file_contains(p.log, "egress proxy tcp 3129, DNS stub udp 7353"));
+		assert_int_equal(harness_stop(&p, SIGTERM), 0);
+		harness_cleanup(&p);
+	}
+	release_port(holder);
+
+	holder = hold_port("udp", 7353);
+	assert_int_equal(harness_start_vm(&p, on, NULL), -1);
+	assert_true(harness_file_contains(p.log, "egress: udp port 7353 is already in use by "
+	                                         "another program; free it or move egress with "
+	                                         "--egress-dns-port"));
+	harness_cleanup(&p);
+	release_port(holder);
+}
+
+static void
+test_egress_off(void **state)
+{
+	struct daemon_proc p;
+	const char *off[] = { "--egress", "off", NULL };
+	char *out = NULL, cmd[300];
+	json_t *caps;
+
+	/* the table an earlier start left (it outlives sandboxd, with the VMs) goes first */
+	snprintf(cmd, sizeof(cmd),
+	         "ip netns exec %s-host nft delete table inet sandboxd 2>/dev/null", netns);
+	(void)sh(cmd);
+	assert_int_equal(harness_start_vm(&p, off, NULL), 0);
+	assert_true(harness_file_contains(p.log,
+	                                  "network ceiling none (--egress off: sandboxes get "
+	                                  "no network)"));
+	caps = harness_json(p.sock, "GET", "/v1/capabilities", NULL, 200);
+	assert_string_equal(
+	        json_string_value(json_object_get(json_object_get(caps, "network"), "ceiling")),
+	        "none");
+	assert_true(json_is_false(
+	        json_object_get(json_object_get(caps, "capabilities"), "egress_allowlist")));
+	json_decref(caps);
+	/* refused, never served open; none is granted (the control) */
+	assert_int_equal(harness_http(p.sock, "POST", "/v1/sandboxes?wait=false",
+	                              "{\"network\":{\"mode\":\"allowlist\",\"allow\":"
+	                              "[\"example.org\"]}}",
+	                              &out),
+	                 403);
+	harness_expect_in(out, "above this server's ceiling 'none'");
+	free(out);
+	/* nothing of egress was set up: no table, no taps */
+	snprintf(cmd, sizeof(cmd), "ip netns exec %s-host nft list tables | grep -q sandboxd",
+	         netns);
+	assert_false(sh(cmd));
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	harness_cleanup(&p);
+}
+
+/* The worker: a child of sandboxd whose command line says egress-worker. */
+static pid_t
+worker_of(pid_t daemon)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	pid_t found = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		char path[300], *text = NULL;
+		size_t n = 0;
+		FILE *f;
+		int ppid = 0;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (getline(&text, &n, f) > 0) {
+			char *close_paren = strrchr(text, ')');
+			if (close_paren)
+				(void)sscanf(close_paren + 2, "%*c %d", &ppid);
+		}
+		fclose(f);
+		free(text);
+		if (ppid != daemon)
+			continue;
+		/* /proc files have no size: read, do not seek */
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		f = fopen(path, "r");
+		if (f) {
+			char argv[256] = "";
+			size_t n_read = fread(argv, 1, sizeof(argv) - 1, f);
+			fclose(f);
+			/* "sandboxd\0egress-worker\0..." */
+			if (n_read > 0 && memmem(argv, n_read, "egress-worker", 13))
+				found = atoi(de->d_name);
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+/* Whether /proc/PID/status (no size to seek to: read whole) has line. */
+static bool
+status_has(pid_t pid, const char *line)
+{
+	char path[64], text[8192];
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	return strstr(text, line) != NULL;
+}
+
+static void
+expect_status(pid_t pid, const char *line)
+{
+	if (!status_has(pid, line))
+		fail_msg("/proc/%d/status has no '%s'", (int)pid, line);
+}
+
+/* busybox nslookup: "Name: NAME" and "Address: ADDR" once answered (its first lines name the
+ * server, 10.200.0.1 too), "** server can't find NAME: NXDOMAIN" when refused */
+#define ALLOWED_RESOLVES "nslookup allowed.test | grep -A1 '^Name:' | grep -q 'Address: 10.200.'"
+#define OTHER_RESOLVES "nslookup other.test | grep -q '^Name:'"
+#define OTHER_NXDOMAIN "nslookup other.test | grep -q NXDOMAIN"
+
+static int
+run_exit_code(const char *sock, const char *id, const char *script)
+{
+	char path[128];
+	json_t *body = json_pack("{s:[s,s,s]}", "argv", "sh", "-c", script), *res;
+	char *text = json_dumps(body, JSON_COMPACT);
+	int code;
+
+	json_decref(body);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/run", id);
+	res = harness_json(sock, "POST", path, text, 200);
+	free(text);
+	code = (int)json_integer_value(json_object_get(res, "exit_code"));
+	json_decref(res);
+	return code;
+}
+
+static void
+test_worker_supervised(void **state)
+{
+	struct daemon_proc p;
+	const char *on[] = { "--egress", "on", NULL };
+	pid_t worker, again = 0;
+	json_t *sb;
+	char path[128], id[64];
+
+	assert_int_equal(harness_start_vm(&p, on, NULL), 0);
+	worker = worker_of(p.pid);
+	assert_true(worker > 0);
+	/* without root: not uid 0, no capabilities, no way to gain any */
+	assert_true(status_has(worker, "Uid:\t"));
+	assert_false(status_has(worker, "Uid:\t0\t"));
+	expect_status(worker, "CapEff:\t0000000000000000");
+	expect_status(worker, "CapPrm:\t0000000000000000");
+	expect_status(worker, "NoNewPrivs:\t1");
+
+	sb = harness_json(p.sock, "POST", "/v1/sandboxes",
+	                  "{\"network\":{\"mode\":\"allowlist\",\"allow\":[\"allowed.test\"]}}",
+	                  201);
+	snprintf(id, sizeof(id), "%s", harness_str(sb, "id"));
+	json_decref(sb);
+	/* the stub answers an allowed name with the host side of the link, NXDOMAIN otherwise */
+	assert_int_equal(run_exit_code(p.sock, id, ALLOWED_RESOLVES), 0);
+	assert_int_not_equal(run_exit_code(p.sock, id, OTHER_RESOLVES), 0);
+	assert_int_equal(run_exit_code(p.sock, id, OTHER_NXDOMAIN), 0);
+
+	kill(worker, SIGKILL);
+	for (int i = 0; i < 100 && !(again = worker_of(p.pid)); i++)
+		usleep(100000);
+	assert_true(again > 0 && again != worker);
+	assert_true(harness_file_contains(p.log, "egress: the worker was killed by signal 9; "
+	                                         "starting it again"));
+	/* the new worker knows the running sandbox's policy */
+	for (int i = 0; i < 20; i++) {
+		if (run_exit_code(p.sock, id, ALLOWED_RESOLVES) == 0)
+			break;
+		usleep(200000);
+	}
+	assert_int_equal(run_exit_code(p.sock, id, ALLOWED_RESOLVES), 0);
+	assert_int_not_equal(run_exit_code(p.sock, id, OTHER_RESOLVES), 0);
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+	assert_int_equal(harness_http(p.sock, "DELETE", path, NULL, NULL), 204);
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	assert_int_equal(harness_kill_vmms(p.state), 0);
+	/* the worker went with sandboxd */
+	assert_int_equal(kill(again, 0), -1);
+	harness_cleanup(&p);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_busy_ports),
+		cmocka_unit_test(test_egress_off),
+		cmocka_unit_test(test_worker_supervised),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
