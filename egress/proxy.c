@@ -524,9 +524,13 @@ dial(struct proxy *p, const char *name, struct decision *d)
 		d->allowed = false;
 		d->reason = refused[0] ? "resolves only to refused addresses"
 		                       : "the name does not resolve";
-		if (refused[0])
-			log_info("sandbox '%s': '%s' resolves to %s, which is never dialled",
-			         p->c.id, name, refused);
+		if (refused[0]) {
+			_cleanup_buf_ struct buf q = BUF_INIT(600);
+
+			(void)buf_put_quoted(&q, name, strlen(name), SNI_NAME_MAX);
+			log_info("sandbox '%s': %s resolves to %s, which is never dialled", p->c.id,
+			         q.data ? q.data : "?", refused);
+		}
 		return -1;
 	}
 
@@ -964,7 +968,6 @@ proxy_accept(struct worker *w, int fd, const struct sockaddr_in *peer)
 		p->c.sb = sb;
 		p->c.cfd = fd;
 		p->c.ufd = -1;
-		p->c.peer = *peer;
 		p->up.r = p->up.w = p->down.r = p->down.w = -1;
 		memcpy(p->c.id, sb->id, sizeof(p->c.id));
 		list_push_back(&sb->conns, &p->c.node);

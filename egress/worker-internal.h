@@ -46,7 +46,6 @@ struct wconn {
 	int cfd;                     /* the guest's side */
 	int ufd;                     /* the server's side, -1 until dialled */
 	bool cut;                    /* a policy update or removal ended it */
-	struct sockaddr_in peer;
 };
 
 struct worker {
