@@ -1291,15 +1291,16 @@ static void
 test_bulk(void **state)
 {
 	static const size_t size = 32u << 20;
-	_cleanup_free_ char *buf = malloc(1 << 16);
-	_cleanup_free_ char *req =
-	        strdup_printf("GET /big/%zu HTTP/1.1\r\nHost: www.allowed.test\r\n\r\n", size);
-	_cleanup_free_ char *up = NULL;
+	_cleanup_free_ char *buf = NULL, *req = NULL, *up = NULL;
 	uint64_t got = 0;
 	json_t *e;
 	int fd;
 	(void)state;
-	NEED_NS();
+	NEED_NS(); /* before anything is allocated: skip() leaves without cleanups */
+
+	buf = malloc(1 << 16);
+	assert_non_null(buf);
+	req = strdup_printf("GET /big/%zu HTTP/1.1\r\nHost: www.allowed.test\r\n\r\n", size);
 
 	/* a large download through the pipes, then a large upload on the same connection */
 	fd = dial_proxy(GUEST);
