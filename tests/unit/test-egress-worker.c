@@ -1591,6 +1591,44 @@ test_backpressure(void **state)
 	expect_no_events();
 }
 
+/* One sandbox cannot hold more than its share of the proxy's connections. */
+static void
+test_caps(void **state)
+{
+	static int fds[WORKER_CONNS_PER_SANDBOX];
+	char out[256];
+	json_t *e;
+	int fd;
+	(void)state;
+	NEED_NS();
+
+	/* silent connections up to the cap (each one a thread in the handshake) */
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+		fds[i] = dial_proxy(GUEST);
+	fd = dial_proxy(GUEST);
+	assert_true(read_all(fd, out, sizeof(out)) <= 0);
+	close(fd);
+	e = expect_event("http", NULL, "denied", NULL);
+	assert_true(str_has_prefix(jstr(e, "reason"), "too many connections"));
+	json_decref(e);
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+		close(fds[i]);
+
+	/* once they are gone (their threads see EOF), a connection passes again */
+	for (int i = 0;; i++) {
+		ssize_t n;
+
+		free(http_get("www.allowed.test", "/", &n));
+		if (n > 0)
+			break;
+		json_decref(expect_event("http", NULL, "denied", NULL));
+		assert_true(i < 20);
+		usleep(100000);
+	}
+	json_decref(expect_event("http", "www.allowed.test", "allowed", NULL));
+	expect_no_events();
+}
+
 /* ---- the process ---- */
 
 static void
@@ -1656,6 +1694,7 @@ main(void)
 		cmocka_unit_test(test_dns),
 		cmocka_unit_test(test_redirected),
 		cmocka_unit_test(test_backpressure),
+		cmocka_unit_test(test_caps),
 		cmocka_unit_test(test_process),
 	};
 	int r;
