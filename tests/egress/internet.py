@@ -81,6 +81,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def do_HEAD(self):
+        # curl -sI: logged like a GET, answered with the head alone
+        sni = getattr(self.server, "sni_of", lambda c: None)(self.connection)
+        host = self.headers.get("Host", "-")
+        append(self.server.http_log, "%s %s %s %s %s" % (
+            self.server.scheme, sni or "-", host, self.path, self.client_address[0]))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def do_GET(self):
         url = urllib.parse.urlsplit(self.path)
         query = urllib.parse.parse_qs(url.query)

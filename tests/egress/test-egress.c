@@ -1106,6 +1106,32 @@ test_mode_none_has_no_network(void **state)
 	assert_false(inet_log_has("http.log", "/t13-none"));
 }
 
+/* The issue's "done when": `sandbox-cli run --allow NAME -- curl -sI https://NAME` reaches the
+ * name it allows, over the CLI and a fresh sandbox removed afterwards, and nothing else. */
+static void
+test_cli_run_allow(void **state)
+{
+	const char *cli = harness_binary("SANDBOX_CLI");
+	char *out;
+
+	out = host_out("timeout 180 '%s' --endpoint 'unix://%s' run --image egress --allow "
+	               "allowed.test -- curl -sI https://allowed.test/t14-cli; echo \"rc=$?\"",
+	               cli, p.sock);
+	harness_expect_in(out, "HTTP/1.1 200");
+	harness_expect_in(out, "Server: internet-test");
+	harness_expect_in(out, "rc=0");
+	free(out);
+	assert_true(inet_log_has("http.log", "https allowed.test allowed.test /t14-cli"));
+	/* the same run, another name: curl cannot resolve it (exit 6), nothing reaches the web */
+	out = host_out("timeout 180 '%s' --endpoint 'unix://%s' run --image egress --allow "
+	               "allowed.test -- curl -sI https://other.test/t14-other; echo \"rc=$?\"",
+	               cli, p.sock);
+	harness_expect_not_in(out, "HTTP/");
+	harness_expect_in(out, "rc=6");
+	free(out);
+	assert_false(inet_log_has("http.log", "/t14-other"));
+}
+
 int
 main(void)
 {
@@ -1123,6 +1149,7 @@ main(void)
 		cmocka_unit_test(test_live_tightening_cuts_open_connections),
 		cmocka_unit_test(test_allowed_name_at_a_refused_address),
 		cmocka_unit_test(test_mode_none_has_no_network),
+		cmocka_unit_test(test_cli_run_allow),
 	};
 
 	if (geteuid() != 0) {
@@ -1131,6 +1158,7 @@ main(void)
 	}
 	harness_vm_bundle();
 	harness_binary("SANDBOXD");
+	harness_binary("SANDBOX_CLI");
 	src = getenv("SBX_EGRESS_SRC");
 	netns = getenv("SBX_EGRESS_NETNS");
 	if (!src || !*src || !netns || !*netns) {
