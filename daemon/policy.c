@@ -85,9 +85,12 @@ policy_cap_network(struct policy *p, enum net_mode enforceable)
 		p->network.ceiling = enforceable;
 	if (p->network.default_mode > enforceable)
 		p->network.default_mode = enforceable;
-	/* an allow list only means something under allowlist */
+	/* an allow list only means something under allowlist, a deny list not under none (a
+	 * request repeating the default it was shown must not be refused) */
 	if (p->network.default_mode < NET_ALLOWLIST)
 		json_array_clear(p->network.default_allow);
+	if (p->network.default_mode == NET_NONE)
+		json_array_clear(p->network.default_deny);
 }
 
 void

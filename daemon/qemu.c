@@ -93,7 +93,8 @@ struct vm {
 	struct agent *agent;
 	struct qmp *qmp; /* only while asking QEMU to quit */
 	int slot;
-	bool net; /* it has a tap (egress was on when it started) */
+	bool net;            /* it has a tap (egress was on when it started) */
+	uint32_t guest_addr; /* with net: the guest's address it booted with (network order) */
 	bool reconnecting;
 	char cgroup[64];
 	char jail[600]; /* the mount point of its root (an empty directory in its dir) */
@@ -764,6 +765,7 @@ spawn_qemu(struct vm *vm, bool fresh_layer)
 	if (net) {
 		/* the worker knows its policy before the guest can send anything */
 		vm->net = true;
+		vm->guest_addr = link.guest_addr;
 		egress_attach(q->d, sb, &link);
 	}
 	r = 0;
@@ -782,8 +784,9 @@ write_record(struct vm *vm)
 
 	if (!path || process_start_time(vm->pid, &start) < 0)
 		return -ESRCH;
-	j = json_pack("{s:i, s:I, s:i, s:b}", "pid", (int)vm->pid, "start_time", (json_int_t)start,
-	              "slot", vm->slot, "net", vm->net);
+	j = json_pack("{s:i, s:I, s:i, s:b, s:I}", "pid", (int)vm->pid, "start_time",
+	              (json_int_t)start, "slot", vm->slot, "net", vm->net, "guest_addr",
+	              (json_int_t)ntohl(vm->guest_addr));
 	text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	json_decref(j);
 	return text ? write_file_atomic(path, text, strlen(text), 0600) : -ENOMEM;
@@ -811,6 +814,7 @@ read_record(struct vm *vm, pid_t *ret_pid, uint64_t *ret_start, int *ret_slot, b
 		return -EINVAL;
 	}
 	*ret_net = json_is_true(json_object_get(j, "net")); /* older records: no network */
+	vm->guest_addr = htonl((uint32_t)json_integer_value(json_object_get(j, "guest_addr")));
 	json_decref(j);
 	*ret_pid = pid;
 	*ret_start = (uint64_t)start;
@@ -1349,6 +1353,17 @@ qemu_adopt(struct backend *b _unused_, struct sandbox *sb)
 			vm->net = false;
 			vm_kill(vm);
 			return -ENODEV;
+		}
+		/* booted on another --egress-subnet: its guest would send from an address the
+		 * table and the worker no longer know */
+		if (link.guest_addr != vm->guest_addr) {
+			log_warning(
+			        "sandbox '%s': its link is not in --egress-subnet any more: not "
+			        "taken back",
+			        sb->id);
+			vm->net = false;
+			vm_kill(vm);
+			return -EADDRNOTAVAIL;
 		}
 		egress_attach(vm->q->d, sb, &link);
 	}

@@ -176,9 +176,20 @@ static void
 test_egress_off(void **state)
 {
 	struct daemon_proc p;
-	const char *off[] = { "--egress", "off", NULL };
+	char policy[300];
+	const char *off[] = { "--egress", "off", "--policy", policy, NULL };
 	char *out = NULL, cmd[300];
-	json_t *caps;
+	json_t *caps, *def;
+	FILE *f;
+
+	/* a default network this sandboxd cannot give: lowered to none, lists and all */
+	snprintf(policy, sizeof(policy), "%s/policy.yaml", dir);
+	f = fopen(policy, "w");
+	assert_non_null(f);
+	fputs("network:\n  default: {mode: allowlist, allow: [example.org], deny: "
+	      "[evil.example]}\n",
+	      f);
+	fclose(f);
 
 	/* the table an earlier start left (it outlives sandboxd, with the VMs) goes first */
 	snprintf(cmd, sizeof(cmd),
@@ -194,6 +205,10 @@ test_egress_off(void **state)
 	        "none");
 	assert_true(json_is_false(
 	        json_object_get(json_object_get(caps, "capabilities"), "egress_allowlist")));
+	def = json_object_get(json_object_get(caps, "network"), "default");
+	assert_string_equal(json_string_value(json_object_get(def, "mode")), "none");
+	assert_int_equal(json_array_size(json_object_get(def, "allow")), 0);
+	assert_int_equal(json_array_size(json_object_get(def, "deny")), 0);
 	json_decref(caps);
 	/* refused, never served open; none is granted (the control) */
 	assert_int_equal(harness_http(p.sock, "POST", "/v1/sandboxes?wait=false",
@@ -349,12 +364,27 @@ test_worker_supervised(void **state)
 	assert_int_equal(run_exit_code(p.sock, id, ALLOWED_RESOLVES), 0);
 	assert_int_not_equal(run_exit_code(p.sock, id, OTHER_RESOLVES), 0);
 
+	/* the VM outlives sandboxd, and so does the worker's end: it goes with sandboxd */
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	assert_int_equal(kill(again, 0), -1);
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+	{
+		/* started again on another subnet: the running VM's guest sends from an address
+		 * nothing knows any more, so it is not taken back (and not left running) */
+		const char *moved[] = { "--egress",        "on",      "--egress-subnet",
+			                "10.201.0.0/16",   "--accel", "tcg",
+			                "--default-image", "busybox", NULL };
+		json_t *got;
+		assert_int_equal(harness_restart(&p, harness_binary("SANDBOXD"), moved, NULL), 0);
+		assert_true(harness_file_contains(p.log, "its link is not in --egress-subnet any "
+		                                         "more: not taken back"));
+		got = harness_json(p.sock, "GET", path, NULL, 200);
+		assert_string_equal(harness_str(got, "state"), "failed");
+		json_decref(got);
+	}
 	assert_int_equal(harness_http(p.sock, "DELETE", path, NULL, NULL), 204);
 	assert_int_equal(harness_stop(&p, SIGTERM), 0);
 	assert_int_equal(harness_kill_vmms(p.state), 0);
-	/* the worker went with sandboxd */
-	assert_int_equal(kill(again, 0), -1);
 	harness_cleanup(&p);
 }
 
