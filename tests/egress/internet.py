@@ -33,7 +33,8 @@ import threading
 import time
 import urllib.parse
 
-NAMES = ["allowed.test", "also.test", "gist.hub.test", "api.hub.test", "other.test", "loopy.test"]
+NAMES = ["allowed.test", "also.test", "gist.hub.test", "api.hub.test", "other.test", "loopy.test",
+         "example.org"]  # example.org: the name the docs run `sandbox-cli run --allow` with
 WEB = "203.0.113.10"
 DNS = "203.0.113.53"
 DEFAULT_RECORDS = [(n, WEB) for n in NAMES if n != "loopy.test"] + [("loopy.test", "127.0.0.1")]

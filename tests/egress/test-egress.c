@@ -1106,8 +1106,9 @@ test_mode_none_has_no_network(void **state)
 	assert_false(inet_log_has("http.log", "/t13-none"));
 }
 
-/* The issue's "done when": `sandbox-cli run --allow NAME -- curl -sI https://NAME` reaches the
- * name it allows, over the CLI and a fresh sandbox removed afterwards, and nothing else. */
+/* The issue's "done when", as docs/egress.md shows it: `sandbox-cli run --allow example.org --
+ * curl -sI https://example.org` reaches the name it allows (here the test internet's
+ * example.org), over the CLI and a fresh sandbox removed afterwards, and nothing else. */
 static void
 test_cli_run_allow(void **state)
 {
@@ -1115,16 +1116,16 @@ test_cli_run_allow(void **state)
 	char *out;
 
 	out = host_out("timeout 180 '%s' --endpoint 'unix://%s' run --image egress --allow "
-	               "allowed.test -- curl -sI https://allowed.test/t14-cli; echo \"rc=$?\"",
+	               "example.org -- curl -sI https://example.org/t14-cli; echo \"rc=$?\"",
 	               cli, p.sock);
 	harness_expect_in(out, "HTTP/1.1 200");
 	harness_expect_in(out, "Server: internet-test");
 	harness_expect_in(out, "rc=0");
 	free(out);
-	assert_true(inet_log_has("http.log", "https allowed.test allowed.test /t14-cli"));
+	assert_true(inet_log_has("http.log", "https example.org example.org /t14-cli"));
 	/* the same run, another name: curl cannot resolve it (exit 6), nothing reaches the web */
 	out = host_out("timeout 180 '%s' --endpoint 'unix://%s' run --image egress --allow "
-	               "allowed.test -- curl -sI https://other.test/t14-other; echo \"rc=$?\"",
+	               "example.org -- curl -sI https://other.test/t14-other; echo \"rc=$?\"",
 	               cli, p.sock);
 	harness_expect_not_in(out, "HTTP/");
 	harness_expect_in(out, "rc=6");
