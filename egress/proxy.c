@@ -17,6 +17,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+/* resolv.h brings sys/param.h, whose MIN and MAX give way to macro.h's */
+#include <resolv.h>
+#undef MIN
+#undef MAX
 #include "httphead.h"
 #include "log.h"
 #include "netpolicy.h"
@@ -96,16 +100,22 @@ v4_refused(uint32_t a)
 	       (a & 0xffff0000) == 0xc0a80000 || /* 192.168/16 */
 	       (a & 0xffff0000) == 0xa9fe0000 || /* link-local, the metadata address within */
 	       (a & 0xffc00000) == 0x64400000 || /* CGNAT 100.64/10 */
-	       (a >> 28) >= 0xe;                 /* multicast, reserved 240/4, broadcast */
+	       /* IETF protocol assignments 192.0.0/24 (DS-Lite's B4 and AFTR among them) and
+	        * benchmarking 198.18/15: not globally reachable (RFC 6890), so no public name's
+	        * service is there, and networks do use them inside */
+	       (a & 0xffffff00) == 0xc0000000 || (a & 0xfffe0000) == 0xc6120000 ||
+	       (a >> 28) >= 0xe; /* multicast, reserved 240/4, broadcast */
 }
 
-/* The IPv4 address inside an IPv6 one that reaches it: IPv4-mapped, SIIT, NAT64, 6to4. */
+/* The IPv4 address inside an IPv6 one that reaches it: IPv4-mapped, SIIT, NAT64, 6to4, and
+ * Teredo's client (RFC 4380: the last 32 bits, inverted). */
 static bool
 embedded_v4(const struct in6_addr *a6, uint32_t *ret)
 {
 	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 	static const uint8_t siit[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0 };
 	static const uint8_t nat64[12] = { 0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0 };
+	static const uint8_t teredo[4] = { 0x20, 0x01, 0, 0 };
 	const uint8_t *b = a6->s6_addr;
 	uint32_t v;
 
@@ -113,7 +123,10 @@ embedded_v4(const struct in6_addr *a6, uint32_t *ret)
 		memcpy(&v, b + 12, 4);
 	else if (b[0] == 0x20 && b[1] == 0x02)
 		memcpy(&v, b + 2, 4);
-	else
+	else if (memcmp(b, teredo, 4) == 0) {
+		memcpy(&v, b + 12, 4);
+		v = ~v;
+	} else
 		return false;
 	*ret = ntohl(v);
 	return true;
@@ -143,6 +156,8 @@ proxy_addr_refused(const struct sockaddr *sa)
 		return true;
 	if (b[0] == 0 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && b[4] == 0 && b[5] == 1)
 		return true; /* local-use NAT64 64:ff9b:1::/48, whatever it embeds */
+	if (b[0] == 1 && memcmp(b + 1, zero, 7) == 0)
+		return true; /* discard-only 100::/64 */
 	if (embedded_v4(a6, &v4))
 		return v4_refused(v4);
 	return false;
@@ -217,6 +232,42 @@ addr_is_own(const struct sockaddr *sa)
 	}
 	pthread_mutex_unlock(&own_lock);
 	return found;
+}
+
+/* Whether a connection to sa would stay on this host: asked of the kernel's routing at the
+ * moment of dialling, so it covers what the list above cannot (a range routed to the host
+ * with a local route, an address added within the last OWN_ADDRS_MS). A datagram socket
+ * "connected" there (nothing is sent) gets the source address its route gives, and a local
+ * route gives the destination itself (RFC 6724 rule 1 for IPv6). */
+static bool
+addr_routes_local(const struct sockaddr *sa, socklen_t sl)
+{
+	struct sockaddr_storage me;
+	socklen_t ml = sizeof(me);
+	_cleanup_close_ int fd = socket(sa->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return true; /* cannot tell: fail closed */
+	if (connect(fd, sa, sl) < 0)
+		return false; /* no route: the dial fails by itself, and says why */
+	if (getsockname(fd, (struct sockaddr *)&me, &ml) < 0 || me.ss_family != sa->sa_family)
+		return true;
+	if (sa->sa_family == AF_INET)
+		return ((struct sockaddr_in *)&me)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)sa)->sin_addr.s_addr;
+	return memcmp(&((struct sockaddr_in6 *)&me)->sin6_addr,
+	              &((const struct sockaddr_in6 *)sa)->sin6_addr, sizeof(struct in6_addr)) == 0;
+}
+
+/* The name is resolved as the policy decided it, never with the host's search domains
+ * appended: "app.example" that does not exist must not become "app.example.corp.internal",
+ * another name, whose address nobody allowed. The resolver state is this thread's own, read
+ * afresh from resolv.conf (the options changed here are kept on later lookups, glibc). */
+static void
+resolver_no_search(void)
+{
+	if (res_init() == 0)
+		_res.options &= ~(unsigned long)(RES_DNSRCH | RES_DEFNAMES);
 }
 
 /* ---- chunked bodies ---- */
@@ -491,6 +542,7 @@ dial(struct proxy *p, const char *name, struct decision *d)
 	uint64_t deadline;
 	int g, err = 0;
 
+	resolver_no_search();
 	g = getaddrinfo(name, NULL, &hints, &res);
 	if (g != 0) {
 		if (g == EAI_NONAME || g == EAI_NODATA)
@@ -506,17 +558,18 @@ dial(struct proxy *p, const char *name, struct decision *d)
 		if ((ai->ai_family != AF_INET && ai->ai_family != AF_INET6) ||
 		    ai->ai_addrlen > sizeof(cand[0]))
 			continue;
-		if (proxy_addr_refused(ai->ai_addr) || addr_is_own(ai->ai_addr)) {
-			if (!refused[0])
-				format_addr(ai->ai_addr, refused);
-			continue;
-		}
 		memcpy(&cand[n], ai->ai_addr, ai->ai_addrlen);
 		cand_len[n] = ai->ai_addrlen;
 		if (ai->ai_family == AF_INET)
 			((struct sockaddr_in *)&cand[n])->sin_port = htons((uint16_t)p->port);
 		else
 			((struct sockaddr_in6 *)&cand[n])->sin6_port = htons((uint16_t)p->port);
+		if (proxy_addr_refused(ai->ai_addr) || addr_is_own(ai->ai_addr) ||
+		    addr_routes_local((struct sockaddr *)&cand[n], cand_len[n])) {
+			if (!refused[0])
+				format_addr(ai->ai_addr, refused);
+			continue;
+		}
 		n++;
 	}
 	freeaddrinfo(res);

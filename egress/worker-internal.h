@@ -99,9 +99,10 @@ void proxy_accept(struct worker *w, int fd, const struct sockaddr_in *peer);
 int stub_start(struct worker *w, int fd);
 
 /* Whether the proxy refuses to dial this address whatever the name (worker.h: loopback,
- * unspecified, private, link-local, CGNAT, multicast, broadcast, reserved, and the
- * IPv4-mapped, IPv4-compatible, NAT64 and 6to4 forms of those). The host's own addresses
- * are checked apart, since they change. */
+ * unspecified, private, link-local, CGNAT, multicast, broadcast, reserved, the other ranges
+ * that are not globally reachable (192.0.0/24, 198.18/15, 100::/64), and the IPv4-mapped,
+ * IPv4-compatible, NAT64, 6to4 and Teredo forms of those). The host's own addresses, and
+ * whatever its routes deliver locally, are checked apart, since they change. */
 bool proxy_addr_refused(const struct sockaddr *sa);
 
 /* Where an HTTP/1.1 chunked request body ends, read as it arrives. Strict where two readers

@@ -1,7 +1,8 @@
 /* test-egress-worker.c: the egress worker process (egress/worker.h). First its pure parts (the
  * chunked-body reader that says where the next request starts, the addresses never dialled),
  * then, as root, the real `sandboxd egress-worker` in a network and mount namespace of this
- * test's own (nothing outside changes): a bind-mounted /etc/hosts says what names resolve to,
+ * test's own (nothing outside changes): a bind-mounted /etc/hosts says what names resolve to
+ * (and a DNS server on 127.0.0.1 knows only names the resolver's search domain would make),
  * an "internet" namespace behind a veth holds an HTTP server and openssl s_server, and the
  * test is the guest (192.0.2.2, on lo) and sandboxd (the control channel). Every refusal has
  * an allowed control next to it, and the upstream server's list of Hosts it saw shows that a
@@ -14,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -30,6 +32,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "dns.h"
 #include "harness.h"
 #include "worker-internal.h"
 #include "util.h"
@@ -189,6 +192,16 @@ test_addresses(void **state)
 		"2002:7f00:1::1",
 		"2002:c0a8:101::1",
 		"::ffff:0:7f00:1",
+		/* special-purpose ranges no public service lives in (IANA: not globally
+		 * reachable), some of them used inside networks */
+		"192.0.0.1",
+		"192.0.0.170",
+		"198.18.0.1",
+		"198.19.255.255",
+		"::ffff:198.18.0.1",
+		"100::1",
+		/* Teredo carries its client's IPv4 address, inverted: 10.0.0.1 here */
+		"2001:0:4136:e378:8000:63bf:f5ff:fffe",
 	};
 	static const char *const yes[] = {
 		"93.184.215.14",
@@ -208,6 +221,10 @@ test_addresses(void **state)
 		"::ffff:8.8.8.8",
 		"64:ff9b::808:808",
 		"2002:808:808::1",
+		"192.0.1.1",
+		"198.17.255.255",
+		"198.20.0.1",
+		"2001:0:4136:e378:8000:63bf:f7f7:f7f7", /* Teredo, client 8.8.8.8 */
 	};
 	(void)state;
 
@@ -228,7 +245,9 @@ test_addresses(void **state)
 #define STRANGER "192.0.2.3" /* an address no "set" names */
 #define SERVER "198.51.100.10"
 #define SERVER2 "198.51.100.11"
-#define OWN "198.51.100.1" /* this namespace's end of the veth */
+#define OWN "198.51.100.1"     /* this namespace's end of the veth */
+#define ANYIP "198.51.100.200" /* routed to this host by a local route, on no interface */
+#define FRESH "198.51.100.201" /* an address this host gets during a test */
 #define HANDSHAKE_MS 1500
 #define WAIT_MS 5000
 
@@ -245,7 +264,11 @@ static const char hosts_file[] =
         "127.0.0.1 localhost\n" SERVER " www.allowed.test tls.allowed.test unlisted.test "
         "good.wild.test bad.wild.test other.wild.test\n"
         "127.0.0.1 loop.allowed.test mixed.allowed.test\n" SERVER2 " mixed.allowed.test\n" OWN
-        " own.allowed.test\n";
+        " own.allowed.test\n" ANYIP " anyip.allowed.test\n" FRESH " fresh.allowed.test\n";
+
+/* What the namespace's DNS server (127.0.0.1, the resolver's search domain corp.test) knows:
+ * only names that a search domain makes of two names the DNS does not know. */
+static const char *const searched_names[] = { "searched.test.corp.test", "single.corp.test" };
 
 struct env {
 	bool usable;
@@ -559,6 +582,51 @@ internet(int ready, int go)
 		else
 			close(fd);
 	}
+}
+
+/* ---- the namespace's DNS server (127.0.0.1:53, for the worker's resolver) ---- */
+
+static void *
+dns_server(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+
+	for (;;) {
+		uint8_t pkt[DNS_MSG_MAX], out[DNS_MSG_MAX];
+		struct sockaddr_in from;
+		socklen_t fl = sizeof(from);
+		struct dns_query q;
+		enum dns_verdict v = DNS_REFUSE;
+		struct in_addr a;
+		ssize_t n = recvfrom(fd, pkt, sizeof(pkt), 0, (struct sockaddr *)&from, &fl);
+
+		if (n < 0 || dns_parse_query(pkt, (size_t)n, &q) < 0)
+			continue;
+		for (size_t i = 0; i < ARRAY_SIZE(searched_names); i++)
+			if (streq(q.name, searched_names[i]))
+				v = DNS_ALLOW;
+		inet_pton(AF_INET, SERVER, &a);
+		n = (ssize_t)dns_build_answer(&q, pkt, v, a.s_addr, out);
+		(void)sendto(fd, out, (size_t)n, 0, (struct sockaddr *)&from, fl);
+	}
+	return NULL;
+}
+
+static int
+start_dns_server(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(53) };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	pthread_t t;
+
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    pthread_create(&t, NULL, dns_server, (void *)(intptr_t)fd) != 0) {
+		safe_close(fd);
+		return -1;
+	}
+	pthread_detach(t);
+	return 0;
 }
 
 /* ---- the control channel ---- */
@@ -910,9 +978,11 @@ setup_ns(void **state)
 	assert_int_equal(chmod(E.dir, 0755), 0);
 	snprintf(E.log, sizeof(E.log), "%s/worker.log", E.dir);
 	assert_int_equal(write_text(E.dir, "hosts", hosts_file), 0);
-	/* nothing answers DNS here: a name not in hosts fails at once */
+	/* the DNS server here knows only names a search domain makes (searched_names): a name
+	 * not in hosts fails at once, unless the search domain were appended */
 	assert_int_equal(write_text(E.dir, "resolv.conf",
-	                            "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"),
+	                            "nameserver 127.0.0.1\nsearch corp.test\noptions timeout:1 "
+	                            "attempts:1\n"),
 	                 0);
 	assert_int_equal(write_text(E.dir, "nsswitch.conf", "hosts: files dns\n"), 0);
 	if (over_etc(E.dir, "hosts") < 0 || over_etc(E.dir, "resolv.conf") < 0 ||
@@ -924,6 +994,10 @@ setup_ns(void **state)
 	       "ip addr add %s/32 dev lo",
 	       PROXY, GUEST, STRANGER) != 0) {
 		fprintf(stderr, "skip: cannot configure the namespace's lo\n");
+		return 0;
+	}
+	if (start_dns_server() < 0) {
+		fprintf(stderr, "skip: cannot serve DNS on 127.0.0.1:53 here\n");
 		return 0;
 	}
 	assert_int_equal(harness_make_certs(E.dir, ",DNS:tls.allowed.test", false), 0);
@@ -1228,6 +1302,84 @@ test_refused_addresses(void **state)
 	assert_true(str_has_prefix(jstr(e2, "reason"), "the name "));
 	assert_true(json_is_null(json_object_get(e2, "addr")));
 	json_decref(e2);
+	ctl_send(POLICY(ALLOW));
+	expect_no_events();
+}
+
+/* What answers on this host itself is never dialled, however the name leads there: an address
+ * routed here without being any interface's (a local route), or one the host got a moment ago.
+ * The trap listens on port 80 of every address of this namespace. */
+static void
+test_local_routes(void **state)
+{
+	char *r;
+	ssize_t n;
+	(void)state;
+	NEED_NS();
+
+	ctl_send(POLICY(ALLOW ",\"anyip.allowed.test\",\"fresh.allowed.test\""));
+	assert_int_equal(sh("ip route add local " ANYIP "/32 dev lo"), 0);
+	free(http_get("anyip.allowed.test", "/", &n));
+	assert_int_equal(n, 0);
+	json_decref(expect_event("http", "anyip.allowed.test", "denied",
+	                         "resolves only to refused addresses"));
+	assert_false(trap_reached());
+
+	/* the control: a name of the internet passes (and the host's addresses were just
+	 * looked at); then the host gets one more, and a name resolving to it is refused */
+	r = http_get("www.allowed.test", "/", &n);
+	harness_expect_in(r, "host=www.allowed.test");
+	free(r);
+	json_decref(expect_event("http", "www.allowed.test", "allowed", NULL));
+	assert_int_equal(sh("ip addr add " FRESH "/32 dev lo"), 0);
+	free(http_get("fresh.allowed.test", "/", &n));
+	assert_int_equal(n, 0);
+	json_decref(expect_event("http", "fresh.allowed.test", "denied",
+	                         "resolves only to refused addresses"));
+	assert_false(trap_reached());
+
+	assert_int_equal(
+	        sh("ip route del local " ANYIP "/32 dev lo && ip addr del " FRESH "/32 dev lo"), 0);
+	ctl_send(POLICY(ALLOW));
+	expect_no_events();
+}
+
+/* The proxy resolves exactly the name it decided on: the resolver's search domain (corp.test,
+ * where searched.test.corp.test and single.corp.test exist) never turns an allowed name that
+ * does not resolve into another name that does. */
+static void
+test_no_search_domains(void **state)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *res = NULL;
+	char addr[INET_ADDRSTRLEN], *r;
+	ssize_t n;
+	json_t *e;
+	(void)state;
+	NEED_NS();
+
+	/* the control: the DNS server does answer the longer names */
+	assert_int_equal(getaddrinfo("searched.test.corp.test", NULL, &hints, &res), 0);
+	inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, addr, sizeof(addr));
+	freeaddrinfo(res);
+	assert_string_equal(addr, SERVER);
+
+	ctl_send(POLICY(ALLOW ",\"searched.test\",\"single\""));
+	free(http_get("searched.test", "/", &n));
+	assert_int_equal(n, 0);
+	e = expect_event("http", "searched.test", "allowed", NULL);
+	assert_string_equal(jstr(e, "reason"), "the name does not resolve");
+	assert_true(json_is_null(json_object_get(e, "addr")));
+	json_decref(e);
+	free(http_get("single", "/", &n));
+	assert_int_equal(n, 0);
+	e = expect_event("http", "single", "allowed", NULL);
+	assert_string_equal(jstr(e, "reason"), "the name does not resolve");
+	json_decref(e);
+
+	r = hosts_seen();
+	harness_expect_not_in(r, "searched.test");
+	harness_expect_not_in(r, "single");
+	free(r);
 	ctl_send(POLICY(ALLOW));
 	expect_no_events();
 }
@@ -1687,6 +1839,8 @@ main(void)
 		cmocka_unit_test(test_tls),
 		cmocka_unit_test(test_keep_alive),
 		cmocka_unit_test(test_refused_addresses),
+		cmocka_unit_test(test_local_routes),
+		cmocka_unit_test(test_no_search_domains),
 		cmocka_unit_test(test_handshake_timeout),
 		cmocka_unit_test(test_half_close),
 		cmocka_unit_test(test_bulk),
