@@ -247,9 +247,20 @@ control_set(struct worker *w, json_t *msg)
 	sb = hashmap_get(&w->by_id, id);
 	other = hashmap_get(&w->by_guest, key);
 	if (other && other != sb) {
+		/* sandboxd removes a sandbox before its address is anyone else's, so this is a
+		 * lost message or a bug: whichever policy were kept could decide (and report as
+		 * its own) the other sandbox's traffic. Fail closed: both are forgotten, their
+		 * connections cut, until sandboxd's next set for that address. */
+		char other_id[WORKER_ID_MAX + 1];
+
+		memcpy(other_id, other->id, sizeof(other_id));
+		sandbox_remove_locked(w, other);
+		if (sb)
+			sandbox_remove_locked(w, sb);
 		pthread_mutex_unlock(&w->lock);
-		log_error("control: sandbox '%s': guest address %s is sandbox '%s''s; ignored", id,
-		          key, other->id);
+		log_error("control: sandbox '%s': guest address %s is sandbox '%s''s; both are "
+		          "forgotten",
+		          id, key, other_id);
 		return;
 	}
 	if (!sb) {

@@ -248,6 +248,7 @@ test_addresses(void **state)
 #define OWN "198.51.100.1"     /* this namespace's end of the veth */
 #define ANYIP "198.51.100.200" /* routed to this host by a local route, on no interface */
 #define FRESH "198.51.100.201" /* an address this host gets during a test */
+#define SILENT "198.51.100.99" /* on the veth's subnet, but nobody's: a dial never answers */
 #define HANDSHAKE_MS 1500
 #define WAIT_MS 5000
 
@@ -264,7 +265,8 @@ static const char hosts_file[] =
         "127.0.0.1 localhost\n" SERVER " www.allowed.test tls.allowed.test unlisted.test "
         "good.wild.test bad.wild.test other.wild.test\n"
         "127.0.0.1 loop.allowed.test mixed.allowed.test\n" SERVER2 " mixed.allowed.test\n" OWN
-        " own.allowed.test\n" ANYIP " anyip.allowed.test\n" FRESH " fresh.allowed.test\n";
+        " own.allowed.test\n" ANYIP " anyip.allowed.test\n" FRESH " fresh.allowed.test\n" SILENT
+        " slow.allowed.test\n";
 
 /* What the namespace's DNS server (127.0.0.1, the resolver's search domain corp.test) knows:
  * only names that a search domain makes of two names the DNS does not know. */
@@ -1384,6 +1386,78 @@ test_no_search_domains(void **state)
 	expect_no_events();
 }
 
+/* A tightening cuts a connection it no longer allows while that connection is still dialling
+ * (its address never answers: nobody replies to ARP on the veth), at once rather than when the
+ * dial gives up, and nothing was sent anywhere. */
+static void
+test_cut_while_dialling(void **state)
+{
+	char out[256];
+	uint64_t t0;
+	json_t *e;
+	int fd;
+	(void)state;
+	NEED_NS();
+
+	ctl_send(POLICY(ALLOW ",\"slow.allowed.test\""));
+	fd = dial_proxy(GUEST);
+	send_str(fd, "GET / HTTP/1.1\r\nHost: slow.allowed.test\r\n\r\n");
+	/* still dialling: no decision yet (a failed dial would be one) */
+	assert_null(event_for("http", "slow.allowed.test", 500));
+	t0 = now_mono_ms();
+	ctl_send(POLICY(ALLOW));
+	assert_int_equal(read_all(fd, out, sizeof(out)), 0);
+	assert_true(now_mono_ms() - t0 < 1000);
+	close(fd);
+	e = expect_event("http", "slow.allowed.test", "allowed", NULL);
+	assert_true(json_is_true(json_object_get(e, "cut")));
+	assert_true(json_is_null(json_object_get(e, "addr")));
+	assert_int_equal(jint(e, "bytes_out"), 0);
+	json_decref(e);
+	expect_no_events();
+}
+
+/* A "set" giving a sandbox the guest address another one holds contradicts what the worker
+ * knows, and sandboxd never means it: neither policy can then be trusted for that address, so
+ * both sandboxes are forgotten and their connections cut, rather than the traffic of one being
+ * decided (and reported) by the other's policy. */
+static void
+test_guest_clash(void **state)
+{
+	char out[4096];
+	ssize_t n;
+	json_t *e;
+	int fd;
+	(void)state;
+	NEED_NS();
+
+	fd = dial_proxy(GUEST);
+	send_str(fd, "GET /a HTTP/1.1\r\nHost: www.allowed.test\r\n\r\n");
+	assert_true(read_response(fd, out, sizeof(out)) > 0);
+	ctl_send("{\"op\":\"set\",\"id\":\"sbx-clash\",\"guest\":\"" GUEST "\",\"host\":\"" PROXY
+	         "\",\"network\":{\"mode\":\"allowlist\",\"allow\":[\"unlisted.test\"],"
+	         "\"deny\":[]}}\n");
+	assert_int_equal(read_response(fd, out, sizeof(out)), 0);
+	close(fd);
+	e = expect_event("http", "www.allowed.test", "allowed", NULL);
+	assert_true(json_is_true(json_object_get(e, "cut")));
+	json_decref(e);
+	/* the address is nobody's now: closed at once, decided by neither policy */
+	free(http_get("unlisted.test", "/", &n));
+	assert_true(n <= 0);
+	free(http_get("www.allowed.test", "/", &n));
+	assert_true(n <= 0);
+	expect_no_events();
+
+	/* sandboxd's next set for it is taken (the other one was not kept either) */
+	ctl_send(POLICY(ALLOW));
+	char *r = http_get("www.allowed.test", "/", &n);
+	harness_expect_in(r, "host=www.allowed.test");
+	free(r);
+	json_decref(expect_event("http", "www.allowed.test", "allowed", NULL));
+	expect_no_events();
+}
+
 static void
 test_handshake_timeout(void **state)
 {
@@ -1841,6 +1915,8 @@ main(void)
 		cmocka_unit_test(test_refused_addresses),
 		cmocka_unit_test(test_local_routes),
 		cmocka_unit_test(test_no_search_domains),
+		cmocka_unit_test(test_cut_while_dialling),
+		cmocka_unit_test(test_guest_clash),
 		cmocka_unit_test(test_handshake_timeout),
 		cmocka_unit_test(test_half_close),
 		cmocka_unit_test(test_bulk),
