@@ -37,6 +37,8 @@
 #define RESTART_DELAY_MS 1000
 #define EVENT_RATE 20   /* egress events recorded per sandbox per second, on average */
 #define EVENT_BURST 200 /* and at most this many at once; the rest are only counted */
+#define LOGS_PER_S 20   /* lines a second about what guests (or the worker) caused */
+#define REASON_MAX 256  /* a decision's reason: the worker's own words, short */
 
 struct egress_sb {
 	struct list_node node;
@@ -58,8 +60,10 @@ struct egress {
 	int pidfd, ctl;
 	struct loop_source pid_src, ctl_src;
 	struct buf in, out;
+	bool in_skipping; /* inside a line over LINE_MAX_BYTES, dropped up to its newline */
 	struct loop_timer restart;
 	bool stopping;
+	struct egress_lograte lograte;
 	/* the table: one nft run at a time, and one more when something changed meanwhile */
 	pid_t nft_pid;
 	int nft_pidfd, nft_err;
@@ -405,53 +409,195 @@ event_budget(struct egress_sb *s)
 	return true;
 }
 
+bool
+egress_lograte_take(struct egress_lograte *r, uint64_t now_ms, uint64_t *ret_missed)
+{
+	uint64_t second = now_ms / 1000;
+
+	*ret_missed = 0;
+	if (second != r->second) {
+		*ret_missed = r->missed;
+		r->second = second;
+		r->logged = r->missed = 0;
+	}
+	if (r->logged >= LOGS_PER_S) {
+		r->missed++;
+		return false;
+	}
+	r->logged++;
+	return true;
+}
+
+/* Logs a line about what a guest or the worker caused, within the rate (the first line of a
+ * later second says how many were left out). */
+static void log_limited(struct egress *e, enum log_level level, const char *fmt, ...)
+        _printf_(3, 4);
+static void
+log_limited(struct egress *e, enum log_level level, const char *fmt, ...)
+{
+	char line[1024];
+	uint64_t missed;
+	bool show = egress_lograte_take(&e->lograte, now_mono_ms(), &missed);
+	va_list ap;
+
+	if (missed > 0)
+		log_info("egress: %llu more lines about egress decisions not logged",
+		         (unsigned long long)missed);
+	if (!show)
+		return;
+	va_start(ap, fmt);
+	(void)vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	log_msg(level, "%s", line);
+}
+
+/* A name as the worker's parsers give them: DNS characters, lowercase, 1..253 bytes. */
+static bool
+decision_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 253)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
+		      s[i] == '_' || s[i] == '.'))
+			return false;
+	return true;
+}
+
+static bool
+decision_text_ok(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n > max)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] < 0x20 || s[i] > 0x7e)
+			return false;
+	return true;
+}
+
+static bool
+decision_count_ok(const json_t *v)
+{
+	return json_is_integer(v) && json_integer_value(v) >= 0;
+}
+
+/* A string member without a NUL inside (the C string would say less than the JSON). */
+static const char *
+decision_str(const json_t *msg, const char *key)
+{
+	const json_t *v = json_object_get(msg, key);
+	const char *s = json_string_value(v);
+
+	return s && strlen(s) == json_string_length(v) ? s : NULL;
+}
+
+json_t *
+egress_decision_data(const json_t *msg, const char **ret_id, bool *ret_allowed, bool *ret_dns)
+{
+	const char *id = decision_str(msg, "id"), *via = decision_str(msg, "via");
+	const char *verdict = decision_str(msg, "verdict"), *reason = decision_str(msg, "reason");
+	const char *name = decision_str(msg, "name");
+	json_t *port = json_object_get(msg, "port"), *data;
+	bool dns;
+
+	if (!id || !sandbox_id_valid(id) || !via || !verdict || !reason ||
+	    !decision_text_ok(reason, REASON_MAX))
+		return NULL;
+	if (!streq(via, "tls") && !streq(via, "http") && !streq(via, "dns"))
+		return NULL;
+	if (!streq(verdict, "allowed") && !streq(verdict, "denied"))
+		return NULL;
+	if (name ? !decision_name_ok(name) : !json_is_null(json_object_get(msg, "name")))
+		return NULL;
+	if (!json_is_integer(port) || json_integer_value(port) < 1 ||
+	    json_integer_value(port) > 65535)
+		return NULL;
+	dns = streq(via, "dns");
+	/* built from the checked values, never copied from the line */
+	data = json_pack("{s:s, s:o, s:I, s:s, s:s}", "via", via, "name",
+	                 name ? json_string(name) : json_null(), "port", json_integer_value(port),
+	                 "verdict", verdict, "reason", reason);
+	if (!data)
+		return NULL;
+	if (!dns) {
+		/* a connection also says what it dialled and moved */
+		const char *addr = decision_str(msg, "addr");
+		json_t *out = json_object_get(msg, "bytes_out"),
+		       *in = json_object_get(msg, "bytes_in");
+		json_t *cut = json_object_get(msg, "cut");
+		uint8_t bin[sizeof(struct in6_addr)];
+
+		if (!(addr ? inet_pton(AF_INET, addr, bin) == 1 ||
+		                      inet_pton(AF_INET6, addr, bin) == 1
+		           : json_is_null(json_object_get(msg, "addr"))) ||
+		    !decision_count_ok(out) || !decision_count_ok(in) || !json_is_boolean(cut) ||
+		    json_object_set_new(data, "addr", addr ? json_string(addr) : json_null()) < 0 ||
+		    json_object_set_new(data, "bytes_out", json_integer(json_integer_value(out))) <
+		            0 ||
+		    json_object_set_new(data, "bytes_in", json_integer(json_integer_value(in))) <
+		            0 ||
+		    json_object_set_new(data, "cut", json_boolean(json_is_true(cut))) < 0) {
+			json_decref(data);
+			return NULL;
+		}
+	}
+	*ret_id = id;
+	*ret_allowed = streq(verdict, "allowed");
+	*ret_dns = dns;
+	return data;
+}
+
+/* One decision: counted, a denial logged, recorded as the sandbox's event within its budget.
+ * The worker parses what guests send and could be subverted: only a well-formed decision's
+ * known fields are taken (egress_decision_data), and the log lines are rate-limited. */
 static void
 on_decision(struct egress *e, json_t *msg)
 {
 	struct egress_counters *c = &e->counters;
-	const char *id = json_string_value(json_object_get(msg, "id"));
-	const char *verdict = json_string_value(json_object_get(msg, "verdict"));
-	const char *via = json_string_value(json_object_get(msg, "via"));
-	const char *name = json_string_value(json_object_get(msg, "name"));
-	const char *reason = json_string_value(json_object_get(msg, "reason"));
-	json_int_t port = json_integer_value(json_object_get(msg, "port"));
-	json_int_t out = json_integer_value(json_object_get(msg, "bytes_out"));
-	json_int_t in = json_integer_value(json_object_get(msg, "bytes_in"));
-	bool allowed = verdict && streq(verdict, "allowed"), dns = via && streq(via, "dns");
-	struct egress_sb *s = id ? find_sb(e, id) : NULL;
-	struct sandbox *sb = id ? registry_get(&e->d->reg, id) : NULL;
-	json_t *data;
+	const char *id = NULL;
+	bool allowed = false, dns = false;
+	json_t *data = egress_decision_data(msg, &id, &allowed, &dns);
+	struct egress_sb *s;
+	struct sandbox *sb;
 
-	if (!verdict || !via || (!allowed && !streq(verdict, "denied")))
+	if (!data) {
+		log_limited(e, LOG_LEVEL_WARNING,
+		            "egress: the worker sent a decision that is not well-formed; ignored");
 		return;
+	}
 	if (dns)
 		allowed ? c->dns_allowed++ : c->dns_denied++;
-	else
+	else {
 		allowed ? c->allowed++ : c->denied++;
-	if (out > 0)
-		c->bytes_out += (uint64_t)out;
-	if (in > 0)
-		c->bytes_in += (uint64_t)in;
-	if (!allowed) {
-		/* seed 002: a refused name is in sandboxd's log. The worker checked the name
-		 * (a DNS name or null); it is quoted all the same. */
-		_cleanup_free_ char *safe = name ? termsafe_dup(name) : NULL;
-		log_info("sandbox '%s': egress denied: %s '%s' port %d (%s)", id ? id : "?", via,
-		         safe ? safe : "", (int)port, reason ? reason : "");
+		c->bytes_out += (uint64_t)json_integer_value(json_object_get(data, "bytes_out"));
+		c->bytes_in += (uint64_t)json_integer_value(json_object_get(data, "bytes_in"));
 	}
-	if (!s || !sb)
-		return; /* removed meanwhile */
-	if (dns && allowed)
-		return; /* every connection follows a lookup: its own event says it all */
+	if (!allowed) {
+		/* seed 002: a refused name is in sandboxd's log (every field checked above) */
+		const char *name = json_string_value(json_object_get(data, "name"));
+
+		log_limited(e, LOG_LEVEL_INFO, "sandbox '%s': egress denied: %s '%s' port %d (%s)",
+		            id, json_string_value(json_object_get(data, "via")), name ? name : "",
+		            (int)json_integer_value(json_object_get(data, "port")),
+		            json_string_value(json_object_get(data, "reason")));
+	}
+	s = find_sb(e, id);
+	sb = registry_get(&e->d->reg, id);
+	if (!s || !sb || (dns && allowed)) {
+		/* removed meanwhile; or an allowed lookup, which every connection follows and
+		 * whose own event says it all */
+		json_decref(data);
+		return;
+	}
 	if (!event_budget(s)) {
 		c->suppressed++;
+		json_decref(data);
 		return;
 	}
-	data = json_deep_copy(msg);
-	if (!data)
-		return;
-	json_object_del(data, "op");
-	json_object_del(data, "id");
 	(void)sandbox_event(e->d, sb, allowed ? "egress.allowed" : "egress.denied", data);
 }
 
@@ -459,24 +605,54 @@ static void
 on_line(struct egress *e, const char *line, size_t len)
 {
 	json_error_t jerr;
-	json_t *msg = json_loadb(line, len, 0, &jerr);
-	const char *op = json_string_value(json_object_get(msg, "op"));
+	json_t *msg;
+	const char *op;
 
+	if (len == 0)
+		return;
+	msg = json_loadb(line, len, 0, &jerr);
+	op = json_string_value(json_object_get(msg, "op"));
 	if (!op) {
-		log_warning("egress: the worker sent a line that is not a message");
+		log_limited(e, LOG_LEVEL_WARNING,
+		            "egress: the worker sent a line that is not a message");
 	} else if (streq(op, "egress")) {
 		on_decision(e, msg);
 	} else if (streq(op, "dropped")) {
 		json_int_t n = json_integer_value(json_object_get(msg, "count"));
 		if (n > 0)
 			e->counters.dropped += (uint64_t)n;
-	} else if (!streq(op, "ready")) {
-		log_debug("egress: the worker sent '%s'", op);
 	}
 	json_decref(msg);
 }
 
 static void worker_gone(struct egress *e);
+
+/* Lines from what arrived: e->in holds the line still arriving; one over LINE_MAX_BYTES is
+ * dropped whole, up to its newline, so its tail is never read as a line of its own. */
+static void
+ctl_input(struct egress *e, const char *p, size_t n)
+{
+	while (n > 0) {
+		const char *nl = memchr(p, '\n', n);
+		size_t k = nl ? (size_t)(nl - p) : n;
+
+		if (!e->in_skipping && buf_append(&e->in, p, k) < 0) {
+			log_limited(e, LOG_LEVEL_WARNING,
+			            "egress: a worker line over %u bytes was dropped",
+			            LINE_MAX_BYTES);
+			buf_reset(&e->in);
+			e->in_skipping = true;
+		}
+		if (!nl)
+			return;
+		if (!e->in_skipping)
+			on_line(e, buf_head(&e->in), buf_avail(&e->in));
+		buf_reset(&e->in);
+		e->in_skipping = false;
+		p = nl + 1;
+		n -= k + 1;
+	}
+}
 
 static void
 ctl_read(struct egress *e)
@@ -485,7 +661,6 @@ ctl_read(struct egress *e)
 
 	for (;;) {
 		ssize_t n = recv(e->ctl, chunk, sizeof(chunk), MSG_DONTWAIT);
-		const char *p, *end;
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -495,17 +670,9 @@ ctl_read(struct egress *e)
 			worker_gone(e);
 			return;
 		}
-		if (buf_append(&e->in, chunk, (size_t)n) < 0) {
-			log_warning("egress: a worker line over %u bytes was dropped",
-			            LINE_MAX_BYTES);
-			buf_reset(&e->in);
-			continue;
-		}
-		p = buf_head(&e->in);
-		end = p + buf_avail(&e->in);
-		for (const char *nl; (nl = memchr(p, '\n', (size_t)(end - p))); p = nl + 1)
-			on_line(e, p, (size_t)(nl - p));
-		buf_consume(&e->in, (size_t)(p - buf_head(&e->in)));
+		ctl_input(e, chunk, (size_t)n);
+		if (e->ctl < 0)
+			return;
 	}
 }
 
@@ -521,6 +688,22 @@ ctl_io(struct loop_source *src _unused_, uint32_t events, void *data)
 }
 
 /* ---- the worker process ---- */
+
+/* The worker's environment: none of sandboxd's (it may hold what the operator gave sandboxd,
+ * credentials among them, and the worker parses what guests send), but the sanitizers'
+ * options of a test build. */
+static void
+worker_env(char *ret[static 4])
+{
+	static const char *const keep[] = { "ASAN_OPTIONS=", "UBSAN_OPTIONS=", "LSAN_OPTIONS=" };
+	size_t n = 0;
+
+	for (char **v = environ; *v && n < ARRAY_SIZE(keep); v++)
+		for (size_t i = 0; i < ARRAY_SIZE(keep); i++)
+			if (str_has_prefix(*v, keep[i]))
+				ret[n++] = *v;
+	ret[n] = NULL;
+}
 
 static int
 worker_spawn(struct egress *e)
@@ -542,8 +725,10 @@ worker_spawn(struct egress *e)
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	sigset_t none, all;
+	char *env[4];
 	int sv[2], r;
 
+	worker_env(env);
 	snprintf(uid, sizeof(uid), "%u", (unsigned)e->uid);
 	snprintf(gid, sizeof(gid), "%u", (unsigned)e->uid);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
@@ -563,7 +748,7 @@ worker_spawn(struct egress *e)
 	posix_spawn_file_actions_adddup2(&fa, e->proxy_fd, 4);
 	posix_spawn_file_actions_adddup2(&fa, e->dns_fd, 5);
 	posix_spawn_file_actions_addclosefrom_np(&fa, 6);
-	r = posix_spawn(&e->pid, e->exe, &fa, &attr, (char *const *)argv, environ);
+	r = posix_spawn(&e->pid, e->exe, &fa, &attr, (char *const *)argv, env);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	close(sv[1]);
@@ -575,6 +760,7 @@ worker_spawn(struct egress *e)
 	e->ctl = sv[0];
 	buf_reset(&e->in);
 	buf_reset(&e->out);
+	e->in_skipping = false;
 	e->pidfd = (int)syscall(SYS_pidfd_open, e->pid, 0);
 	if (e->pidfd < 0) {
 		r = negative_errno();
@@ -772,6 +958,7 @@ egress_start(struct sandboxd *d, uid_t uid)
 	e->d = d;
 	e->uid = uid;
 	e->proxy_fd = e->dns_fd = e->pidfd = e->ctl = e->nft_pidfd = e->nft_err = -1;
+	e->restart.src.fd = -1; /* egress_free may come before its init */
 	list_init(&e->sbs);
 	buf_init(&e->in, LINE_MAX_BYTES);
 	buf_init(&e->out, OUT_MAX);

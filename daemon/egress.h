@@ -4,6 +4,7 @@
  * sandboxes' links, and the worker's decisions turned into events and counters. */
 #pragma once
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -54,3 +55,22 @@ void egress_attach(struct sandboxd *d, struct sandbox *sb, const struct egress_l
 void egress_detach(struct sandboxd *d, struct sandbox *sb);
 /* sb->network changed (PATCH): the worker and the table follow, tighter first. */
 void egress_update(struct sandboxd *d, struct sandbox *sb);
+
+/* What sandboxd takes of one {"op":"egress"} line from the worker (egress/worker.h). The
+ * worker parses what guests send and could be subverted, so nothing in the line is taken on
+ * trust: the id must be a sandbox id, via, verdict and port one of theirs, the name null or
+ * DNS characters, the reason short printable ASCII, and a connection's addr an address (or
+ * null), its byte counts non-negative and cut a boolean. Returns the event's data, a new
+ * object of exactly those fields (no op or id), with *ret_id (pointing into msg),
+ * *ret_allowed and *ret_dns set; NULL when the line is not such a decision. */
+json_t *egress_decision_data(const json_t *msg, const char **ret_id, bool *ret_allowed,
+                             bool *ret_dns);
+
+/* Lines about what guests (or the worker) caused are logged at most 20 a second, all
+ * sandboxes together: a guest decides how many denials there are, and the log is the host's.
+ * Returns whether a line may be logged at now_ms; *ret_missed is how many were held back in
+ * an earlier second, to be said once. */
+struct egress_lograte {
+	uint64_t second, logged, missed;
+};
+bool egress_lograte_take(struct egress_lograte *r, uint64_t now_ms, uint64_t *ret_missed);

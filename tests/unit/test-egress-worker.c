@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "dns.h"
+#include "egress.h"
 #include "harness.h"
 #include "worker-internal.h"
 #include "util.h"
@@ -234,6 +235,158 @@ test_addresses(void **state)
 	for (size_t i = 0; i < ARRAY_SIZE(yes); i++)
 		if (refused(yes[i]))
 			fail_msg("%s would be refused", yes[i]);
+}
+
+/* ---- what sandboxd takes of the worker's decisions ---- */
+
+#define SBX "sbx_0123456789abcdef"
+
+/* The decision line, as json, with key set to value (a JSON text; NULL: the key removed). */
+static json_t *
+decision_with(const char *base, const char *key, const char *value)
+{
+	json_t *m = json_loads(base, 0, NULL);
+
+	assert_non_null(m);
+	if (key && value)
+		assert_int_equal(
+		        json_object_set_new(
+		                m, key, json_loads(value, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL)),
+		        0);
+	else if (key)
+		assert_int_equal(json_object_del(m, key), 0);
+	return m;
+}
+
+static void
+test_decision_lines(void **state)
+{
+	static const char conn[] =
+	        "{\"op\":\"egress\",\"id\":\"" SBX "\",\"via\":\"tls\",\"name\":\"example.org\","
+	        "\"port\":443,\"verdict\":\"allowed\",\"reason\":\"on the allow list\","
+	        "\"addr\":\"93.184.215.14\",\"bytes_out\":517,\"bytes_in\":4096,\"cut\":false}";
+	static const char dns[] = "{\"op\":\"egress\",\"id\":\"" SBX "\",\"via\":\"dns\","
+	                          "\"name\":\"x.example.net\",\"port\":53,\"verdict\":\"denied\","
+	                          "\"reason\":\"not on the allow list\"}";
+	/* what a subverted worker could send instead: each is refused whole */
+	static const struct {
+		const char *base, *key, *value;
+	} bad[] = {
+		{ conn, "id", "\"sbx-test\"" },
+		{ conn, "id", "\"sbx_0123456789abcdef\\nerror: forged\"" },
+		{ conn, "id", "\"sbx_../../0123456789abcdef\"" },
+		{ conn, "id", NULL },
+		{ conn, "via", "\"smtp\"" },
+		{ conn, "verdict", "\"maybe\"" },
+		{ conn, "verdict", "true" },
+		{ conn, "name", "\"example.org\\nsandboxd: error: forged\"" },
+		{ conn, "name", "\"Example.org\"" },
+		{ conn, "name", "\"a b\"" },
+		{ conn, "name", "\"\"" },
+		{ conn, "name", "42" },
+		{ conn, "port", "0" },
+		{ conn, "port", "70000" },
+		{ conn, "port", "\"443\"" },
+		{ conn, "reason", "\"\\u001b[2J\"" },
+		{ conn, "reason", "\"ok\\nforged line\"" },
+		{ conn, "reason", NULL },
+		{ conn, "addr", "\"not an address\"" },
+		{ conn, "addr", "{}" },
+		{ conn, "addr", NULL },
+		{ conn, "bytes_out", "-1" },
+		{ conn, "bytes_in", "1.5" },
+		{ conn, "bytes_in", NULL },
+		{ conn, "cut", "\"yes\"" },
+		{ conn, "cut", NULL },
+		{ dns, "name", "\"x.example.net\\u0000y\"" },
+	};
+	_cleanup_free_ char *long_name = malloc(300), *long_reason = malloc(300);
+	const char *id = NULL;
+	bool allowed = false, is_dns = true;
+	json_t *m, *d;
+	(void)state;
+
+	/* a connection's: its documented fields, nothing else, whatever else the line holds */
+	m = decision_with(conn, "extra", "{\"big\":[1,2,3]}");
+	d = egress_decision_data(m, &id, &allowed, &is_dns);
+	assert_non_null(d);
+	assert_string_equal(id, SBX);
+	assert_true(allowed);
+	assert_false(is_dns);
+	assert_int_equal(json_object_size(d), 9);
+	assert_null(json_object_get(d, "op"));
+	assert_null(json_object_get(d, "id"));
+	assert_null(json_object_get(d, "extra"));
+	assert_string_equal(json_string_value(json_object_get(d, "addr")), "93.184.215.14");
+	assert_int_equal(json_integer_value(json_object_get(d, "bytes_in")), 4096);
+	json_decref(d);
+	json_decref(m);
+	/* without a name (TLS without SNI) or an address (refused before dialling), over IPv6 */
+	m = decision_with(conn, "name", "null");
+	json_object_set_new(m, "addr", json_null());
+	d = egress_decision_data(m, &id, &allowed, &is_dns);
+	assert_non_null(d);
+	assert_true(json_is_null(json_object_get(d, "name")));
+	json_decref(d);
+	json_object_set_new(m, "addr", json_string("2606:2800:220:1::1"));
+	d = egress_decision_data(m, &id, &allowed, &is_dns);
+	assert_non_null(d);
+	json_decref(d);
+	json_decref(m);
+	/* a DNS query's: no address or bytes */
+	m = decision_with(dns, NULL, NULL);
+	d = egress_decision_data(m, &id, &allowed, &is_dns);
+	assert_non_null(d);
+	assert_false(allowed);
+	assert_true(is_dns);
+	assert_int_equal(json_object_size(d), 5);
+	json_decref(d);
+	json_decref(m);
+
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		m = decision_with(bad[i].base, bad[i].key, bad[i].value);
+		d = egress_decision_data(m, &id, &allowed, &is_dns);
+		if (d)
+			fail_msg("taken: case %zu (%s)", i, bad[i].key);
+		json_decref(m);
+	}
+	/* a name longer than a DNS name, a reason longer than the worker writes */
+	assert_non_null(long_name);
+	assert_non_null(long_reason);
+	memset(long_name, 'a', 299);
+	long_name[299] = '\0';
+	memset(long_reason, 'r', 299);
+	long_reason[299] = '\0';
+	m = decision_with(conn, NULL, NULL);
+	json_object_set_new(m, "name", json_string(long_name));
+	assert_null(egress_decision_data(m, &id, &allowed, &is_dns));
+	json_object_set_new(m, "name", json_string("example.org"));
+	json_object_set_new(m, "reason", json_string(long_reason));
+	assert_null(egress_decision_data(m, &id, &allowed, &is_dns));
+	json_decref(m);
+}
+
+/* sandboxd logs at most 20 lines a second about decisions, then says how many it held back. */
+static void
+test_decision_log_rate(void **state)
+{
+	struct egress_lograte r = {};
+	uint64_t missed = 99;
+	unsigned shown = 0;
+	(void)state;
+
+	for (unsigned i = 0; i < 1000; i++) {
+		if (egress_lograte_take(&r, 5000 + i / 2, &missed))
+			shown++;
+		if (i > 0)
+			assert_int_equal(missed, 0);
+	}
+	assert_int_equal(shown, 20);
+	/* the next second: allowed again, and told what the last one left out */
+	assert_true(egress_lograte_take(&r, 6000, &missed));
+	assert_int_equal(missed, 980);
+	assert_true(egress_lograte_take(&r, 6001, &missed));
+	assert_int_equal(missed, 0);
 }
 
 /* ---- the worker in namespaces ---- */
@@ -1903,9 +2056,9 @@ int
 main(void)
 {
 	const struct CMUnitTest pure[] = {
-		cmocka_unit_test(test_chunked),
-		cmocka_unit_test(test_chunked_refused),
-		cmocka_unit_test(test_addresses),
+		cmocka_unit_test(test_chunked),           cmocka_unit_test(test_chunked_refused),
+		cmocka_unit_test(test_addresses),         cmocka_unit_test(test_decision_lines),
+		cmocka_unit_test(test_decision_log_rate),
 	};
 	const struct CMUnitTest ns[] = {
 		cmocka_unit_test(test_http_allowed_and_denied),
