@@ -39,6 +39,8 @@
 #define EVENT_BURST 200 /* and at most this many at once; the rest are only counted */
 #define LOGS_PER_S 20   /* lines a second about what guests (or the worker) caused */
 #define REASON_MAX 256  /* a decision's reason: the worker's own words, short */
+#define NFT_RETRY_MS 1000
+#define NFT_RETRY_MAX_MS 60000
 
 struct egress_sb {
 	struct list_node node;
@@ -64,11 +66,15 @@ struct egress {
 	struct loop_timer restart;
 	bool stopping;
 	struct egress_lograte lograte;
-	/* the table: one nft run at a time, and one more when something changed meanwhile */
+	/* the table: one nft run at a time, and one more when something changed meanwhile; a
+	 * run that failed is tried again later (the table must follow the sandboxes even when
+	 * nothing changes after) */
 	pid_t nft_pid;
 	int nft_pidfd, nft_err;
 	struct loop_source nft_src;
 	bool nft_dirty;
+	struct loop_timer nft_retry;
+	uint64_t nft_retry_ms;
 	struct list_node sbs;
 	struct egress_counters counters;
 };
@@ -243,6 +249,22 @@ table_memfd(struct egress *e)
 
 static void table_write(struct egress *e);
 
+/* A run that failed leaves the table as it was (nft applies a transaction whole or not at
+ * all): a sandbox attached then would have no network, one detached would stay listed,
+ * until some later change. It is run again, each time a while later. */
+static void
+table_retry_later(struct egress *e)
+{
+	(void)loop_timer_arm(&e->nft_retry, e->nft_retry_ms, 0);
+	e->nft_retry_ms = MIN(e->nft_retry_ms * 2, (uint64_t)NFT_RETRY_MAX_MS);
+}
+
+static void
+table_retry(struct loop_timer *t _unused_, void *data)
+{
+	table_write(data);
+}
+
 static void
 nft_exited(struct loop_source *src _unused_, uint32_t events _unused_, void *data)
 {
@@ -260,9 +282,13 @@ nft_exited(struct loop_source *src _unused_, uint32_t events _unused_, void *dat
 		if (n > 0)
 			out[n] = '\0';
 		text = termsafe_dup(out);
-		log_error("egress: nft failed to update table " NFTRULES_TABLE ": %s",
-		          text ? text : "(no output)");
-	}
+		log_error("egress: nft failed to update table " NFTRULES_TABLE
+		          ": %s; trying again in %llu s",
+		          text ? text : "(no output)",
+		          (unsigned long long)(e->nft_retry_ms + 999) / 1000);
+		table_retry_later(e);
+	} else
+		e->nft_retry_ms = NFT_RETRY_MS;
 	e->nft_err = safe_close(e->nft_err);
 	if (e->nft_dirty)
 		table_write(e);
@@ -291,6 +317,7 @@ table_write(struct egress *e)
 		log_error("egress: cannot prepare table " NFTRULES_TABLE ": %s",
 		          strerror(in < 0 ? -in : errno));
 		e->nft_err = safe_close(e->nft_err);
+		table_retry_later(e);
 		return;
 	}
 	sigemptyset(&none);
@@ -310,13 +337,20 @@ table_write(struct egress *e)
 		log_error("egress: cannot run nft: %s", strerror(r));
 		e->nft_pid = 0;
 		e->nft_err = safe_close(e->nft_err);
+		table_retry_later(e);
 		return;
 	}
 	e->nft_pidfd = (int)syscall(SYS_pidfd_open, e->nft_pid, 0);
 	if (e->nft_pidfd < 0 ||
 	    loop_add(e->d->loop, &e->nft_src, e->nft_pidfd, EPOLLIN, nft_exited, e) < 0) {
 		/* cannot watch it: wait (nft is quick), so the next change is not lost */
-		(void)waitpid(e->nft_pid, NULL, 0);
+		int status = 0;
+
+		(void)waitpid(e->nft_pid, &status, 0);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			table_retry_later(e);
+		else
+			e->nft_retry_ms = NFT_RETRY_MS;
 		e->nft_pid = 0;
 		e->nft_pidfd = safe_close(e->nft_pidfd);
 		e->nft_err = safe_close(e->nft_err);
@@ -937,6 +971,7 @@ egress_free(struct egress *e)
 		free(list_entry(n, struct egress_sb, node));
 	}
 	loop_timer_done(&e->restart);
+	loop_timer_done(&e->nft_retry);
 	safe_close(e->proxy_fd);
 	safe_close(e->dns_fd);
 	buf_free(&e->in);
@@ -958,13 +993,16 @@ egress_start(struct sandboxd *d, uid_t uid)
 	e->d = d;
 	e->uid = uid;
 	e->proxy_fd = e->dns_fd = e->pidfd = e->ctl = e->nft_pidfd = e->nft_err = -1;
-	e->restart.src.fd = -1; /* egress_free may come before its init */
+	e->restart.src.fd = e->nft_retry.src.fd = -1; /* egress_free may come before their init */
 	list_init(&e->sbs);
 	buf_init(&e->in, LINE_MAX_BYTES);
 	buf_init(&e->out, OUT_MAX);
 	e->exe = realpath("/proc/self/exe", NULL);
 	e->nft = find_nft();
+	e->nft_retry_ms = NFT_RETRY_MS;
 	r = loop_timer_init(d->loop, &e->restart, worker_restart, e);
+	if (r >= 0)
+		r = loop_timer_init(d->loop, &e->nft_retry, table_retry, e);
 	if (r < 0 || !e->exe) {
 		egress_free(e);
 		return r < 0 ? r : -ENOMEM;
