@@ -704,15 +704,20 @@ pump(struct pipe_dir *d, int src, int dst)
 static int
 http_advance(struct proxy *p)
 {
-	size_t avail = p->end - p->start, used;
+	size_t avail = p->end - p->start, used, from;
 	const uint8_t *b = p->buf + p->start;
 	const char *why = NULL;
 	struct httphead h;
 
 	switch (p->hstate) {
 	case HTTP_HEAD:
-		/* a head ends with a LF: bytes trickling in without one are not parsed again */
-		if (avail < HTTPHEAD_MAX && !memchr(b + p->head_seen, '\n', avail - p->head_seen)) {
+		/* Nothing of a head goes out before it is whole, and it is whole only at its blank
+		 * line: it is parsed once one may have come (or the buffer is full), not again for
+		 * every line trickling in, which would parse up to 16 KiB once per line a guest
+		 * sends apart (quadratic work, its choice). A bad line is then found at the end. */
+		from = p->head_seen > 2 ? p->head_seen - 2 : 0;
+		if (avail < HTTPHEAD_MAX && !memmem(b + from, avail - from, "\n\r\n", 3) &&
+		    !memmem(b + from, avail - from, "\n\n", 2)) {
 			p->head_seen = avail;
 			return 0;
 		}
