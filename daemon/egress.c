@@ -38,6 +38,7 @@
 #define EVENT_RATE 20   /* egress events recorded per sandbox per second, on average */
 #define EVENT_BURST 200 /* and at most this many at once; the rest are only counted */
 #define LOGS_PER_S 20   /* lines a second about what guests (or the worker) caused */
+#define CTL_READS 16    /* chunks of the worker's lines read per wakeup (256 KiB, ~1000 lines) */
 #define REASON_MAX 256  /* a decision's reason: the worker's own words, short */
 #define NFT_RETRY_MS 1000
 #define NFT_RETRY_MAX_MS 60000
@@ -688,12 +689,16 @@ ctl_input(struct egress *e, const char *p, size_t n)
 	}
 }
 
+/* Reads what the worker sent, at most CTL_READS chunks a wakeup: a guest decides how fast
+ * decisions come (a DNS flood is a line per query), and reading until the socket is empty
+ * could keep the loop here while the API waits. The rest waits in the socket (the loop comes
+ * back, the fd being level-triggered), and the worker drops and counts what does not fit. */
 static void
 ctl_read(struct egress *e)
 {
 	char chunk[16384];
 
-	for (;;) {
+	for (unsigned i = 0; i < CTL_READS; i++) {
 		ssize_t n = recv(e->ctl, chunk, sizeof(chunk), MSG_DONTWAIT);
 
 		if (n < 0 && errno == EINTR)
