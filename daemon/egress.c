@@ -25,14 +25,18 @@
 #include "egress.h"
 #include "events.h"
 #include "log.h"
+#include "netpolicy.h"
 #include "nftrules.h"
 #include "sandbox.h"
 #include "sandboxd.h"
 #include "tool.h"
 #include "util.h"
 
-#define LINE_MAX_BYTES (64u * 1024) /* the control protocol's line limit, both ways */
-#define OUT_MAX (8u << 20)          /* what may wait for the worker to read */
+#define LINE_MAX_BYTES (256u * 1024) /* the control protocol's line limit, both ways */
+#define OUT_MAX (8u << 20)           /* what may wait for the worker to read */
+
+_Static_assert(2u * NETPOLICY_LIST_MAX * (NETPOLICY_NAME_MAX + 3) + 1024 <= LINE_MAX_BYTES,
+               "the largest policy fits a control line (egress/worker-internal.h agrees)");
 #define READY_WAIT_MS 5000
 #define RESTART_DELAY_MS 1000
 #define EVENT_RATE 20   /* egress events recorded per sandbox per second, on average */
@@ -400,32 +404,50 @@ ctl_flush(struct egress *e)
 		(void)loop_modify(&e->ctl_src, EPOLLIN | (buf_avail(&e->out) ? EPOLLOUT : 0));
 }
 
-static void
+/* Queues one line for the worker. -E2BIG: over the protocol's line limit, not sent (the
+ * caller decides what then holds). When the worker has not read the last OUT_MAX bytes it
+ * is wedged, and a message it would miss may be a tightening: it is killed and started
+ * again, and then told everything anew. */
+static int
 ctl_send(struct egress *e, json_t *msg)
 {
 	_cleanup_free_ char *text = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
 
 	json_decref(msg);
-	if (!text || e->ctl < 0)
-		return; /* a worker that starts again is sent everything anew */
-	if (strlen(text) >= LINE_MAX_BYTES || buf_append(&e->out, text, strlen(text)) < 0 ||
-	    buf_putc(&e->out, '\n') < 0) {
+	if (!text)
+		return -ENOMEM;
+	if (strlen(text) >= LINE_MAX_BYTES)
+		return -E2BIG;
+	if (e->ctl < 0)
+		return 0; /* a worker that starts again is sent everything anew */
+	if (buf_append(&e->out, text, strlen(text)) < 0 || buf_putc(&e->out, '\n') < 0) {
 		log_error("egress: a policy message for the worker was lost; restarting it");
 		kill(e->pid, SIGKILL);
-		return;
+		return 0;
 	}
 	ctl_flush(e);
+	return 0;
 }
 
 static void
 send_set(struct egress *e, struct egress_sb *s, const json_t *network)
 {
 	char guest[INET_ADDRSTRLEN], host[INET_ADDRSTRLEN];
+	int r;
 
 	inet_ntop(AF_INET, &s->link.guest_addr, guest, sizeof(guest));
 	inet_ntop(AF_INET, &s->link.host_addr, host, sizeof(host));
-	ctl_send(e, json_pack("{s:s, s:s, s:s, s:s, s:O}", "op", "set", "id", s->id, "guest", guest,
-	                      "host", host, "network", network));
+	r = ctl_send(e, json_pack("{s:s, s:s, s:s, s:s, s:O}", "op", "set", "id", s->id, "guest",
+	                          guest, "host", host, "network", network));
+	if (r < 0) {
+		/* fail closed for this sandbox alone: restarting the worker would only meet the
+		 * same policy again when it is told everything anew, and take every other
+		 * sandbox's connections along each time */
+		log_error("sandbox '%s': its network policy could not be given to the egress "
+		          "worker (%s); it reaches nothing",
+		          s->id, strerror(-r));
+		(void)ctl_send(e, json_pack("{s:s, s:s}", "op", "remove", "id", s->id));
+	}
 }
 
 /* The token bucket of one sandbox's recorded events. */
@@ -1133,7 +1155,7 @@ egress_detach(struct sandboxd *d, struct sandbox *sb)
 
 	if (!s)
 		return;
-	ctl_send(e, json_pack("{s:s, s:s}", "op", "remove", "id", sb->id));
+	(void)ctl_send(e, json_pack("{s:s, s:s}", "op", "remove", "id", sb->id));
 	list_remove(&s->node);
 	free(s);
 	table_write(e);

@@ -17,11 +17,11 @@
 #include "sni.h"
 
 #define WORKER_ID_MAX 128
-#define WORKER_LINE_MAX (64u * 1024) /* one control line, either way */
-#define WORKER_EVENTS_MAX 4096       /* decisions queued for sandboxd before dropping */
-#define WORKER_CONNS_PER_SANDBOX 512 /* open connections one sandbox may hold */
-#define WORKER_CONNS_TOTAL 8192      /* and all of them together (less when fds are few) */
-#define WORKER_CONNECT_MS 10000      /* dialling a name, all its addresses together */
+#define WORKER_LINE_MAX (256u * 1024) /* one control line, either way: the largest policy */
+#define WORKER_EVENTS_MAX 4096        /* decisions queued for sandboxd before dropping */
+#define WORKER_CONNS_PER_SANDBOX 512  /* open connections one sandbox may hold */
+#define WORKER_CONNS_TOTAL 8192       /* and all of them together (less when fds are few) */
+#define WORKER_CONNECT_MS 10000       /* dialling a name, all its addresses together */
 #define WORKER_HANDSHAKE_MS_DEFAULT 10000
 
 /* One sandbox, as the last "set" described it. Reached by id and by guest address, both

@@ -28,6 +28,12 @@
 #include "worker.h"
 
 #define FDS_PER_CONN 6 /* two sockets and two pipes */
+
+/* A "set" holds a whole policy: as many names as netpolicy lets a request allow and deny,
+ * each quoted, with room for the rest of the line. A line over the limit is dropped, and a
+ * policy dropped would leave the one before it in force. */
+_Static_assert(2u * NETPOLICY_LIST_MAX * (NETPOLICY_NAME_MAX + 3) + 1024 <= WORKER_LINE_MAX,
+               "the largest set fits a control line");
 #define FDS_RESERVED 64
 #define ACCEPT_BATCH 64
 #define DENIAL_LOGS_PER_S 20

@@ -35,6 +35,7 @@
 #include "dns.h"
 #include "egress.h"
 #include "harness.h"
+#include "netpolicy.h"
 #include "worker-internal.h"
 #include "util.h"
 
@@ -1927,6 +1928,71 @@ test_dns(void **state)
 	expect_no_events();
 }
 
+/* Asks the stub for name (type A) until the answer's rcode is want: a policy just sent takes
+ * effect once the worker has read it, which nothing reports. Each answer's decision is taken. */
+static void
+dns_until(const char *name, int want)
+{
+	uint64_t deadline = now_mono_ms() + WAIT_MS;
+	uint8_t a[512];
+
+	for (;;) {
+		assert_true(dns_ask(GUEST, name, 1, a, WAIT_MS) > 0);
+		json_decref(expect_event("dns", name, RCODE(a) ? "denied" : "allowed", NULL));
+		if (RCODE(a) == want)
+			return;
+		if (now_mono_ms() > deadline)
+			fail_msg("the stub still answers %s with rcode %d", name, RCODE(a));
+		usleep(50000);
+	}
+}
+
+/* The largest policy a request can hold (netpolicy: 256 names of 253 bytes to allow and as many
+ * to deny, ~130 KiB as a set line) reaches the worker whole and takes effect. */
+static void
+test_largest_policy(void **state)
+{
+	_cleanup_buf_ struct buf line = BUF_INIT(1u << 20);
+	char names[2][NETPOLICY_LIST_MAX][NETPOLICY_NAME_MAX + 1];
+	uint8_t a[512];
+	(void)state;
+	NEED_NS();
+
+	/* 253 bytes each: four labels, the first saying which name it is */
+	for (int l = 0; l < 2; l++)
+		for (int i = 0; i < NETPOLICY_LIST_MAX; i++)
+			snprintf(names[l][i], sizeof(names[l][i]), "%c%03d%s.%s.%s.%s",
+			         l ? 'd' : 'a', i,
+			         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+			         "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy",
+			         "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz",
+			         "wwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwww");
+	assert_int_equal(strlen(names[0][0]), NETPOLICY_NAME_MAX);
+	assert_int_equal(buf_puts(&line, "{\"op\":\"set\",\"id\":\"sbx-test\",\"guest\":\"" GUEST
+	                                 "\",\"host\":\"" PROXY
+	                                 "\",\"network\":{\"mode\":\"allowlist\",\"allow\":["),
+	                 0);
+	for (int l = 0; l < 2; l++) {
+		for (int i = 0; i < NETPOLICY_LIST_MAX; i++)
+			assert_int_equal(buf_printf(&line, "%s\"%s\"", i ? "," : "", names[l][i]),
+			                 0);
+		assert_int_equal(buf_puts(&line, l ? "]}}\n" : "],\"deny\":["), 0);
+	}
+	assert_true(line.len > 128u * 1024);
+	ctl_send(line.data);
+
+	/* the last name allowed resolves, once the worker has read the line (nothing says when);
+	 * the control: one the policy before named no longer does */
+	dns_until(names[0][NETPOLICY_LIST_MAX - 1], 0);
+	assert_true(dns_ask(GUEST, "www.allowed.test", 1, a, WAIT_MS) > 0);
+	assert_int_equal(RCODE(a), 3);
+	json_decref(expect_event("dns", "www.allowed.test", "denied", NULL));
+
+	ctl_send(POLICY(ALLOW));
+	dns_until("www.allowed.test", 0);
+	expect_no_events();
+}
+
 /* As the host's nftables table sends them: the guest dials some address and port, the proxy
  * learns the port from the redirect and dials the name, never the address. */
 static void
@@ -2140,6 +2206,7 @@ main(void)
 		cmocka_unit_test(test_bulk),
 		cmocka_unit_test(test_tightening),
 		cmocka_unit_test(test_dns),
+		cmocka_unit_test(test_largest_policy),
 		cmocka_unit_test(test_redirected),
 		cmocka_unit_test(test_backpressure),
 		cmocka_unit_test(test_caps),
