@@ -82,6 +82,7 @@ struct proxy {
 	struct pipe_dir up;   /* guest to server (TLS only; HTTP goes through buf) */
 	struct pipe_dir down; /* server to guest */
 	char addr[INET6_ADDRSTRLEN];
+	char refused[INET6_ADDRSTRLEN]; /* the first refused address the name resolved to */
 	char why[160];
 	/* a later request refused on an allowed connection */
 	const char *deny_reason;
@@ -577,12 +578,10 @@ dial(struct proxy *p, const char *name, struct decision *d)
 		d->allowed = false;
 		d->reason = refused[0] ? "resolves only to refused addresses"
 		                       : "the name does not resolve";
+		/* said with the denial, within its log rate: a guest decides how often */
 		if (refused[0]) {
-			_cleanup_buf_ struct buf q = BUF_INIT(600);
-
-			(void)buf_put_quoted(&q, name, strlen(name), SNI_NAME_MAX);
-			log_info("sandbox '%s': %s resolves to %s, which is never dialled", p->c.id,
-			         q.data ? q.data : "?", refused);
+			memcpy(p->refused, refused, sizeof(refused));
+			d->refused = p->refused;
 		}
 		return -1;
 	}

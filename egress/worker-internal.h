@@ -80,6 +80,7 @@ struct decision {
 	bool allowed;
 	const char *reason;
 	const char *addr;
+	const char *refused; /* for the log: an address the name resolved to, never dialled */
 	bool conn;
 	uint64_t bytes_out, bytes_in;
 	bool cut;

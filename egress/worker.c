@@ -120,8 +120,9 @@ log_denial(const struct decision *d)
 		(void)buf_put_quoted(&name, d->name, strlen(d->name), 253);
 	else
 		(void)buf_puts(&name, "(no name)");
-	log_info("egress denied: sandbox '%s' %s %s port %u (%s)", d->id, d->via,
-	         name.data ? name.data : "?", d->port, d->reason ? d->reason : "?");
+	log_info("egress denied: sandbox '%s' %s %s port %u (%s%s%s)", d->id, d->via,
+	         name.data ? name.data : "?", d->port, d->reason ? d->reason : "?",
+	         d->refused ? ": " : "", d->refused ? d->refused : "");
 }
 
 void

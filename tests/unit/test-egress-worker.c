@@ -1462,6 +1462,49 @@ test_refused_addresses(void **state)
 	expect_no_events();
 }
 
+/* Lines of the worker's log holding text. */
+static unsigned
+log_lines_with(const char *text)
+{
+	_cleanup_free_ char *log = NULL;
+	unsigned n = 0;
+	size_t len;
+
+	assert_int_equal(read_file_max(E.log, 1u << 24, &log, &len), 0);
+	for (const char *p = log; (p = strstr(p, text)); p += strlen(text))
+		n++;
+	return n;
+}
+
+/* A guest decides how often a name resolving to a refused address is asked for: the log says
+ * so within the rate of denials (20 a second), not once per connection. */
+static void
+test_refused_log_rate(void **state)
+{
+	const unsigned tries = 200;
+	unsigned before;
+	uint64_t t0, secs;
+	ssize_t n;
+	(void)state;
+	NEED_NS();
+
+	before = log_lines_with("127.0.0.1");
+	t0 = now_mono_ms();
+	for (unsigned i = 0; i < tries; i++) {
+		free(http_get("loop.allowed.test", "/", &n));
+		assert_int_equal(n, 0);
+		json_decref(expect_event("http", "loop.allowed.test", "denied",
+		                         "resolves only to refused addresses"));
+	}
+	secs = (now_mono_ms() - t0) / 1000 + 1;
+	/* the control: it is logged at all, with the address */
+	assert_true(log_lines_with("127.0.0.1") > before);
+	if (log_lines_with("127.0.0.1") - before > 20 * (secs + 1))
+		fail_msg("%u lines about 127.0.0.1 for %u tries in %llu s",
+		         log_lines_with("127.0.0.1") - before, tries, (unsigned long long)secs);
+	expect_no_events();
+}
+
 /* What answers on this host itself is never dialled, however the name leads there: an address
  * routed here without being any interface's (a local route), or one the host got a moment ago.
  * The trap listens on port 80 of every address of this namespace. */
@@ -2197,6 +2240,7 @@ main(void)
 		cmocka_unit_test(test_keep_alive),
 		cmocka_unit_test(test_trickled_head),
 		cmocka_unit_test(test_refused_addresses),
+		cmocka_unit_test(test_refused_log_rate),
 		cmocka_unit_test(test_local_routes),
 		cmocka_unit_test(test_no_search_domains),
 		cmocka_unit_test(test_cut_while_dialling),
