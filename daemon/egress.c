@@ -16,6 +16,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -39,6 +40,7 @@ _Static_assert(2u * NETPOLICY_LIST_MAX * (NETPOLICY_NAME_MAX + 3) + 1024 <= LINE
                "the largest policy fits a control line (egress/worker-internal.h agrees)");
 #define READY_WAIT_MS 5000
 #define RESTART_DELAY_MS 1000
+#define WEDGED_MS 5000  /* the worker reads nothing sent to it for this long: restarted */
 #define EVENT_RATE 20   /* egress events recorded per sandbox per second, on average */
 #define EVENT_BURST 200 /* and at most this many at once; the rest are only counted */
 #define LOGS_PER_S 20   /* lines a second about what guests (or the worker) caused */
@@ -68,6 +70,10 @@ struct egress {
 	struct loop_source pid_src, ctl_src;
 	struct buf in, out;
 	bool in_skipping; /* inside a line over LINE_MAX_BYTES, dropped up to its newline */
+	/* the watchdog (worker_watchdog): bytes sent to the worker, and what waited for it at
+	 * the last look; since when it has read nothing while something waited */
+	struct loop_timer watchdog;
+	uint64_t sent, sent_then, waiting, stalled_since;
 	struct loop_timer restart;
 	bool stopping;
 	struct egress_lograte lograte;
@@ -399,6 +405,7 @@ ctl_flush(struct egress *e)
 		if (n < 0)
 			break;
 		buf_consume(&e->out, (size_t)n);
+		e->sent += (uint64_t)n;
 	}
 	if (e->ctl >= 0)
 		(void)loop_modify(&e->ctl_src, EPOLLIN | (buf_avail(&e->out) ? EPOLLOUT : 0));
@@ -822,6 +829,8 @@ worker_spawn(struct egress *e)
 	buf_reset(&e->in);
 	buf_reset(&e->out);
 	e->in_skipping = false;
+	e->sent = e->sent_then = e->waiting = 0;
+	e->stalled_since = now_mono_ms();
 	e->pidfd = (int)syscall(SYS_pidfd_open, e->pid, 0);
 	if (e->pidfd < 0) {
 		r = negative_errno();
@@ -858,6 +867,38 @@ worker_feed(struct egress *e)
 		if (sb)
 			send_set(e, s, sb->network);
 	}
+}
+
+/* Every second: a worker that has read nothing of what waits for it for WEDGED_MS is killed
+ * and started again (then told everything anew). Its connections are decided by the
+ * policies it last read, so a worker that stopped reading would keep a tightening from ever
+ * holding, and PATCH has long returned: R-E11 holds only with a worker that reads. What
+ * waits is the socket's send queue (SIOCOUTQ: bytes with their overhead, so only compared
+ * with itself) and what sandboxd holds back; it went down, or stayed level while more was
+ * sent, exactly when the worker read something. */
+static void
+worker_watchdog(struct loop_timer *t _unused_, void *data)
+{
+	struct egress *e = data;
+	uint64_t now = now_mono_ms(), waiting;
+	int queued = 0;
+
+	if (e->ctl < 0 || e->pid <= 0)
+		return;
+	if (ioctl(e->ctl, SIOCOUTQ, &queued) < 0 || queued < 0)
+		queued = 0;
+	waiting = (uint64_t)queued + buf_avail(&e->out);
+	if (waiting == 0 || waiting < e->waiting ||
+	    (waiting == e->waiting && e->sent != e->sent_then))
+		e->stalled_since = now;
+	e->waiting = waiting;
+	e->sent_then = e->sent;
+	if (now - e->stalled_since < WEDGED_MS)
+		return;
+	log_error("egress: the worker has read nothing sent to it for %u s; restarting it",
+	          WEDGED_MS / 1000);
+	e->stalled_since = now;
+	kill(e->pid, SIGKILL);
 }
 
 static void
@@ -999,6 +1040,7 @@ egress_free(struct egress *e)
 	}
 	loop_timer_done(&e->restart);
 	loop_timer_done(&e->nft_retry);
+	loop_timer_done(&e->watchdog);
 	safe_close(e->proxy_fd);
 	safe_close(e->dns_fd);
 	buf_free(&e->in);
@@ -1020,7 +1062,8 @@ egress_start(struct sandboxd *d, uid_t uid)
 	e->d = d;
 	e->uid = uid;
 	e->proxy_fd = e->dns_fd = e->pidfd = e->ctl = e->nft_pidfd = e->nft_err = -1;
-	e->restart.src.fd = e->nft_retry.src.fd = -1; /* egress_free may come before their init */
+	/* egress_free may come before their init */
+	e->restart.src.fd = e->nft_retry.src.fd = e->watchdog.src.fd = -1;
 	list_init(&e->sbs);
 	buf_init(&e->in, LINE_MAX_BYTES);
 	buf_init(&e->out, OUT_MAX);
@@ -1030,6 +1073,8 @@ egress_start(struct sandboxd *d, uid_t uid)
 	r = loop_timer_init(d->loop, &e->restart, worker_restart, e);
 	if (r >= 0)
 		r = loop_timer_init(d->loop, &e->nft_retry, table_retry, e);
+	if (r >= 0)
+		r = loop_timer_init(d->loop, &e->watchdog, worker_watchdog, e);
 	if (r < 0 || !e->exe) {
 		egress_free(e);
 		return r < 0 ? r : -ENOMEM;
@@ -1079,6 +1124,7 @@ egress_start(struct sandboxd *d, uid_t uid)
 		return r;
 	}
 	d->egress = e;
+	(void)loop_timer_arm(&e->watchdog, 1000, 1000);
 	{
 		char net[INET_ADDRSTRLEN];
 		struct in_addr a = { .s_addr = htonl(o->egress_subnet) };
