@@ -9,6 +9,14 @@
 #include "util.h"
 
 #define TAP_SUFFIX_MAX 12 /* IFNAMSIZ 16: NUL, and the 3 bytes of the prefix */
+/* Flows one guest may have in the host's conntrack table at once (redirected ones: the rest
+ * are dropped before they are kept). The table is the whole host's (nf_conntrack_max, often
+ * 262144): a guest opening flows as fast as it can (a DNS query from a new port each time is
+ * kept 30 s) would fill it, and then the host drops every new connection, its own included.
+ * 8192 is 270 lookups a second for 30 s; a closed TCP connection no longer counts. The
+ * count starts afresh with each table written (the set is the table's), which bounds what a
+ * guest holds by this much per rewrite, not by more. */
+#define FLOWS_PER_GUEST 8192
 
 static bool
 tap_ok(const char tap[static 16])
@@ -123,6 +131,10 @@ nftrules_build(const struct nft_sandbox *v, size_t n, const struct nft_config *c
 	                 "\tcounter " NFTRULES_COUNTER_FORWARD " {\n\t}\n");
 	if (r >= 0)
 		r = put_guests(&b, v, n);
+	/* each guest's count of flows kept for it (filled by the guest chain's ct count) */
+	if (r >= 0)
+		r = buf_puts(&b, "\tset flows {\n\t\ttype ipv4_addr\n\t\tsize 65535\n"
+		                 "\t\tflags dynamic\n\t}\n");
 	/* redirect sends a guest's packet to the primary address of the interface it came in
 	 * on: the host side of that sandbox's own /30, whatever address the guest aimed at.
 	 * Only a guest on its own tap with its own source is redirected at all. Web traffic to
@@ -163,11 +175,13 @@ nftrules_build(const struct nft_sandbox *v, size_t n, const struct nft_config *c
 		        "\t}\n"
 		        "\tchain guest {\n"
 		        "\t\tct state established,related accept\n"
+		        "\t\tct status dnat ct state new add @flows { ip saddr ct count over %u } "
+		        "counter name \"" NFTRULES_COUNTER_TAP "\" drop\n"
 		        "\t\tct status dnat tcp dport %u accept\n"
 		        "\t\tct status dnat udp dport %u accept\n"
 		        "\t\tcounter name \"" NFTRULES_COUNTER_TAP "\" drop\n"
 		        "\t}\n",
-		        c->proxy_port, c->dns_port, c->proxy_port, c->dns_port);
+		        c->proxy_port, c->dns_port, FLOWS_PER_GUEST, c->proxy_port, c->dns_port);
 	/* Sandboxes never reach each other or anything beyond the host, even where the host
 	 * forwards for others (ip_forward set by Docker or a VPN). Ingress is closed too: the
 	 * host itself opens nothing into a tap (R-E10); only the answers to what a guest sent

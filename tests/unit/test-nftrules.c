@@ -716,6 +716,66 @@ test_tap_drops(void **state)
 	assert_true(counter(t, NS_H, NFTRULES_COUNTER_TAP) >= before + 5);
 }
 
+/* Empties the listener on this port of namespace H of what queued up. */
+static void
+drain(struct net *t, int port)
+{
+	for (size_t i = 0; i < t->n_l; i++) {
+		struct sockaddr_in a;
+		socklen_t al = sizeof(a);
+		char buf[512];
+
+		if (getsockname(t->l[i].fd, (struct sockaddr *)&a, &al) < 0 ||
+		    ntohs(a.sin_port) != port || t->l[i].tcp)
+			continue;
+		while (recv(t->l[i].fd, buf, sizeof(buf), MSG_DONTWAIT) >= 0)
+			;
+	}
+}
+
+/* Each flow a guest opens to the host stays in the host's conntrack table (a DNS query 30 s),
+ * and the table is the whole host's (nf_conntrack_max): one guest may hold only so many at
+ * once, its next ones dropped, while other guests are served. A DNS flood from distinct
+ * source ports fills the guest's share. */
+static void
+test_flow_cap(void **state)
+{
+	struct net *t = *state;
+	const int flows = 8192 + 800;
+	struct sockaddr_storage dst;
+	socklen_t dlen = sockaddr_of("10.77.0.1", 53, &dst);
+	long before;
+
+	if (!t->usable) {
+		namespace_skipped = true;
+		skip();
+	}
+
+	assert_probe(udp_probe(t, NS_G, "10.77.0.1", 53), "dns");
+	before = counter(t, NS_H, NFTRULES_COUNTER_TAP);
+	for (int i = 0; i < flows; i++) {
+		_cleanup_close_ int fd = socket_in(t, NS_G, AF_INET, SOCK_DGRAM, 0);
+		struct sockaddr_in src = { .sin_family = AF_INET, .sin_port = htons(20000 + i) };
+
+		assert_int_equal(bind(fd, (struct sockaddr *)&src, sizeof(src)), 0);
+		assert_int_equal(sendto(fd, "?", 1, 0, (struct sockaddr *)&dst, dlen), 1);
+		if (i % 256 == 0)
+			drain(t, DNS_PORT);
+	}
+	drain(t, DNS_PORT);
+	/* over its share: its new flows go nowhere, DNS or web */
+	assert_true(counter(t, NS_H, NFTRULES_COUNTER_TAP) >= before + 700);
+	assert_probe(udp_probe(t, NS_G, "10.77.0.1", 53), "timeout");
+	assert_probe(tcp_probe(t, NS_G, NULL, "192.0.2.1", 80), "timeout");
+	/* the other guest is served */
+	assert_probe(udp_probe(t, NS_G2, "10.77.0.5", 53), "dns");
+	assert_probe(tcp_probe(t, NS_G2, NULL, "192.0.2.1", 80), "proxy");
+
+	/* the later tests start from an empty count (a table written anew counts afresh) */
+	load_traffic_rules(t);
+	assert_probe(udp_probe(t, NS_G, "10.77.0.1", 53), "dns");
+}
+
 /* A guest sending from an address that is not its own is dropped, redirected port or not. */
 static void
 test_spoofed_source(void **state)
@@ -853,7 +913,7 @@ main(void)
 		cmocka_unit_test(test_redirect),       cmocka_unit_test(test_tap_drops),
 		cmocka_unit_test(test_spoofed_source), cmocka_unit_test(test_ipv6),
 		cmocka_unit_test(test_other_machines), cmocka_unit_test(test_forward),
-		cmocka_unit_test(test_ingress),
+		cmocka_unit_test(test_ingress),        cmocka_unit_test(test_flow_cap),
 	};
 	int r;
 
