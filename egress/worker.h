@@ -21,13 +21,17 @@
  * from an address no "set" names is dropped.
  *
  * The control channel (--control-fd, a SOCK_STREAM unix socket): newline-terminated JSON
- * objects, one per line, at most 64 KiB each, both ways.
+ * objects, one per line, at most 256 KiB each, both ways (room for the largest policy a
+ * request may hold: 256 allow and 256 deny names; sandboxd checks it at compile time).
  * sandboxd -> worker:
  *   {"op":"set","id":"sbx-...","guest":"10.200.0.2","host":"10.200.0.1",
  *    "network":{"mode":"none"|"allowlist"|"open","allow":[...],"deny":[...]}}
  *       adds a sandbox or replaces its policy (network as netpolicy_resolve makes it;
  *       decided with netpolicy_allows). Replacing it cuts (shuts down both ways) every open
- *       connection of that sandbox whose name the new policy no longer allows.
+ *       connection of that sandbox whose name the new policy no longer allows. A set that
+ *       gives a sandbox the guest address another one holds forgets both (and cuts their
+ *       connections) until the next set: traffic from that address is never decided by the
+ *       wrong policy. A set without guest, host or network forgets the sandbox.
  *   {"op":"remove","id":"sbx-..."}
  *       forgets the sandbox and cuts all its connections.
  * worker -> sandboxd:
@@ -44,12 +48,16 @@
  *   {"op":"dropped","count":N}  how many decisions were dropped since the last such line
  * When the control channel closes the worker exits (sandboxd is gone or restarting).
  *
+ * Names are resolved exactly as decided (no search domains: an allowed name that does not
+ * resolve never becomes another one), afresh on every connection.
  * Refused destinations: every address the name resolves to is checked, and only the
  * acceptable ones are dialled: never loopback, unspecified, private (10/8, 172.16/12,
  * 192.168/16, fc00::/7), link-local (169.254/16 with the 169.254.169.254 metadata address,
- * fe80::/10), CGNAT (100.64/10), multicast, broadcast or reserved (240/4), IPv4-mapped or
- * NAT64 forms of those, nor any address of the host's own interfaces. A name with none left
- * is denied ("resolves only to refused addresses"). */
+ * fe80::/10), CGNAT (100.64/10), IETF protocol assignments (192.0.0.0/24), benchmarking
+ * (198.18/15), discard (100::/64), multicast, broadcast or reserved (240/4), IPv4-mapped,
+ * IPv4-compatible, NAT64, 6to4 and Teredo forms of those, nor any address of the host's own
+ * interfaces or that the host's routing keeps local (checked just before the dial). A name
+ * with none left is denied ("resolves only to refused addresses"). */
 #pragma once
 
 /* The process: parses argv, runs until the control channel closes. Returns the exit code. */
