@@ -996,7 +996,10 @@ bind_port(int type, unsigned port, const char *flag)
 
 	if (fd < 0)
 		return negative_errno();
-	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* TCP: a restart binds again at once despite connections in TIME_WAIT. Never for UDP,
+	 * where it lets two sockets share the port: a second sandboxd would bind it too */
+	if (type == SOCK_STREAM)
+		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		int r = negative_errno();
 		if (r == -EADDRINUSE)

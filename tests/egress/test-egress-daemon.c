@@ -163,6 +163,20 @@ test_busy_ports(void **state)
 	}
 	release_port(holder);
 
+	{
+		/* another sandboxd with egress on the same host holds both ports: moving the
+		 * proxy is not enough, its DNS port is refused too (never shared) */
+		struct daemon_proc first;
+		const char *moved[] = { "--egress", "on", "--egress-proxy-port", "3129", NULL };
+		assert_int_equal(harness_start_vm(&first, on, NULL), 0);
+		assert_int_equal(harness_start_vm(&p, moved, NULL), -1);
+		assert_true(
+		        harness_file_contains(p.log, "egress: udp port 7353 is already in use"));
+		harness_cleanup(&p);
+		assert_int_equal(harness_stop(&first, SIGTERM), 0);
+		harness_cleanup(&first);
+	}
+
 	holder = hold_port("udp", 7353);
 	assert_int_equal(harness_start_vm(&p, on, NULL), -1);
 	assert_true(harness_file_contains(p.log, "egress: udp port 7353 is already in use by "
