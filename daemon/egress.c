@@ -311,9 +311,6 @@ static void
 table_write(struct egress *e)
 {
 	const char *argv[] = { "nft", "-f", "-", NULL };
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	sigset_t none, all;
 	_cleanup_close_ int in = -1;
 	int r;
 
@@ -331,21 +328,12 @@ table_write(struct egress *e)
 		table_retry_later(e);
 		return;
 	}
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &all);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, in, STDIN_FILENO);
-	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, e->nft_err, STDERR_FILENO);
-	r = posix_spawn(&e->nft_pid, e->nft, &fa, &attr, (char *const *)argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
-	if (r != 0) {
-		log_error("egress: cannot run nft: %s", strerror(r));
+	{
+		struct spawn sp = { .path = e->nft, .fds = { in, -1, e->nft_err }, .n_fds = 3 };
+		r = spawn_child(&sp, argv, &e->nft_pid);
+	}
+	if (r < 0) {
+		log_error("egress: cannot run nft: %s", strerror(-r));
 		e->nft_pid = 0;
 		e->nft_err = safe_close(e->nft_err);
 		table_retry_later(e);
@@ -790,9 +778,6 @@ worker_spawn(struct egress *e)
 		               "--gid",
 		               gid,
 		               NULL };
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	sigset_t none, all;
 	char *env[4];
 	int sv[2], r;
 
@@ -801,29 +786,20 @@ worker_spawn(struct egress *e)
 	snprintf(gid, sizeof(gid), "%u", (unsigned)e->uid);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return negative_errno();
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &all);
-	posix_spawnattr_setpgroup(&attr, 0);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-	                                        POSIX_SPAWN_SETPGROUP);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, sv[1], 3);
-	posix_spawn_file_actions_adddup2(&fa, e->proxy_fd, 4);
-	posix_spawn_file_actions_adddup2(&fa, e->dns_fd, 5);
-	posix_spawn_file_actions_addclosefrom_np(&fa, 6);
-	r = posix_spawn(&e->pid, e->exe, &fa, &attr, (char *const *)argv, env);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
+	{
+		/* only the sockets it needs, in a group of its own */
+		struct spawn sp = { .path = e->exe,
+			            .envp = env,
+			            .fds = { -1, -1, SPAWN_INHERIT, sv[1], e->proxy_fd, e->dns_fd },
+			            .n_fds = 6,
+			            .own_group = true };
+		r = spawn_child(&sp, argv, &e->pid);
+	}
 	close(sv[1]);
-	if (r != 0) {
+	if (r < 0) {
 		close(sv[0]);
 		e->pid = 0;
-		return -r;
+		return r;
 	}
 	e->ctl = sv[0];
 	buf_reset(&e->in);

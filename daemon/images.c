@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -21,8 +20,6 @@
 #include "sandboxd.h"
 #include "tool.h"
 #include "util.h"
-
-extern char **environ;
 
 #define PROGRESS_LINE_MAX (64u * 1024)
 #define RECORD_MAX (4u << 20)
@@ -739,9 +736,6 @@ job_start(struct sandboxd *d, struct image *img)
 	_cleanup_free_ char *exe = NULL;
 	_cleanup_free_ const char **argv = NULL;
 	struct install_job *job;
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	sigset_t none, all;
 	int pipefd[2], r;
 	size_t n = 0;
 
@@ -778,28 +772,19 @@ job_start(struct sandboxd *d, struct image *img)
 		free(job);
 		return negative_errno();
 	}
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &all);
-	/* a group of its own, so that stopping it stops the tools it runs */
-	posix_spawnattr_setpgroup(&attr, 0);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-	                                        POSIX_SPAWN_SETPGROUP);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 3);
-	posix_spawn_file_actions_addclosefrom_np(&fa, 4);
-	r = posix_spawn(&job->pid, exe, &fa, &attr, (char *const *)argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
+	{
+		/* a group of its own, so that stopping it stops the tools it runs */
+		struct spawn sp = { .path = exe,
+			            .fds = { -1, -1, SPAWN_INHERIT, pipefd[1] },
+			            .n_fds = 4,
+			            .own_group = true };
+		r = spawn_child(&sp, argv, &job->pid);
+	}
 	close(pipefd[1]);
-	if (r != 0) {
+	if (r < 0) {
 		close(pipefd[0]);
 		free(job);
-		return -r;
+		return r;
 	}
 	job->d = d;
 	job->img = img;

@@ -290,6 +290,48 @@ memfd_read(int fd, size_t max)
 	return s;
 }
 
+int
+spawn_child(const struct spawn *sp, const char *const *argv, pid_t *ret_pid)
+{
+	static const int null_flags[] = { O_RDONLY, O_WRONLY, O_WRONLY };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t attr;
+	sigset_t none, all;
+	short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+	int r;
+
+	if (sp->n_fds < 3 || sp->n_fds > SPAWN_FDS_MAX)
+		return -EINVAL;
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	if (sp->own_group) {
+		posix_spawnattr_setpgroup(&attr, 0);
+		flags |= POSIX_SPAWN_SETPGROUP;
+	}
+	posix_spawnattr_setflags(&attr, flags);
+	posix_spawn_file_actions_init(&fa);
+	for (size_t i = 0; i < sp->n_fds; i++) {
+		if (sp->fds[i] == SPAWN_INHERIT)
+			continue; /* ours as it is (stderr, usually) */
+		if (sp->fds[i] < 0)
+			posix_spawn_file_actions_addopen(&fa, (int)i, "/dev/null",
+			                                 i < 3 ? null_flags[i] : O_RDWR, 0);
+		else
+			posix_spawn_file_actions_adddup2(&fa, sp->fds[i], (int)i);
+	}
+	posix_spawn_file_actions_addclosefrom_np(&fa, (int)sp->n_fds);
+	if (sp->cwd)
+		posix_spawn_file_actions_addchdir_np(&fa, sp->cwd);
+	r = posix_spawn(ret_pid, sp->path, &fa, &attr, (char *const *)argv,
+	                sp->envp ? sp->envp : environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	return -r;
+}
+
 /* Runs argv (argv[0] looked up in PATH, then the sbin directories) to completion. Returns 0
  * when it exited 0, -EIO when it failed (t->status and t->output say how), -ENOENT when the
  * tool is not installed, other -errno when it could not start. */
@@ -298,9 +340,6 @@ tool_run(struct tool *t, const char *const *argv)
 {
 	_cleanup_free_ char *exe = NULL;
 	_cleanup_close_ int cap = -1, outcap = -1;
-	posix_spawn_file_actions_t fa;
-	posix_spawnattr_t attr;
-	sigset_t none, all;
 	pid_t pid;
 	int r, status;
 
@@ -317,31 +356,19 @@ tool_run(struct tool *t, const char *const *argv)
 		if (outcap < 0)
 			return negative_errno();
 	}
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_init(&attr);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &all);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-	posix_spawn_file_actions_init(&fa);
-	if (t->in_fd >= 0)
-		posix_spawn_file_actions_adddup2(&fa, t->in_fd, STDIN_FILENO);
-	else
-		posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_adddup2(&fa,
-	                                 t->out_fd >= 0 ? t->out_fd
-	                                 : outcap >= 0  ? outcap
-	                                                : cap,
-	                                 STDOUT_FILENO);
-	posix_spawn_file_actions_adddup2(&fa, cap, STDERR_FILENO);
-	posix_spawn_file_actions_addclosefrom_np(&fa, STDERR_FILENO + 1);
-	if (t->cwd)
-		posix_spawn_file_actions_addchdir_np(&fa, t->cwd);
-	r = posix_spawn(&pid, exe, &fa, &attr, (char *const *)argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	posix_spawnattr_destroy(&attr);
-	if (r != 0)
-		return -r;
+	{
+		struct spawn sp = { .path = exe,
+			            .cwd = t->cwd,
+			            .fds = { t->in_fd >= 0 ? t->in_fd : -1,
+			                     t->out_fd >= 0 ? t->out_fd
+			                     : outcap >= 0  ? outcap
+			                                    : cap,
+			                     cap },
+			            .n_fds = 3 };
+		r = spawn_child(&sp, argv, &pid);
+		if (r < 0)
+			return r;
+	}
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
 			return negative_errno();

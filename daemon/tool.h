@@ -19,6 +19,23 @@ struct tool {
 	int status;       /* exit status, 128 + signal, or -1 when it did not run */
 };
 
+/* How a child starts (spawn_child): its signal mask empty and every signal at its default, fds
+ * 0..n_fds-1 as given (-1: /dev/null; SPAWN_INHERIT: ours as it is, e.g. stderr) and no
+ * other fd, optionally in a process group of its own (stopping the group stops what it runs)
+ * and a directory. envp NULL: our environment. */
+#define SPAWN_FDS_MAX 8
+#define SPAWN_INHERIT (-2)
+struct spawn {
+	const char *path;
+	char *const *envp;
+	const char *cwd;
+	int fds[SPAWN_FDS_MAX];
+	size_t n_fds; /* at least 3 */
+	bool own_group;
+};
+/* Starts path with argv as sp says; 0 and *ret_pid, or -errno (nothing started). */
+int spawn_child(const struct spawn *sp, const char *const *argv, pid_t *ret_pid);
+
 /* Runs argv (argv[0] looked up in PATH, then the sbin directories) to completion. Returns 0
  * when it exited 0, -EIO when it failed (t->status and t->output say how), -ENOENT when the
  * tool is not installed, other -errno when it could not start. */
