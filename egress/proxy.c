@@ -1,8 +1,9 @@
-/* proxy.c: the egress proxy's connections (worker.h). Each runs on a thread of its own: the
- * guest's first bytes give the name (TLS SNI or the HTTP Host), the sandbox's policy decides
- * before anything is resolved or dialled, the name is resolved afresh and only acceptable
- * addresses are dialled, then bytes are spliced both ways through pipes with half-close. On
- * HTTP every later request head of the connection is read too: a second Host ends it. */
+/* proxy.c: the egress proxy's connections (worker.h). A pool of threads accepts them, each
+ * running the connection it accepted to its end before accepting the next: the guest's first
+ * bytes give the name (TLS SNI or the HTTP Host), the sandbox's policy decides before anything
+ * is resolved or dialled, the name is resolved afresh and only acceptable addresses are
+ * dialled, then bytes are spliced both ways through pipes with half-close. On HTTP every later
+ * request head of the connection is read too: a second Host ends it. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 /* resolv.h brings sys/param.h, whose MIN and MAX give way to macro.h's */
 #include <resolv.h>
@@ -32,8 +35,8 @@
 #define SO_ORIGINAL_DST 80 /* linux/netfilter_ipv4.h */
 #endif
 
-/* A connection's thread needs little stack (the SNI reader's 16 KiB, getaddrinfo); thousands
- * of them must fit. The sanitizers' redzones need more. */
+/* A connection's thread needs little stack (getaddrinfo's, the parsers'); thousands of them
+ * must fit. The sanitizers' redzones need more. */
 #if defined(__SANITIZE_ADDRESS__)
 #define CONN_STACK (2u * 1024 * 1024)
 #else
@@ -46,12 +49,30 @@
 #define PIPE_BIG (1u << 20)          /* a bulk transfer's pipe: fewer, larger splices */
 #define PIPE_GROW_AFTER (256u << 10) /* bytes moved before a direction counts as bulk */
 #define OWN_ADDRS_MS 1000            /* the host's own addresses are listed at most this old */
+#define POOL_IDLE_MAX 64             /* threads kept waiting for a connection when it is quiet */
+#define ACCEPT_PAUSE_MS 100          /* out of fds or memory: accepting waits this long */
 
 _Static_assert(BUF_MAX >= HTTPHEAD_MAX, "a request head fits the buffer");
 
+/* Which resolv.conf a thread's resolver state was loaded from (resolver_no_search()). */
+struct resolv_id {
+	bool ok;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime, ctime;
+};
+
+/* A pipe a thread keeps from one connection to the next: only ever an empty one, at its
+ * default size (pipe_release()). -1 when there is none. */
+struct pipe_fds {
+	int r, w;
+	size_t cap;
+};
+
 /* One direction's pipe: bytes spliced in from one socket and out to the other. */
 struct pipe_dir {
-	int r, w;
+	int r, w; /* -1 until the relay needs it */
 	size_t fill, cap;
 	bool eof;  /* the source reached its end */
 	bool done; /* and everything went out: the destination was shut for writing */
@@ -65,15 +86,14 @@ enum http_state {
 	HTTP_CHUNKED,
 };
 
+/* One pool thread's connection: everything up to buf is the current connection's and is
+ * zeroed for each one (conn_take()); buf holds only what [start, end) says, and what follows
+ * it is the thread's own. */
 struct proxy {
 	struct wconn c; /* the registry's part */
 	struct worker *w;
 	bool tls;
 	unsigned port;
-	/* guest to server goes through buf: the bytes read to find the name, and on HTTP every
-	 * request head and chunked body; [start, end) is unread, its first fwd bytes checked
-	 * and due to the server */
-	uint8_t buf[BUF_MAX];
 	size_t start, end, fwd;
 	enum http_state hstate;
 	size_t head_seen; /* of the unread bytes, those already known to end no head */
@@ -87,7 +107,31 @@ struct proxy {
 	/* a later request refused on an allowed connection */
 	const char *deny_reason;
 	char deny_name[HTTPHEAD_HOST_MAX + 1];
+
+	/* guest to server goes through buf: the bytes read to find the name, and on HTTP every
+	 * request head and chunked body; [start, end) is unread, its first fwd bytes checked
+	 * and due to the server */
+	uint8_t buf[BUF_MAX];
+	struct pipe_fds spare_up, spare_down; /* kept for the next connection */
+	struct resolv_id resolv;
 };
+
+/* The threads that accept and run connections. Each one waits in accept() on the (blocking)
+ * listening socket, so the kernel hands a connection to exactly one of them, which runs it to
+ * its end and then waits for the next: no thread is created per connection, and no other
+ * thread is woken to hand it over. The pool grows when the last waiting thread takes a
+ * connection, and shrinks when more than POOL_IDLE_MAX would wait. */
+static struct {
+	pthread_mutex_t lock;
+	struct worker *w;
+	int lfd;
+	bool nodelay;       /* accepted sockets inherit TCP_NODELAY from lfd */
+	unsigned threads;   /* alive */
+	unsigned idle;      /* waiting in accept(), or on their way there */
+	unsigned max;       /* threads: every connection the caps let through, and one to refuse */
+	uint64_t warned_at; /* the last warning about accepting or growing, ms */
+	pthread_attr_t attr;
+} pool = { .lock = PTHREAD_MUTEX_INITIALIZER, .lfd = -1 };
 
 /* ---- addresses never dialled ---- */
 
@@ -262,13 +306,37 @@ addr_routes_local(const struct sockaddr *sa, socklen_t sl)
 
 /* The name is resolved as the policy decided it, never with the host's search domains
  * appended: "app.example" that does not exist must not become "app.example.corp.internal",
- * another name, whose address nobody allowed. The resolver state is this thread's own, read
- * afresh from resolv.conf (the options changed here are kept on later lookups, glibc). */
+ * another name, whose address nobody allowed. The resolver state is this thread's own, loaded
+ * from resolv.conf again whenever the file is not the one loaded last (as glibc itself tells:
+ * its identity, size and times). RES_NORELOAD: without it glibc's lookup, on a thread whose
+ * state res_init() had loaded before, may find that state differs from the process's current
+ * configuration and replace it with that one, search domains and all (a pooled thread's
+ * second connection did). */
 static void
-resolver_no_search(void)
+resolver_no_search(struct resolv_id *last)
 {
-	if (res_init() == 0)
+	struct resolv_id now = { .ok = true };
+	struct stat st;
+
+	if (stat(_PATH_RESCONF, &st) == 0) {
+		now.dev = st.st_dev;
+		now.ino = st.st_ino;
+		now.size = st.st_size;
+		now.mtime = st.st_mtim;
+		now.ctime = st.st_ctim;
+	} else
+		now.ok = false; /* no file: glibc's defaults, loaded every time */
+	if (now.ok && last->ok && now.dev == last->dev && now.ino == last->ino &&
+	    now.size == last->size && now.mtime.tv_sec == last->mtime.tv_sec &&
+	    now.mtime.tv_nsec == last->mtime.tv_nsec && now.ctime.tv_sec == last->ctime.tv_sec &&
+	    now.ctime.tv_nsec == last->ctime.tv_nsec)
+		return;
+	*last = (struct resolv_id){};
+	if (res_init() == 0) {
 		_res.options &= ~(unsigned long)(RES_DNSRCH | RES_DEFNAMES);
+		_res.options |= RES_NORELOAD;
+		*last = now;
+	}
 }
 
 /* ---- chunked bodies ---- */
@@ -430,6 +498,7 @@ read_name(struct proxy *p, char name[static SNI_NAME_MAX + 1], const char **why)
 {
 	uint64_t deadline = now_mono_ms() + p->w->handshake_ms;
 	unsigned reads = 0;
+	bool wait = false; /* the first bytes are often there already when it is accepted */
 
 	for (;;) {
 		struct pollfd pf = { .fd = p->c.cfd, .events = POLLIN };
@@ -437,13 +506,16 @@ read_name(struct proxy *p, char name[static SNI_NAME_MAX + 1], const char **why)
 		ssize_t n;
 		int k;
 
-		if (now >= deadline)
-			return 0;
-		k = poll(&pf, 1, (int)MIN(deadline - now, (uint64_t)INT32_MAX));
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return 0;
+		if (wait) {
+			if (now >= deadline)
+				return 0;
+			k = poll(&pf, 1, (int)MIN(deadline - now, (uint64_t)INT32_MAX));
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0)
+				return 0;
+		}
+		wait = true;
 		n = read(p->c.cfd, p->buf + p->end, sizeof(p->buf) - p->end);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
@@ -522,6 +594,10 @@ connect_one(int fd, const struct sockaddr *sa, socklen_t sl, int ms)
 		return -ETIMEDOUT;
 	if (k < 0)
 		return -errno;
+	/* writable without an error or hangup: connected (often at once: over a local link
+	 * the answer to the SYN is processed before connect() returns) */
+	if (pf.revents == POLLOUT)
+		return 0;
 	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
 		return -errno;
 	return -err;
@@ -532,9 +608,10 @@ connect_one(int fd, const struct sockaddr *sa, socklen_t sl, int ms)
 static int
 dial(struct proxy *p, const char *name, struct decision *d)
 {
-	struct addrinfo hints = { .ai_family = AF_UNSPEC,
-		                  .ai_socktype = SOCK_STREAM,
-		                  .ai_flags = AI_ADDRCONFIG };
+	/* no AI_ADDRCONFIG: every address is checked below anyway, and it cost a netlink dump
+	 * of the host's addresses per lookup; an IPv6 address on a host without IPv6 fails its
+	 * dial at once, after the IPv4 ones (getaddrinfo sorts unreachable ones last) */
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
 	struct addrinfo *res = NULL, *ai;
 	struct sockaddr_storage cand[ADDRS_MAX];
 	socklen_t cand_len[ADDRS_MAX];
@@ -543,7 +620,7 @@ dial(struct proxy *p, const char *name, struct decision *d)
 	uint64_t deadline;
 	int g, err = 0;
 
-	resolver_no_search();
+	resolver_no_search(&p->resolv);
 	g = getaddrinfo(name, NULL, &hints, &res);
 	if (g != 0) {
 		if (g == EAI_NONAME || g == EAI_NODATA)
@@ -629,11 +706,20 @@ dial(struct proxy *p, const char *name, struct decision *d)
 
 /* ---- relaying ---- */
 
+/* The direction's pipe: the empty one the thread kept from its last connection, else a new
+ * one at the default size. 0 or -errno. */
 static int
-pipe_open(struct pipe_dir *d)
+pipe_take(struct pipe_dir *d, struct pipe_fds *spare)
 {
 	int fds[2], sz;
 
+	if (spare->r >= 0) {
+		d->r = spare->r;
+		d->w = spare->w;
+		d->cap = spare->cap;
+		*spare = (struct pipe_fds){ .r = -1, .w = -1 };
+		return 0;
+	}
 	if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -errno;
 	d->r = fds[0];
@@ -648,6 +734,24 @@ pipe_close(struct pipe_dir *d)
 {
 	d->r = safe_close(d->r);
 	d->w = safe_close(d->w);
+}
+
+/* After the connection: its pipe is kept for the thread's next connection only when nothing
+ * is left in it, by this side's count and by the kernel's (bytes carried over would reach
+ * another connection, maybe another sandbox's guest), and when it was never grown (a big pipe
+ * kept idle would hold the user's pipe allowance). Anything else is closed. */
+static void
+pipe_release(struct pipe_dir *d, struct pipe_fds *spare)
+{
+	int left = -1;
+
+	if (d->r >= 0 && spare->r < 0 && d->fill == 0 && !d->grown &&
+	    ioctl(d->r, FIONREAD, &left) == 0 && left == 0) {
+		*spare = (struct pipe_fds){ .r = d->r, .w = d->w, .cap = d->cap };
+		d->r = d->w = -1;
+		return;
+	}
+	pipe_close(d);
 }
 
 /* Splices what src has into the pipe and what the pipe holds into dst, until neither moves;
@@ -838,11 +942,13 @@ relay(struct proxy *p)
 {
 	int one = 1, r;
 
-	(void)setsockopt(p->c.cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* the guest's side has it from the listening socket (pool.nodelay) */
+	if (!pool.nodelay)
+		(void)setsockopt(p->c.cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	(void)setsockopt(p->c.ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	r = pipe_open(&p->down);
+	r = pipe_take(&p->down, &p->spare_down);
 	if (r >= 0 && p->tls)
-		r = pipe_open(&p->up);
+		r = pipe_take(&p->up, &p->spare_up);
 	if (r < 0)
 		return r;
 	/* each direction is stepped when one of its two ends is ready (both, the first time):
@@ -908,22 +1014,21 @@ finish(struct proxy *p, struct decision *d)
 	w->n_conns--;
 	d->cut = p->c.cut;
 	pthread_mutex_unlock(&w->lock);
-	safe_close(p->c.cfd);
-	safe_close(p->c.ufd);
-	pipe_close(&p->up);
-	pipe_close(&p->down);
+	p->c.cfd = safe_close(p->c.cfd);
+	p->c.ufd = safe_close(p->c.ufd);
+	pipe_release(&p->up, &p->spare_up);
+	pipe_release(&p->down, &p->spare_down);
 	if (d->reason) {
 		d->bytes_out = p->up.moved;
 		d->bytes_in = p->down.moved;
 		worker_decision(w, d);
 	}
-	free(p);
 }
 
-static void *
-proxy_thread(void *arg)
+/* Runs a registered connection to its end. */
+static void
+conn_run(struct proxy *p)
 {
-	struct proxy *p = arg;
 	struct worker *w = p->w;
 	char name[SNI_NAME_MAX + 1];
 	struct decision d = { .id = p->c.id, .conn = true };
@@ -982,45 +1087,35 @@ proxy_thread(void *arg)
 		d.addr = NULL; /* cut before it was dialled */
 out:
 	finish(p, &d);
-	return NULL;
 }
 
-void
-proxy_accept(struct worker *w, int fd, const struct sockaddr_in *peer)
+/* Takes an accepted connection: registered in its sandbox and run, or refused with a decision
+ * when over the caps (or when refuse says why already). A source no sandbox has is closed at
+ * once, unreported. Consumes fd. */
+static void
+conn_take(struct proxy *p, int fd, const struct sockaddr_in *peer, const char *refuse)
 {
-	static pthread_attr_t attr;
-	static bool attr_ready;
-	struct decision d = { .conn = true };
+	struct worker *w = pool.w;
+	struct decision d = { .conn = true, .reason = refuse };
 	char id[WORKER_ID_MAX + 1];
 	struct wsandbox *sb;
-	struct proxy *p;
-	pthread_t t;
-	int r;
 
-	if (!attr_ready) {
-		/* only the main thread accepts */
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pthread_attr_setstacksize(&attr, CONN_STACK);
-		attr_ready = true;
-	}
-	p = calloc(1, sizeof(*p));
-	pthread_mutex_lock(&w->lock);
+	/* what sandboxd sent before this connection came (a new sandbox, a policy) holds for it */
+	worker_lock_settled(w);
 	sb = worker_sandbox_by_guest(w, peer->sin_addr);
 	if (!sb) {
 		pthread_mutex_unlock(&w->lock);
-		free(p);
 		close(fd);
 		return;
 	}
 	memcpy(id, sb->id, sizeof(id));
-	if (!p)
-		d.reason = "out of memory";
-	else if (sb->n_conns >= WORKER_CONNS_PER_SANDBOX)
+	if (!d.reason && sb->n_conns >= WORKER_CONNS_PER_SANDBOX)
 		d.reason = "too many connections from this sandbox";
-	else if (w->n_conns >= w->max_conns)
+	else if (!d.reason && w->n_conns >= w->max_conns)
 		d.reason = "too many connections through the proxy";
-	else {
+	else if (!d.reason) {
+		/* only what the last connection left behind is reset, not buf's 16 KiB */
+		memset(p, 0, offsetof(struct proxy, buf));
 		p->w = w;
 		p->c.sb = sb;
 		p->c.cfd = fd;
@@ -1032,21 +1127,10 @@ proxy_accept(struct worker *w, int fd, const struct sockaddr_in *peer)
 		w->n_conns++;
 	}
 	pthread_mutex_unlock(&w->lock);
-	if (d.reason)
-		goto refuse;
-
-	r = pthread_create(&t, &attr, proxy_thread, p);
-	if (r == 0)
+	if (!d.reason) {
+		conn_run(p);
 		return;
-	pthread_mutex_lock(&w->lock);
-	if (p->c.sb) {
-		list_remove(&p->c.node);
-		p->c.sb->n_conns--;
 	}
-	w->n_conns--;
-	pthread_mutex_unlock(&w->lock);
-	d.reason = "too many connections through the proxy";
-refuse:
 	/* which protocol it would have been is known from the port only, before reading */
 	d.id = id;
 	d.port = original_port(fd);
@@ -1054,6 +1138,166 @@ refuse:
 	if (d.port == 0)
 		d.port = 80;
 	worker_decision(w, &d);
-	free(p);
 	close(fd);
+}
+
+/* ---- the pool ---- */
+
+/* At most one warning a second, whichever thread meets the trouble. */
+static bool
+pool_may_warn(void)
+{
+	uint64_t now = now_mono_ms();
+	bool may;
+
+	pthread_mutex_lock(&pool.lock);
+	may = pool.warned_at == 0 || now - pool.warned_at >= 1000;
+	if (may)
+		pool.warned_at = now;
+	pthread_mutex_unlock(&pool.lock);
+	return may;
+}
+
+static void *pool_thread(void *arg);
+
+/* Starts a thread with a struct proxy of its own; the caller counted it in threads and idle
+ * already. 0 or -errno. */
+static int
+pool_spawn(void)
+{
+	struct proxy *p = malloc(sizeof(*p)); /* not zeroed: conn_take resets what is used */
+	pthread_t t;
+	int r;
+
+	if (!p)
+		return -ENOMEM;
+	p->spare_up = p->spare_down = (struct pipe_fds){ .r = -1, .w = -1 };
+	p->resolv = (struct resolv_id){};
+	r = pthread_create(&t, &pool.attr, pool_thread, p);
+	if (r != 0) {
+		free(p);
+		return -r;
+	}
+	return 0;
+}
+
+/* accept() failed with err: waits as long as retrying at once would not help. */
+static void
+accept_failed(int err)
+{
+	struct pollfd pf = { .fd = pool.lfd, .events = POLLIN };
+
+	switch (err) {
+	case EAGAIN:
+		/* someone made the shared listening socket non-blocking again: wait for it */
+		(void)poll(&pf, 1, ACCEPT_PAUSE_MS);
+		return;
+	case EMFILE:
+	case ENFILE:
+	case ENOBUFS:
+	case ENOMEM:
+		if (pool_may_warn())
+			log_warning("proxy: cannot accept: %s; pausing", strerror(err));
+		(void)poll(NULL, 0, ACCEPT_PAUSE_MS);
+		return;
+	case EBADF:
+	case EINVAL:
+	case ENOTSOCK:
+	case EOPNOTSUPP:
+		if (pool_may_warn())
+			log_error("proxy: cannot accept: %s", strerror(err));
+		(void)poll(NULL, 0, ACCEPT_PAUSE_MS);
+		return;
+	default:
+		/* EINTR, and a connection that failed before it was taken (ECONNABORTED, the
+		 * network errors accept(2) passes on): the next one */
+		return;
+	}
+}
+
+static void *
+pool_thread(void *arg)
+{
+	struct proxy *p = arg;
+
+	for (;;) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		const char *refuse = NULL;
+		bool grow, alone;
+		int fd, r;
+
+		fd = accept4(pool.lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0) {
+			accept_failed(errno);
+			continue;
+		}
+		/* the last one waiting starts the next, so that one always waits; at the most,
+		 * the threads still running connections come back */
+		pthread_mutex_lock(&pool.lock);
+		pool.idle--;
+		grow = pool.idle == 0 && pool.threads < pool.max;
+		if (grow) {
+			pool.threads++;
+			pool.idle++;
+		}
+		pthread_mutex_unlock(&pool.lock);
+		if (grow && (r = pool_spawn()) < 0) {
+			pthread_mutex_lock(&pool.lock);
+			pool.threads--;
+			pool.idle--;
+			alone = pool.idle == 0;
+			pthread_mutex_unlock(&pool.lock);
+			if (pool_may_warn())
+				log_warning("proxy: cannot start a thread: %s", strerror(-r));
+			/* nobody would accept while this connection runs: it is refused, as the
+			 * caps refuse, and this thread goes back to accepting */
+			if (alone)
+				refuse = "too many connections through the proxy";
+		}
+		/* the guest's own address, kept by the redirect, is all that says who it is */
+		if (ss.ss_family == AF_INET)
+			conn_take(p, fd, (const struct sockaddr_in *)&ss, refuse);
+		else
+			close(fd);
+
+		pthread_mutex_lock(&pool.lock);
+		if (pool.idle >= POOL_IDLE_MAX) {
+			pool.threads--;
+			pthread_mutex_unlock(&pool.lock);
+			break;
+		}
+		pool.idle++;
+		pthread_mutex_unlock(&pool.lock);
+	}
+	safe_close(p->spare_up.r);
+	safe_close(p->spare_up.w);
+	safe_close(p->spare_down.r);
+	safe_close(p->spare_down.w);
+	free(p);
+	return NULL;
+}
+
+int
+proxy_start(struct worker *w, int lfd)
+{
+	int fl = fcntl(lfd, F_GETFL), one = 1, r;
+
+	/* blocking: each waiting thread sleeps in accept() and the kernel wakes one of them */
+	if (fl < 0 || fcntl(lfd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+		return log_error("proxy: cannot make the listening socket blocking: %s",
+		                 strerror(errno)),
+		       -errno;
+	pool.nodelay = setsockopt(lfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0;
+	pool.w = w;
+	pool.lfd = lfd;
+	pool.max = w->max_conns + 1;
+	pthread_attr_init(&pool.attr);
+	pthread_attr_setdetachstate(&pool.attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&pool.attr, CONN_STACK);
+	pool.threads = pool.idle = 1;
+	r = pool_spawn();
+	if (r < 0)
+		return log_error("proxy: cannot start a thread: %s", strerror(-r)), r;
+	return 0;
 }

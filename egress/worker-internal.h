@@ -23,6 +23,7 @@
 #define WORKER_CONNS_TOTAL 8192       /* and all of them together (less when fds are few) */
 #define WORKER_CONNECT_MS 10000       /* dialling a name, all its addresses together */
 #define WORKER_HANDSHAKE_MS_DEFAULT 10000
+#define WORKER_SETTLE_MS 100 /* waiting for the control lines sent before a connection */
 
 /* One sandbox, as the last "set" described it. Reached by id and by guest address, both
  * under worker.lock; freed by "remove" (its connections are cut and let go first). */
@@ -54,14 +55,30 @@ struct worker {
 	unsigned n_conns, max_conns;
 	unsigned handshake_ms;
 
-	/* decisions on their way to sandboxd: connection and DNS threads queue lines, the main
-	 * thread writes them without ever blocking on sandboxd */
+	/* the main thread reading control lines, for worker_lock_settled(); under lock */
+	int control_fd;
+	bool control_busy;           /* reading or applying what it read */
+	uint64_t control_seq;        /* reads applied */
+	pthread_cond_t control_cond; /* control_seq moved */
+
+	/* decisions on their way to sandboxd, never blocking on it: the thread that has one
+	 * writes it when nothing else waits, else queues it; the main thread writes what waits
+	 * for room in sandboxd's socket */
 	pthread_mutex_t qlock;
+	bool writing; /* a thread is sending (flush_locked) */
+	char *out;    /* the line being written, out_off of its out_len bytes sent */
+	size_t out_len, out_off;
 	char *queue[WORKER_EVENTS_MAX];
 	size_t q_head, q_count;
 	uint64_t dropped;
-	int wake_fd; /* eventfd: a line was queued */
+	int wake_fd; /* eventfd: lines wait for room */
 };
+
+/* Takes w->lock once the control lines sandboxd had sent by now are applied (waiting at most
+ * WORKER_SETTLE_MS for the main thread), so that a connection or query arriving after a "set"
+ * was sent is decided by it, although other threads than the one reading the control channel
+ * accept and decide. */
+void worker_lock_settled(struct worker *w);
 
 /* The sandbox whose guest address is a; caller holds w->lock. NULL when none. */
 struct wsandbox *worker_sandbox_by_guest(struct worker *w, struct in_addr a);
@@ -91,10 +108,11 @@ struct decision {
  * w->lock held. */
 void worker_decision(struct worker *w, const struct decision *d);
 
-/* proxy.c: takes an accepted connection whose source is a known sandbox's guest (fd is
- * non-blocking) and runs it on a thread of its own. Consumes fd in every case; a connection
- * over the caps is refused with a decision. */
-void proxy_accept(struct worker *w, int fd, const struct sockaddr_in *peer);
+/* proxy.c: starts the threads that accept connections on the listening socket lfd (made
+ * blocking; owned from now on) and run them, one at a time each. A connection from an address
+ * no sandbox has is closed at once; one over the caps is refused with a decision. w->max_conns
+ * must be set. 0 or -errno (logged). */
+int proxy_start(struct worker *w, int lfd);
 
 /* stub.c: starts the DNS stub's thread on the bound UDP socket fd (owned from now on). */
 int stub_start(struct worker *w, int fd);

@@ -1,8 +1,8 @@
 /* worker.c: the egress worker process (worker.h): its flags and sockets, dropping root, the
  * sandboxes sandboxd describes on the control channel (a "set" that tightens a policy cuts
  * the connections it no longer allows), and the decisions written back without ever waiting
- * for sandboxd. The main thread runs the control channel and accepts connections; each
- * connection runs on a thread of its own (proxy.c), DNS on one more (stub.c). */
+ * for sandboxd. The main thread runs the control channel and writes the decisions; a pool of
+ * threads accepts and runs the connections (proxy.c), one more answers DNS (stub.c). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -27,7 +29,7 @@
 #include "worker-internal.h"
 #include "worker.h"
 
-#define FDS_PER_CONN 6 /* two sockets and two pipes */
+#define FDS_PER_CONN 6 /* two sockets and two pipes: a connection's, or kept by its thread */
 
 /* A "set" holds a whole policy: as many names as netpolicy lets a request allow and deny,
  * each quoted, with room for the rest of the line. A line over the limit is dropped, and a
@@ -35,7 +37,6 @@
 _Static_assert(2u * NETPOLICY_LIST_MAX * (NETPOLICY_NAME_MAX + 3) + 1024 <= WORKER_LINE_MAX,
                "the largest set fits a control line");
 #define FDS_RESERVED 64
-#define ACCEPT_BATCH 64
 #define DENIAL_LOGS_PER_S 20
 
 struct worker_options {
@@ -49,42 +50,98 @@ struct worker_options {
 
 /* ---- decisions to sandboxd ---- */
 
-/* Queues one line (owned, newline-terminated; NULL: out of memory, counted as dropped); the
- * main thread writes it. */
+/* Writes what waits for sandboxd, in order (the line begun, the count of dropped lines, the
+ * queue), until nothing is left or the socket is full. One thread writes at a time (writing),
+ * without holding qlock while it sends, so the others queue their lines meanwhile instead of
+ * waiting for it; it writes theirs too before it stops. Caller holds w->qlock. 0 (written, or
+ * the rest waits for room or for the thread writing), -EPIPE and the like when sandboxd is
+ * gone, -ENOMEM. */
+static int
+flush_locked(struct worker *w)
+{
+	int r = 0;
+
+	if (w->writing)
+		return 0;
+	w->writing = true;
+	for (;;) {
+		ssize_t n;
+
+		if (!w->out) {
+			if (w->dropped > 0) {
+				w->out = strdup_printf("{\"op\":\"dropped\",\"count\":%llu}\n",
+				                       (unsigned long long)w->dropped);
+				if (!w->out) {
+					r = -ENOMEM;
+					break;
+				}
+				w->dropped = 0;
+			} else if (w->q_count > 0) {
+				w->out = w->queue[w->q_head];
+				w->q_head = (w->q_head + 1) % WORKER_EVENTS_MAX;
+				w->q_count--;
+			} else
+				break;
+			w->out_len = strlen(w->out);
+			w->out_off = 0;
+		}
+		/* out is the writer's alone while it writes */
+		pthread_mutex_unlock(&w->qlock);
+		n = send(w->control_fd, w->out + w->out_off, w->out_len - w->out_off,
+		         MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0)
+			r = -errno;
+		pthread_mutex_lock(&w->qlock);
+		if (n < 0) {
+			if (r == -EINTR)
+				continue;
+			if (r == -EAGAIN)
+				r = 0;
+			break;
+		}
+		w->out_off += (size_t)n;
+		if (w->out_off == w->out_len) {
+			free(w->out);
+			w->out = NULL;
+		}
+	}
+	w->writing = false;
+	return r;
+}
+
+static bool
+pending_locked(const struct worker *w)
+{
+	return w->out || w->q_count > 0 || w->dropped > 0;
+}
+
+/* Queues one line (owned, newline-terminated; NULL: out of memory, counted as dropped) and,
+ * when nothing was waiting before it, writes it at once from this thread: the main thread is
+ * woken only when sandboxd's socket is full (it then waits for room and writes the rest), not
+ * once per connection. Never blocks on sandboxd. */
 static void
 queue_line(struct worker *w, char *line)
 {
 	uint64_t one = 1;
-	bool queued = false;
+	bool queued = false, write_now, wake = false;
 
 	pthread_mutex_lock(&w->qlock);
+	/* else another thread is writing, or the main thread waits for room: either one writes
+	 * this line after the others */
+	write_now = !w->writing && !pending_locked(w);
 	if (line && w->q_count < WORKER_EVENTS_MAX) {
 		w->queue[(w->q_head + w->q_count) % WORKER_EVENTS_MAX] = line;
 		w->q_count++;
 		queued = true;
 	} else
 		w->dropped++;
+	if (write_now)
+		wake = flush_locked(w) < 0 || pending_locked(w);
 	pthread_mutex_unlock(&w->qlock);
 	if (!queued)
 		free(line);
-	(void)!write(w->wake_fd, &one, sizeof(one));
-}
-
-static char *
-json_line(json_t *o)
-{
-	char *s;
-
-	if (!o)
-		return NULL;
-	s = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	if (!s)
-		return NULL;
-	/* json_dumps leaves no room for the newline */
-	char *line = strdup_printf("%s\n", s);
-	free(s);
-	return line;
+	if (wake)
+		(void)!write(w->wake_fd, &one, sizeof(one));
 }
 
 /* Denials go to the log too (R-E18), at most DENIAL_LOGS_PER_S a second: a guest decides how
@@ -125,35 +182,119 @@ log_denial(const struct decision *d)
 	         d->refused ? ": " : "", d->refused ? d->refused : "");
 }
 
+/* s as a JSON string, quotes included; NULL as null. Every byte below 0x20 or over 0x7e is
+ * escaped (worker.h's lines are ASCII; the names are DNS names, the reasons this program's own
+ * or a C library's message, the id was checked), so a line is valid JSON whatever reached it. */
+static int
+put_json_string(struct buf *b, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	int r;
+
+	if (!s)
+		return buf_puts(b, "null");
+	r = buf_putc(b, '"');
+	for (; r >= 0 && *s; s++) {
+		uint8_t c = (uint8_t)*s;
+
+		if (c == '"' || c == '\\') {
+			char esc[2] = { '\\', (char)c };
+
+			r = buf_append(b, esc, 2);
+		} else if (c < 0x20 || c > 0x7e) {
+			char esc[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf] };
+
+			r = buf_append(b, esc, 6);
+		} else
+			r = buf_putc(b, (char)c);
+	}
+	return r < 0 ? r : buf_putc(b, '"');
+}
+
+/* One decision as worker.h's line, written here rather than built as a JSON object and then
+ * serialised: one is made per connection. NULL when out of memory. */
+static char *
+decision_line(const struct decision *d)
+{
+	struct buf b = BUF_INIT(WORKER_LINE_MAX);
+	int r;
+
+	r = buf_reserve(&b, 512);
+	if (r >= 0)
+		r = buf_puts(&b, "{\"op\":\"egress\",\"id\":");
+	if (r >= 0)
+		r = put_json_string(&b, d->id);
+	if (r >= 0)
+		r = buf_puts(&b, ",\"via\":");
+	if (r >= 0)
+		r = put_json_string(&b, d->via);
+	if (r >= 0)
+		r = buf_puts(&b, ",\"name\":");
+	if (r >= 0)
+		r = put_json_string(&b, d->name);
+	if (r >= 0)
+		r = buf_printf(&b, ",\"port\":%u,\"verdict\":\"%s\",\"reason\":", d->port,
+		               d->allowed ? "allowed" : "denied");
+	if (r >= 0)
+		r = put_json_string(&b, d->reason ? d->reason : "");
+	/* a connection says what it dialled and moved; a DNS query has neither */
+	if (r >= 0 && d->conn) {
+		r = buf_puts(&b, ",\"addr\":");
+		if (r >= 0)
+			r = put_json_string(&b, d->addr);
+		if (r >= 0)
+			r = buf_printf(&b, ",\"bytes_out\":%llu,\"bytes_in\":%llu,\"cut\":%s",
+			               (unsigned long long)d->bytes_out,
+			               (unsigned long long)d->bytes_in, d->cut ? "true" : "false");
+	}
+	if (r >= 0)
+		r = buf_puts(&b, "}\n");
+	if (r < 0) {
+		buf_free(&b);
+		return NULL;
+	}
+	return buf_steal(&b);
+}
+
 void
 worker_decision(struct worker *w, const struct decision *d)
 {
-	json_t *o;
-	char *line;
-
 	if (!d->allowed)
 		log_denial(d);
-	o = json_pack("{s:s, s:s, s:s, s:o, s:i, s:s, s:s}", "op", "egress", "id", d->id, "via",
-	              d->via, "name", d->name ? json_string(d->name) : json_null(), "port",
-	              (int)d->port, "verdict", d->allowed ? "allowed" : "denied", "reason",
-	              d->reason ? d->reason : "");
-	if (o && d->conn) {
-		/* a connection says what it dialled and moved; a DNS query has neither */
-		if (json_object_set_new(o, "addr", d->addr ? json_string(d->addr) : json_null()) <
-		            0 ||
-		    json_object_set_new(o, "bytes_out", json_integer((json_int_t)d->bytes_out)) <
-		            0 ||
-		    json_object_set_new(o, "bytes_in", json_integer((json_int_t)d->bytes_in)) < 0 ||
-		    json_object_set_new(o, "cut", json_boolean(d->cut)) < 0) {
-			json_decref(o);
-			o = NULL;
-		}
-	}
-	line = json_line(o);
-	queue_line(w, line);
+	queue_line(w, decision_line(d));
 }
 
 /* ---- sandboxes ---- */
+
+void
+worker_lock_settled(struct worker *w)
+{
+	uint64_t deadline = now_mono_ms() + WORKER_SETTLE_MS;
+
+	for (;;) {
+		int pending = 0;
+		uint64_t seq, now;
+		struct timespec until;
+
+		/* unread bytes first, then the flag: bytes that are gone were read by a pass
+		 * that set it before reading and clears it only once they are applied */
+		if (ioctl(w->control_fd, FIONREAD, &pending) < 0)
+			pending = 0;
+		pthread_mutex_lock(&w->lock);
+		now = now_mono_ms();
+		if ((pending <= 0 && !w->control_busy) || now >= deadline)
+			return;
+		seq = w->control_seq;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += (long)MIN(deadline - now, (uint64_t)WORKER_SETTLE_MS) * 1000000L;
+		until.tv_sec += until.tv_nsec / 1000000000L;
+		until.tv_nsec %= 1000000000L;
+		while (w->control_seq == seq &&
+		       pthread_cond_timedwait(&w->control_cond, &w->lock, &until) == 0)
+			;
+		pthread_mutex_unlock(&w->lock);
+	}
+}
 
 struct wsandbox *
 worker_sandbox_by_guest(struct worker *w, struct in_addr a)
@@ -366,8 +507,6 @@ struct control {
 	char in[WORKER_LINE_MAX + 1];
 	size_t in_len;
 	bool skipping; /* inside a line over WORKER_LINE_MAX, dropped up to its newline */
-	char *out;     /* the line being written */
-	size_t out_len, out_off;
 };
 
 /* Reads what has arrived; 0 at EOF (sandboxd is gone), 1 otherwise, -errno. */
@@ -405,103 +544,32 @@ control_read(struct worker *w, struct control *ctl)
 	return 1;
 }
 
-/* Writes queued lines until the socket is full; -EPIPE and the like when sandboxd is gone. */
 static int
-control_flush(struct worker *w, struct control *ctl)
-{
-	for (;;) {
-		ssize_t n;
-
-		if (!ctl->out) {
-			uint64_t dropped;
-
-			pthread_mutex_lock(&w->qlock);
-			dropped = w->dropped;
-			w->dropped = 0;
-			if (dropped == 0 && w->q_count > 0) {
-				ctl->out = w->queue[w->q_head];
-				w->q_head = (w->q_head + 1) % WORKER_EVENTS_MAX;
-				w->q_count--;
-			}
-			pthread_mutex_unlock(&w->qlock);
-			if (dropped > 0) {
-				ctl->out = strdup_printf("{\"op\":\"dropped\",\"count\":%llu}\n",
-				                         (unsigned long long)dropped);
-				if (!ctl->out)
-					return -ENOMEM;
-			}
-			if (!ctl->out)
-				return 0;
-			ctl->out_len = strlen(ctl->out);
-			ctl->out_off = 0;
-		}
-		n = send(ctl->fd, ctl->out + ctl->out_off, ctl->out_len - ctl->out_off,
-		         MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return errno == EAGAIN ? 0 : -errno;
-		}
-		ctl->out_off += (size_t)n;
-		if (ctl->out_off == ctl->out_len) {
-			free(ctl->out);
-			ctl->out = NULL;
-		}
-	}
-}
-
-/* Accepts what is waiting. Returns how long to stop accepting (ms) when out of fds. */
-static int
-accept_some(struct worker *w, int lfd)
-{
-	for (int i = 0; i < ACCEPT_BATCH; i++) {
-		struct sockaddr_storage ss;
-		socklen_t sl = sizeof(ss);
-		struct sockaddr_in peer;
-		int fd;
-
-		fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-			    errno == ENOMEM) {
-				log_warning("proxy: cannot accept: %s; pausing", strerror(errno));
-				return 100;
-			}
-			return 0;
-		}
-		/* the guest's own address, kept by the redirect, is all that says who it is */
-		if (ss.ss_family != AF_INET) {
-			close(fd);
-			continue;
-		}
-		memcpy(&peer, &ss, sizeof(peer));
-		proxy_accept(w, fd, &peer); /* closes it at once when no sandbox has peer */
-	}
-	return 0;
-}
-
-static int
-run_loop(struct worker *w, int control_fd, int proxy_fd)
+run_loop(struct worker *w, int control_fd)
 {
 	static struct control ctl; /* 64 KiB: not on the stack */
-	uint64_t paused_until = 0;
 	int r;
 
 	ctl.fd = control_fd;
 	for (;;) {
-		struct pollfd p[3] = {
-			{ .fd = control_fd, .events = POLLIN | (ctl.out ? POLLOUT : 0) },
+		struct pollfd p[2] = {
+			{ .fd = control_fd, .events = POLLIN },
 			{ .fd = w->wake_fd, .events = POLLIN },
-			{ .fd = proxy_fd, .events = POLLIN },
 		};
-		uint64_t now = now_mono_ms();
-		int timeout = -1;
 
-		if (now < paused_until) {
-			p[2].fd = -1;
-			timeout = (int)(paused_until - now);
+		/* what the threads could not write waits for room here; while another thread
+		 * writes, that one wakes this one if it has to stop */
+		pthread_mutex_lock(&w->qlock);
+		r = flush_locked(w);
+		if (pending_locked(w) && !w->writing)
+			p[0].events |= POLLOUT;
+		pthread_mutex_unlock(&w->qlock);
+		if (r < 0) {
+			log_error("control channel: %s; exiting", strerror(-r));
+			return r;
 		}
-		if (poll(p, 3, timeout) < 0) {
+
+		if (poll(p, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return log_error("poll: %s", strerror(errno)), -errno;
@@ -512,7 +580,16 @@ run_loop(struct worker *w, int control_fd, int proxy_fd)
 			(void)!read(w->wake_fd, &v, sizeof(v));
 		}
 		if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			/* connections wait for what is read here to be applied */
+			pthread_mutex_lock(&w->lock);
+			w->control_busy = true;
+			pthread_mutex_unlock(&w->lock);
 			r = control_read(w, &ctl);
+			pthread_mutex_lock(&w->lock);
+			w->control_busy = false;
+			w->control_seq++;
+			pthread_cond_broadcast(&w->control_cond);
+			pthread_mutex_unlock(&w->lock);
 			if (r == 0) {
 				log_info("control channel closed; exiting");
 				return 0;
@@ -521,17 +598,6 @@ run_loop(struct worker *w, int control_fd, int proxy_fd)
 				log_error("control channel: %s; exiting", strerror(-r));
 				return r;
 			}
-		}
-		r = control_flush(w, &ctl);
-		if (r < 0) {
-			log_error("control channel: %s; exiting", strerror(-r));
-			return r;
-		}
-		if (p[2].revents & POLLIN) {
-			int pause_ms = accept_some(w, proxy_fd);
-
-			if (pause_ms > 0)
-				paused_until = now_mono_ms() + (uint64_t)pause_ms;
 		}
 	}
 }
@@ -841,6 +907,8 @@ egress_worker_main(int argc, char **argv)
 		.qlock = PTHREAD_MUTEX_INITIALIZER,
 		.by_id = HASHMAP_INIT,
 		.by_guest = HASHMAP_INIT,
+		.control_fd = -1,
+		.control_cond = PTHREAD_COND_INITIALIZER,
 		.wake_fd = -1,
 	};
 	struct worker_options o;
@@ -873,13 +941,14 @@ egress_worker_main(int argc, char **argv)
 	}
 	if (r < 0)
 		return 1;
-	if (set_nonblock(o.control_fd) < 0 || set_nonblock(proxy_fd) < 0) {
-		log_error("cannot make the sockets non-blocking: %s", strerror(errno));
+	if (set_nonblock(o.control_fd) < 0) {
+		log_error("cannot make the control socket non-blocking: %s", strerror(errno));
 		return 1;
 	}
 	/* jansson seeds its hashes on first use: done here, before there are threads */
 	json_object_seed(0);
 	w.handshake_ms = o.handshake_ms;
+	w.control_fd = o.control_fd;
 	w.max_conns = raise_nofile();
 	w.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (w.wake_fd < 0) {
@@ -888,10 +957,10 @@ egress_worker_main(int argc, char **argv)
 	}
 	if (drop_privileges(&o) < 0)
 		return 1;
-	if (stub_start(&w, dns_fd) < 0)
+	if (stub_start(&w, dns_fd) < 0 || proxy_start(&w, proxy_fd) < 0)
 		return 1;
 	queue_line(&w, strdup_printf("{\"op\":\"ready\"}\n"));
 	log_info("ready: uid %u, at most %u connections", (unsigned)getuid(), w.max_conns);
-	r = run_loop(&w, o.control_fd, proxy_fd);
+	r = run_loop(&w, o.control_fd);
 	return r < 0 ? 1 : 0;
 }

@@ -17,6 +17,7 @@
 #include <jansson.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
@@ -425,6 +426,10 @@ static const char hosts_file[] =
 /* What the namespace's DNS server (127.0.0.1, the resolver's search domain corp.test) knows:
  * only names that a search domain makes of two names the DNS does not know. */
 static const char *const searched_names[] = { "searched.test.corp.test", "single.corp.test" };
+
+/* The namespace's resolver: that DNS server, with a search domain. */
+static const char resolv_conf[] = "nameserver 127.0.0.1\nsearch corp.test\noptions timeout:1 "
+                                  "attempts:1\n";
 
 struct env {
 	bool usable;
@@ -1136,10 +1141,7 @@ setup_ns(void **state)
 	assert_int_equal(write_text(E.dir, "hosts", hosts_file), 0);
 	/* the DNS server here knows only names a search domain makes (searched_names): a name
 	 * not in hosts fails at once, unless the search domain were appended */
-	assert_int_equal(write_text(E.dir, "resolv.conf",
-	                            "nameserver 127.0.0.1\nsearch corp.test\noptions timeout:1 "
-	                            "attempts:1\n"),
-	                 0);
+	assert_int_equal(write_text(E.dir, "resolv.conf", resolv_conf), 0);
 	assert_int_equal(write_text(E.dir, "nsswitch.conf", "hosts: files dns\n"), 0);
 	if (over_etc(E.dir, "hosts") < 0 || over_etc(E.dir, "resolv.conf") < 0 ||
 	    (access("/etc/nsswitch.conf", F_OK) == 0 && over_etc(E.dir, "nsswitch.conf") < 0)) {
@@ -1583,6 +1585,48 @@ test_no_search_domains(void **state)
 	expect_no_events();
 }
 
+/* The proxy's threads resolve with the resolv.conf of the moment, whichever of them runs the
+ * connection and however many it ran before: a name only the DNS server knows stops resolving
+ * when resolv.conf names another server, and resolves again when it is put back. */
+static void
+test_resolv_conf_change(void **state)
+{
+	static const char other[] = "nameserver 127.0.0.9\noptions timeout:1 attempts:1\n";
+	char *r;
+	ssize_t n;
+	json_t *e;
+	(void)state;
+	NEED_NS();
+
+	ctl_send(POLICY(ALLOW ",\"single.corp.test\""));
+	for (int round = 0; round < 2; round++) {
+		/* a few, so that every waiting thread runs one */
+		for (int i = 0; i < 4; i++) {
+			r = http_get("single.corp.test", "/", &n);
+			harness_expect_in(r, "host=single.corp.test");
+			free(r);
+			e = expect_event("http", "single.corp.test", "allowed",
+			                 "on the allow list");
+			assert_string_equal(jstr(e, "addr"), SERVER);
+			json_decref(e);
+		}
+		if (round == 1)
+			break;
+		assert_int_equal(write_text(E.dir, "resolv.conf", other), 0);
+		for (int i = 0; i < 4; i++) {
+			free(http_get("single.corp.test", "/", &n));
+			assert_int_equal(n, 0);
+			e = expect_event("http", "single.corp.test", "allowed", NULL);
+			assert_true(str_has_prefix(jstr(e, "reason"), "the name "));
+			assert_true(json_is_null(json_object_get(e, "addr")));
+			json_decref(e);
+		}
+		assert_int_equal(write_text(E.dir, "resolv.conf", resolv_conf), 0);
+	}
+	ctl_send(POLICY(ALLOW));
+	expect_no_events();
+}
+
 /* A tightening cuts a connection it no longer allows while that connection is still dialling
  * (its address never answers: nobody replies to ARP on the veth), at once rather than when the
  * dial gives up, and nothing was sent anywhere. */
@@ -1825,6 +1869,54 @@ test_bulk(void **state)
 	assert_int_equal(jint(e, "bytes_in"), got + strlen(buf));
 	assert_int_equal(jint(e, "bytes_out"), strlen(req) + strlen(post) + (4u << 20));
 	json_decref(e);
+	expect_no_events();
+}
+
+/* A thread of the proxy keeps its (empty) pipes for its next connection. One that ends with
+ * bytes still in its pipe (the guest stopped reading a large answer, then reset the
+ * connection) must carry none of them into another: every later connection, whichever
+ * thread runs it, gets its own answer and nothing else. */
+static void
+test_leftover_bytes(void **state)
+{
+	static const char req[] = "GET /big/8388608 HTTP/1.1\r\nHost: www.allowed.test\r\n\r\n";
+	struct sockaddr_in p = { .sin_family = AF_INET, .sin_port = htons(PROXY_PORT) };
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	int small = 4096, mss = 1400, fd;
+	json_t *e;
+	(void)state;
+	NEED_NS();
+
+	/* a small window and segments: the answer stalls with the proxy's pipe full before the
+	 * proxy has moved enough for the pipe to be grown (a grown one is never kept) */
+	fd = guest_socket(GUEST, SOCK_STREAM);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+	assert_int_equal(setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, sizeof(mss)), 0);
+	inet_pton(AF_INET, PROXY, &p.sin_addr);
+	assert_int_equal(connect(fd, (struct sockaddr *)&p, sizeof(p)), 0);
+	send_str(fd, req);
+	usleep(500000);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+	close(fd); /* unread bytes: a reset */
+	e = expect_event("http", "www.allowed.test", "allowed", NULL);
+	assert_true(jint(e, "bytes_in") > 0);
+	assert_true(jint(e, "bytes_in") < (256u << 10));
+	json_decref(e);
+
+	/* more connections than threads wait in the pool (64), one at a time: the thread that
+	 * ran the one above runs some of them */
+	for (int i = 0; i < 70; i++) {
+		ssize_t n;
+		char *r = http_get("www.allowed.test", "/after", &n);
+
+		if (!str_has_prefix(r, "HTTP/1.1 200 OK\r\n"))
+			fail_msg("connection %d got another's bytes: '%.40s'", i, r);
+		harness_expect_in(r, "path=/after");
+		free(r);
+		e = expect_event("http", "www.allowed.test", "allowed", NULL);
+		assert_int_equal(jint(e, "bytes_in"), (uint64_t)n);
+		json_decref(e);
+	}
 	expect_no_events();
 }
 
@@ -2143,6 +2235,70 @@ test_backpressure(void **state)
 	expect_no_events();
 }
 
+/* The worker's threads (main, DNS, the proxy's pool) */
+static unsigned
+worker_threads(void)
+{
+	_cleanup_free_ char *path = strdup_printf("/proc/%d/status", (int)E.worker);
+	_cleanup_free_ char *status = NULL;
+	const char *t;
+	size_t n;
+
+	assert_int_equal(read_file_max(path, 1 << 16, &status, &n), 0);
+	t = strstr(status, "\nThreads:");
+	assert_non_null(t);
+	return (unsigned)strtoul(t + 9, NULL, 10);
+}
+
+/* Many connections open at once, each with its own answer, while sandboxd updates the policy;
+ * the pool grows for them and, once they are gone, keeps no more than 64 threads waiting. */
+static void
+test_many_at_once(void **state)
+{
+	enum {
+		N = 150
+	};
+	static int fds[N];
+	char out[4096];
+	unsigned before;
+	json_t *e;
+	(void)state;
+	NEED_NS();
+
+	before = worker_threads();
+	for (int i = 0; i < N; i++) {
+		_cleanup_free_ char *req = strdup_printf(
+		        "GET /halfclose HTTP/1.1\r\nHost: www.allowed.test\r\nX-N: %d\r\n\r\n", i);
+
+		fds[i] = dial_proxy(GUEST);
+		send_str(fds[i], req);
+		if (i % 50 == 25) /* a policy update while they run, cutting none of them */
+			ctl_send(POLICY(ALLOW ",\"more.allowed.test\""));
+	}
+	/* each one is held by a thread until the guest is done sending */
+	for (int i = 0; i < 100 && worker_threads() < before + N - 1; i++)
+		usleep(20000);
+	assert_true(worker_threads() >= N);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(shutdown(fds[i], SHUT_WR), 0);
+	for (int i = 0; i < N; i++) {
+		assert_true(read_all(fds[i], out, sizeof(out)) > 0);
+		harness_expect_in(out, "got eof after head");
+		close(fds[i]);
+	}
+	for (int i = 0; i < N; i++) {
+		e = expect_event("http", "www.allowed.test", "allowed", NULL);
+		assert_true(json_is_false(json_object_get(e, "cut")));
+		json_decref(e);
+	}
+	/* the pool shrinks back: 64 waiting, the main and the DNS thread, one on its way out */
+	for (int i = 0; i < 100 && worker_threads() > 64 + 3; i++)
+		usleep(20000);
+	assert_true(worker_threads() <= 64 + 3);
+	ctl_send(POLICY(ALLOW));
+	expect_no_events();
+}
+
 /* One sandbox cannot hold more than its share of the proxy's connections. */
 static void
 test_caps(void **state)
@@ -2243,16 +2399,19 @@ main(void)
 		cmocka_unit_test(test_refused_log_rate),
 		cmocka_unit_test(test_local_routes),
 		cmocka_unit_test(test_no_search_domains),
+		cmocka_unit_test(test_resolv_conf_change),
 		cmocka_unit_test(test_cut_while_dialling),
 		cmocka_unit_test(test_guest_clash),
 		cmocka_unit_test(test_handshake_timeout),
 		cmocka_unit_test(test_half_close),
 		cmocka_unit_test(test_bulk),
+		cmocka_unit_test(test_leftover_bytes),
 		cmocka_unit_test(test_tightening),
 		cmocka_unit_test(test_dns),
 		cmocka_unit_test(test_largest_policy),
 		cmocka_unit_test(test_redirected),
 		cmocka_unit_test(test_backpressure),
+		cmocka_unit_test(test_many_at_once),
 		cmocka_unit_test(test_caps),
 		cmocka_unit_test(test_process),
 	};
