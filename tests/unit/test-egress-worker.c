@@ -2282,7 +2282,19 @@ test_many_at_once(void **state)
 	for (int i = 0; i < N; i++)
 		assert_int_equal(shutdown(fds[i], SHUT_WR), 0);
 	for (int i = 0; i < N; i++) {
-		assert_true(read_all(fds[i], out, sizeof(out)) > 0);
+		ssize_t n = read_all(fds[i], out, sizeof(out));
+		if (n <= 0) {
+			/* say which, and what the worker decided, before failing */
+			fprintf(stderr, "connection %d of %d: %s\n", i, N,
+			        n < 0 ? strerror(errno) : "closed with no answer");
+			for (json_t *d; (d = ctl_line(200));) {
+				char *text = json_dumps(d, JSON_COMPACT);
+				fprintf(stderr, "  worker: %s\n", text ? text : "?");
+				free(text);
+				json_decref(d);
+			}
+			fail();
+		}
 		harness_expect_in(out, "got eof after head");
 		close(fds[i]);
 	}
