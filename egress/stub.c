@@ -65,8 +65,9 @@ one_query(struct stub *s, const uint8_t *pkt, size_t len, const struct sockaddr_
 	struct in_addr host = {};
 	size_t n;
 
-	/* a query from no known guest gets nothing at all, not even FORMERR */
-	pthread_mutex_lock(&w->lock);
+	/* a query from no known guest gets nothing at all, not even FORMERR; like a connection,
+	 * a query that comes after sandboxd sent a "set" is decided by it */
+	worker_lock_settled(w);
 	sb = worker_sandbox_by_guest(w, from->sin_addr);
 	pthread_mutex_unlock(&w->lock);
 	if (!sb)

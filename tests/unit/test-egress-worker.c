@@ -2061,6 +2061,19 @@ test_dns(void **state)
 	assert_true(dns_ask(GUEST, "www.allowed.test", 1, a, WAIT_MS) > 0);
 	json_decref(expect_event("dns", "www.allowed.test", "allowed", NULL));
 	expect_no_events();
+
+	/* a query right after sandboxd sent the sandbox's "set" is decided by it, not dropped as
+	 * coming from no known guest (the first query of a booting guest) */
+	for (int i = 0; i < 20; i++) {
+		ctl_send("{\"op\":\"remove\",\"id\":\"sbx-test\"}\n");
+		ctl_send(POLICY(ALLOW));
+		n = dns_ask(GUEST, "www.allowed.test", 1, a, 1000);
+		if (n <= 0)
+			fail_msg("round %d: no answer to a query sent after the set", i);
+		assert_int_equal(RCODE(a), 0);
+		json_decref(expect_event("dns", "www.allowed.test", "allowed", NULL));
+	}
+	expect_no_events();
 }
 
 /* Asks the stub for name (type A) until the answer's rcode is want: a policy just sent takes
