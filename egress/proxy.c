@@ -341,18 +341,6 @@ resolver_no_search(struct resolv_id *last)
 
 /* ---- chunked bodies ---- */
 
-static int
-hex_value(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static bool
 line_byte_ok(uint8_t c)
 {
@@ -379,7 +367,7 @@ chunked_scan(struct chunked *s, const uint8_t *p, size_t n, size_t *ret_used, co
 
 		switch (s->st) {
 		case CHUNKED_SIZE_FIRST:
-			h = hex_value(c);
+			h = hex_digit(c);
 			if (h < 0)
 				INVALID("a chunk size that is not hexadecimal");
 			s->left = (uint64_t)h;
@@ -387,7 +375,7 @@ chunked_scan(struct chunked *s, const uint8_t *p, size_t n, size_t *ret_used, co
 			s->st = CHUNKED_SIZE;
 			break;
 		case CHUNKED_SIZE:
-			h = hex_value(c);
+			h = hex_digit(c);
 			if (h >= 0) {
 				/* 15 digits: 2^60, far past any body, and never an overflow */
 				if (++s->digits > 15)

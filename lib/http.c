@@ -514,18 +514,6 @@ http_req_header_count(const struct http_request *req, const char *name)
 	return n;
 }
 
-static int
-unhex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Decodes n bytes of application/x-www-form-urlencoded or a path segment. */
 static int
 pct_decode(const char *s, size_t n, bool plus_is_space, bool allow_slash, char *out, size_t size)
@@ -538,8 +526,8 @@ pct_decode(const char *s, size_t n, bool plus_is_space, bool allow_slash, char *
 			int hi, lo;
 			if (i + 2 >= n)
 				return -EINVAL;
-			hi = unhex(s[i + 1]);
-			lo = unhex(s[i + 2]);
+			hi = hex_digit((unsigned char)s[i + 1]);
+			lo = hex_digit((unsigned char)s[i + 2]);
 			if (hi < 0 || lo < 0)
 				return -EINVAL;
 			c = (char)(hi * 16 + lo);

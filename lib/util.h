@@ -41,6 +41,8 @@ char *termsafe_dup(const char *s);
 
 /* mkdir -p with mode for every created directory; existing ones are left as they are. */
 int mkdir_p(const char *path, mode_t mode);
+/* The value of a hexadecimal digit (either case), or -1 for any other byte. */
+int hex_digit(int c);
 /* Whether a DNS label of n bytes (lowercase) reads as a number to an address parser
  * (inet_aton, getaddrinfo, a URL parser): decimal or octal digits, or 0x and hex digits. A
  * name whose last label is one is an IPv4 address in some spelling ("127.1", "0x7f000001")
