@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fuzz.h"
-#include "worker-internal.h"
+#include "chunked.h"
 
 struct outcome {
 	enum chunked_result r;
