@@ -7,13 +7,6 @@
 #include "util.h"
 
 static int
-counter(struct buf *b, const char *name, const char *help, const char *labels, uint64_t v)
-{
-	return buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s%s %llu\n", name, help, name, name,
-	                  labels, (unsigned long long)v);
-}
-
-static int
 labelled(struct buf *b, const char *name, const char *labels, uint64_t v)
 {
 	return buf_printf(b, "%s%s %llu\n", name, labels, (unsigned long long)v);
@@ -50,42 +43,38 @@ metrics_render(struct sandboxd *d, struct buf *out)
 		               e ? 1 : 0);
 	if (r < 0 || !e)
 		return r;
-	r = buf_puts(out, "# HELP sandboxd_egress_connections_total Connections the egress proxy "
-	                  "decided, by verdict.\n"
-	                  "# TYPE sandboxd_egress_connections_total counter\n");
-	if (r >= 0)
-		r = labelled(out, "sandboxd_egress_connections_total", "{verdict=\"allowed\"}",
-		             e->allowed);
-	if (r >= 0)
-		r = labelled(out, "sandboxd_egress_connections_total", "{verdict=\"denied\"}",
-		             e->denied);
-	if (r >= 0)
-		r = buf_puts(out, "# HELP sandboxd_egress_dns_queries_total DNS queries the stub "
-		                  "answered, by verdict.\n"
-		                  "# TYPE sandboxd_egress_dns_queries_total counter\n");
-	if (r >= 0)
-		r = labelled(out, "sandboxd_egress_dns_queries_total", "{verdict=\"allowed\"}",
-		             e->dns_allowed);
-	if (r >= 0)
-		r = labelled(out, "sandboxd_egress_dns_queries_total", "{verdict=\"denied\"}",
-		             e->dns_denied);
-	if (r >= 0)
-		r = buf_puts(out, "# HELP sandboxd_egress_bytes_total Bytes through allowed "
-		                  "connections once they ended: out is guest to server.\n"
-		                  "# TYPE sandboxd_egress_bytes_total counter\n");
-	if (r >= 0)
-		r = labelled(out, "sandboxd_egress_bytes_total", "{direction=\"out\"}",
-		             e->bytes_out);
-	if (r >= 0)
-		r = labelled(out, "sandboxd_egress_bytes_total", "{direction=\"in\"}", e->bytes_in);
-	if (r >= 0)
-		r = counter(out, "sandboxd_egress_decisions_dropped_total",
-		            "Decisions the egress worker could not report (sandboxd was behind).",
-		            "", e->dropped);
-	if (r >= 0)
-		r = counter(out, "sandboxd_egress_events_suppressed_total",
-		            "Decisions counted but not recorded as events (over a sandbox's rate).",
-		            "", e->suppressed);
+	/* one family per name: its help once, then a sample per label */
+	struct sample {
+		const char *name, *help, *labels;
+		uint64_t value;
+	} samples[] = {
+		{ "sandboxd_egress_connections_total",
+		  "Connections the egress proxy decided, by verdict.", "{verdict=\"allowed\"}",
+		  e->allowed },
+		{ "sandboxd_egress_connections_total", NULL, "{verdict=\"denied\"}", e->denied },
+		{ "sandboxd_egress_dns_queries_total", "DNS queries the stub answered, by verdict.",
+		  "{verdict=\"allowed\"}", e->dns_allowed },
+		{ "sandboxd_egress_dns_queries_total", NULL, "{verdict=\"denied\"}",
+		  e->dns_denied },
+		{ "sandboxd_egress_bytes_total",
+		  "Bytes through allowed connections once they ended: out is guest to server.",
+		  "{direction=\"out\"}", e->bytes_out },
+		{ "sandboxd_egress_bytes_total", NULL, "{direction=\"in\"}", e->bytes_in },
+		{ "sandboxd_egress_decisions_dropped_total",
+		  "Decisions the egress worker could not report (sandboxd was behind).", "",
+		  e->dropped },
+		{ "sandboxd_egress_events_suppressed_total",
+		  "Decisions counted but not recorded as events (over a sandbox's rate).", "",
+		  e->suppressed },
+	};
+	for (size_t i = 0; r >= 0 && i < ARRAY_SIZE(samples); i++) {
+		const struct sample *m = &samples[i];
+		if (m->help)
+			r = buf_printf(out, "# HELP %s %s\n# TYPE %s counter\n", m->name, m->help,
+			               m->name);
+		if (r >= 0)
+			r = labelled(out, m->name, m->labels, m->value);
+	}
 	return r;
 }
 

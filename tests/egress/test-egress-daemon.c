@@ -338,7 +338,7 @@ static void
 test_worker_supervised(void **state)
 {
 	struct daemon_proc p;
-	const char *on[] = { "--egress", "on", NULL };
+	const char *on[] = { "--egress", "on", "--metrics-listen", "127.0.0.1:9100", NULL };
 	pid_t worker, again = 0;
 	json_t *sb;
 	char path[128], id[64];
@@ -362,6 +362,23 @@ test_worker_supervised(void **state)
 	assert_int_equal(run_exit_code(p.sock, id, ALLOWED_RESOLVES), 0);
 	assert_int_not_equal(run_exit_code(p.sock, id, OTHER_RESOLVES), 0);
 	assert_int_equal(run_exit_code(p.sock, id, OTHER_NXDOMAIN), 0);
+	{
+		/* counted in the metrics (served in sandboxd's namespace): each family's help
+		 * once, the denied query among its samples */
+		char cmd[2400];
+		snprintf(cmd, sizeof(cmd),
+		         "ip netns exec %s-host curl -sS http://127.0.0.1:9100/metrics >'%s/m' && "
+		         "grep -q '^sandboxd_egress_enabled 1$' '%s/m' && "
+		         "[ \"$(grep -c '^# HELP sandboxd_egress_dns_queries_total ' '%s/m')\" = 1 "
+		         "] && "
+		         "grep -Eq '^sandboxd_egress_dns_queries_total[{]verdict=\"denied\"[}] "
+		         "[1-9]' "
+		         "'%s/m' && grep -Eq "
+		         "'^sandboxd_egress_dns_queries_total[{]verdict=\"allowed\"[}] "
+		         "[1-9]' '%s/m'",
+		         netns, dir, dir, dir, dir, dir);
+		assert_true(sh(cmd));
+	}
 
 	kill(worker, SIGKILL);
 	for (int i = 0; i < 100 && !(again = worker_of(p.pid)); i++)
