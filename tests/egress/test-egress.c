@@ -142,47 +142,6 @@ inet_log_has(const char *file, const char *needle)
 
 /* ---- the API ---- */
 
-/* A request over the daemon's socket, bounded by timeout_ms. Returns the status (-1: no
- * answer in time) and the body (caller frees; may be NULL). */
-static int
-http(const char *method, const char *path, const char *body, int timeout_ms, char **ret_body)
-{
-	char *req = NULL, *resp = NULL, *b;
-	int status = -1, n;
-
-	n = asprintf(&req,
-	             "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
-	             "%sContent-Length: %zu\r\n\r\n%s",
-	             method, path, body ? "Content-Type: application/json\r\n" : "",
-	             body ? strlen(body) : 0, body ? body : "");
-	if (n < 0)
-		return -1;
-	if (harness_raw(p.sock, 0, req, (size_t)n, &resp, timeout_ms) > 0)
-		sscanf(resp, "HTTP/1.1 %d", &status);
-	free(req);
-	if (ret_body) {
-		b = resp ? strstr(resp, "\r\n\r\n") : NULL;
-		*ret_body = b ? strdup(b + 4) : NULL;
-	}
-	free(resp);
-	return status;
-}
-
-static json_t *
-http_json(const char *method, const char *path, const char *body, int timeout_ms, int want)
-{
-	char *out = NULL;
-	int status = http(method, path, body, timeout_ms, &out);
-	json_t *j;
-
-	if (status != want)
-		fail_msg("%s %s %s: expected %d, got %d: %s", method, path, body ? body : "", want,
-		         status, out ? out : "(no answer)");
-	j = out && *out ? json_loads(out, 0, NULL) : NULL;
-	free(out);
-	return j;
-}
-
 static const char *
 id_of(json_t *s)
 {
@@ -196,7 +155,7 @@ create(const char *network)
 	json_t *j;
 
 	snprintf(body, sizeof(body), "{\"image\":\"egress\",\"network\":%s}", network);
-	j = http_json("POST", "/v1/sandboxes", body, CREATE_TIMEOUT_MS, 201);
+	j = harness_json_timeout(p.sock, "POST", "/v1/sandboxes", body, CREATE_TIMEOUT_MS, 201);
 	if (!j || strcmp(harness_str(j, "state"), "running") != 0)
 		fail_msg("the sandbox did not boot: %s", j ? harness_str(j, "reason") : "?");
 	return j;
@@ -209,7 +168,7 @@ patch_network(json_t *s, const char *network)
 
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id_of(s));
 	snprintf(body, sizeof(body), "{\"network\":%s}", network);
-	json_decref(http_json("PATCH", path, body, 30000, 200));
+	json_decref(harness_json_timeout(p.sock, "PATCH", path, body, 30000, 200));
 }
 
 /* Runs `sh -c script` in the sandbox as its user, stderr into stdout, for at most
@@ -227,7 +186,7 @@ run(json_t *s, const char *script, int timeout_secs, char **ret_out)
 
 	body = json_dumps(req, JSON_COMPACT);
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/run", id_of(s));
-	r = http_json("POST", path, body, (timeout_secs + 20) * 1000, 200);
+	r = harness_json_timeout(p.sock, "POST", path, body, (timeout_secs + 20) * 1000, 200);
 	code = (int)json_integer_value(json_object_get(r, "exit_code"));
 	b64 = harness_str(r, "stdout");
 	assert_non_null(b64);
@@ -262,7 +221,7 @@ recent_egress(json_t *s)
 	size_t i, n, shown = 0;
 
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", id_of(s));
-	if (http("GET", path, NULL, 10000, &body) == 200 && body)
+	if (harness_http_timeout(p.sock, "GET", path, NULL, 10000, &body) == 200 && body)
 		all = json_loads(body, 0, NULL);
 	free(body);
 	n = json_array_size(json_object_get(all, "events"));
@@ -345,7 +304,8 @@ event(json_t *s, const char *type, const char *name, struct want w)
 
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", id_of(s));
 	for (int i = 0; i < 50; i++) {
-		json_t *all = http_json("GET", path, NULL, 10000, 200), *e, *found = NULL;
+		json_t *all = harness_json_timeout(p.sock, "GET", path, NULL, 10000, 200), *e,
+		       *found = NULL;
 		size_t k;
 
 		json_array_foreach (json_object_get(all, "events"), k, e) {
@@ -393,7 +353,7 @@ expect_event(json_t *s, const char *type, const char *name, struct want w)
 		return;
 	}
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", id_of(s));
-	(void)http("GET", path, NULL, 10000, &all);
+	(void)harness_http_timeout(p.sock, "GET", path, NULL, 10000, &all);
 	fail_msg("no %s event for %s (port %d, via %s, reason ~'%s'%s) in:\n%s", type,
 	         name ? name : "no name", w.port, w.via ? w.via : "*",
 	         w.reason_part ? w.reason_part : "*", w.cut ? ", cut" : "", all ? all : "");
@@ -581,8 +541,8 @@ setup(void **state)
 		return -1;
 	{
 		char *out = NULL;
-		int st = http("POST", "/v1/images", "{\"image\":\"egress\"}", INSTALL_TIMEOUT_MS,
-		              &out);
+		int st = harness_http_timeout(p.sock, "POST", "/v1/images",
+		                              "{\"image\":\"egress\"}", INSTALL_TIMEOUT_MS, &out);
 		if (st != 200) {
 			fprintf(stderr, "POST /v1/images egress: %d %s\n", st, out ? out : "");
 			free(out);
@@ -605,13 +565,13 @@ teardown(void **state)
 		json_t *list = NULL, *v;
 		char *out = NULL;
 		size_t i;
-		if (http("GET", "/v1/sandboxes", NULL, 10000, &out) == 200)
+		if (harness_http_timeout(p.sock, "GET", "/v1/sandboxes", NULL, 10000, &out) == 200)
 			list = json_loads(out, 0, NULL);
 		free(out);
 		json_array_foreach (json_object_get(list, "sandboxes"), i, v) {
 			char path[128];
 			snprintf(path, sizeof(path), "/v1/sandboxes/%s", id_of(v));
-			if (http("DELETE", path, NULL, 30000, NULL) != 204)
+			if (harness_http_timeout(p.sock, "DELETE", path, NULL, 30000, NULL) != 204)
 				rc = -1;
 		}
 		json_decref(list);
@@ -964,10 +924,11 @@ test_guest_cannot_reach_proxy_host_or_another_sandbox(void **state)
 
 	/* another sandbox: B listens and hears itself on its address; A cannot reach it */
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes", id_of(sb));
-	json_decref(http_json("POST", path,
-	                      "{\"argv\":[\"sh\",\"-c\",\"while true; do echo hello-from-b | "
-	                      "nc -l -p 8080; done\"]}",
-	                      30000, 201));
+	json_decref(harness_json_timeout(
+	        p.sock, "POST", path,
+	        "{\"argv\":[\"sh\",\"-c\",\"while true; do echo hello-from-b | "
+	        "nc -l -p 8080; done\"]}",
+	        30000, 201));
 	cmd = strdup_printf("sleep 1; nc -w 3 %s 8080 </dev/null", b_guest);
 	expect_pass(sb, cmd, "hello-from-b");
 	before = counter("forward_drop");
@@ -988,7 +949,7 @@ wait_exited(json_t *s, int pid, int secs)
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes/%d", id_of(s), pid);
 	for (int i = 0;; i++) {
 		json_decref(got);
-		got = http_json("GET", path, NULL, 10000, 200);
+		got = harness_json_timeout(p.sock, "GET", path, NULL, 10000, 200);
 		if (strcmp(harness_str(got, "state"), "exited") == 0 || i >= secs * 5)
 			break;
 		usleep(200000);
@@ -1015,7 +976,7 @@ test_live_tightening_cuts_open_connections(void **state)
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes", id_of(sa));
 	for (int i = 0; i < 2; i++) {
 		body = strdup_printf(slow, i == 0 ? "also.test" : "allowed.test");
-		proc = http_json("POST", path, body, 30000, 201);
+		proc = harness_json_timeout(p.sock, "POST", path, body, 30000, 201);
 		pid[i] = (int)json_integer_value(json_object_get(proc, "pid"));
 		json_decref(proc);
 		free(body);
@@ -1051,7 +1012,7 @@ test_live_tightening_cuts_open_connections(void **state)
 	assert_int_equal(json_integer_value(json_object_get(got, "exit_code")), 0);
 	json_decref(got);
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes/%d/output", id_of(sa), pid[1]);
-	assert_int_equal(http("GET", path, NULL, 10000, &out), 200);
+	assert_int_equal(harness_http_timeout(p.sock, "GET", path, NULL, 10000, &out), 200);
 	harness_expect_in(out, "Z290IDY0MDA="); /* base64 of "got 6400" */
 	free(out);
 	assert_false(inet_log_has("http.log", "/t11-after"));

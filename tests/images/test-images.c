@@ -33,7 +33,8 @@
 #define FAIL_FAST_MS 10000
 
 static struct daemon_proc p;
-/* a second sandboxd, with a policy (test_policy_images_list); http() talks to sock */
+/* a second sandboxd, with a policy (test_policy_images_list); harness_http_timeout(sock, ) talks to
+ * sock */
 static struct daemon_proc q;
 static const char *sock;
 static char regdir[256];
@@ -117,49 +118,6 @@ load_fixture(void)
 	fclose(f);
 }
 
-/* A request over the daemon's socket, bounded by timeout_ms (harness_http's bound is fixed at
- * 30 s, too short for a create that pulls first). Returns the status (-1: no answer in
- * time) and the body (caller frees; may be NULL). */
-static int
-http(const char *method, const char *path, const char *body, int timeout_ms, char **ret_body)
-{
-	char *req = NULL, *resp = NULL, *b;
-	int status = -1, n;
-
-	n = asprintf(&req,
-	             "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
-	             "%sContent-Length: %zu\r\n\r\n%s",
-	             method, path, body ? "Content-Type: application/json\r\n" : "",
-	             body ? strlen(body) : 0, body ? body : "");
-	if (n < 0)
-		return -1;
-	if (harness_raw(sock, 0, req, (size_t)n, &resp, timeout_ms) > 0)
-		sscanf(resp, "HTTP/1.1 %d", &status);
-	free(req);
-	if (ret_body) {
-		b = resp ? strstr(resp, "\r\n\r\n") : NULL;
-		*ret_body = b ? strdup(b + 4) : NULL;
-	}
-	free(resp);
-	return status;
-}
-
-/* http(), expecting want (the test fails otherwise); the parsed body. */
-static json_t *
-http_json(const char *method, const char *path, const char *body, int timeout_ms, int want)
-{
-	char *out = NULL;
-	int status = http(method, path, body, timeout_ms, &out);
-	json_t *j;
-
-	if (status != want)
-		fail_msg("%s %s %s: expected %d, got %d: %s", method, path, body ? body : "", want,
-		         status, out ? out : "(no answer)");
-	j = out && *out ? json_loads(out, 0, NULL) : NULL;
-	free(out);
-	return j;
-}
-
 /* {"error":{"message"}} of an error body, for assertions (caller frees). */
 static char *
 error_message(const char *body)
@@ -203,7 +161,7 @@ install(const char *image, const char *query, char **ret_body, long *ret_ms)
 
 	snprintf(path, sizeof(path), "/v1/images%s", query ? query : "");
 	clock_gettime(CLOCK_MONOTONIC, &a);
-	status = http("POST", path, body, INSTALL_TIMEOUT_MS, ret_body);
+	status = harness_http_timeout(sock, "POST", path, body, INSTALL_TIMEOUT_MS, ret_body);
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	if (ret_ms)
 		*ret_ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
@@ -236,7 +194,8 @@ install_ok(const char *image)
 static json_t *
 listed(const char *image)
 {
-	json_t *all = http_json("GET", "/v1/images", NULL, 10000, 200), *found = NULL, *it;
+	json_t *all = harness_json_timeout(sock, "GET", "/v1/images", NULL, 10000, 200),
+	       *found = NULL, *it;
 	size_t i;
 
 	json_array_foreach (json_object_get(all, "images"), i, it)
@@ -271,14 +230,15 @@ remove_image(const char *image, char **ret_body)
 			n += snprintf(path + n, sizeof(path) - n, "%%%02X", (unsigned char)*c);
 	}
 	path[n] = '\0';
-	return http("DELETE", path, NULL, 10000, ret_body);
+	return harness_http_timeout(sock, "DELETE", path, NULL, 10000, ret_body);
 }
 
 static json_t *
 create_from(const char *image)
 {
 	char *body = image_body(image);
-	json_t *j = http_json("POST", "/v1/sandboxes", body, CREATE_TIMEOUT_MS, 201);
+	json_t *j =
+	        harness_json_timeout(sock, "POST", "/v1/sandboxes", body, CREATE_TIMEOUT_MS, 201);
 
 	free(body);
 	if (strcmp(harness_str(j, "state"), "running") != 0)
@@ -293,7 +253,7 @@ destroy(json_t *sb)
 	char path[128];
 
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(sb, "id"));
-	json_decref(http_json("DELETE", path, NULL, 30000, 204));
+	json_decref(harness_json_timeout(sock, "DELETE", path, NULL, 30000, 204));
 	json_decref(sb);
 }
 
@@ -310,7 +270,7 @@ run(json_t *sb, const char *argv_json, char **out)
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/run", harness_str(sb, "id"));
 	if (asprintf(&body, "{\"argv\":%s}", argv_json) < 0)
 		fail();
-	r = http_json("POST", path, body, 30000, 200);
+	r = harness_json_timeout(sock, "POST", path, body, 30000, 200);
 	free(body);
 	code = (int)json_integer_value(json_object_get(r, "exit_code"));
 	b64 = harness_str(r, "stdout");
@@ -685,7 +645,8 @@ test_missing_image_malformed_name_and_unreachable_registry(void **state)
 	/* a missing image named at create: the same answer, no sandbox */
 	{
 		char *b = image_body(name);
-		int st = http("POST", "/v1/sandboxes", b, FAIL_FAST_MS, &body);
+		int st =
+		        harness_http_timeout(sock, "POST", "/v1/sandboxes", b, FAIL_FAST_MS, &body);
 		free(b);
 		assert_int_equal(st, 404);
 		msg = error_message(body);
@@ -698,12 +659,12 @@ test_missing_image_malformed_name_and_unreachable_registry(void **state)
 		char b[256], path[128];
 		json_t *sb, *got = NULL;
 		snprintf(b, sizeof(b), "{\"image\":\"%s\",\"wait\":false}", name);
-		sb = http_json("POST", "/v1/sandboxes", b, FAIL_FAST_MS, 201);
+		sb = harness_json_timeout(sock, "POST", "/v1/sandboxes", b, FAIL_FAST_MS, 201);
 		assert_string_equal(harness_str(sb, "state"), "pending");
 		snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(sb, "id"));
 		for (int i = 0; i < 200; i++) {
 			json_decref(got);
-			got = http_json("GET", path, NULL, FAIL_FAST_MS, 200);
+			got = harness_json_timeout(sock, "GET", path, NULL, FAIL_FAST_MS, 200);
 			if (strcmp(harness_str(got, "state"), "failed") == 0)
 				break;
 			usleep(50000);
@@ -711,7 +672,7 @@ test_missing_image_malformed_name_and_unreachable_registry(void **state)
 		assert_string_equal(harness_str(got, "state"), "failed");
 		assert_non_null(strstr(harness_str(got, "reason"), "manifest unknown"));
 		json_decref(got);
-		json_decref(http_json("DELETE", path, NULL, FAIL_FAST_MS, 204));
+		json_decref(harness_json_timeout(sock, "DELETE", path, NULL, FAIL_FAST_MS, 204));
 		json_decref(sb);
 	}
 
@@ -780,7 +741,8 @@ create_thread(void *arg)
 {
 	struct create_call *c = arg;
 
-	c->status = http("POST", "/v1/sandboxes", c->body, CREATE_TIMEOUT_MS, &c->answer);
+	c->status = harness_http_timeout(sock, "POST", "/v1/sandboxes", c->body, CREATE_TIMEOUT_MS,
+	                                 &c->answer);
 	return NULL;
 }
 
@@ -826,7 +788,8 @@ test_concurrent_creates_share_one_pull(void **state)
 			assert_string_not_equal(harness_str(sb[1], "state"), "failed");
 			usleep(50000);
 			json_decref(sb[1]);
-			sb[1] = http_json("GET", path, NULL, CREATE_TIMEOUT_MS, 200);
+			sb[1] = harness_json_timeout(sock, "GET", path, NULL, CREATE_TIMEOUT_MS,
+			                             200);
 		}
 		assert_string_equal(harness_str(sb[1], "state"), "running");
 	}
@@ -909,7 +872,7 @@ test_a_record_named_like_the_builtin_gives_way(void **state)
 	args[n++] = "busybox";
 	args[n] = NULL;
 	assert_int_equal(harness_restart(&p, harness_binary("SANDBOXD"), args, NULL), 0);
-	list = http_json("GET", "/v1/images", NULL, 10000, 200);
+	list = harness_json_timeout(sock, "GET", "/v1/images", NULL, 10000, 200);
 	json_array_foreach (json_object_get(list, "images"), i, v)
 		if (strcmp(harness_str(v, "image"), "busybox") == 0) {
 			assert_false(seen);

@@ -566,6 +566,13 @@ int
 harness_http(const char *sock_path, const char *method, const char *path, const char *body,
              char **ret_body)
 {
+	return harness_http_timeout(sock_path, method, path, body, 30000, ret_body);
+}
+
+int
+harness_http_timeout(const char *sock_path, const char *method, const char *path, const char *body,
+                     int timeout_ms, char **ret_body)
+{
 	char head[1024];
 	char *req, *resp = NULL, *b;
 	size_t blen = body ? strlen(body) : 0;
@@ -581,7 +588,7 @@ harness_http(const char *sock_path, const char *method, const char *path, const 
 	memcpy(req, head, (size_t)n);
 	if (blen)
 		memcpy(req + n, body, blen);
-	if (harness_raw(sock_path, 0, req, (size_t)n + blen, &resp, 30000) > 0)
+	if (harness_raw(sock_path, 0, req, (size_t)n + blen, &resp, timeout_ms) > 0)
 		sscanf(resp, "HTTP/1.1 %d", &status);
 	free(req);
 	if (ret_body) {
@@ -613,13 +620,20 @@ json_t *
 harness_json(const char *sock_path, const char *method, const char *path, const char *body,
              int want_status)
 {
+	return harness_json_timeout(sock_path, method, path, body, 30000, want_status);
+}
+
+json_t *
+harness_json_timeout(const char *sock_path, const char *method, const char *path, const char *body,
+                     int timeout_ms, int want_status)
+{
 	char *out = NULL;
-	int status = harness_http(sock_path, method, path, body, &out);
+	int status = harness_http_timeout(sock_path, method, path, body, timeout_ms, &out);
 	json_t *j;
 
 	if (status != want_status)
-		fail_msg("%s %s: expected %d, got %d: %s", method, path, want_status, status,
-		         out ? out : "");
+		fail_msg("%s %s %s: expected %d, got %d: %s", method, path, body ? body : "",
+		         want_status, status, out && *out ? out : "(no answer)");
 	j = out && *out ? json_loads(out, 0, NULL) : NULL;
 	free(out);
 	return j;

@@ -78,6 +78,10 @@ ssize_t harness_raw(const char *sock_path, int port, const void *req, size_t len
  * and the body (caller frees). body may be NULL. */
 int harness_http(const char *sock_path, const char *method, const char *path, const char *body,
                  char **ret_body);
+/* harness_http bounded by timeout_ms (harness_http: 30 s), for requests that wait on a VM or
+ * an image install; -1 when no answer came in time. */
+int harness_http_timeout(const char *sock_path, const char *method, const char *path,
+                         const char *body, int timeout_ms, char **ret_body);
 
 /* harness_http, expecting want_status (the test fails otherwise); returns the parsed JSON
  * body (NULL when empty; caller decrefs). Declared with an opaque type so users of the
@@ -85,6 +89,8 @@ int harness_http(const char *sock_path, const char *method, const char *path, co
 struct json_t;
 struct json_t *harness_json(const char *sock_path, const char *method, const char *path,
                             const char *body, int want_status);
+struct json_t *harness_json_timeout(const char *sock_path, const char *method, const char *path,
+                                    const char *body, int timeout_ms, int want_status);
 /* A string member of a JSON object, or NULL. */
 const char *harness_str(struct json_t *obj, const char *key);
 
