@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include "egress.h"
 #include "events.h"
+#include "hashmap.h"
 #include "log.h"
 #include "netpolicy.h"
 #include "nftrules.h"
@@ -86,7 +87,8 @@ struct egress {
 	bool nft_dirty;
 	struct loop_timer nft_retry;
 	uint64_t nft_retry_ms;
-	struct list_node sbs;
+	struct list_node sbs; /* struct egress_sb, in the order they came (the table's) */
+	struct hashmap by_id; /* the same, by sandbox id: every decision looks one up */
 	struct egress_counters counters;
 };
 
@@ -136,12 +138,7 @@ egress_slots(const struct sandboxd *d)
 static struct egress_sb *
 find_sb(struct egress *e, const char *id)
 {
-	struct list_node *n;
-
-	LIST_FOREACH (n, &e->sbs)
-		if (streq(list_entry(n, struct egress_sb, node)->id, id))
-			return list_entry(n, struct egress_sb, node);
-	return NULL;
+	return hashmap_get(&e->by_id, id);
 }
 
 static bool
@@ -1017,6 +1014,7 @@ egress_free(struct egress *e)
 		list_remove(n);
 		free(list_entry(n, struct egress_sb, node));
 	}
+	hashmap_clear(&e->by_id);
 	loop_timer_done(&e->restart);
 	loop_timer_done(&e->nft_retry);
 	loop_timer_done(&e->watchdog);
@@ -1164,6 +1162,12 @@ egress_attach(struct sandboxd *d, struct sandbox *sb, const struct egress_link *
 		snprintf(s->id, sizeof(s->id), "%s", sb->id);
 		s->tokens = EVENT_BURST;
 		s->tokens_ms = now_mono_ms();
+		if (hashmap_put(&e->by_id, s->id, s) < 0) {
+			log_error("sandbox '%s': out of memory for its egress; it reaches nothing",
+			          sb->id);
+			free(s);
+			return;
+		}
 		list_push_back(&e->sbs, &s->node);
 	}
 	s->link = *link;
@@ -1181,6 +1185,7 @@ egress_detach(struct sandboxd *d, struct sandbox *sb)
 	if (!s)
 		return;
 	(void)ctl_send(e, json_pack("{s:s, s:s}", "op", "remove", "id", sb->id));
+	hashmap_remove(&e->by_id, s->id);
 	list_remove(&s->node);
 	free(s);
 	table_write(e);
