@@ -14,7 +14,6 @@
 #include "util.h"
 
 #define METHOD_MAX 15
-#define LABEL_MAX 63
 
 /* What the lines read so far said; copied out only when the head is whole and accepted. */
 struct reader {
@@ -64,8 +63,9 @@ host_char(uint8_t c)
 static const char *
 read_host(const uint8_t *s, size_t n, char out[static HTTPHEAD_HOST_MAX + 1], unsigned *ret_port)
 {
-	size_t name_len = n, start, end;
+	size_t name_len = n;
 	unsigned port = 0;
+	const char *why;
 
 	if (n == 0)
 		return "an empty host: the proxy decides by name";
@@ -92,29 +92,11 @@ read_host(const uint8_t *s, size_t n, char out[static HTTPHEAD_HOST_MAX + 1], un
 				return "a port must be a number from 1 to 65535";
 			break;
 		}
-	if (name_len > 0 && s[name_len - 1] == '.')
-		name_len--;
-	if (name_len == 0)
+	if (name_len == 0 || (name_len == 1 && s[0] == '.'))
 		return "an empty host: the proxy decides by name";
-	if (name_len > HTTPHEAD_HOST_MAX)
-		return "a host name longer than 253 bytes";
-	for (size_t i = 0; i < name_len; i++) {
-		if (!host_char(s[i]))
-			return "a host that is not a DNS name";
-		out[i] = s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] - 'A' + 'a') : (char)s[i];
-	}
-	out[name_len] = '\0';
-	for (start = 0; start <= name_len; start = end + 1) {
-		end = start;
-		while (end < name_len && out[end] != '.')
-			end++;
-		if (end == start)
-			return "an empty label in the host name";
-		if (end - start > LABEL_MAX)
-			return "a label longer than 63 bytes in the host name";
-		if (end == name_len && label_is_number(out + start, end - start))
-			return "an IP address is not a name: the proxy decides by name";
-	}
+	why = host_name_normalise((const char *)s, name_len, out);
+	if (why)
+		return why;
 	*ret_port = port;
 	return NULL;
 }

@@ -7,6 +7,7 @@
  * never changes it: SNI_INVALID as soon as the prefix proves it, SNI_FOUND and SNI_NO_NAME
  * only once the whole ClientHello is there (a second server_name may still come). */
 #include <stdbool.h>
+#include <ctype.h>
 #include <string.h>
 #include "sni.h"
 #include "util.h"
@@ -18,7 +19,6 @@
 #define HANDSHAKE_CLIENT_HELLO 1
 #define EXT_SERVER_NAME 0
 #define NAME_TYPE_HOST_NAME 0
-#define LABEL_MAX 63
 
 /* Where a read stopped: the bytes have not all arrived yet, or the structure is broken. */
 enum {
@@ -99,48 +99,22 @@ cur_vec(struct cursor *c, size_t length_bytes, struct cursor *ret, size_t *ret_l
 	return cur_sub(c, n, ret);
 }
 
-/* Checks a host_name and writes its normal form (lowercase, one trailing dot stripped) to out.
- * Returns NULL or why it is not a DNS host name. A name whose last label is a number is an IP
- * address in some spelling (127.1, 0x7f000001: label_is_number, the policy engine's rule too),
- * so a name can never stand for an address. */
+/* Checks a host_name and writes its normal form to out (host_name_normalise: the proxy's
+ * Host reader and the policy engine's rule too, so a name can never stand for an address). */
 static const char *
 check_host_name(const uint8_t *in, size_t n, char out[static SNI_NAME_MAX + 1])
 {
-	size_t label = 0, last = 0;
+	const char *why;
 
-	if (n > 0 && in[n - 1] == '.')
-		n--;
-	if (n == 0)
+	if (n == 0 || (n == 1 && in[0] == '.'))
 		return "the server name is empty or only a dot";
-	if (n > SNI_NAME_MAX)
-		return "the server name is longer than 253 bytes";
-	for (size_t i = 0; i < n; i++) {
-		uint8_t ch = in[i];
-
-		if (ch >= 'A' && ch <= 'Z')
-			ch = (uint8_t)(ch - 'A' + 'a');
-		if (ch == ':')
-			return "the server name has a ':' (an IPv6 address or a port)";
-		if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' ||
-		      ch == '_' || ch == '.'))
-			return "the server name has a byte that is not a letter, digit, '-', '_' "
-			       "or '.'";
-		if (ch == '.') {
-			if (label == 0)
-				return "the server name has an empty label";
-			label = 0;
-			last = i + 1;
-		} else if (++label > LABEL_MAX) {
-			return "the server name has a label longer than 63 bytes";
-		}
-		out[i] = (char)ch;
-	}
-	if (label == 0)
-		return "the server name has an empty label";
-	out[n] = '\0';
-	if (label_is_number(out + last, n - last))
-		return "the server name is an IP address";
-	return NULL;
+	why = host_name_normalise((const char *)in, n, out);
+	/* an IPv6 literal or a port says so when ':' is the first byte that is wrong */
+	for (size_t i = 0; why && i < n && in[i] != ':'; i++)
+		if (!(isalnum(in[i]) || in[i] == '-' || in[i] == '_' || in[i] == '.'))
+			return why;
+	return why && memchr(in, ':', n) ? "the server name has a ':' (an IPv6 address or a port)"
+	                                 : why;
 }
 
 /* Names why a read failed when the structure, not the arrival of bytes, is at fault. */

@@ -297,6 +297,42 @@ label_is_number(const char *l, size_t n)
 	return n > 0;
 }
 
+const char *
+host_name_normalise(const char *in, size_t n, char *out)
+{
+	size_t label = 0, last = 0;
+
+	if (n > 0 && in[n - 1] == '.')
+		n--;
+	if (n == 0)
+		return "an empty name";
+	if (n > HOST_NAME_MAX_LEN)
+		return "a name longer than 253 bytes";
+	for (size_t i = 0; i < n; i++) {
+		char ch = in[i] >= 'A' && in[i] <= 'Z' ? (char)(in[i] - 'A' + 'a') : in[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+		      ch == '_' || ch == '.'))
+			return "a byte that is not a letter, digit, '-', '_' or '.': not a DNS "
+			       "name";
+		if (ch == '.') {
+			if (label == 0)
+				return "an empty label";
+			label = 0;
+			last = i + 1;
+		} else if (++label > 63) {
+			return "a label longer than 63 bytes";
+		}
+		out[i] = ch;
+	}
+	if (label == 0)
+		return "an empty label";
+	out[n] = '\0';
+	if (label_is_number(out + last, n - last))
+		return "an IP address, not a name";
+	return NULL;
+}
+
 int
 hex_digit(int c)
 {

@@ -49,6 +49,12 @@ int hex_digit(int c);
  * that a resolver dials without asking DNS, so nothing that decides egress by name may take
  * one for a name (the policy engine, the proxy's SNI and Host readers share this). */
 bool label_is_number(const char *l, size_t n);
+/* A DNS host name as a guest names where it goes (a TLS server name, an HTTP Host): checked
+ * and written to out (HOST_NAME_MAX_LEN + 1 bytes) lowercase, without one trailing dot.
+ * Labels of 1 to 63 bytes of [a-z0-9-_], at most 253 bytes in all, and never an address in
+ * any spelling (its last label a number). NULL, or why it is not such a name. */
+#define HOST_NAME_MAX_LEN 253
+const char *host_name_normalise(const char *in, size_t n, char *out);
 
 /* Writes all of data to fd, through EINTR and short writes, and waiting out EAGAIN when
  * someone made fd non-blocking; -errno (EPIPE when the reader went away). */
