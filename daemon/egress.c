@@ -110,29 +110,27 @@ egress_counters(const struct sandboxd *d)
 	return d && d->egress ? &d->egress->counters : NULL;
 }
 
-int
-egress_link_for_slot(const struct sandboxd *d, unsigned slot, struct egress_link *ret)
-{
-	const struct options *o = d->opts;
-	uint64_t slots = 1ull << (32 - o->egress_subnet_bits - 2);
-	uint32_t base;
-
-	if (slot >= slots)
-		return -ERANGE;
-	base = o->egress_subnet + 4u * slot;
-	memset(ret, 0, sizeof(*ret));
-	snprintf(ret->tap, sizeof(ret->tap), NFTRULES_TAP_PREFIX "%u", slot);
-	ret->host_addr = htonl(base + 1);
-	ret->guest_addr = htonl(base + 2);
-	return 0;
-}
-
 unsigned
 egress_slots(const struct sandboxd *d)
 {
 	uint64_t slots = 1ull << (32 - d->opts->egress_subnet_bits - 2);
 
 	return slots > UINT32_MAX ? UINT32_MAX : (unsigned)slots;
+}
+
+int
+egress_link_for_slot(const struct sandboxd *d, unsigned slot, struct egress_link *ret)
+{
+	uint32_t base;
+
+	if (slot >= egress_slots(d))
+		return -ERANGE;
+	base = d->opts->egress_subnet + 4u * slot;
+	memset(ret, 0, sizeof(*ret));
+	snprintf(ret->tap, sizeof(ret->tap), NFTRULES_TAP_PREFIX "%u", slot);
+	ret->host_addr = htonl(base + 1);
+	ret->guest_addr = htonl(base + 2);
+	return 0;
 }
 
 static struct egress_sb *
