@@ -18,6 +18,7 @@ set_operator(struct principal *p)
 {
 	*p = (struct principal){ .role = ROLE_ADMIN, .operator= true };
 	snprintf(p->name, sizeof(p->name), "operator");
+	snprintf(p->cred, sizeof(p->cred), "operator");
 }
 
 /* A token in the query string counts only on an Upgrade handshake (browsers cannot set

@@ -17,10 +17,23 @@ enum role {
 	ROLE_ADMIN,
 };
 
+/* A user's caps on what they run at once; 0 means no cap. Counted over their sandboxes that
+ * are pending, starting, running, stopping or suspended, and creates still waiting for an
+ * image. */
+struct user_caps {
+	unsigned max_sandboxes;
+	unsigned max_cpus;
+	unsigned max_memory_mb;
+};
+
 struct principal {
-	char name[128];
+	char name[128]; /* the owner stamped on sandboxes: "operator", or the user's email */
 	enum role role;
-	bool operator;
+	bool operator;       /* the operator token or a unix-socket peer: no caps, may launch */
+	char user_id[32];    /* "usr_<16 hex>"; "" for the operator */
+	char cred[64];       /* the credential used: "operator", "key:ID" or "session:ID" */
+	bool session;        /* by the dashboard's session cookie (CSRF applies) */
+	struct user_caps caps; /* users only */
 };
 
 const char *role_to_string(enum role r);

@@ -1,6 +1,7 @@
 /* server.c: listeners and HTTP/1.1 connections on the loop; see server.h. */
 #include <fcntl.h>
 #include <strings.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -78,6 +79,9 @@ struct conn {
 	uint64_t deadline;  /* 0: none */
 	size_t lingered;    /* bytes dropped while lingering */
 	uid_t peer_uid;
+	char peer[48];  /* the client's address ("unix:UID" on the socket) */
+	char cred[64];  /* the credential that authenticated the latest request, or "" */
+	char user[128]; /* whose it is (the principal's name), or "" */
 	void (*on_close)(struct conn *c, void *data);
 	void *on_close_data;
 	void (*on_drain)(struct conn *c, void *data);
@@ -540,6 +544,40 @@ conn_peer_uid(const struct conn *c)
 	return c->peer_uid;
 }
 
+const char *
+conn_peer(const struct conn *c)
+{
+	return c->peer;
+}
+
+void
+conn_set_credential(struct conn *c, const char *cred, const char *user)
+{
+	snprintf(c->cred, sizeof(c->cred), "%s", cred ? cred : "");
+	snprintf(c->user, sizeof(c->user), "%s", user ? user : "");
+}
+
+unsigned
+server_close_credential(struct server *s, const char *cred, const char *user,
+                        const struct conn *except)
+{
+	struct list_node *n, *tmp;
+	unsigned closed = 0;
+
+	LIST_FOREACH_SAFE (n, tmp, &s->conns) {
+		struct conn *c = list_entry(n, struct conn, link);
+
+		if (c == except || c->state == CONN_CLOSING)
+			continue;
+		if ((cred && *c->cred && streq(c->cred, cred)) ||
+		    (user && *c->user && streq(c->user, user))) {
+			conn_close(c);
+			closed++;
+		}
+	}
+	return closed;
+}
+
 /* ---- input ---- */
 
 static void
@@ -733,6 +771,25 @@ conn_io(struct loop_source *src _unused_, uint32_t events, void *data)
 
 /* ---- listeners ---- */
 
+/* "ADDR" of a TCP client, IPv4-mapped IPv6 shown as IPv4, for rate limits and logs. */
+static void
+format_peer(const struct sockaddr_storage *ss, char *out, size_t size)
+{
+	char addr[INET6_ADDRSTRLEN] = "?";
+
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+		inet_ntop(AF_INET, &in->sin_addr, addr, sizeof(addr));
+	} else if (ss->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+		if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+			inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], addr, sizeof(addr));
+		else
+			inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof(addr));
+	}
+	snprintf(out, size, "%s", addr);
+}
+
 static void
 on_accept(struct loop_source *src, uint32_t events _unused_, void *data)
 {
@@ -740,7 +797,10 @@ on_accept(struct loop_source *src, uint32_t events _unused_, void *data)
 	struct server *s = l->s;
 
 	for (int i = 0; i < 64; i++) {
-		int fd = accept4(src->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct sockaddr_storage peer;
+		socklen_t peer_len = sizeof(peer);
+		int fd = accept4(src->fd, (struct sockaddr *)&peer, &peer_len,
+		                 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct conn *c;
 
 		if (fd < 0) {
@@ -772,8 +832,10 @@ on_accept(struct loop_source *src, uint32_t events _unused_, void *data)
 			socklen_t len = sizeof(cred);
 			if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0)
 				c->peer_uid = cred.uid;
+			snprintf(c->peer, sizeof(c->peer), "unix:%d", (int)c->peer_uid);
 		} else {
 			int one = 1;
+			format_peer(&peer, c->peer, sizeof(c->peer));
 			(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		}
 		if (l->tls) {

@@ -70,3 +70,16 @@ bool conn_is_unix(const struct conn *c);
 bool conn_is_tls(const struct conn *c);
 /* The peer's uid on a unix socket (SO_PEERCRED); -1 otherwise. */
 uid_t conn_peer_uid(const struct conn *c);
+/* The client's address as text ("127.0.0.1", "::1", or "unix:UID" on the socket): what
+ * login rate limits count by. */
+const char *conn_peer(const struct conn *c);
+
+/* Tags the connection with the credential that authenticated its latest request (an opaque
+ * string such as "key:ID" or "session:ID"; NULL or "" for none) and whose it is (the
+ * principal's name), so that revoking either ends what it holds open. */
+void conn_set_credential(struct conn *c, const char *cred, const char *user);
+/* Closes every connection tagged with cred (when not NULL) or with user (when not NULL),
+ * streams, attaches and idle keep-alives alike, except `except` (the connection asking).
+ * Their close hooks run before this returns. Returns how many were closed. */
+unsigned server_close_credential(struct server *s, const char *cred, const char *user,
+                                 const struct conn *except);
