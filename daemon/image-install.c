@@ -429,11 +429,13 @@ image_install(const struct install_opts *o, const char *name, json_t **ret, char
 		goto out;
 	}
 	/* sandboxd hashed the agent once at its start and says so; by hand, hash it here */
-	if (o->agent_id)
+	if (o->agent_id) {
 		snprintf(agent_id, sizeof(agent_id), "%s", o->agent_id);
-	else
+		r = 0;
+	} else {
 		r = image_agent_id(agent, agent_id);
-	if (!o->agent_id && r < 0) {
+	}
+	if (r < 0) {
 		*ret_error =
 		        strdup_printf("cannot read the guest agent '%s': %s", agent, strerror(-r));
 		goto out;
