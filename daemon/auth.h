@@ -29,10 +29,10 @@ struct user_caps {
 struct principal {
 	char name[128]; /* the owner stamped on sandboxes: "operator", or the user's email */
 	enum role role;
-	bool operator;       /* the operator token or a unix-socket peer: no caps, may launch */
-	char user_id[32];    /* "usr_<16 hex>"; "" for the operator */
-	char cred[64];       /* the credential used: "operator", "key:ID" or "session:ID" */
-	bool session;        /* by the dashboard's session cookie (CSRF applies) */
+	bool operator;         /* the operator token or a unix-socket peer: no caps, may launch */
+	char user_id[32];      /* "usr_<16 hex>"; "" for the operator */
+	char cred[64];         /* the credential used: "operator", "key:ID" or "session:ID" */
+	bool session;          /* by the dashboard's session cookie (CSRF applies) */
 	struct user_caps caps; /* users only */
 };
 

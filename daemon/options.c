@@ -1,5 +1,6 @@
 /* options.c: sandboxd's command line; see options.h. */
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <netdb.h>
 #include <sys/stat.h>
@@ -58,6 +59,12 @@ static const char usage[] =
         "  --metrics-listen HOST:PORT\n"
         "                         serve Prometheus metrics at /metrics there (loopback only:\n"
         "                         it has no credential)\n"
+        "  --registration on|off  let people create their own (user) account from the\n"
+        "                         dashboard (default off; never an admin)\n"
+        "  --user-max-sandboxes N a user's active sandboxes at most (default 5; 0: no cap)\n"
+        "  --user-max-cpus N      the cpus of a user's active sandboxes together (default 8)\n"
+        "  --user-max-memory-mb N their memory together (default 16384)\n"
+        "                         (an admin sets other caps per user: /v1/users)\n"
         "  --max-connections N    open API connections at most (default 1024)\n"
         "  --log-level LEVEL      error, warning, info (default) or debug\n"
         "  --version              print the version and exit\n"
@@ -89,6 +96,10 @@ enum {
 	OPT_EGRESS_PROXY_PORT,
 	OPT_EGRESS_DNS_PORT,
 	OPT_EGRESS_SUBNET,
+	OPT_REGISTRATION,
+	OPT_USER_MAX_SANDBOXES,
+	OPT_USER_MAX_CPUS,
+	OPT_USER_MAX_MEMORY_MB,
 	OPT_LOG_LEVEL,
 	OPT_VERSION,
 };
@@ -119,6 +130,10 @@ static const struct option long_options[] = {
 	{ "egress-proxy-port", required_argument, NULL, OPT_EGRESS_PROXY_PORT },
 	{ "egress-dns-port", required_argument, NULL, OPT_EGRESS_DNS_PORT },
 	{ "egress-subnet", required_argument, NULL, OPT_EGRESS_SUBNET },
+	{ "registration", required_argument, NULL, OPT_REGISTRATION },
+	{ "user-max-sandboxes", required_argument, NULL, OPT_USER_MAX_SANDBOXES },
+	{ "user-max-cpus", required_argument, NULL, OPT_USER_MAX_CPUS },
+	{ "user-max-memory-mb", required_argument, NULL, OPT_USER_MAX_MEMORY_MB },
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ "help", no_argument, NULL, 'h' },
@@ -262,7 +277,11 @@ options_parse(int argc, char **argv, struct options *o)
 		               .egress_dns_port = 7353,
 		               .egress_subnet = 0x0ac80000u, /* 10.200.0.0/16 */
 		               .egress_subnet_bits = 16,
+		               .user_max_sandboxes = 5,
+		               .user_max_cpus = 8,
+		               .user_max_memory_mb = 16384,
 		               .log_level = LOG_LEVEL_INFO };
+	bool socket_given = false;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
@@ -294,6 +313,7 @@ options_parse(int argc, char **argv, struct options *o)
 				return -EINVAL;
 			}
 			r = set_string(&o->socket_path, optarg);
+			socket_given = true;
 			break;
 		case OPT_LISTEN:
 			r = set_string(&o->listen, optarg);
@@ -450,6 +470,31 @@ options_parse(int argc, char **argv, struct options *o)
 				return -EINVAL;
 			}
 			break;
+		case OPT_REGISTRATION:
+			if (!streq(optarg, "on") && !streq(optarg, "off")) {
+				fprintf(stderr, "sandboxd: --registration '%s': use on or off\n",
+				        optarg);
+				return -EINVAL;
+			}
+			o->registration = streq(optarg, "on");
+			break;
+		case OPT_USER_MAX_SANDBOXES:
+		case OPT_USER_MAX_CPUS:
+		case OPT_USER_MAX_MEMORY_MB: {
+			unsigned *field = c == OPT_USER_MAX_SANDBOXES ? &o->user_max_sandboxes
+			                  : c == OPT_USER_MAX_CPUS    ? &o->user_max_cpus
+			                                              : &o->user_max_memory_mb;
+			const char *flag = c == OPT_USER_MAX_SANDBOXES ? "--user-max-sandboxes"
+			                   : c == OPT_USER_MAX_CPUS    ? "--user-max-cpus"
+			                                               : "--user-max-memory-mb";
+			if (parse_u64(optarg, &n) < 0 || n > 1u << 30) {
+				fprintf(stderr, "sandboxd: %s '%s' must be a number (0: no cap)\n",
+				        flag, optarg);
+				return -EINVAL;
+			}
+			*field = (unsigned)n;
+			break;
+		}
 		case OPT_LOG_LEVEL:
 			if (streq(optarg, "error"))
 				o->log_level = LOG_LEVEL_ERROR;
@@ -491,6 +536,14 @@ options_parse(int argc, char **argv, struct options *o)
 	if (!o->state_dir && !(o->state_dir = paths_default_state_dir())) {
 		fprintf(stderr, "sandboxd: cannot tell the home directory; pass --state-dir\n");
 		return -EINVAL;
+	}
+	if (!socket_given && !o->listen && !o->token_file) {
+		/* the embedded defaults: the socket, and the dashboard on loopback TCP with a
+		 * token sandboxd keeps in its state directory */
+		o->token_file = strdup_printf("%s/%s", o->state_dir, OPTIONS_DEFAULT_TOKEN_FILE);
+		if (!o->token_file || set_string(&o->listen, OPTIONS_DEFAULT_LISTEN) < 0)
+			return -ENOMEM;
+		o->token_generate = true;
 	}
 	if (!o->socket_path && !(o->socket_path = paths_default_socket()))
 		return -ENOMEM;
@@ -583,6 +636,33 @@ read_token(const char *path, char **ret, size_t *ret_len)
 	return 0;
 }
 
+/* The default listener's token: made once (64 hex characters, 0600) in the state directory,
+ * kept across restarts so a CLI or script configured with it goes on working. */
+static int
+generate_token(const struct options *o)
+{
+	_cleanup_close_ int fd = -1;
+	char hex[65];
+
+	if (access(o->token_file, F_OK) == 0)
+		return 0;
+	if (mkdir_p(o->state_dir, 0700) < 0 || random_hex(hex, 32) < 0) {
+		fprintf(stderr, "sandboxd: cannot make the operator token in '%s': %m\n",
+		        o->state_dir);
+		return -EINVAL;
+	}
+	hex[64] = '\n';
+	fd = open(o->token_file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 || write(fd, hex, sizeof(hex)) != (ssize_t)sizeof(hex)) {
+		fprintf(stderr, "sandboxd: cannot write the operator token '%s': %m\n",
+		        o->token_file);
+		if (fd >= 0)
+			unlink(o->token_file);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int
 options_check(const struct options *o, char **ret_token, size_t *ret_token_len)
 {
@@ -626,6 +706,8 @@ options_check(const struct options *o, char **ret_token, size_t *ret_token_len)
 	}
 	*ret_token = NULL;
 	*ret_token_len = 0;
+	if (o->token_generate && generate_token(o) < 0)
+		return -EINVAL;
 	if (o->token_file)
 		return read_token(o->token_file, ret_token, ret_token_len);
 	return 0;

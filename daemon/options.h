@@ -18,6 +18,7 @@ struct options {
 	char *listen_port;
 	bool listen_loopback;
 	char *token_file;
+	bool token_generate; /* the default listener: create token_file when it is absent */
 	char *tls_cert;
 	char *tls_key;
 	char *client_ca;
@@ -45,8 +46,17 @@ struct options {
 	unsigned egress_dns_port;    /* where its DNS stub listens (udp; default 7353) */
 	uint32_t egress_subnet;      /* the sandboxes' /30s come from here (host order) */
 	unsigned egress_subnet_bits; /* its prefix length, at most 22 (256 /30s) */
+	bool registration;           /* --registration on: people may create their own user */
+	unsigned user_max_sandboxes; /* a user's caps unless their account says otherwise */
+	unsigned user_max_cpus;      /* (0: no cap) */
+	unsigned user_max_memory_mb;
 	enum log_level log_level;
 };
+
+/* Where sandboxd started with neither --socket nor --listen also serves TCP (the dashboard),
+ * with an operator token it keeps in the state directory. */
+#define OPTIONS_DEFAULT_LISTEN "127.0.0.1:7070"
+#define OPTIONS_DEFAULT_TOKEN_FILE "operator.token"
 
 /* Parses argv into opts, applying the defaults for the current user (root or not).
  * Returns 0 to go on, 1 when --help or --version was handled, -EINVAL after printing a

@@ -7,7 +7,7 @@ set -eu
 PACKAGES="
 build-essential pkgconf cmake ninja-build git ca-certificates curl openssl procps
 libssl-dev libjansson-dev libsqlite3-dev libcurl4-openssl-dev libhttp-parser-dev
-libwslay-dev libcmocka-dev libarchive-dev libyaml-dev musl-tools
+libwslay-dev libcmocka-dev libarchive-dev libyaml-dev libsodium-dev musl-tools
 qemu-system-x86 qemu-utils e2fsprogs lz4 xz-utils mmdebstrap umoci nftables iproute2
 docker-registry skopeo
 python3
