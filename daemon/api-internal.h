@@ -64,6 +64,18 @@ void api_file_write(struct api_call *call);
 void api_file_remove(struct api_call *call);
 void api_dir_list(struct api_call *call);
 
+/* What owner's sandboxes hold: those pending, starting, running, stopping or suspended,
+ * and creates waiting for their image (NULL owner: everyone's). What a user's caps count. */
+struct sandbox_usage {
+	unsigned sandboxes;
+	unsigned cpus;
+	unsigned memory_mb;
+};
+void api_usage(struct sandboxd *d, const char *owner, struct sandbox_usage *u);
+
+/* GET /v1/node: the node's capacity and what is free (api-node.c). */
+void api_node_get(struct api_call *call);
+
 /* The owner filter for the caller: NULL (every owner) for an admin. */
 const char *api_owner_filter(const struct api_call *call);
 

@@ -258,6 +258,96 @@ out:
 	json_decref(filter);
 }
 
+/* A create (with wait) whose image is being installed. */
+struct create_wait {
+	struct list_node link; /* in d->create_waits: counted by the caps */
+	struct image_waiter w;
+	struct sandboxd *d;
+	struct conn *c;
+	struct sandbox *sb;
+};
+
+/* Whether a sandbox in this state holds (or is about to hold) CPUs and memory: what a user's
+ * caps count. */
+static bool
+state_is_active(enum sandbox_state st)
+{
+	return st == SANDBOX_PENDING || st == SANDBOX_STARTING || st == SANDBOX_RUNNING ||
+	       st == SANDBOX_STOPPING || st == SANDBOX_SUSPENDED;
+}
+
+void
+api_usage(struct sandboxd *d, const char *owner, struct sandbox_usage *u)
+{
+	struct list_node *n;
+
+	*u = (struct sandbox_usage){ 0 };
+	LIST_FOREACH (n, &d->reg.all) {
+		const struct sandbox *sb = list_entry(n, struct sandbox, by_created);
+		if ((owner && !streq(owner, sb->owner)) || !state_is_active(sb->state))
+			continue;
+		u->sandboxes++;
+		u->cpus += sb->cpus;
+		u->memory_mb += sb->memory_mb;
+	}
+	/* creates waiting for their image are not in the registry yet, but will be */
+	LIST_FOREACH (n, &d->create_waits) {
+		const struct sandbox *sb = list_entry(n, struct create_wait, link)->sb;
+		if (owner && !streq(owner, sb->owner))
+			continue;
+		u->sandboxes++;
+		u->cpus += sb->cpus;
+		u->memory_mb += sb->memory_mb;
+	}
+}
+
+/* The launch rules of seed 000: an admin supervises and never launches; a user stays within
+ * their caps, counted before anything is created. The operator is neither. Returns 0, or
+ * answers 403 and returns -EPERM. adding is the sandbox about to become active. */
+static int
+check_launch(struct api_call *call, const struct sandbox *adding, bool create)
+{
+	const struct user_caps *caps = &call->who.caps;
+	struct sandbox_usage u;
+
+	if (call->who.operator)
+		return 0;
+	if (call->who.role == ROLE_ADMIN) {
+		if (!create)
+			return 0; /* supervising: starting someone's stopped sandbox again */
+		api_reply_error(call->c, 403, "refused",
+		                "an admin supervises sandboxes and cannot launch one; sign in "
+		                "with a user account to launch");
+		return -EPERM;
+	}
+	api_usage(call->d, call->who.name, &u);
+	if (caps->max_sandboxes && u.sandboxes + 1 > caps->max_sandboxes) {
+		api_reply_error(call->c, 403, "refused",
+		                "cap reached: at most %u active sandboxes per user (you have %u; "
+		                "pending, starting, running, stopping and suspended ones count); "
+		                "stop or delete one first",
+		                caps->max_sandboxes, u.sandboxes);
+		return -EPERM;
+	}
+	if (caps->max_cpus && u.cpus + adding->cpus > caps->max_cpus) {
+		api_reply_error(
+		        call->c, 403, "refused",
+		        "cap reached: at most %u cpus across your active sandboxes (you use "
+		        "%u, this asks for %u more)",
+		        caps->max_cpus, u.cpus, adding->cpus);
+		return -EPERM;
+	}
+	if (caps->max_memory_mb && u.memory_mb + adding->memory_mb > caps->max_memory_mb) {
+		api_reply_error(
+		        call->c, 403, "refused",
+		        "cap reached: at most %u MiB of memory across your active sandboxes "
+		        "(you use %u MiB, this asks for %u MiB more)",
+		        caps->max_memory_mb, u.memory_mb, adding->memory_mb);
+		return -EPERM;
+	}
+	return 0;
+}
+
 /* Creates sb (taken) and answers, now or once it runs. */
 static void
 create_now(struct api_call *call, struct sandbox *sb, bool wait)
@@ -285,18 +375,11 @@ needs_install(struct sandboxd *d, const char *image)
 	return d->backend && d->backend->ops->boots_images && !images_installed(d, image);
 }
 
-/* A create (with wait) whose image is being installed. */
-struct create_wait {
-	struct image_waiter w;
-	struct sandboxd *d;
-	struct conn *c;
-	struct sandbox *sb;
-};
-
 static void
 create_wait_free(struct create_wait *cw)
 {
 	image_waiter_cancel(&cw->w);
+	list_remove(&cw->link);
 	sandbox_free(cw->sb);
 	free(cw);
 }
@@ -338,6 +421,7 @@ wait_for_image(struct api_call *call, struct sandbox *sb)
 		return;
 	}
 	list_init(&cw->w.link);
+	list_init(&cw->link);
 	cw->w.fn = create_wait_image;
 	cw->w.data = cw;
 	cw->d = call->d;
@@ -356,6 +440,7 @@ wait_for_image(struct api_call *call, struct sandbox *sb)
 		api_reply_api_err(call, &err);
 		return;
 	}
+	list_push_back(&call->d->create_waits, &cw->link);
 	conn_on_close(call->c, create_wait_conn_closed, cw);
 }
 
@@ -385,6 +470,8 @@ api_sandbox_create(struct api_call *call)
 		api_reply_api_err(call, &err);
 		return;
 	}
+	if (check_launch(call, sb, true) < 0)
+		return;
 	r = images_check(call->d, sb->image, &err);
 	if (r < 0) {
 		api_reply_api_err(call, &err);
@@ -577,6 +664,8 @@ stop_or_start(struct api_call *call, bool stop)
 		api_reply_absent(call);
 		return;
 	}
+	if (!stop && !state_is_active(sb->state) && check_launch(call, sb, false) < 0)
+		return;
 	r = stop ? lifecycle_stop(call->d, sb, &err) : lifecycle_start(call->d, sb, &err);
 	if (r < 0) {
 		api_reply_api_err(call, &err);

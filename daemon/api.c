@@ -6,6 +6,7 @@
 #include "sandboxd.h"
 #include "server.h"
 #include "util.h"
+#include "web.h"
 
 enum route_flags {
 	ROUTE_PUBLIC = 1 << 0,   /* no credential needed */
@@ -74,7 +75,7 @@ static const struct route routes[] = {
 	LATER(GET, "/v1/volumes", "volumes"),
 	LATER(POST, "/v1/volumes", "volumes"),
 	LATER(DELETE, "/v1/volumes/{name}", "volumes"),
-	LATER(GET, "/v1/node", "node information"),
+	ROUTE(GET, "/v1/node", api_node_get, 0),
 	LATER(POST, "/v1/node/cordon", "node information"),
 	LATER(POST, "/v1/auth/login", "accounts"),
 	LATER(POST, "/v1/auth/logout", "accounts"),
@@ -295,6 +296,9 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 		api_reply_error(c, 403, "forbidden_origin", "%s", why);
 		return;
 	}
+	/* the dashboard's page and assets: public, everything else is under /v1 */
+	if (!str_has_prefix(req->path, "/v1/") && web_serve(d, c, req))
+		return;
 	rt = find_route(&call, &allow, &err);
 	if (!rt || !(rt->flags & ROUTE_PUBLIC)) {
 		if (auth_authenticate(d, c, req, &call.who) < 0) {

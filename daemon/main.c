@@ -376,6 +376,7 @@ main(int argc, char **argv)
 	d.uid = geteuid();
 	registry_init(&d.reg);
 	list_init(&d.subscribers);
+	list_init(&d.create_waits);
 	umask(0077);
 	signal(SIGPIPE, SIG_IGN);
 

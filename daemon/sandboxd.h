@@ -27,9 +27,10 @@ struct sandboxd {
 	struct egress *egress;   /* egress.c; NULL while egress is off */
 	struct registry reg;
 	struct server *server;
-	struct list_node subscribers; /* struct event_sub: live event streams */
-	struct buf list_cache;        /* GET /v1/sandboxes for an admin, unfiltered */
-	uint64_t list_cache_gen;      /* sandbox_generation() it was built at */
+	struct list_node subscribers;  /* struct event_sub: live event streams */
+	struct list_node create_waits; /* creates waiting for their image (api-sandboxes.c) */
+	struct buf list_cache;         /* GET /v1/sandboxes for an admin, unfiltered */
+	uint64_t list_cache_gen;       /* sandbox_generation() it was built at */
 	bool list_cache_valid;
 	struct loop_timer housekeeping;
 	struct loop_signals signals;
