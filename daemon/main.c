@@ -164,6 +164,11 @@ startup_line(struct sandboxd *d)
 		               "; backend none (no VM backend built in: sandboxes cannot run)");
 	}
 	(void)buf_printf(&line, "; state %s\n", o->state_dir);
+	if (o->listen)
+		log_info("dashboard: %s://%s/ (sign in with an account: 'sandboxd admin create "
+		         "EMAIL' makes the first admin; API clients use the token in %s or an API "
+		         "key)",
+		         o->tls_cert ? "https" : "http", o->listen, o->token_file);
 	(void)!write(STDERR_FILENO, line.data, line.len);
 }
 
@@ -316,6 +321,11 @@ run(struct sandboxd *d)
 		}
 		r = server_listen_tcp(d->server, d->opts->listen_host, d->opts->listen_port, tls);
 		if (r < 0) {
+			if (d->opts->token_generate)
+				log_error("the dashboard's default address %s is taken (another "
+				          "sandboxd?); choose one with --listen HOST:PORT --token-file "
+				          "FILE, or serve only the socket with --socket PATH",
+				          d->opts->listen);
 			SSL_CTX_free(tls);
 			return r;
 		}
