@@ -323,8 +323,8 @@ run(struct sandboxd *d)
 		if (r < 0) {
 			if (d->opts->token_generate)
 				log_error("the dashboard's default address %s is taken (another "
-				          "sandboxd?); choose one with --listen HOST:PORT --token-file "
-				          "FILE, or serve only the socket with --socket PATH",
+				          "sandboxd?); choose another with --listen HOST:PORT and "
+				          "--token-file FILE, or serve only --socket PATH",
 				          d->opts->listen);
 			SSL_CTX_free(tls);
 			return r;
