@@ -366,8 +366,9 @@ conn_reply(struct conn *c, int status, const char *content_type, const void *bod
 		r = buf_printf(&head, "Content-Length: %zu\r\n", len);
 	if (r >= 0)
 		r = buf_puts(&head, "\r\n");
+	/* a HEAD is answered with GET's headers, Content-Length included, and no body */
 	if (r >= 0)
-		r = send_or_queue(c, &head, body, len);
+		r = send_or_queue(c, &head, body, c->hp.req.method == HTTP_HEAD ? 0 : len);
 	if (r < 0) {
 		if (r != -EPIPE)
 			log_error("connection: response of %zu bytes does not fit; closing", len);

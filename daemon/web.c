@@ -1,9 +1,62 @@
-/* web.c: see web.h. (Placeholder until the dashboard's assets are built in: serves nothing.) */
+/* web.c: the dashboard's files (web/src and xterm.js), embedded at build time by web/embed.c,
+ * answered on the API's own listeners without a credential: "/" and "/index.html" (the page)
+ * and "/assets/<name>". The API's Host/Origin guard has run before. */
+#include <string.h>
+#include "api.h"
+#include "macro.h"
+#include "server.h"
+#include "util.h"
+#include "web-assets.h"
 #include "web.h"
 
-bool
-web_serve(struct sandboxd *d _unused_, struct conn *c _unused_,
-          const struct http_request *req _unused_)
+/* What the page may do: its own scripts and connections only (no inline script, no CDN, no
+ * frame around it). xterm.js sets inline styles, hence 'unsafe-inline' for styles. */
+#define WEB_HEADERS                                                                                \
+	"Content-Security-Policy: default-src 'none'; script-src 'self'; style-src 'self' "        \
+	"'unsafe-inline'; connect-src 'self'; img-src 'self' data:; font-src 'self'; "             \
+	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'\r\n"                          \
+	"X-Frame-Options: DENY\r\n"                                                                \
+	"Referrer-Policy: no-referrer\r\n"
+
+static const struct web_asset *
+find_asset(const char *name)
 {
-	return false;
+	for (unsigned i = 0; i < web_assets_count; i++)
+		if (streq(web_assets[i].name, name))
+			return &web_assets[i];
+	return NULL;
+}
+
+bool
+web_serve(struct sandboxd *d _unused_, struct conn *c, const struct http_request *req)
+{
+	const struct web_asset *a;
+	const char *name;
+
+	/* req->path is the target up to '?', not decoded: an escaped name matches nothing */
+	if (streq(req->path, "/") || streq(req->path, "/index.html"))
+		name = "index.html";
+	else if (str_has_prefix(req->path, "/assets/"))
+		name = req->path + 1;
+	else
+		return false;
+
+	if (req->method != HTTP_GET && req->method != HTTP_HEAD) {
+		api_reply_error_headers(c, 405, "invalid_request", "Allow: GET, HEAD\r\n",
+		                        "%s is not allowed on this path; use GET or HEAD",
+		                        http_method_str(req->method));
+		return true;
+	}
+	if (req->upgrade) {
+		api_reply_error(c, 400, "invalid_request", "this path does not upgrade");
+		return true;
+	}
+	a = find_asset(name);
+	if (!a) {
+		api_reply_error(c, 404, "not_found", "no such dashboard file; open / for the page");
+		return true;
+	}
+	/* a HEAD is answered with GET's headers and no body (conn_reply) */
+	conn_reply(c, 200, a->type, a->data, a->len, WEB_HEADERS);
+	return true;
 }

@@ -1,0 +1,52 @@
+// dom.js: building the page without innerHTML: every string given here becomes text, never
+// markup, so names, reasons and messages from the API cannot inject anything.
+
+// h('button', {class: 'x', onclick: fn, disabled: true}, 'Stop') -> <button class="x" disabled>
+export function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === false || v === null || v === undefined) continue;
+    if (k === 'class') el.className = v;
+    else if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+    else if (k === 'value') el.value = v;
+    else if (v === true) el.setAttribute(k, '');
+    else el.setAttribute(k, String(v));
+  }
+  add(el, children);
+  return el;
+}
+
+function add(el, children) {
+  for (const c of children.flat(Infinity)) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : String(c));
+  }
+}
+
+// Replaces container's children and keeps the keyboard focus on the element with the same
+// data-key, so live updates do not throw a keyboard user out of the page.
+export function rerender(container, ...children) {
+  const active = document.activeElement;
+  const key = active && container.contains(active) ? active.dataset.key : undefined;
+  container.replaceChildren();
+  add(container, children);
+  if (key) {
+    const again = container.querySelector(`[data-key="${CSS.escape(key)}"]`);
+    if (again && !again.disabled) again.focus();
+  }
+}
+
+export function mib(n) {
+  if (n === null || n === undefined) return 'unknown';
+  return n >= 1024 && n % 1024 === 0 ? `${n / 1024} GiB` : `${n} MiB`;
+}
+
+export function when(iso) {
+  if (!iso) return '';
+  const d = new Date(iso);
+  return isNaN(d) ? iso : d.toLocaleString();
+}
+
+export function plural(n, one, many) {
+  return `${n} ${n === 1 ? one : many}`;
+}
