@@ -76,6 +76,21 @@ void api_usage(struct sandboxd *d, const char *owner, struct sandbox_usage *u);
 /* GET /v1/node: the node's capacity and what is free (api-node.c). */
 void api_node_get(struct api_call *call);
 
+/* Accounts (api-accounts.c). */
+void api_auth_login(struct api_call *call);
+void api_auth_logout(struct api_call *call);
+void api_auth_register(struct api_call *call);
+void api_key_list(struct api_call *call);
+void api_key_create(struct api_call *call);
+void api_key_delete(struct api_call *call);
+void api_user_list(struct api_call *call);
+void api_user_create(struct api_call *call);
+void api_user_patch(struct api_call *call);
+void api_user_delete(struct api_call *call);
+/* {"max_sandboxes","max_cpus","max_memory_mb"} and {"sandboxes","cpus","memory_mb"}. */
+json_t *api_caps_json(const struct user_caps *caps);
+json_t *api_usage_json(const struct sandbox_usage *u);
+
 /* The owner filter for the caller: NULL (every owner) for an admin. */
 const char *api_owner_filter(const struct api_call *call);
 

@@ -9,11 +9,12 @@
 #include "web.h"
 
 enum route_flags {
-	ROUTE_PUBLIC = 1 << 0,   /* no credential needed */
-	ROUTE_JSON = 1 << 1,     /* takes a JSON object body */
-	ROUTE_JSON_OPT = 1 << 2, /* takes an optional JSON object body */
-	ROUTE_RAW = 1 << 3,      /* takes a raw body (application/octet-stream, 64 MiB) */
-	ROUTE_UPGRADE = 1 << 4,  /* may upgrade the connection */
+	ROUTE_PUBLIC = 1 << 0,       /* no credential needed */
+	ROUTE_JSON = 1 << 1,         /* takes a JSON object body */
+	ROUTE_JSON_OPT = 1 << 2,     /* takes an optional JSON object body */
+	ROUTE_RAW = 1 << 3,          /* takes a raw body (application/octet-stream, 64 MiB) */
+	ROUTE_UPGRADE = 1 << 4,      /* may upgrade the connection */
+	ROUTE_REGISTRATION = 1 << 5, /* absent unless --registration on */
 };
 
 struct route {
@@ -77,15 +78,17 @@ static const struct route routes[] = {
 	LATER(DELETE, "/v1/volumes/{name}", "volumes"),
 	ROUTE(GET, "/v1/node", api_node_get, 0),
 	LATER(POST, "/v1/node/cordon", "node information"),
-	LATER(POST, "/v1/auth/login", "accounts"),
-	LATER(POST, "/v1/auth/logout", "accounts"),
-	LATER(GET, "/v1/keys", "accounts"),
-	LATER(POST, "/v1/keys", "accounts"),
-	LATER(DELETE, "/v1/keys/{id}", "accounts"),
-	LATER(GET, "/v1/users", "accounts"),
-	LATER(POST, "/v1/users", "accounts"),
-	LATER(PATCH, "/v1/users/{id}", "accounts"),
-	LATER(DELETE, "/v1/users/{id}", "accounts"),
+	ROUTE(POST, "/v1/auth/login", api_auth_login, ROUTE_PUBLIC | ROUTE_JSON),
+	ROUTE(POST, "/v1/auth/logout", api_auth_logout, ROUTE_JSON_OPT),
+	ROUTE(POST, "/v1/auth/register", api_auth_register,
+	      ROUTE_PUBLIC | ROUTE_JSON | ROUTE_REGISTRATION),
+	ROUTE(GET, "/v1/keys", api_key_list, 0),
+	ROUTE(POST, "/v1/keys", api_key_create, ROUTE_JSON),
+	ROUTE(DELETE, "/v1/keys/{id}", api_key_delete, 0),
+	ROUTE(GET, "/v1/users", api_user_list, 0),
+	ROUTE(POST, "/v1/users", api_user_create, ROUTE_JSON),
+	ROUTE(PATCH, "/v1/users/{id}", api_user_patch, ROUTE_JSON),
+	ROUTE(DELETE, "/v1/users/{id}", api_user_delete, 0),
 };
 
 /* Matches path against pattern. The first "{name}" segment is decoded into ref, the second
@@ -134,8 +137,11 @@ find_route(struct api_call *call, struct buf *allow, int *ret_err)
 
 	*ret_err = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
-		int m = match(routes[i].pattern, req->path, call->ref, sizeof(call->ref), call->sub,
-		              sizeof(call->sub));
+		int m;
+		if ((routes[i].flags & ROUTE_REGISTRATION) && !call->d->opts->registration)
+			continue; /* as if it did not exist, 405 included */
+		m = match(routes[i].pattern, req->path, call->ref, sizeof(call->ref), call->sub,
+		          sizeof(call->sub));
 		if (m < 0) {
 			*ret_err = m;
 			return NULL;
@@ -301,12 +307,27 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 		return;
 	rt = find_route(&call, &allow, &err);
 	if (!rt || !(rt->flags & ROUTE_PUBLIC)) {
-		if (auth_authenticate(d, c, req, &call.who) < 0) {
+		int r = auth_authenticate(d, c, req, &call.who);
+		if (r == -EIO) {
+			api_reply_error(c, 503, "unavailable",
+			                "the accounts cannot be read right now; retry");
+			return;
+		}
+		if (r < 0) {
 			api_reply_error(c, 401, "unauthorized",
 			                "a valid credential is required: send 'Authorization: "
 			                "Bearer <token>'");
 			return;
 		}
+		/* revoking this credential, or ending this user, closes this connection */
+		conn_set_credential(c, call.who.cred, call.who.name);
+		if (rt && auth_check_csrf(req, &call.who) < 0) {
+			api_reply_error(c, 403, "refused",
+			                "missing or wrong CSRF token; reload the page");
+			return;
+		}
+	} else {
+		conn_set_credential(c, NULL, NULL);
 	}
 	if (err < 0) {
 		api_reply_error(c, 400, "invalid_request", "%s",
@@ -385,9 +406,24 @@ api_capabilities(struct api_call *call)
 static void
 api_whoami(struct api_call *call)
 {
-	json_t *j = json_pack("{s:s, s:s, s:[s]}", "user", call->who.name, "role",
-	                      role_to_string(call->who.role), "scopes",
-	                      call->who.role == ROLE_ADMIN ? "admin" : "sandbox");
+	const struct principal *who = &call->who;
+	const bool account = !who->operator;
+	json_t *j =
+	        json_pack("{s:s, s:s, s:[s]}", "user", who->name, "role", role_to_string(who->role),
+	                  "scopes", who->role == ROLE_ADMIN ? "admin" : "sandbox");
 
+	if (j && account) {
+		(void)json_object_set_new(j, "email", json_string(who->name));
+		(void)json_object_set_new(j, "user_id", json_string(who->user_id));
+	}
+	if (j && who->session)
+		(void)json_object_set_new(j, "csrf_token", json_string(who->csrf));
+	/* what a user may launch, and what they run now (the dashboard explains a full cap) */
+	if (j && account && who->role == ROLE_USER) {
+		struct sandbox_usage u;
+		api_usage(call->d, who->name, &u);
+		(void)json_object_set_new(j, "caps", api_caps_json(&who->caps));
+		(void)json_object_set_new(j, "usage", api_usage_json(&u));
+	}
 	api_reply_json(call->c, 200, j);
 }

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include "accounts.h"
 #include "api-internal.h"
 #include "bundle.h"
 #include "egress.h"
@@ -280,6 +281,11 @@ run(struct sandboxd *d)
 			log_error("store '%s': cannot open: %s", db, strerror(-r));
 		return r;
 	}
+	r = accounts_new(d->loop, &d->accounts);
+	if (r < 0) {
+		log_error("accounts: cannot start the password hashing threads: %s", strerror(-r));
+		return r;
+	}
 	r = images_init(d);
 	if (r < 0) {
 		log_error("images: cannot read '%s/images': %s", d->opts->state_dir, strerror(-r));
@@ -368,6 +374,9 @@ main(int argc, char **argv)
 	/* `sandboxd image install|build-base`: also how sandboxd itself installs an image */
 	if (argc > 1 && streq(argv[1], "image"))
 		return image_main(argc - 1, argv + 1);
+	/* `sandboxd admin create|list`: accounts, with or without a running sandboxd */
+	if (argc > 1 && streq(argv[1], "admin"))
+		return admin_main(argc - 1, argv + 1);
 	/* `sandboxd egress-worker`: the unprivileged proxy and DNS stub sandboxd starts */
 	if (argc > 1 && streq(argv[1], "egress-worker"))
 		return egress_worker_main(argc - 1, argv + 1);
@@ -410,6 +419,7 @@ main(int argc, char **argv)
 	loop_signals_done(&d.signals);
 out:
 	d.server = server_free(d.server);
+	d.accounts = accounts_free(d.accounts); /* after the server: nothing waits on it now */
 	d.backend = backend_free(d.backend);
 	images_free(&d);
 	registry_done(&d.reg);

@@ -12,6 +12,7 @@
 #include "policy.h"
 #include "sandbox.h"
 
+struct accounts;
 struct egress;
 struct images;
 struct server;
@@ -22,9 +23,10 @@ struct sandboxd {
 	const struct options *opts;
 	struct policy policy;
 	struct store *store;
-	struct backend *backend; /* NULL when this build has none */
-	struct images *images;   /* images.c */
-	struct egress *egress;   /* egress.c; NULL while egress is off */
+	struct accounts *accounts; /* accounts.c: the hashing pool, the login limiters */
+	struct backend *backend;   /* NULL when this build has none */
+	struct images *images;     /* images.c */
+	struct egress *egress;     /* egress.c; NULL while egress is off */
 	struct registry reg;
 	struct server *server;
 	struct list_node subscribers;  /* struct event_sub: live event streams */

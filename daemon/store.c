@@ -39,6 +39,39 @@ static const char *const migrations[] = {
 	"  data TEXT NOT NULL"
 	") STRICT;"
 	"CREATE INDEX events_by_sandbox ON events(sandbox_id, seq);",
+	/* 1 -> 2: accounts (accounts.c): users, their dashboard sessions and API keys. Secrets
+	 * are kept as SHA-256 only, passwords as Argon2id strings; a NULL cap is the server's
+	 * default. */
+	"CREATE TABLE users ("
+	"  id TEXT PRIMARY KEY,"
+	"  email TEXT NOT NULL UNIQUE,"
+	"  role TEXT NOT NULL CHECK (role IN ('admin', 'user')),"
+	"  password_hash TEXT NOT NULL,"
+	"  disabled INTEGER NOT NULL DEFAULT 0,"
+	"  created_at INTEGER NOT NULL,"
+	"  max_sandboxes INTEGER,"
+	"  max_cpus INTEGER,"
+	"  max_memory_mb INTEGER"
+	") STRICT;"
+	"CREATE TABLE sessions ("
+	"  id TEXT PRIMARY KEY,"
+	"  user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,"
+	"  secret_sha256 BLOB NOT NULL,"
+	"  csrf_token TEXT NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  expires_at INTEGER NOT NULL"
+	") STRICT;"
+	"CREATE INDEX sessions_by_user ON sessions(user_id);"
+	"CREATE TABLE api_keys ("
+	"  id TEXT PRIMARY KEY,"
+	"  user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,"
+	"  name TEXT NOT NULL,"
+	"  prefix TEXT NOT NULL,"
+	"  secret_sha256 BLOB NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  last_used_at INTEGER"
+	") STRICT;"
+	"CREATE INDEX api_keys_by_user ON api_keys(user_id);",
 };
 
 int
@@ -184,6 +217,12 @@ store_free(struct store *s)
 	}
 	free(s);
 	return NULL;
+}
+
+sqlite3 *
+store_db(struct store *s)
+{
+	return s->db;
 }
 
 int

@@ -1,6 +1,7 @@
 /* store.h: the record of truth, in SQLite (WAL) in the state directory: one row per sandbox
- * plus its events. In-memory sandboxes are a cache of these rows. Schema changes are
- * migrations numbered from the first version (PRAGMA user_version).
+ * plus its events, and the accounts' tables (accounts.c). In-memory sandboxes are a cache of
+ * these rows. Schema changes are migrations numbered from the first version (PRAGMA
+ * user_version).
  *
  * Every write is committed before the caller tells a client it succeeded; with WAL and
  * synchronous=NORMAL a committed transaction survives the process being killed. */
@@ -11,12 +12,17 @@
 #include "sandbox.h"
 
 struct store;
+typedef struct sqlite3 sqlite3;
 
 /* Opens (creating 0600) and migrates the database at path. -errno, or -EPROTO with the
  * message logged when the file is from a newer version. */
 int store_open(const char *path, struct store **ret);
 struct store *store_free(struct store *s);
 DEFINE_FREEP(struct store, store_free)
+
+/* The connection, for modules that keep tables of their own here (accounts.c). Only the
+ * loop's thread may use it. */
+sqlite3 *store_db(struct store *s);
 
 /* The schema version this build writes. */
 int store_schema_version(void);

@@ -1,0 +1,1085 @@
+/* accounts.c: users, sessions and API keys in the store; password hashing on a pool of
+ * threads; the login rate limiter; the Cookie and key parsers. See accounts.h. */
+#include <ctype.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <sqlite3.h>
+#include <sys/eventfd.h>
+#include "accounts.h"
+#include "hashmap.h"
+#include "log.h"
+#include "loop.h"
+#include "store.h"
+#include "util.h"
+
+#define PW_OPSLIMIT 2
+#define PW_MEMLIMIT (64u << 20)
+#define KEY_USE_EVERY_MS 60000 /* last_used_at is written at most this often */
+
+/* ---- checks ---- */
+
+const char *
+account_email_normalise(const char *in, char out[static ACCOUNT_EMAIL_MAX + 1])
+{
+	size_t n = strlen(in), at = SIZE_MAX;
+
+	if (n == 0)
+		return "the email is empty";
+	if (n > ACCOUNT_EMAIL_MAX)
+		return "the email is longer than 254 bytes";
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)in[i];
+		if (ch <= 0x20 || ch >= 0x7f)
+			return "the email may not hold spaces, control or non-ASCII characters";
+		if (ch == '@') {
+			if (at != SIZE_MAX)
+				return "the email must hold exactly one '@'";
+			at = i;
+		}
+		out[i] = (char)tolower(ch);
+	}
+	out[n] = '\0';
+	if (at == SIZE_MAX || at == 0 || at == n - 1)
+		return "the email must look like name@example.com";
+	return NULL;
+}
+
+const char *
+account_password_check(const char *pw, size_t len)
+{
+	if (len < ACCOUNT_PASSWORD_MIN)
+		return "the password must be at least 10 bytes long";
+	if (len > ACCOUNT_PASSWORD_MAX)
+		return "the password must be at most 1024 bytes long";
+	if (memchr(pw, '\0', len))
+		return "the password may not hold a NUL byte";
+	return NULL;
+}
+
+/* ---- passwords ---- */
+
+const char account_dummy_hash[] = "$argon2id$v=19$m=65536,t=2,p=1$9Muf/vCDvZ+DuNrRZuN7Jw$3U6wG/"
+                                  "YW/4BpbiCagsAWTQhNWzhZdR7fX1nfem4RfuU";
+
+static int
+sodium_ready(void)
+{
+	/* thread-safe and idempotent; only a broken libsodium fails */
+	return sodium_init() < 0 ? -EIO : 0;
+}
+
+int
+account_hash_password(const char *pw, size_t len, char out[static ACCOUNT_HASH_MAX])
+{
+	if (sodium_ready() < 0)
+		return -EIO;
+	if (crypto_pwhash_str_alg(out, pw, len, PW_OPSLIMIT, PW_MEMLIMIT,
+	                          crypto_pwhash_ALG_ARGON2ID13) != 0)
+		return -ENOMEM;
+	return 0;
+}
+
+bool
+account_verify_password(const char *hash, const char *pw, size_t len)
+{
+	if (sodium_ready() < 0 || !str_has_prefix(hash, "$argon2id$"))
+		return false;
+	return crypto_pwhash_str_verify(hash, pw, len) == 0;
+}
+
+/* ---- parsers ---- */
+
+static bool
+is_b64url(int ch)
+{
+	return isalnum(ch) || ch == '-' || ch == '_';
+}
+
+static bool
+is_lower_hex(int ch)
+{
+	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
+}
+
+static const char *
+trim(const char *p, const char *end, const char **ret_end)
+{
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	*ret_end = end;
+	return p;
+}
+
+int
+cookie_find(const char *header, const char *name, char *out, size_t size)
+{
+	size_t nlen = strlen(name);
+	const char *p = header;
+	int found = 0;
+
+	while (*p) {
+		const char *end = strchr(p, ';'), *eq, *k, *kend, *v, *vend;
+
+		if (!end)
+			end = p + strlen(p);
+		eq = memchr(p, '=', (size_t)(end - p));
+		if (eq) {
+			k = trim(p, eq, &kend);
+			if ((size_t)(kend - k) == nlen && memcmp(k, name, nlen) == 0) {
+				if (found)
+					return -EEXIST;
+				v = trim(eq + 1, end, &vend);
+				if (vend - v >= 2 && *v == '"' && vend[-1] == '"') {
+					v++;
+					vend--;
+				}
+				if ((size_t)(vend - v) >= size)
+					return -E2BIG;
+				memcpy(out, v, (size_t)(vend - v));
+				out[vend - v] = '\0';
+				found = 1;
+			}
+		}
+		p = *end ? end + 1 : end;
+	}
+	return found;
+}
+
+static int
+secret_decode(const char *b64, uint8_t ret[static 32])
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < ACCOUNT_SECRET_B64_LEN; i++)
+		if (!is_b64url((unsigned char)b64[i]))
+			return -EINVAL;
+	if (b64[ACCOUNT_SECRET_B64_LEN] != '\0')
+		return -EINVAL;
+	/* libsodium refuses non-canonical trailing bits: one secret has one spelling */
+	if (sodium_base642bin(ret, 32, b64, ACCOUNT_SECRET_B64_LEN, NULL, &n, NULL,
+	                      sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 ||
+	    n != 32)
+		return -EINVAL;
+	return 0;
+}
+
+static int
+id_part(const char *s, size_t len, char *out)
+{
+	for (size_t i = 0; i < len; i++) {
+		if (!is_lower_hex((unsigned char)s[i]))
+			return -EINVAL;
+		out[i] = s[i];
+	}
+	out[len] = '\0';
+	return 0;
+}
+
+int
+api_key_parse(const char *key, char ret_id[static ACCOUNT_KEY_ID_LEN + 1],
+              uint8_t ret_secret[static 32])
+{
+	if (strnlen(key, ACCOUNT_KEY_LEN + 1) != ACCOUNT_KEY_LEN || !str_has_prefix(key, "sbk_") ||
+	    key[4 + ACCOUNT_KEY_ID_LEN] != '_')
+		return -EINVAL;
+	if (id_part(key + 4, ACCOUNT_KEY_ID_LEN, ret_id) < 0)
+		return -EINVAL;
+	return secret_decode(key + 4 + ACCOUNT_KEY_ID_LEN + 1, ret_secret);
+}
+
+int
+session_cookie_parse(const char *value, char ret_id[static ACCOUNT_SESSION_ID_LEN + 1],
+                     uint8_t ret_secret[static 32])
+{
+	if (strnlen(value, ACCOUNT_COOKIE_VALUE_LEN + 1) != ACCOUNT_COOKIE_VALUE_LEN ||
+	    value[ACCOUNT_SESSION_ID_LEN] != '.')
+		return -EINVAL;
+	if (id_part(value, ACCOUNT_SESSION_ID_LEN, ret_id) < 0)
+		return -EINVAL;
+	return secret_decode(value + ACCOUNT_SESSION_ID_LEN + 1, ret_secret);
+}
+
+/* A fresh secret: its base64url text (44 bytes with the NUL) and its SHA-256. */
+static int
+new_secret(char b64[static ACCOUNT_SECRET_B64_LEN + 1], uint8_t *sha)
+{
+	uint8_t raw[32];
+	int r = random_bytes(raw, sizeof(raw));
+
+	if (r < 0)
+		return r;
+	sodium_bin2base64(b64, ACCOUNT_SECRET_B64_LEN + 1, raw, sizeof(raw),
+	                  sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+	if (sha)
+		crypto_hash_sha256(sha, raw, sizeof(raw));
+	sodium_memzero(raw, sizeof(raw));
+	return 0;
+}
+
+/* ---- the tables ---- */
+
+static int
+prepare(struct store *s, const char *sql, sqlite3_stmt **ret)
+{
+	return sqlite3_prepare_v2(store_db(s), sql, -1, ret, NULL) == SQLITE_OK ? 0 : -EIO;
+}
+
+/* Runs a statement that returns no rows; the number of rows it changed, or -errno. */
+static int
+step_done(struct store *s, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	sqlite3_finalize(st);
+	if (rc == SQLITE_CONSTRAINT_UNIQUE)
+		return -EEXIST;
+	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY)
+		return -EADDRINUSE; /* an id collided: the caller draws another */
+	if (rc == SQLITE_CONSTRAINT_FOREIGNKEY)
+		return -ENOENT;
+	if (rc != SQLITE_DONE)
+		return -EIO;
+	return sqlite3_changes(store_db(s));
+}
+
+static void
+bind_cap(sqlite3_stmt *st, int i, int64_t v)
+{
+	if (v < 0)
+		sqlite3_bind_null(st, i);
+	else
+		sqlite3_bind_int64(st, i, v);
+}
+
+static int64_t
+column_cap(sqlite3_stmt *st, int i)
+{
+	return sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, i);
+}
+
+static void
+column_copy(sqlite3_stmt *st, int i, char *out, size_t size)
+{
+	const unsigned char *t = sqlite3_column_text(st, i);
+
+	snprintf(out, size, "%s", t ? (const char *)t : "");
+}
+
+#define USER_COLUMNS                                                                               \
+	"u.id, u.email, u.role, u.disabled, u.created_at, u.max_sandboxes, u.max_cpus, "           \
+	"u.max_memory_mb, u.password_hash"
+#define USER_NCOLUMNS 9
+
+/* Reads USER_COLUMNS starting at column `at`. */
+static void
+row_to_account(sqlite3_stmt *st, int at, struct account *a, char *ret_hash)
+{
+	const unsigned char *role = sqlite3_column_text(st, at + 2);
+
+	*a = (struct account){ 0 };
+	column_copy(st, at, a->id, sizeof(a->id));
+	column_copy(st, at + 1, a->email, sizeof(a->email));
+	a->role = role && streq((const char *)role, "admin") ? ROLE_ADMIN : ROLE_USER;
+	a->disabled = sqlite3_column_int(st, at + 3) != 0;
+	a->created_at = sqlite3_column_int64(st, at + 4);
+	a->max_sandboxes = column_cap(st, at + 5);
+	a->max_cpus = column_cap(st, at + 6);
+	a->max_memory_mb = column_cap(st, at + 7);
+	if (ret_hash)
+		column_copy(st, at + 8, ret_hash, ACCOUNT_HASH_MAX);
+}
+
+int
+account_create(struct store *s, const char *email, enum role role, const char *hash,
+               struct account *ret)
+{
+	struct account a = { .role = role,
+		             .created_at = now_unix_ms(),
+		             .max_sandboxes = -1,
+		             .max_cpus = -1,
+		             .max_memory_mb = -1 };
+	int r = -EADDRINUSE;
+
+	snprintf(a.email, sizeof(a.email), "%s", email);
+	for (int tries = 0; tries < 3 && r == -EADDRINUSE; tries++) {
+		sqlite3_stmt *st;
+
+		memcpy(a.id, "usr_", 4);
+		r = random_hex(a.id + 4, 8);
+		if (r < 0)
+			return r;
+		if (prepare(s,
+		            "INSERT INTO users (id, email, role, password_hash, created_at) "
+		            "VALUES (?1, ?2, ?3, ?4, ?5)",
+		            &st) < 0)
+			return -EIO;
+		sqlite3_bind_text(st, 1, a.id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, a.email, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, role_to_string(role), -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, hash, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 5, a.created_at);
+		r = step_done(s, st);
+	}
+	if (r < 0)
+		return r == -EADDRINUSE ? -EIO : r;
+	if (ret)
+		*ret = a;
+	return 0;
+}
+
+static int
+get_user(struct store *s, const char *sql, const char *arg, struct account *ret, char *ret_hash)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (prepare(s, sql, &st) < 0)
+		return -EIO;
+	sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		row_to_account(st, 0, ret, ret_hash);
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : -EIO;
+}
+
+int
+account_get(struct store *s, const char *id, struct account *ret)
+{
+	return get_user(s, "SELECT " USER_COLUMNS " FROM users u WHERE u.id = ?1", id, ret, NULL);
+}
+
+int
+account_get_by_email(struct store *s, const char *email, struct account *ret, char *ret_hash)
+{
+	return get_user(s, "SELECT " USER_COLUMNS " FROM users u WHERE u.email = ?1", email, ret,
+	                ret_hash);
+}
+
+int
+account_list(struct store *s, int (*fn)(const struct account *a, void *data), void *data)
+{
+	sqlite3_stmt *st;
+	int rc, r = 0;
+
+	if (prepare(s, "SELECT " USER_COLUMNS " FROM users u ORDER BY u.created_at, u.rowid", &st) <
+	    0)
+		return -EIO;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct account a;
+		row_to_account(st, 0, &a, NULL);
+		r = fn(&a, data);
+		if (r < 0)
+			break;
+	}
+	sqlite3_finalize(st);
+	if (r == 0 && rc != SQLITE_DONE)
+		r = -EIO;
+	return r;
+}
+
+int
+account_update(struct store *s, const struct account *a)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	if (prepare(s,
+	            "UPDATE users SET role = ?2, disabled = ?3, max_sandboxes = ?4, max_cpus = ?5, "
+	            "max_memory_mb = ?6 WHERE id = ?1",
+	            &st) < 0)
+		return -EIO;
+	sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, role_to_string(a->role), -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 3, a->disabled);
+	bind_cap(st, 4, a->max_sandboxes);
+	bind_cap(st, 5, a->max_cpus);
+	bind_cap(st, 6, a->max_memory_mb);
+	r = step_done(s, st);
+	return r < 0 ? r : r == 0 ? -ENOENT : 0;
+}
+
+int
+account_set_password(struct store *s, const char *id, const char *hash)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	if (prepare(s, "UPDATE users SET password_hash = ?2 WHERE id = ?1", &st) < 0)
+		return -EIO;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, hash, -1, SQLITE_STATIC);
+	r = step_done(s, st);
+	return r < 0 ? r : r == 0 ? -ENOENT : 0;
+}
+
+/* Runs sql with one text parameter; the rows changed or -errno. */
+static int
+exec1(struct store *s, const char *sql, const char *arg)
+{
+	sqlite3_stmt *st;
+
+	if (prepare(s, sql, &st) < 0)
+		return -EIO;
+	sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
+	return step_done(s, st);
+}
+
+int
+account_delete(struct store *s, const char *id)
+{
+	/* the sessions and keys go with it (ON DELETE CASCADE) */
+	int r = exec1(s, "DELETE FROM users WHERE id = ?1", id);
+
+	return r < 0 ? r : r == 0 ? -ENOENT : 0;
+}
+
+struct user_caps
+account_caps(const struct account *a, const struct user_caps *defaults)
+{
+	return (struct user_caps){
+		.max_sandboxes = a->max_sandboxes >= 0 ? (unsigned)a->max_sandboxes
+		                                       : defaults->max_sandboxes,
+		.max_cpus = a->max_cpus >= 0 ? (unsigned)a->max_cpus : defaults->max_cpus,
+		.max_memory_mb = a->max_memory_mb >= 0 ? (unsigned)a->max_memory_mb
+		                                       : defaults->max_memory_mb,
+	};
+}
+
+/* ---- sessions ---- */
+
+int
+account_session_create(struct store *s, const char *user_id, int64_t now_ms,
+                       struct account_session *ret)
+{
+	struct account_session ses = { .expires_at = now_ms + ACCOUNT_SESSION_TTL_MS };
+	char secret[ACCOUNT_SECRET_B64_LEN + 1];
+	uint8_t sha[32];
+	sqlite3_stmt *st;
+	int r;
+
+	r = random_hex(ses.id, ACCOUNT_SESSION_ID_LEN / 2);
+	if (r >= 0)
+		r = new_secret(secret, sha);
+	if (r >= 0)
+		r = new_secret(ses.csrf, NULL);
+	if (r < 0)
+		return r;
+	snprintf(ses.cookie, sizeof(ses.cookie), "%s.%s", ses.id, secret);
+	sodium_memzero(secret, sizeof(secret));
+
+	if (prepare(s, "DELETE FROM sessions WHERE user_id = ?1 AND expires_at <= ?2", &st) < 0)
+		return -EIO;
+	sqlite3_bind_text(st, 1, user_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, now_ms);
+	r = step_done(s, st);
+	if (r < 0)
+		return r;
+	if (prepare(s,
+	            "INSERT INTO sessions (id, user_id, secret_sha256, csrf_token, created_at, "
+	            "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+	            &st) < 0)
+		return -EIO;
+	sqlite3_bind_text(st, 1, ses.id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, user_id, -1, SQLITE_STATIC);
+	sqlite3_bind_blob(st, 3, sha, sizeof(sha), SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, ses.csrf, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, now_ms);
+	sqlite3_bind_int64(st, 6, ses.expires_at);
+	r = step_done(s, st);
+	if (r < 0)
+		return r == -EADDRINUSE ? -EIO : r;
+	/* a user keeps at most ACCOUNT_SESSIONS_MAX: the oldest go */
+	if (prepare(s,
+	            "DELETE FROM sessions WHERE user_id = ?1 AND id NOT IN (SELECT id FROM "
+	            "sessions WHERE user_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2)",
+	            &st) < 0)
+		return -EIO;
+	sqlite3_bind_text(st, 1, user_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, ACCOUNT_SESSIONS_MAX);
+	r = step_done(s, st);
+	if (r < 0)
+		return r;
+	*ret = ses;
+	return 0;
+}
+
+/* The stored SHA-256 in column i against the presented secret, in constant time. */
+static bool
+secret_matches(sqlite3_stmt *st, int i, const uint8_t secret[static 32])
+{
+	const void *stored = sqlite3_column_blob(st, i);
+	uint8_t sha[32];
+	bool ok;
+
+	crypto_hash_sha256(sha, secret, 32);
+	ok = stored && sqlite3_column_bytes(st, i) == 32 && sodium_memcmp(sha, stored, 32) == 0;
+	sodium_memzero(sha, sizeof(sha));
+	return ok;
+}
+
+int
+account_session_lookup(struct store *s, const char *cookie, int64_t now_ms,
+                       struct account *ret_user, struct account_session *ret_session)
+{
+	char id[ACCOUNT_SESSION_ID_LEN + 1];
+	struct account_session ses = { 0 };
+	struct account user;
+	uint8_t secret[32];
+	sqlite3_stmt *st;
+	bool ok = false;
+	int rc;
+
+	if (session_cookie_parse(cookie, id, secret) < 0)
+		return -EACCES;
+	if (prepare(s,
+	            "SELECT s.secret_sha256, s.csrf_token, s.expires_at, " USER_COLUMNS
+	            " FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?1",
+	            &st) < 0) {
+		sodium_memzero(secret, sizeof(secret));
+		return -EIO;
+	}
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && secret_matches(st, 0, secret)) {
+		snprintf(ses.id, sizeof(ses.id), "%s", id);
+		column_copy(st, 1, ses.csrf, sizeof(ses.csrf));
+		ses.expires_at = sqlite3_column_int64(st, 2);
+		row_to_account(st, 3, &user, NULL);
+		ok = true;
+	}
+	sqlite3_finalize(st);
+	sodium_memzero(secret, sizeof(secret));
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return -EIO;
+	if (!ok)
+		return -EACCES;
+	if (ses.expires_at <= now_ms) {
+		(void)account_session_delete(s, ses.id);
+		return -EACCES;
+	}
+	if (user.disabled)
+		return -EACCES;
+	*ret_user = user;
+	*ret_session = ses;
+	return 0;
+}
+
+int
+account_session_delete(struct store *s, const char *id)
+{
+	int r = exec1(s, "DELETE FROM sessions WHERE id = ?1", id);
+
+	return r < 0 ? r : r == 0 ? -ENOENT : 0;
+}
+
+int
+account_sessions_delete_user(struct store *s, const char *user_id)
+{
+	int r = exec1(s, "DELETE FROM sessions WHERE user_id = ?1", user_id);
+
+	return r < 0 ? r : 0;
+}
+
+/* ---- API keys ---- */
+
+int
+account_key_create(struct store *s, const char *user_id, const char *name, int64_t now_ms,
+                   struct account_key *ret)
+{
+	struct account_key k = { .created_at = now_ms };
+	char secret[ACCOUNT_SECRET_B64_LEN + 1];
+	uint8_t sha[32];
+	sqlite3_stmt *st;
+	int r, rc;
+
+	if (prepare(s, "SELECT COUNT(*) FROM api_keys WHERE user_id = ?1", &st) < 0)
+		return -EIO;
+	sqlite3_bind_text(st, 1, user_id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	r = rc == SQLITE_ROW && sqlite3_column_int64(st, 0) >= ACCOUNT_KEYS_MAX ? -EDQUOT : 0;
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW)
+		return -EIO;
+	if (r < 0)
+		return r;
+	snprintf(k.name, sizeof(k.name), "%s", name);
+	r = -EADDRINUSE;
+	for (int tries = 0; tries < 3 && r == -EADDRINUSE; tries++) {
+		r = random_hex(k.id, ACCOUNT_KEY_ID_LEN / 2);
+		if (r >= 0)
+			r = new_secret(secret, sha);
+		if (r < 0)
+			return r;
+		snprintf(k.key, sizeof(k.key), "sbk_%s_%s", k.id, secret);
+		sodium_memzero(secret, sizeof(secret));
+		memcpy(k.prefix, k.key, ACCOUNT_KEY_PREFIX_LEN);
+		k.prefix[ACCOUNT_KEY_PREFIX_LEN] = '\0';
+		if (prepare(s,
+		            "INSERT INTO api_keys (id, user_id, name, prefix, secret_sha256, "
+		            "created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+		            &st) < 0)
+			return -EIO;
+		sqlite3_bind_text(st, 1, k.id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, user_id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, k.name, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, k.prefix, -1, SQLITE_STATIC);
+		sqlite3_bind_blob(st, 5, sha, sizeof(sha), SQLITE_STATIC);
+		sqlite3_bind_int64(st, 6, now_ms);
+		r = step_done(s, st);
+	}
+	if (r < 0) {
+		sodium_memzero(&k, sizeof(k));
+		return r == -EADDRINUSE ? -EIO : r;
+	}
+	*ret = k;
+	sodium_memzero(&k, sizeof(k));
+	return 0;
+}
+
+int
+account_key_lookup(struct store *s, const char *key, int64_t now_ms, struct account *ret_user,
+                   char ret_key_id[static ACCOUNT_KEY_ID_LEN + 1])
+{
+	char id[ACCOUNT_KEY_ID_LEN + 1];
+	struct account user;
+	int64_t last_used = 0;
+	uint8_t secret[32];
+	sqlite3_stmt *st;
+	bool ok = false;
+	int rc;
+
+	if (api_key_parse(key, id, secret) < 0)
+		return -EACCES;
+	if (prepare(s,
+	            "SELECT k.secret_sha256, k.last_used_at, " USER_COLUMNS
+	            " FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.id = ?1",
+	            &st) < 0) {
+		sodium_memzero(secret, sizeof(secret));
+		return -EIO;
+	}
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && secret_matches(st, 0, secret)) {
+		last_used = sqlite3_column_int64(st, 1);
+		row_to_account(st, 2, &user, NULL);
+		ok = true;
+	}
+	sqlite3_finalize(st);
+	sodium_memzero(secret, sizeof(secret));
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return -EIO;
+	if (!ok || user.disabled)
+		return -EACCES;
+	if (now_ms - last_used >= KEY_USE_EVERY_MS &&
+	    prepare(s, "UPDATE api_keys SET last_used_at = ?2 WHERE id = ?1", &st) == 0) {
+		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, now_ms);
+		(void)step_done(s, st); /* a missed note of use never refuses the request */
+	}
+	*ret_user = user;
+	memcpy(ret_key_id, id, sizeof(id));
+	return 0;
+}
+
+int
+account_key_list(struct store *s, const char *user_id,
+                 int (*fn)(const struct account_key *k, void *data), void *data)
+{
+	sqlite3_stmt *st;
+	int rc, r = 0;
+
+	if (prepare(s,
+	            "SELECT id, name, prefix, created_at, last_used_at FROM api_keys "
+	            "WHERE user_id = ?1 ORDER BY created_at, rowid",
+	            &st) < 0)
+		return -EIO;
+	sqlite3_bind_text(st, 1, user_id, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		struct account_key k = { 0 };
+		column_copy(st, 0, k.id, sizeof(k.id));
+		column_copy(st, 1, k.name, sizeof(k.name));
+		column_copy(st, 2, k.prefix, sizeof(k.prefix));
+		k.created_at = sqlite3_column_int64(st, 3);
+		k.last_used_at = sqlite3_column_int64(st, 4);
+		r = fn(&k, data);
+		if (r < 0)
+			break;
+	}
+	sqlite3_finalize(st);
+	if (r == 0 && rc != SQLITE_DONE)
+		r = -EIO;
+	return r;
+}
+
+int
+account_key_delete(struct store *s, const char *user_id, const char *id)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	if (prepare(s, "DELETE FROM api_keys WHERE id = ?1 AND user_id = ?2", &st) < 0)
+		return -EIO;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, user_id, -1, SQLITE_STATIC);
+	r = step_done(s, st);
+	return r < 0 ? r : r == 0 ? -ENOENT : 0;
+}
+
+/* ---- the rate limiter ---- */
+
+#define RATELIMIT_MAX 16
+
+struct rl_entry {
+	struct list_node link; /* the least recently failed first */
+	int64_t times[RATELIMIT_MAX];
+	unsigned n, next; /* a ring of the latest failures */
+	char key[];
+};
+
+struct ratelimit {
+	unsigned max, capacity, count;
+	int64_t window_ms;
+	struct hashmap map;
+	struct list_node lru;
+};
+
+struct ratelimit *
+ratelimit_new(unsigned max, int64_t window_ms, unsigned capacity)
+{
+	struct ratelimit *rl;
+
+	if (max == 0 || max > RATELIMIT_MAX || capacity == 0)
+		return NULL;
+	rl = calloc(1, sizeof(*rl));
+	if (!rl)
+		return NULL;
+	rl->max = max;
+	rl->window_ms = window_ms;
+	rl->capacity = capacity;
+	list_init(&rl->lru);
+	return rl;
+}
+
+static void
+rl_drop(struct ratelimit *rl, struct rl_entry *e)
+{
+	hashmap_remove(&rl->map, e->key);
+	list_remove(&e->link);
+	free(e);
+	rl->count--;
+}
+
+struct ratelimit *
+ratelimit_free(struct ratelimit *rl)
+{
+	if (!rl)
+		return NULL;
+	while (!list_empty(&rl->lru))
+		rl_drop(rl, list_entry(rl->lru.next, struct rl_entry, link));
+	hashmap_clear(&rl->map);
+	free(rl);
+	return NULL;
+}
+
+unsigned
+ratelimit_check(struct ratelimit *rl, const char *key, int64_t now_ms)
+{
+	struct rl_entry *e = hashmap_get(&rl->map, key);
+	int64_t oldest;
+
+	if (!e || e->n < rl->max)
+		return 0;
+	/* the ring is full: the oldest of the latest `max` failures decides */
+	oldest = e->times[e->next];
+	if (oldest + rl->window_ms <= now_ms)
+		return 0;
+	return (unsigned)((oldest + rl->window_ms - now_ms + 999) / 1000);
+}
+
+int
+ratelimit_fail(struct ratelimit *rl, const char *key, int64_t now_ms)
+{
+	struct rl_entry *e = hashmap_get(&rl->map, key);
+
+	if (!e) {
+		size_t n = strlen(key);
+		if (rl->count >= rl->capacity)
+			rl_drop(rl, list_entry(rl->lru.next, struct rl_entry, link));
+		e = calloc(1, sizeof(*e) + n + 1);
+		if (!e)
+			return -ENOMEM;
+		memcpy(e->key, key, n + 1);
+		if (hashmap_put(&rl->map, e->key, e) < 0) {
+			free(e);
+			return -ENOMEM;
+		}
+		rl->count++;
+	} else {
+		list_remove(&e->link);
+	}
+	list_push_back(&rl->lru, &e->link);
+	e->times[e->next] = now_ms;
+	e->next = (e->next + 1) % rl->max;
+	if (e->n < rl->max)
+		e->n++;
+	return 0;
+}
+
+void
+ratelimit_clear(struct ratelimit *rl, const char *key)
+{
+	struct rl_entry *e = hashmap_get(&rl->map, key);
+
+	if (e)
+		rl_drop(rl, e);
+}
+
+unsigned
+ratelimit_count(const struct ratelimit *rl)
+{
+	return rl->count;
+}
+
+/* ---- the hashing pool ---- */
+
+struct pool {
+	struct loop_source src;
+	int efd;
+	pthread_t threads[ACCOUNTS_HASH_THREADS];
+	unsigned nthreads;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	struct list_node waiting, finished; /* guarded by lock */
+	unsigned in_flight;                 /* waiting or being worked on; guarded by lock */
+	bool quit;
+};
+
+static void
+job_free(struct pw_job *j)
+{
+	if (j->password) {
+		sodium_memzero(j->password, j->password_len);
+		free(j->password);
+	}
+	sodium_memzero(j->hash, sizeof(j->hash));
+	free(j);
+}
+
+static void
+job_run(struct pw_job *j)
+{
+	if (j->op == PW_HASH)
+		j->result = account_hash_password(j->password, j->password_len, j->hash);
+	else
+		j->result = account_verify_password(j->hash, j->password, j->password_len)
+		                    ? 0
+		                    : -EACCES;
+	sodium_memzero(j->password, j->password_len);
+}
+
+static void *
+pool_thread(void *data)
+{
+	struct pool *p = data;
+	const uint64_t one = 1;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		struct pw_job *j;
+
+		while (!p->quit && list_empty(&p->waiting))
+			pthread_cond_wait(&p->wake, &p->lock);
+		if (p->quit)
+			break;
+		j = list_entry(p->waiting.next, struct pw_job, link);
+		list_remove(&j->link);
+		pthread_mutex_unlock(&p->lock);
+		job_run(j);
+		pthread_mutex_lock(&p->lock);
+		list_push_back(&p->finished, &j->link);
+		p->in_flight--;
+		(void)!write(p->efd, &one, sizeof(one));
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+/* On the loop: hands each finished job to its callback, then frees it. */
+static void
+pool_ready(struct loop_source *src _unused_, uint32_t events _unused_, void *data)
+{
+	struct pool *p = data;
+	struct list_node done;
+	uint64_t n;
+
+	(void)!read(p->efd, &n, sizeof(n));
+	list_init(&done);
+	pthread_mutex_lock(&p->lock);
+	while (!list_empty(&p->finished)) {
+		struct list_node *node = p->finished.next;
+		list_remove(node);
+		list_push_back(&done, node);
+	}
+	pthread_mutex_unlock(&p->lock);
+	while (!list_empty(&done)) {
+		struct pw_job *j = list_entry(done.next, struct pw_job, link);
+		list_remove(&j->link);
+		if (j->done)
+			j->done(j, j->data);
+		job_free(j);
+	}
+}
+
+static void
+free_list(struct list_node *head)
+{
+	while (!list_empty(head)) {
+		struct pw_job *j = list_entry(head->next, struct pw_job, link);
+		list_remove(&j->link);
+		job_free(j);
+	}
+}
+
+static struct pool *
+pool_free(struct pool *p)
+{
+	if (!p)
+		return NULL;
+	pthread_mutex_lock(&p->lock);
+	p->quit = true;
+	pthread_cond_broadcast(&p->wake);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	free_list(&p->waiting);
+	free_list(&p->finished);
+	loop_remove(&p->src);
+	safe_close(p->efd);
+	pthread_cond_destroy(&p->wake);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+	return NULL;
+}
+DEFINE_FREEP(struct pool, pool_free)
+
+static int
+pool_new(struct loop *loop, struct pool **ret)
+{
+	_cleanup_(pool_freep) struct pool *p = calloc(1, sizeof(*p));
+	sigset_t all, old;
+	int r;
+
+	if (!p)
+		return -ENOMEM;
+	p->efd = -1;
+	p->src.fd = -1;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->wake, NULL);
+	list_init(&p->waiting);
+	list_init(&p->finished);
+	p->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (p->efd < 0)
+		return negative_errno();
+	r = loop_add(loop, &p->src, p->efd, EPOLLIN, pool_ready, p);
+	if (r < 0)
+		return r;
+	/* the threads take no signals: the loop's signalfd is the one place they arrive */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (; p->nthreads < ACCOUNTS_HASH_THREADS; p->nthreads++) {
+		r = -pthread_create(&p->threads[p->nthreads], NULL, pool_thread, p);
+		if (r < 0)
+			break;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r < 0)
+		return r;
+	*ret = TAKE_PTR(p);
+	return 0;
+}
+
+int
+accounts_submit(struct accounts *a, enum pw_op op, const char *password, size_t len,
+                const char *hash, void (*done)(struct pw_job *j, void *data), void *data,
+                struct pw_job **ret)
+{
+	struct pool *p = a->pool;
+	struct pw_job *j;
+
+	pthread_mutex_lock(&p->lock);
+	if (p->in_flight >= ACCOUNTS_QUEUE_MAX) {
+		pthread_mutex_unlock(&p->lock);
+		return -EBUSY;
+	}
+	pthread_mutex_unlock(&p->lock);
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->password = malloc(len + 1);
+	if (!j->password) {
+		free(j);
+		return -ENOMEM;
+	}
+	memcpy(j->password, password, len);
+	j->password[len] = '\0';
+	j->password_len = len;
+	j->op = op;
+	if (hash)
+		snprintf(j->hash, sizeof(j->hash), "%s", hash);
+	j->done = done;
+	j->data = data;
+	pthread_mutex_lock(&p->lock);
+	list_push_back(&p->waiting, &j->link);
+	p->in_flight++;
+	pthread_cond_signal(&p->wake);
+	pthread_mutex_unlock(&p->lock);
+	if (ret)
+		*ret = j;
+	return 0;
+}
+
+void
+accounts_cancel(struct pw_job *j)
+{
+	/* only the loop's thread reads done, so no lock is needed */
+	if (j)
+		j->done = NULL;
+}
+
+int
+accounts_new(struct loop *loop, struct accounts **ret)
+{
+	_cleanup_(accounts_freep) struct accounts *a = calloc(1, sizeof(*a));
+	int r;
+
+	if (!a)
+		return -ENOMEM;
+	if (sodium_ready() < 0)
+		return -EIO;
+	a->by_email = ratelimit_new(ACCOUNTS_LOGIN_FAILURES, ACCOUNTS_LOGIN_WINDOW_MS,
+	                            ACCOUNTS_LIMITER_CAPACITY);
+	a->by_peer = ratelimit_new(ACCOUNTS_LOGIN_FAILURES, ACCOUNTS_LOGIN_WINDOW_MS,
+	                           ACCOUNTS_LIMITER_CAPACITY);
+	if (!a->by_email || !a->by_peer)
+		return -ENOMEM;
+	r = pool_new(loop, &a->pool);
+	if (r < 0)
+		return r;
+	*ret = TAKE_PTR(a);
+	return 0;
+}
+
+struct accounts *
+accounts_free(struct accounts *a)
+{
+	if (!a)
+		return NULL;
+	pool_free(a->pool);
+	ratelimit_free(a->by_email);
+	ratelimit_free(a->by_peer);
+	free(a);
+	return NULL;
+}
