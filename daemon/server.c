@@ -81,7 +81,7 @@ struct conn {
 	uid_t peer_uid;
 	char peer[48];  /* the client's address ("unix:UID" on the socket) */
 	char cred[64];  /* the credential that authenticated the latest request, or "" */
-	char user[128]; /* whose it is (the principal's name), or "" */
+	char user[256]; /* whose it is (the principal's name: an email is up to 254 bytes) */
 	void (*on_close)(struct conn *c, void *data);
 	void *on_close_data;
 	void (*on_drain)(struct conn *c, void *data);
