@@ -90,8 +90,8 @@ struct account_session {
 	int64_t expires_at;
 };
 
-/* Starts a session for user_id, valid ACCOUNT_SESSION_TTL_MS from now_ms. Drops the user's
- * expired sessions, and their oldest beyond ACCOUNT_SESSIONS_MAX. */
+/* Starts a session for user_id, valid ACCOUNT_SESSION_TTL_MS from now_ms. Drops every expired
+ * session, and the user's oldest beyond ACCOUNT_SESSIONS_MAX. */
 int account_session_create(struct store *s, const char *user_id, int64_t now_ms,
                            struct account_session *ret);
 /* The session and its user for a cookie value: -EACCES when it is malformed, unknown,
