@@ -1,13 +1,17 @@
 /* test-accounts.c: daemon/accounts.c: email and password checks, Argon2id hashing, users,
  * sessions (create, lookup, expiry, delete), API keys (create, lookup, revoke), the rate
- * limiter, the Cookie-header and key parsers, and the hashing pool driven by a real loop. */
+ * limiter, the Cookie-header and key parsers, the hashing pool driven by a real loop, and
+ * `sandboxd admin` on a fresh state directory (the binary; no daemon). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 #include <sqlite3.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include "accounts.h"
+#include "harness.h"
 #include "loop.h"
 #include "store.h"
 #include "util.h"
@@ -591,6 +595,86 @@ test_pool(void **state _unused_)
 	assert_int_equal(t.done, 4);
 }
 
+static void
+write_password(const char *path, const char *line, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, line, strlen(line)), (ssize_t)strlen(line));
+	assert_int_equal(fchmod(fd, mode), 0);
+	close(fd);
+}
+
+static void
+test_admin_command(void **state)
+{
+	struct fixture *f = *state;
+	const char *bin = harness_binary("SANDBOXD_FAKE");
+	_cleanup_free_ char *sdir = strdup_printf("%s/fresh/state", f->dir);
+	_cleanup_free_ char *pwf = strdup_printf("%s/pw", f->dir);
+	_cleanup_free_ char *db = strdup_printf("%s/sandboxd.db", sdir);
+	_cleanup_(store_freep) struct store *s = NULL;
+	char *out = NULL, hash[ACCOUNT_HASH_MAX];
+	struct account a;
+	struct stat st;
+
+	/* a state directory sandboxd never saw: made 0700, the store in it */
+	write_password(pwf, "a good password\nsecond line\n", 0600);
+	const char *create[] = {
+		"admin", "create", "Root@Example.com", "--password-file", pwf, "--state-dir",
+		sdir,    NULL
+	};
+	assert_int_equal(harness_run_checked(bin, create, NULL, &out), 0);
+	harness_expect_in(out, "created admin root@example.com (usr_");
+	harness_expect_not_in(out, "a good password");
+	free(out);
+	assert_int_equal(stat(sdir, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	assert_int_equal(store_open(db, &s), 0);
+	assert_int_equal(account_get_by_email(s, "root@example.com", &a, hash), 0);
+	assert_int_equal(a.role, ROLE_ADMIN);
+	assert_true(account_verify_password(hash, "a good password", 15)); /* the first line */
+
+	const char *user[] = { "admin",           "create", "u@example.com", "--role", "user",
+		               "--password-file", pwf,      "--state-dir",   sdir,     NULL };
+	assert_int_equal(harness_run_checked(bin, user, NULL, &out), 0);
+	harness_expect_in(out, "created user u@example.com");
+	free(out);
+	const char *list[] = { "admin", "list", "--state-dir", sdir, NULL };
+	assert_int_equal(harness_run_checked(bin, list, NULL, &out), 0);
+	harness_expect_in(out, "root@example.com");
+	harness_expect_in(out, "u@example.com");
+	harness_expect_in(out, a.id);
+	free(out);
+
+	/* taken; a file others may read; no file and no terminal; a password in argv */
+	assert_int_equal(harness_run_checked(bin, create, NULL, &out), 1);
+	harness_expect_in(out, "already has an account");
+	free(out);
+	write_password(pwf, "a good password\n", 0644);
+	create[2] = "other@example.com";
+	assert_int_equal(harness_run_checked(bin, create, NULL, &out), 1);
+	harness_expect_in(out, "chmod 600");
+	free(out);
+	const char *no_file[] = { "admin", "create", "x@example.com", "--state-dir", sdir, NULL };
+	assert_int_equal(harness_run_checked(bin, no_file, NULL, &out), 1);
+	harness_expect_in(out, "--password-file");
+	free(out);
+	const char *argv_pw[] = {
+		"admin", "create", "x@example.com", "a good password", "--state-dir", sdir, NULL
+	};
+	assert_int_equal(harness_run_checked(bin, argv_pw, NULL, &out), 2);
+	harness_expect_in(out, "exactly one EMAIL");
+	free(out);
+	write_password(pwf, "short\n", 0600);
+	assert_int_equal(harness_run_checked(bin, create, NULL, &out), 1);
+	harness_expect_in(out, "at least 10 bytes");
+	free(out);
+	assert_int_equal(account_get_by_email(s, "x@example.com", &a, NULL), -ENOENT);
+	assert_int_equal(account_get_by_email(s, "other@example.com", &a, NULL), -ENOENT);
+}
+
 int
 main(void)
 {
@@ -607,6 +691,7 @@ main(void)
 		cmocka_unit_test(test_key_parse),
 		cmocka_unit_test(test_ratelimit),
 		cmocka_unit_test(test_pool),
+		cmocka_unit_test_setup_teardown(test_admin_command, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
