@@ -283,6 +283,8 @@ function streamEvent(msg) {
 
 // ---- actions on a sandbox ----
 
+const confirming = new Map(); // id -> timer: Delete was pressed once, press again to delete
+
 const ACTIONS = {
   stop: { busy: 'Stopping…', text: 'Stop', ok: ['running', 'suspended'],
     why: 'only a running sandbox can be stopped' },
@@ -303,28 +305,29 @@ function actionButtons(sb) {
         why = `cap reached: ${n} of ${caps.max_sandboxes} active sandboxes`;
     }
     if (busy) why = ACTIONS[busy].busy;
+    const confirm = name === 'delete' && confirming.has(sb.id) && !why;
+    const text = busy === name ? a.busy : confirm ? `Delete ${label(sb)}?` : a.text;
     return h('button', {
       type: 'button', class: name === 'delete' ? 'danger' : '',
       'data-key': `${name}-${sb.id}`, disabled: !!why, title: why || `${a.text} ${label(sb)}`,
-      'aria-label': `${a.text} ${label(sb)}`,
-      onclick: (ev) => act(sb, name, ev.currentTarget),
-    }, busy === name ? a.busy : a.text);
+      'aria-label': confirm ? `Press again to delete ${label(sb)}` : `${a.text} ${label(sb)}`,
+      onclick: () => act(sb, name),
+    }, text);
   }));
 }
 
-async function act(sb, name, button) {
-  if (name === 'delete' && button.dataset.confirm !== 'yes') {
+async function act(sb, name) {
+  if (name === 'delete' && !confirming.has(sb.id)) {
     // a second press within 5 s deletes: nothing is lost to a stray Enter
-    button.dataset.confirm = 'yes';
-    button.textContent = `Delete ${label(sb)}?`;
-    setTimeout(() => {
-      if (button.isConnected) {
-        button.dataset.confirm = '';
-        button.textContent = 'Delete';
-      }
-    }, 5000);
+    confirming.set(sb.id, setTimeout(() => {
+      confirming.delete(sb.id);
+      changed();
+    }, 5000));
+    changed();
     return;
   }
+  clearTimeout(confirming.get(sb.id));
+  confirming.delete(sb.id);
   const a = ACTIONS[name];
   app.busy.set(sb.id, name);
   changed();
@@ -391,10 +394,10 @@ function listPage() {
       launch),
     capLine, list);
   function update() {
+    // the link stays usable: the launch page says the same, beside its disabled button
     const blocked = launchBlocked();
-    launch.setAttribute('aria-disabled', blocked ? 'true' : 'false');
-    launch.classList.toggle('disabled', !!blocked);
     capLine.textContent = blocked || capsText();
+    capLine.classList.toggle('error', !!blocked);
     const sbs = [...app.sandboxes.values()].sort((a, b) =>
       (b.created_at || '').localeCompare(a.created_at || ''));
     if (!sbs.length) {
@@ -598,8 +601,18 @@ function sandboxPage(id) {
     renderTabs();
   }
 
+  function close(s) {
+    sessions.splice(sessions.indexOf(s), 1);
+    s.dispose();
+    if (active === s) {
+      active = null;
+      if (sessions.length) activate(sessions[sessions.length - 1], false);
+    }
+    update();
+  }
+
   function renderTabs() {
-    rerender(tabs, sessions.map((s, i) => h('button', {
+    rerender(tabs, sessions.map((s, i) => [h('button', {
       type: 'button', role: 'tab', 'aria-selected': s === active ? 'true' : 'false',
       'data-key': `tab-${s.pid}`, class: `tab tab-${s.status}`,
       onclick: () => activate(s),
@@ -610,7 +623,12 @@ function sandboxPage(id) {
           tabs.querySelector(`[data-key="tab-${sessions[j].pid}"]`)?.focus();
         }
       },
-    }, `Terminal ${s.pid ?? '…'}`, h('span', { class: 'tab-status' }, tabStatus(s)))));
+    }, `Terminal ${s.pid ?? '…'}`, h('span', { class: 'tab-status' }, tabStatus(s))),
+    s.status === 'exited' || s.status === 'gone' ? h('button', {
+      type: 'button', class: 'quiet tab-close', 'data-key': `close-${s.pid}`,
+      'aria-label': `Close terminal ${s.pid}`, title: 'Close this terminal',
+      onclick: () => close(s),
+    }, '×') : null]));
   }
 
   function tabStatus(s) {
@@ -665,13 +683,18 @@ function sandboxPage(id) {
   }
 
   // After a reload, or from another browser: attach again to the shells still running.
+  let reattaching = false;
   async function reattach() {
+    if (reattaching) return;
+    reattaching = true;
     let r;
     try {
       r = await api('GET', `/v1/sandboxes/${seg(sb.id)}/processes`);
     } catch (e) {
       if (e.status !== 409) toast(`Listing terminals: ${e.message}`, 'error');
       return;
+    } finally {
+      reattaching = false;
     }
     if (disposed) return;
     for (const p of r.processes) {
@@ -720,10 +743,14 @@ function sandboxPage(id) {
     if (!sb || ev.sandbox_id !== sb.id) return;
     if (ev.sandbox) sb = ev.sandbox;
     addEvents([ev]);
-    if (ev.type === 'state' && ev.data.to === 'running' && !sessions.length) reattach();
     if (ev.type === 'state' && ev.data.from === 'running') {
       // its processes are gone: the terminals say so and stop reconnecting
-      for (const s of sessions) if (s.exitCode === null) s.setStatus('gone', `sandbox ${ev.data.to}`);
+      for (const s of sessions) if (s.exitCode === null) s.end(`sandbox ${ev.data.to}`);
+    }
+    if (ev.type === 'state' && (ev.data.to === 'running' || ev.data.to === 'terminated')) {
+      // a new boot (or none): the terminals of the last one are history
+      for (const s of [...sessions]) if (s.status === 'gone' || s.status === 'exited') close(s);
+      if (ev.data.to === 'running') reattach();
     }
     update();
   }

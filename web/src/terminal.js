@@ -126,7 +126,7 @@ export class TerminalSession {
     ws.onclose = () => {
       if (this.ws !== ws) return;
       this.ws = null;
-      if (this.closed || this.exitCode !== null) return;
+      if (this.closed || this.ended || this.exitCode !== null) return;
       this.retry();
     };
   }
@@ -138,12 +138,12 @@ export class TerminalSession {
     this.setStatus('disconnected', `reconnecting in ${Math.round(delay / 1000) || 1} s`);
     clearTimeout(this.retryTimer);
     this.retryTimer = setTimeout(async () => {
-      if (this.closed) return;
+      if (this.closed || this.ended) return;
       try {
         await api('GET', `/v1/sandboxes/${seg(this.sandboxId)}/processes/${this.pid}`);
       } catch (e) {
         if (e.status === 404 || e.status === 409) {
-          this.setStatus('gone', e.message);
+          this.end(e.message);
           return;
         }
         if (e.status === 401) return; // the page asks to sign in again
@@ -204,6 +204,18 @@ export class TerminalSession {
     this.status = status;
     this.detail = detail;
     this.onStatus(this);
+  }
+
+  // The process is gone with its sandbox's stop: no more reconnecting.
+  end(detail) {
+    this.ended = true;
+    clearTimeout(this.retryTimer);
+    if (this.ws) {
+      const ws = this.ws;
+      this.ws = null;
+      ws.close();
+    }
+    this.setStatus('gone', detail);
   }
 
   // Detaches (the process runs on) and frees the terminal.
