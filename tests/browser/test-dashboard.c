@@ -1,0 +1,248 @@
+/* test-dashboard.c: the dashboard in a real browser against the product with real VMs. Starts
+ * sandboxd (QEMU, the bundle's busybox disk) on a loopback TCP listener, makes two users and
+ * an admin with `sandboxd admin create`, and runs dashboard.mjs (Debian's Chromium driven by
+ * playwright-core) against it: sign in, launch and watch it run, a terminal (echo, resize,
+ * work that survives a reload), another user sees nothing, the admin's fleet. Screenshots go
+ * to $SBX_ARTIFACTS. Afterwards every sandbox is deleted and nothing is left.
+ *
+ * Skips (77) without Chromium, node, web/node_modules or the VM bundle. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "harness.h"
+
+#define CHROMIUM "/usr/bin/chromium"
+#define NODE_TIMEOUT_S 300
+
+static const struct account {
+	const char *email, *password, *role;
+} accounts[] = {
+	{ "alice@example.com", "alice-password-1", "user" },
+	{ "bob@example.com", "bob-password-22", "user" },
+	{ "root@example.com", "admin-password-333", "admin" },
+};
+
+static struct daemon_proc p;
+static char dir[256]; /* the test's own: token, passwords, the restart handshake */
+static char addr[64]; /* 127.0.0.1:PORT */
+static char token[300];
+
+static void
+skip(const char *why)
+{
+	printf("skip: %s\n", why);
+	exit(77);
+}
+
+static int
+write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = write(fd, text, strlen(text));
+	close(fd);
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* dashboard.mjs asked (a file "restart" in dir) for sandboxd to restart: stop it, start it
+ * again on the same state and address, and answer with "restarted". */
+static void
+restart_if_asked(void)
+{
+	char ask[320], done[320];
+	int rc;
+
+	snprintf(ask, sizeof(ask), "%s/restart", dir);
+	if (access(ask, F_OK) < 0)
+		return;
+	unlink(ask);
+	rc = harness_stop(&p, SIGTERM);
+	if (rc != 0)
+		fprintf(stderr, "sandboxd exited with %d when asked to stop\n", rc);
+	{
+		const char *args[] = { "--listen", addr,  "--token-file",    token,
+			               "--accel",  "tcg", "--default-image", "busybox",
+			               NULL };
+		if (rc != 0 || harness_restart(&p, harness_binary("SANDBOXD"), args, NULL) < 0)
+			return; /* no answer: dashboard.mjs fails on its own */
+	}
+	snprintf(done, sizeof(done), "%s/restarted", dir);
+	if (write_file(done, "") < 0)
+		fprintf(stderr, "cannot write %s\n", done);
+}
+
+/* Runs node SCRIPT with env in its own process group; kills the group (Chromium included)
+ * when it runs past NODE_TIMEOUT_S, and afterwards in any case. Returns its exit code. */
+static int
+run_node(const char *script, char **env)
+{
+	time_t deadline = time(NULL) + NODE_TIMEOUT_S;
+	pid_t pid = fork();
+	int status;
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		char *argv[] = { "node", (char *)script, NULL };
+		setpgid(0, 0);
+		execvpe("node", argv, env);
+		_exit(127);
+	}
+	setpgid(pid, pid);
+	for (;;) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+		if (r == pid)
+			break;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		restart_if_asked();
+		if (time(NULL) > deadline) {
+			fprintf(stderr, "dashboard.mjs ran past %d s: killed\n", NODE_TIMEOUT_S);
+			kill(-pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			return -1;
+		}
+		usleep(200 * 1000);
+	}
+	kill(-pid, SIGKILL); /* a browser left behind */
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Deletes every sandbox the daemon has (the operator, over the socket). */
+static int
+delete_all(void)
+{
+	json_t *list = harness_json(p.sock, "GET", "/v1/sandboxes", NULL, 200);
+	json_t *sandboxes = json_object_get(list, "sandboxes"), *sb;
+	size_t i;
+	int failed = 0;
+
+	json_array_foreach (sandboxes, i, sb) {
+		char path[128], *body = NULL;
+		int st;
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(sb, "id"));
+		st = harness_http_timeout(p.sock, "DELETE", path, NULL, 120000, &body);
+		if (st != 204) {
+			fprintf(stderr, "DELETE %s: %d %s\n", path, st, body ? body : "");
+			failed++;
+		}
+		free(body);
+	}
+	json_decref(list);
+	return failed ? -1 : 0;
+}
+
+int
+main(void)
+{
+	const char *web = getenv("SBX_WEB_DIR"), *src = getenv("SBX_BROWSER_SRC");
+	const char *artifacts = getenv("SBX_ARTIFACTS");
+	char path[600], script[600];
+	char **env = NULL;
+	int port, rc, n = 0, ok = 1;
+	extern char **environ;
+
+	if (!web || !src || !artifacts)
+		skip("SBX_WEB_DIR, SBX_BROWSER_SRC or SBX_ARTIFACTS is not set (run through "
+		     "ctest)");
+	if (access(CHROMIUM, X_OK) < 0)
+		skip(CHROMIUM " is not installed: run scripts/install-deps.sh");
+	if (system("command -v node >/dev/null 2>&1") != 0)
+		skip("node is not installed: run scripts/install-deps.sh");
+	snprintf(path, sizeof(path), "%s/node_modules/playwright-core/package.json", web);
+	if (access(path, R_OK) < 0)
+		skip("web/node_modules has no playwright-core: run scripts/install-deps.sh "
+		     "(npm ci in web/)");
+	harness_vm_bundle(); /* skips without it */
+
+	if (harness_tmpdir(dir, sizeof(dir)) < 0)
+		return 1;
+	snprintf(token, sizeof(token), "%s/token", dir);
+	if (write_file(token, "browser-test-operator-token-0123456789\n") < 0)
+		return 1;
+	port = harness_free_port();
+	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+	{
+		const char *args[] = { "--listen", addr, "--token-file", token, NULL };
+		if (harness_start_vm(&p, args, NULL) < 0)
+			return 1;
+	}
+
+	for (size_t i = 0; ok && i < sizeof(accounts) / sizeof(accounts[0]); i++) {
+		char pw[300], *out = NULL;
+		snprintf(pw, sizeof(pw), "%s/password-%zu", dir, i);
+		if (write_file(pw, accounts[i].password) < 0)
+			ok = 0;
+		const char *args[] = { "admin",  "create",         accounts[i].email,
+			               "--role", accounts[i].role, "--password-file",
+			               pw,       "--state-dir",    p.state,
+			               NULL };
+		if (ok && harness_run_checked(harness_binary("SANDBOXD"), args, NULL, &out) != 0) {
+			fprintf(stderr, "sandboxd admin create %s: %s\n", accounts[i].email,
+			        out ? out : "");
+			ok = 0;
+		}
+		free(out);
+		unlink(pw);
+	}
+
+	if (ok) {
+		char vars[8][600];
+		size_t count = 0;
+		while (environ[count])
+			count++;
+		env = calloc(count + 8, sizeof(*env));
+		if (!env)
+			return 1;
+		for (char **e = environ; *e; e++)
+			env[n++] = *e;
+		snprintf(vars[0], sizeof(vars[0]), "SBX_URL=http://%s/", addr);
+		snprintf(vars[1], sizeof(vars[1]), "SBX_USER_EMAIL=%s", accounts[0].email);
+		snprintf(vars[2], sizeof(vars[2]), "SBX_USER_PASSWORD=%s", accounts[0].password);
+		snprintf(vars[3], sizeof(vars[3]), "SBX_OTHER_EMAIL=%s", accounts[1].email);
+		snprintf(vars[4], sizeof(vars[4]), "SBX_OTHER_PASSWORD=%s", accounts[1].password);
+		snprintf(vars[5], sizeof(vars[5]), "SBX_ADMIN_EMAIL=%s", accounts[2].email);
+		snprintf(vars[6], sizeof(vars[6]), "SBX_ADMIN_PASSWORD=%s", accounts[2].password);
+		snprintf(vars[7], sizeof(vars[7]), "SBX_CONTROL_DIR=%s", dir);
+		for (int i = 0; i < 8; i++)
+			env[n++] = vars[i];
+		env[n] = NULL;
+		snprintf(script, sizeof(script), "%s/dashboard.mjs", src);
+		rc = run_node(script, env);
+		free(env);
+		if (rc != 0) {
+			fprintf(stderr, "dashboard.mjs failed (exit %d)\n", rc);
+			ok = 0;
+		}
+	}
+
+	if (delete_all() < 0)
+		ok = 0;
+	if (!ok) {
+		char cmd[400];
+		fprintf(stderr, "the end of sandboxd's log:\n");
+		snprintf(cmd, sizeof(cmd), "tail -n 40 '%s' >&2", p.log);
+		if (system(cmd) != 0)
+			fprintf(stderr, "(cannot read %s)\n", p.log);
+	}
+	rc = harness_stop(&p, SIGTERM);
+	if (rc != 0) {
+		fprintf(stderr, "sandboxd exited with %d\n", rc);
+		ok = 0;
+	}
+	harness_cleanup(&p);
+	unlink(token);
+	rmdir(dir);
+	return ok ? 0 : 1;
+}
