@@ -205,6 +205,13 @@ caps_field(struct api_call *call, struct account *a)
 	return 1;
 }
 
+/* For the log: who did it. */
+static const char *
+by_whom(const struct principal *who)
+{
+	return who->operator? "the operator" : who->name;
+}
+
 static bool
 require_admin(struct api_call *call)
 {
@@ -452,8 +459,12 @@ create_finish(struct pending *p, struct pw_job *j)
 		reply_store_failed(p->c, r);
 		return;
 	}
-	log_info("accounts: %s '%s' (%s) created by %s", role_to_string(made.role), made.email,
-	         made.id, p->who.operator? "the operator" : p->who.name);
+	if (!*p->who.cred)
+		log_info("accounts: user '%s' (%s) registered from %s", made.email, made.id,
+		         p->peer);
+	else
+		log_info("accounts: %s '%s' (%s) created by %s", role_to_string(made.role),
+		         made.email, made.id, by_whom(&p->who));
 	api_reply_json(p->c, 201, user_json(p->d, &made));
 }
 
@@ -718,8 +729,8 @@ patch_apply(struct sandboxd *d, struct conn *c, const struct principal *who, str
 	}
 	if (hash || (changes & (CHANGE_DISABLED | CHANGE_ROLE)))
 		server_close_credential(d->server, NULL, now.email, c);
-	log_info("accounts: user '%s' (%s) changed by %s%s%s%s%s", now.email, now.id,
-	         who->operator? "the operator" : who->name, changes & CHANGE_ROLE ? "; role" : "",
+	log_info("accounts: user '%s' (%s) changed by %s%s%s%s%s", now.email, now.id, by_whom(who),
+	         changes & CHANGE_ROLE ? "; role" : "",
 	         changes & CHANGE_DISABLED ? "; disabled" : "",
 	         changes & CHANGE_CAPS ? "; caps" : "", hash ? "; password" : "");
 	api_reply_json(c, 200, user_json(d, &now));
@@ -834,7 +845,6 @@ api_user_delete(struct api_call *call)
 		return;
 	}
 	server_close_credential(call->d->server, NULL, a.email, call->c);
-	log_info("accounts: user '%s' (%s) deleted by %s", a.email, a.id,
-	         call->who.operator? "the operator" : call->who.name);
+	log_info("accounts: user '%s' (%s) deleted by %s", a.email, a.id, by_whom(&call->who));
 	conn_reply(call->c, 204, NULL, NULL, 0, NULL);
 }

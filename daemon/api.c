@@ -14,7 +14,7 @@ enum route_flags {
 	ROUTE_JSON_OPT = 1 << 2,     /* takes an optional JSON object body */
 	ROUTE_RAW = 1 << 3,          /* takes a raw body (application/octet-stream, 64 MiB) */
 	ROUTE_UPGRADE = 1 << 4,      /* may upgrade the connection */
-	ROUTE_REGISTRATION = 1 << 5, /* absent unless --registration on */
+	ROUTE_REGISTRATION = 1 << 5, /* 404 unless --registration on */
 };
 
 struct route {
@@ -137,17 +137,16 @@ find_route(struct api_call *call, struct buf *allow, int *ret_err)
 
 	*ret_err = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
-		int m;
-		if ((routes[i].flags & ROUTE_REGISTRATION) && !call->d->opts->registration)
-			continue; /* as if it did not exist, 405 included */
-		m = match(routes[i].pattern, req->path, call->ref, sizeof(call->ref), call->sub,
-		          sizeof(call->sub));
+		bool hidden =
+		        (routes[i].flags & ROUTE_REGISTRATION) && !call->d->opts->registration;
+		int m = match(routes[i].pattern, req->path, call->ref, sizeof(call->ref), call->sub,
+		              sizeof(call->sub));
 		if (m < 0) {
 			*ret_err = m;
 			return NULL;
 		}
-		if (m == 0)
-			continue;
+		if (m == 0 || (hidden && routes[i].method != req->method))
+			continue; /* a hidden route is in no 405's Allow */
 		if (routes[i].method == req->method && !found)
 			found = &routes[i];
 		else if (routes[i].method != req->method)
@@ -306,6 +305,12 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 	if (!str_has_prefix(req->path, "/v1/") && web_serve(d, c, req))
 		return;
 	rt = find_route(&call, &allow, &err);
+	if (rt && (rt->flags & ROUTE_REGISTRATION) && !d->opts->registration) {
+		/* registration is off: the path answers as one that does not exist, credential
+		 * or not */
+		api_reply_error(c, 404, "not_found", "no such API path");
+		return;
+	}
 	if (!rt || !(rt->flags & ROUTE_PUBLIC)) {
 		int r = auth_authenticate(d, c, req, &call.who);
 		if (r == -EIO) {
