@@ -3,7 +3,7 @@
 // and for admins the fleet and the users. Pages are hash routes:
 //   #/  #/launch  #/sandbox/<id>  #/fleet  #/users
 // Ownership is the server's: the page shows what the API answers and nothing more.
-import { api, ApiError, getCsrf, onUnauthorized, seg, setCsrf } from './api.js';
+import { api, onUnauthorized, seg, setCsrf } from './api.js';
 import { h, mib, plural, rerender, when } from './dom.js';
 import { TerminalSession } from './terminal.js';
 
@@ -23,6 +23,7 @@ const app = {
   lastSeq: 0,
   live: 'off',
   view: null, // the current page: {el, update(), event(ev), dispose()}
+  wanted: null, // the page asked for before signing in, opened after
   listeners: new Set(), // functions called after any change to sandboxes
 };
 
@@ -116,7 +117,10 @@ async function signedIn(me) {
   renderHeader();
   openStream();
   await loadSandboxes();
-  if (location.hash === '' || location.hash === '#/login') location.hash = '#/';
+  const next = app.wanted || location.hash;
+  app.wanted = null;
+  if (next === '' || next === '#/login') location.hash = '#/';
+  else if (next !== location.hash) location.hash = next;
   else route();
 }
 
@@ -137,13 +141,17 @@ async function logout() {
   } catch (e) {
     // the session is gone either way
   }
+  history.replaceState(null, '', '#/login'); // the next one to sign in starts at the list
   signedOut('Signed out.');
 }
 
 function showLogin(message) {
   disposeView();
   document.title = 'Sign in · sandboxd';
-  if (location.hash !== '#/login') history.replaceState(null, '', '#/login');
+  if (location.hash !== '#/login') {
+    if (location.hash.length > 2) app.wanted = location.hash;
+    history.replaceState(null, '', '#/login');
+  }
   const error = h('p', { class: 'error', id: 'login-error', role: 'alert', hidden: true });
   const email = h('input', { id: 'login-email', type: 'email', name: 'email', required: true,
     autocomplete: 'username' });
