@@ -61,8 +61,8 @@ async function newPage(browser, viewport) {
   return page;
 }
 
-async function login(page, who) {
-  await page.goto(URL0);
+async function login(page, who, where = URL0) {
+  await page.goto(where);
   await page.locator('#login-email').waitFor();
   await page.fill('#login-email', who.email);
   await page.fill('#login-password', who.password);
@@ -186,6 +186,24 @@ async function run(browser) {
   console.log(`  ${id}: ${states.join(' → ')}`);
   await shot(page, '03-list');
 
+  step('a failure appears live, with its reason');
+  // (the launch form offers installed images only: an image no registry serves comes
+  // through the API, as a script would send it)
+  const status = await page.evaluate(async () => {
+    const me = await (await fetch('/v1/whoami')).json();
+    const r = await fetch('/v1/sandboxes', { method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': me.csrf_token },
+      body: JSON.stringify({ name: 'broken', image: '127.0.0.1:1/nope:1', wait: false }) });
+    return r.status;
+  });
+  check(status === 201, `the create was accepted (${status})`);
+  const broken = page.locator('.card', { hasText: 'broken' });
+  await broken.locator('.state', { hasText: 'failed' }).waitFor({ timeout: 30000 });
+  await broken.locator('.reason', { hasText: 'registry 127.0.0.1:1' }).waitFor();
+  await page.locator('.toast.error', { hasText: 'broken failed' }).waitFor();
+  await shot(page, '03-list-failed');
+  check(await page.evaluate(() => window.__sbxNoReload === true), 'still no reload');
+
   step('a terminal: echo hello');
   await card.locator('h2 a').click();
   await page.locator('h1', { hasText: 'browser-test' }).waitFor();
@@ -265,13 +283,14 @@ async function run(browser) {
 
   step('another user sees nothing of it');
   const page2 = await newPage(browser, LAPTOP);
-  await login(page2, other);
+  // a link to it: the sign-in comes first, then the page the link named
+  await login(page2, other, `${URL0}#/sandbox/${id}`);
+  await page2.locator('h1', { hasText: 'Sandbox not found' }).waitFor();
+  await shot(page2, '06-other-user-not-found');
+  await page2.click('#nav a:has-text("Sandboxes")');
   await page2.locator('h1', { hasText: 'Your sandboxes' }).waitFor();
   await page2.locator('.empty').waitFor();
   check(await page2.locator(`[data-id="${id}"]`).count() === 0, 'not in their list');
-  await page2.goto(`${URL0}#/sandbox/${id}`);
-  await page2.locator('h1', { hasText: 'Sandbox not found' }).waitFor();
-  await shot(page2, '06-other-user-not-found');
   await page2.context().close();
 
   step('the admin sees it with its owner in the fleet');
@@ -354,7 +373,10 @@ async function run(browser) {
   await page.locator('.events li', { hasText: 'running → terminated: deleted' }).waitFor();
   await shot(page, '12-deleted');
   await page.click('#nav a:has-text("Sandboxes")');
-  await page.locator('.empty').waitFor();
+  const bid = await page.locator('.card', { hasText: 'broken' }).getAttribute('data-id');
+  await page.locator(`[data-key="delete-${bid}"]`).click();
+  await page.locator(`[data-key="delete-${bid}"]`, { hasText: 'Delete broken?' }).click();
+  await page.locator('.empty').waitFor({ timeout: 30000 });
 
   step('sign out');
   await page.click('button:has-text("Sign out")');
