@@ -92,6 +92,11 @@ function usage() {
 async function boot() {
   onUnauthorized(() => signedOut('Your session ended: sign in again.'));
   window.addEventListener('hashchange', route);
+  // the skip link moves the focus; the address's #... is the router's
+  document.querySelector('.skip').addEventListener('click', (ev) => {
+    ev.preventDefault();
+    main.focus();
+  });
   try {
     const me = await api('GET', '/v1/whoami', undefined, { quiet401: true });
     await signedIn(me);
