@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -597,6 +598,134 @@ harness_http_timeout(const char *sock_path, const char *method, const char *path
 	}
 	free(resp);
 	return status;
+}
+
+int
+harness_http_headers(const char *sock_path, const char *method, const char *path,
+                     const char *extra_headers, const char *body, char **ret_head, char **ret_body)
+{
+	size_t blen = body ? strlen(body) : 0;
+	_cleanup_free_ char *head =
+	        strdup_printf("%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n%s"
+	                      "%sContent-Length: %zu\r\n\r\n",
+	                      method, path, extra_headers ? extra_headers : "",
+	                      body ? "Content-Type: application/json\r\n" : "", blen);
+	_cleanup_free_ char *req = NULL, *resp = NULL;
+	size_t n;
+	char *end;
+	int status = -1;
+
+	if (!head)
+		return -1;
+	n = strlen(head);
+	req = malloc(n + blen + 1);
+	if (!req)
+		return -1;
+	memcpy(req, head, n);
+	if (blen)
+		memcpy(req + n, body, blen);
+	if (harness_raw(sock_path, 0, req, n + blen, &resp, 30000) > 0)
+		sscanf(resp, "HTTP/1.1 %d", &status);
+	end = resp ? strstr(resp, "\r\n\r\n") : NULL;
+	if (ret_head)
+		*ret_head = end ? strndup(resp, (size_t)(end - resp)) : strdup(resp ? resp : "");
+	if (ret_body)
+		*ret_body = strdup(end ? end + 4 : "");
+	return status;
+}
+
+char *
+harness_header(const char *head, const char *name)
+{
+	size_t k = strlen(name);
+
+	for (const char *l = head; l && *l;) {
+		const char *eol = strstr(l, "\r\n");
+		size_t len = eol ? (size_t)(eol - l) : strlen(l);
+		if (len > k && strncasecmp(l, name, k) == 0 && l[k] == ':') {
+			const char *v = l + k + 1;
+			while (*v == ' ')
+				v++;
+			return strndup(v, len - (size_t)(v - l));
+		}
+		l = eol ? eol + 2 : l + len;
+	}
+	return NULL;
+}
+
+int
+harness_stream_open(const char *sock_path, const char *method, const char *path,
+                    const char *extra_headers)
+{
+	_cleanup_free_ char *req = strdup_printf("%s %s HTTP/1.1\r\nHost: localhost\r\n%s\r\n",
+	                                         method, path, extra_headers ? extra_headers : "");
+	int fd;
+	size_t len, off = 0;
+
+	if (!req)
+		return -1;
+	fd = connect_to(sock_path, 0);
+	if (fd < 0)
+		return -1;
+	len = strlen(req);
+	while (off < len) {
+		ssize_t k = send(fd, req + off, len - off, MSG_NOSIGNAL);
+		if (k <= 0) {
+			close(fd);
+			return -1;
+		}
+		off += (size_t)k;
+	}
+	return fd;
+}
+
+int
+harness_stream_read(int fd, int timeout_ms, const char *until, char **buf, size_t *len)
+{
+	struct timespec start;
+
+	if (!*buf) {
+		*buf = calloc(1, 1);
+		*len = 0;
+		if (!*buf)
+			return -1;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		struct timespec now;
+		char chunk[16384], *n;
+		long left;
+		ssize_t k;
+
+		if (until && strstr(*buf, until))
+			return 0;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = timeout_ms - ((now.tv_sec - start.tv_sec) * 1000 +
+		                     (now.tv_nsec - start.tv_nsec) / 1000000);
+		if (left <= 0)
+			return 0;
+		k = poll(&pfd, 1, (int)left);
+		if (k < 0 && errno != EINTR)
+			return -1;
+		if (k <= 0)
+			continue;
+		k = recv(fd, chunk, sizeof(chunk), 0);
+		if (k == 0 || (k < 0 && errno == ECONNRESET))
+			return 1;
+		if (k < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -1;
+		}
+		n = realloc(*buf, *len + (size_t)k + 1);
+		if (!n)
+			return -1;
+		memcpy(n + *len, chunk, (size_t)k);
+		*len += (size_t)k;
+		n[*len] = '\0';
+		*buf = n;
+	}
 }
 
 int

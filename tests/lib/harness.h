@@ -83,6 +83,28 @@ int harness_http(const char *sock_path, const char *method, const char *path, co
 int harness_http_timeout(const char *sock_path, const char *method, const char *path,
                          const char *body, int timeout_ms, char **ret_body);
 
+/* harness_http with extra request headers (extra_headers: whole lines, each ending in
+ * "\r\n", e.g. "Authorization: Bearer sbk_...\r\nX-CSRF-Token: ...\r\n"; may be NULL).
+ * Returns the HTTP status (or -1); *ret_head gets the status line and the headers, up to and
+ * without the blank line, *ret_body the body (each may be NULL; caller frees). */
+int harness_http_headers(const char *sock_path, const char *method, const char *path,
+                         const char *extra_headers, const char *body, char **ret_head,
+                         char **ret_body);
+/* The value of header name (case-insensitive) in a head from harness_http_headers: the
+ * first one, or NULL (caller frees). */
+char *harness_header(const char *head, const char *name);
+
+/* A request whose answer is a stream: connects to the unix socket, sends method path with
+ * extra_headers (as above) and no body, and returns the connected fd (caller closes) or -1.
+ * Read the answer with harness_stream_read. */
+int harness_stream_open(const char *sock_path, const char *method, const char *path,
+                        const char *extra_headers);
+/* Reads what fd delivers for up to timeout_ms, appending it to *buf (NUL-terminated,
+ * reallocated; *len its length; both start as NULL and 0). Stops early once until (may be
+ * NULL) is in *buf. Returns 1 when the peer closed the connection (end of file or reset), 0
+ * when the time ran out or until appeared with it still open, -1 on an error. */
+int harness_stream_read(int fd, int timeout_ms, const char *until, char **buf, size_t *len);
+
 /* harness_http, expecting want_status (the test fails otherwise); returns the parsed JSON
  * body (NULL when empty; caller decrefs). Declared with an opaque type so users of the
  * harness that do not use jansson need not include it. */
