@@ -138,8 +138,8 @@ main(int argc, char **argv)
 	      out);
 	for (int i = 2; i < argc; i++) {
 		const char *eq = strchr(argv[i], '=');
-		unsigned char *data;
-		size_t len;
+		unsigned char *data = NULL;
+		size_t len = 0;
 		int r;
 
 		if (!eq || eq == argv[i]) {
