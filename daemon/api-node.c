@@ -41,7 +41,7 @@ api_node_get(struct api_call *call)
 		api_reply_error(call->c, 500, "internal", "out of memory");
 		return;
 	}
-	json_array_foreach (images, i, v)
+	json_array_foreach (json_object_get(images, "images"), i, v)
 		if (streq(json_string_value(json_object_get(v, "state")) ?: "", "installed"))
 			json_array_append(names, json_object_get(v, "image"));
 	json_decref(images);

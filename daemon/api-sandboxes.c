@@ -323,18 +323,19 @@ check_launch(struct api_call *call, const struct sandbox *adding, bool create)
 	api_usage(call->d, call->who.name, &u);
 	if (caps->max_sandboxes && u.sandboxes + 1 > caps->max_sandboxes) {
 		api_reply_error(call->c, 403, "refused",
-		                "cap reached: at most %u active sandboxes per user (you have %u; "
+		                "cap reached: at most %u active sandbox%s per user (you have %u; "
 		                "pending, starting, running, stopping and suspended ones count); "
 		                "stop or delete one first",
-		                caps->max_sandboxes, u.sandboxes);
+		                caps->max_sandboxes, caps->max_sandboxes == 1 ? "" : "es",
+		                u.sandboxes);
 		return -EPERM;
 	}
 	if (caps->max_cpus && u.cpus + adding->cpus > caps->max_cpus) {
 		api_reply_error(
 		        call->c, 403, "refused",
-		        "cap reached: at most %u cpus across your active sandboxes (you use "
+		        "cap reached: at most %u cpu%s across your active sandboxes (you use "
 		        "%u, this asks for %u more)",
-		        caps->max_cpus, u.cpus, adding->cpus);
+		        caps->max_cpus, caps->max_cpus == 1 ? "" : "s", u.cpus, adding->cpus);
 		return -EPERM;
 	}
 	if (caps->max_memory_mb && u.memory_mb + adding->memory_mb > caps->max_memory_mb) {
