@@ -1,5 +1,6 @@
 /* api-sandboxes.c: the sandbox resource (create, list, get, patch, delete, stop, start) and
  * its events, including the live SSE stream. */
+#include "accounts.h"
 #include "api-internal.h"
 #include "egress.h"
 #include "events.h"
@@ -301,52 +302,74 @@ api_usage(struct sandboxd *d, const char *owner, struct sandbox_usage *u)
 	}
 }
 
+/* Whether owner (whose caps are caps) may have adding become active too. Returns 0, or
+ * answers 403 naming the cap and the use and returns -EPERM. self: the caller is the owner
+ * (the message says "you"). */
+static int
+check_caps(struct api_call *call, const char *owner, const struct user_caps *caps,
+           const struct sandbox *adding, bool self)
+{
+	_cleanup_free_ char *who = self ? strdup("you") : strdup_printf("'%s'", owner);
+	const char *has = self ? "have" : "has", *uses = self ? "use" : "uses";
+	struct sandbox_usage u;
+
+	api_usage(call->d, owner, &u);
+	if (caps->max_sandboxes && u.sandboxes + 1 > caps->max_sandboxes) {
+		api_reply_error(call->c, 403, "refused",
+		                "cap reached: at most %u active sandbox%s per user (%s %s %u; "
+		                "pending, starting, running, stopping and suspended ones count); "
+		                "stop or delete one first",
+		                caps->max_sandboxes, caps->max_sandboxes == 1 ? "" : "es",
+		                who ?: "", has, u.sandboxes);
+		return -EPERM;
+	}
+	if (caps->max_cpus && u.cpus + adding->cpus > caps->max_cpus) {
+		api_reply_error(call->c, 403, "refused",
+		                "cap reached: at most %u cpu%s across a user's active sandboxes "
+		                "(%s %s %u, this asks for %u more)",
+		                caps->max_cpus, caps->max_cpus == 1 ? "" : "s", who ?: "", uses,
+		                u.cpus, adding->cpus);
+		return -EPERM;
+	}
+	if (caps->max_memory_mb && u.memory_mb + adding->memory_mb > caps->max_memory_mb) {
+		api_reply_error(call->c, 403, "refused",
+		                "cap reached: at most %u MiB of memory across a user's active "
+		                "sandboxes (%s %s %u MiB, this asks for %u MiB more)",
+		                caps->max_memory_mb, who ?: "", uses, u.memory_mb,
+		                adding->memory_mb);
+		return -EPERM;
+	}
+	return 0;
+}
+
 /* The launch rules of seed 000: an admin supervises and never launches; a user stays within
  * their caps, counted before anything is created. The operator is neither. Returns 0, or
- * answers 403 and returns -EPERM. adding is the sandbox about to become active. */
+ * answers 403 and returns -EPERM. adding is the sandbox about to become active: a new one
+ * (create) or a stopped one starting again, whose owner's caps apply whoever starts it. */
 static int
 check_launch(struct api_call *call, const struct sandbox *adding, bool create)
 {
-	const struct user_caps *caps = &call->who.caps;
-	struct sandbox_usage u;
+	struct account owner;
+	struct principal as_owner;
 
 	if (call->who.operator)
 		return 0;
-	if (call->who.role == ROLE_ADMIN) {
-		if (!create)
-			return 0; /* supervising: starting someone's stopped sandbox again */
+	if (call->who.role != ROLE_ADMIN)
+		return check_caps(call, call->who.name, &call->who.caps, adding, true);
+	if (create) {
 		api_reply_error(call->c, 403, "refused",
 		                "an admin supervises sandboxes and cannot launch one; sign in "
 		                "with a user account to launch");
 		return -EPERM;
 	}
-	api_usage(call->d, call->who.name, &u);
-	if (caps->max_sandboxes && u.sandboxes + 1 > caps->max_sandboxes) {
-		api_reply_error(call->c, 403, "refused",
-		                "cap reached: at most %u active sandbox%s per user (you have %u; "
-		                "pending, starting, running, stopping and suspended ones count); "
-		                "stop or delete one first",
-		                caps->max_sandboxes, caps->max_sandboxes == 1 ? "" : "es",
-		                u.sandboxes);
-		return -EPERM;
-	}
-	if (caps->max_cpus && u.cpus + adding->cpus > caps->max_cpus) {
-		api_reply_error(
-		        call->c, 403, "refused",
-		        "cap reached: at most %u cpu%s across your active sandboxes (you use "
-		        "%u, this asks for %u more)",
-		        caps->max_cpus, caps->max_cpus == 1 ? "" : "s", u.cpus, adding->cpus);
-		return -EPERM;
-	}
-	if (caps->max_memory_mb && u.memory_mb + adding->memory_mb > caps->max_memory_mb) {
-		api_reply_error(
-		        call->c, 403, "refused",
-		        "cap reached: at most %u MiB of memory across your active sandboxes "
-		        "(you use %u MiB, this asks for %u MiB more)",
-		        caps->max_memory_mb, u.memory_mb, adding->memory_mb);
-		return -EPERM;
-	}
-	return 0;
+	/* an admin starting someone's stopped sandbox again: within its owner's caps (the
+	 * operator's sandboxes, and those of accounts since deleted, have none) */
+	if (account_get_by_email(call->d->store, adding->owner, &owner, NULL) < 0)
+		return 0;
+	auth_set_user(call->d, &as_owner, &owner);
+	if (as_owner.role == ROLE_ADMIN)
+		return 0;
+	return check_caps(call, adding->owner, &as_owner.caps, adding, false);
 }
 
 /* Creates sb (taken) and answers, now or once it runs. */
@@ -734,7 +757,7 @@ struct stream {
 	struct event_sub sub;
 	struct conn *c;
 	struct sandboxd *d;
-	char owner[128];
+	char owner[sizeof(((struct principal *)NULL)->name)]; /* a whole email (254 bytes) */
 	struct sandbox *ended; /* replay: the last terminated sandbox loaded from the store */
 	unsigned replayed;
 };

@@ -833,6 +833,14 @@ test_caps_refuse_before_anything_starts(void **state)
 	harness_expect_in(err_message(j), "at most 1");
 	json_decref(j);
 	assert_int_equal(backend_starts(first), starts);
+	/* nor can an admin start it for her: the owner's caps apply whoever starts it */
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/start", first);
+	j = call_as(boss.hsess, "POST", path, NULL, 403, NULL);
+	assert_string_equal(err_code(j), "refused");
+	harness_expect_in(err_message(j), "at most 1");
+	harness_expect_in(err_message(j), carol.email);
+	json_decref(j);
+	assert_int_equal(backend_starts(first), starts);
 	j = call_as(carol.hkey, "GET", "/v1/sandboxes/first", NULL, 200, NULL);
 	assert_string_equal(harness_str(j, "state"), "stopped");
 	json_decref(j);
