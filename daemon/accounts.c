@@ -837,6 +837,21 @@ ratelimit_clear(struct ratelimit *rl, const char *key)
 		rl_drop(rl, e);
 }
 
+void
+ratelimit_forgive(struct ratelimit *rl, const char *key)
+{
+	struct rl_entry *e = hashmap_get(&rl->map, key);
+
+	if (!e)
+		return;
+	if (e->n <= 1) {
+		rl_drop(rl, e);
+		return;
+	}
+	e->next = (e->next + rl->max - 1) % rl->max;
+	e->n--;
+}
+
 unsigned
 ratelimit_count(const struct ratelimit *rl)
 {

@@ -157,6 +157,9 @@ unsigned ratelimit_check(struct ratelimit *rl, const char *key, int64_t now_ms);
 /* Counts a failure. -ENOMEM (then it is not counted). */
 int ratelimit_fail(struct ratelimit *rl, const char *key, int64_t now_ms);
 void ratelimit_clear(struct ratelimit *rl, const char *key);
+/* Takes back the latest failure counted for key: an attempt counted when it began (so that
+ * attempts in flight at once cannot pass the limit) that turned out not to fail. */
+void ratelimit_forgive(struct ratelimit *rl, const char *key);
 unsigned ratelimit_count(const struct ratelimit *rl);
 
 /* ---- sandboxd's accounts object: the hashing pool and the limiters ---- */

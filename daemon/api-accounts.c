@@ -272,8 +272,9 @@ pending_done(struct pw_job *j, void *data)
 	free(p);
 }
 
-/* Hands the password to the pool; p is freed after p->finish (or when the client goes). */
-static void
+/* Hands the password to the pool; p is freed after p->finish (or when the client goes). 0, or
+ * -errno once p is freed and the client answered. */
+static int
 pending_start(struct api_call *call, struct pending *p, enum pw_op op, const char *pw, size_t len,
               const char *hash)
 {
@@ -291,9 +292,10 @@ pending_start(struct api_call *call, struct pending *p, enum pw_op op, const cha
 			                        "too many logins at once; retry");
 		else
 			api_reply_error(call->c, 500, "internal", "out of memory");
-		return;
+		return r;
 	}
 	conn_on_close(call->c, pending_gone, p);
+	return 0;
 }
 
 /* ---- /v1/auth ---- */
@@ -301,11 +303,7 @@ pending_start(struct api_call *call, struct pending *p, enum pw_op op, const cha
 static void
 login_failed(struct pending *p)
 {
-	struct accounts *a = p->d->accounts;
-	int64_t now = now_unix_ms();
-
-	(void)ratelimit_fail(a->by_email, p->a.email, now);
-	(void)ratelimit_fail(a->by_peer, p->peer, now);
+	/* counted as a failure already, when it began */
 	log_info("login: failed for '%s' from %s", p->a.email, p->peer);
 	api_reply_error(p->c, 401, "unauthorized", WRONG_LOGIN);
 }
@@ -335,7 +333,9 @@ login_finish(struct pending *p, struct pw_job *j)
 		reply_store_failed(p->c, r);
 		return;
 	}
+	/* the attempt was counted when it began: a success takes it back */
 	ratelimit_clear(p->d->accounts->by_email, a.email);
+	ratelimit_forgive(p->d->accounts->by_peer, p->peer);
 	log_info("login: '%s' from %s", a.email, p->peer);
 	hdr = strdup_printf("Set-Cookie: " ACCOUNT_SESSION_COOKIE "=%s; Path=/; HttpOnly; "
 	                    "SameSite=Strict; Max-Age=%d%s\r\n",
@@ -358,7 +358,7 @@ api_auth_login(struct api_call *call)
 	static const char *const fields[] = { "email", "password", NULL };
 	struct accounts *accts = call->d->accounts;
 	struct pending *p;
-	char hash[ACCOUNT_HASH_MAX];
+	char hash[ACCOUNT_HASH_MAX], email[ACCOUNT_EMAIL_MAX + 1];
 	const char *pw;
 	size_t pwlen;
 	unsigned wait;
@@ -401,8 +401,15 @@ api_auth_login(struct api_call *call)
 	/* an unknown email is checked against a dummy hash: the answer takes as long */
 	p->known = r == 0;
 	p->finish = login_finish;
-	pending_start(call, p, PW_VERIFY, pw, pwlen, p->known ? hash : account_dummy_hash);
+	snprintf(email, sizeof(email), "%s", p->a.email);
+	r = pending_start(call, p, PW_VERIFY, pw, pwlen, p->known ? hash : account_dummy_hash);
 	explicit_bzero(hash, sizeof(hash));
+	/* counted now, as a failure until it succeeds: attempts sent at once, all checked
+	 * before any hash ends, cannot pass the limit together */
+	if (r == 0) {
+		(void)ratelimit_fail(accts->by_email, email, now_unix_ms());
+		(void)ratelimit_fail(accts->by_peer, conn_peer(call->c), now_unix_ms());
+	}
 }
 
 void
@@ -509,7 +516,7 @@ create_account(struct api_call *call, bool by_admin)
 		return;
 	}
 	p->finish = create_finish;
-	pending_start(call, p, PW_HASH, pw, pwlen, NULL);
+	(void)pending_start(call, p, PW_HASH, pw, pwlen, NULL);
 }
 
 void
@@ -806,7 +813,7 @@ api_user_patch(struct api_call *call)
 	p->a = a;
 	p->changes = changes;
 	p->finish = patch_finish;
-	pending_start(call, p, PW_HASH, pw, pwlen, NULL);
+	(void)pending_start(call, p, PW_HASH, pw, pwlen, NULL);
 }
 
 void

@@ -513,6 +513,42 @@ test_ratelimit(void **state _unused_)
 	assert_null(ratelimit_new(0, 1000, 10));
 }
 
+/* An attempt counts when it begins; one that succeeds is taken back. */
+static void
+test_ratelimit_forgive(void **state _unused_)
+{
+	_cleanup_(ratelimit_freep) struct ratelimit *rl = ratelimit_new(3, 900000, 8);
+	int64_t t = 1000000;
+
+	assert_non_null(rl);
+	ratelimit_forgive(rl, "none"); /* nothing to take back */
+	assert_int_equal(ratelimit_count(rl), 0);
+	/* three begin at once: the fourth waits, whatever they turn out to be */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(ratelimit_fail(rl, "a", t + i), 0);
+	assert_true(ratelimit_check(rl, "a", t + 3) > 0);
+	/* one succeeded: there is room for one more, and only one */
+	ratelimit_forgive(rl, "a");
+	assert_int_equal(ratelimit_check(rl, "a", t + 3), 0);
+	assert_int_equal(ratelimit_fail(rl, "a", t + 3), 0);
+	assert_true(ratelimit_check(rl, "a", t + 4) > 0);
+	/* the window is that of the oldest left */
+	assert_int_equal(ratelimit_check(rl, "a", t + 900000), 0);
+	/* past a full ring: the latest goes, the oldest still decides */
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(ratelimit_fail(rl, "b", t + i * 1000), 0);
+	ratelimit_forgive(rl, "b");
+	assert_int_equal(ratelimit_check(rl, "b", t + 5000), 0);
+	assert_int_equal(ratelimit_fail(rl, "b", t + 5000), 0);
+	/* the oldest kept is t + 2 s (a ring of 3): 900 s after it, seen at t + 5 s */
+	assert_int_equal(ratelimit_check(rl, "b", t + 5000), 897);
+	/* taking back every one forgets the key */
+	for (int i = 0; i < 3; i++)
+		ratelimit_forgive(rl, "b");
+	assert_int_equal(ratelimit_check(rl, "b", t + 5000), 0);
+	assert_int_equal(ratelimit_count(rl), 1);
+}
+
 /* ---- the pool, driven by a real loop ---- */
 
 struct pool_test {
@@ -690,6 +726,7 @@ main(void)
 		cmocka_unit_test(test_cookie_find),
 		cmocka_unit_test(test_key_parse),
 		cmocka_unit_test(test_ratelimit),
+		cmocka_unit_test(test_ratelimit_forgive),
 		cmocka_unit_test(test_pool),
 		cmocka_unit_test_setup_teardown(test_admin_command, setup, teardown),
 	};
