@@ -1015,7 +1015,10 @@ api_process_attach(struct api_call *call)
 	bool ws;
 	int r;
 
-	if (!upgrade || (strcasecmp(upgrade, "websocket") && strcasecmp(upgrade, "sbx-stream/1"))) {
+	/* only a handshake (Connection: Upgrade) upgrades: the cookie's CSRF check of ?csrf=
+	 * applies to handshakes, and an Upgrade header alone must not skip it */
+	if (!call->req->upgrade || !upgrade ||
+	    (strcasecmp(upgrade, "websocket") && strcasecmp(upgrade, "sbx-stream/1"))) {
 		api_reply_error(call->c, 400, "invalid_request",
 		                "attach needs 'Upgrade: sbx-stream/1' or a WebSocket handshake");
 		return;

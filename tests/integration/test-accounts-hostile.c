@@ -1,0 +1,274 @@
+/* test-accounts-hostile.c: what a reviewer found by attacking the accounts, each against a
+ * sandboxd-fake of its own: failed logins sent all at once stay within the rate limit, a
+ * user's event stream holds their own sandboxes whatever the length of their email (and never
+ * a user's whose email is its first 127 bytes), and an attach that is not an upgrade handshake
+ * is refused before anything (the CSRF check of a handshake cannot be skipped by leaving out
+ * "Connection: Upgrade"). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "harness.h"
+#include "util.h"
+
+static struct daemon_proc daemon_;
+static const char *fake_bin;
+
+struct who {
+	char email[300];
+	char cookie[256]; /* "sandboxd_session=..." */
+	char csrf[160];
+	char hsess[600]; /* the cookie and the CSRF token, as request headers */
+};
+
+/* A request as hdrs; fails unless the status is want; the parsed body (may be NULL). */
+static json_t *
+call_as(const char *hdrs, const char *method, const char *path, const char *body, int want,
+        char **ret_head)
+{
+	char *head = NULL, *out = NULL;
+	int status = harness_http_headers(daemon_.sock, method, path, hdrs, body, &head, &out);
+	json_t *j;
+
+	if (status != want) {
+		char said[2048];
+		snprintf(said, sizeof(said), "%s", out && *out ? out : "(no answer)");
+		free(out);
+		free(head);
+		fail_msg("%s %s: expected %d, got %d: %s", method, path, want, status, said);
+	}
+	j = out && *out ? json_loads(out, 0, NULL) : NULL;
+	free(out);
+	if (ret_head)
+		*ret_head = head;
+	else
+		free(head);
+	return j;
+}
+
+static const char *
+err_code(json_t *j)
+{
+	return json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+}
+
+/* The operator (the unix-socket peer) makes a user, who then signs in. */
+static void
+make_user(struct who *w, const char *email, const char *password)
+{
+	_cleanup_free_ char *body =
+	        strdup_printf("{\"email\":\"%s\",\"password\":\"%s\"}", email, password);
+	char *head = NULL, *cookie, *semi;
+	json_t *j;
+
+	snprintf(w->email, sizeof(w->email), "%s", email);
+	json_decref(call_as(NULL, "POST", "/v1/users", body, 201, NULL));
+	j = call_as(NULL, "POST", "/v1/auth/login", body, 200, &head);
+	snprintf(w->csrf, sizeof(w->csrf), "%s",
+	         json_string_value(json_object_get(j, "csrf_token")));
+	json_decref(j);
+	cookie = harness_header(head, "Set-Cookie");
+	assert_non_null(cookie);
+	semi = strchr(cookie, ';');
+	if (semi)
+		*semi = '\0';
+	snprintf(w->cookie, sizeof(w->cookie), "%s", cookie);
+	snprintf(w->hsess, sizeof(w->hsess), "Cookie: %s\r\nX-CSRF-Token: %s\r\n", w->cookie,
+	         w->csrf);
+	free(cookie);
+	free(head);
+}
+
+static int
+start_daemon(void **state _unused_)
+{
+	return harness_start(&daemon_, fake_bin, NULL, NULL);
+}
+
+static int
+stop_daemon(void **state _unused_)
+{
+	harness_cleanup(&daemon_);
+	return 0;
+}
+
+/* Connects to the unix socket and sends req whole; the fd, its answer not read yet. */
+static int
+send_raw(const char *req)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	size_t n = strlen(req);
+
+	assert_true(fd >= 0);
+	assert_true(strlen(daemon_.sock) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, daemon_.sock, strlen(daemon_.sock) + 1);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(write(fd, req, n), (ssize_t)n);
+	return fd;
+}
+
+/* ---- the cases ---- */
+
+#define AT_ONCE 12
+
+/* Wrong passwords sent on many connections at once: each is checked against the limit before
+ * any hash ends, so a limit counted only once a hash said "wrong" would let them all through. */
+static void
+test_failed_logins_at_once_stay_within_the_limit(void **state _unused_)
+{
+	const char *body = "{\"email\":\"victim@example.com\",\"password\":\"guess-number-x\"}";
+	_cleanup_free_ char *req =
+	        strdup_printf("POST /v1/auth/login HTTP/1.1\r\nHost: localhost\r\n"
+	                      "Connection: close\r\nContent-Type: "
+	                      "application/json\r\nContent-Length: %zu\r\n\r\n%s",
+	                      strlen(body), body);
+	int fds[AT_ONCE], tried = 0, limited = 0;
+	struct who v;
+
+	make_user(&v, "victim@example.com", "victim-password-1");
+	/* a success is no failure: signing in again and again from one address goes on */
+	for (int i = 0; i < 7; i++)
+		json_decref(call_as(NULL, "POST", "/v1/auth/login",
+		                    "{\"email\":\"victim@example.com\",\"password\":\"victim-"
+		                    "password-1\"}",
+		                    200, NULL));
+	for (int i = 0; i < AT_ONCE; i++)
+		fds[i] = send_raw(req);
+	for (int i = 0; i < AT_ONCE; i++) {
+		char *buf = NULL;
+		size_t len = 0;
+		(void)harness_stream_read(fds[i], 60000, NULL, &buf, &len);
+		close(fds[i]);
+		if (buf && strncmp(buf, "HTTP/1.1 401 ", 13) == 0)
+			tried++;
+		else if (buf && strncmp(buf, "HTTP/1.1 429 ", 13) == 0)
+			limited++;
+		else
+			fail_msg("a login answered neither 401 nor 429:\n%s",
+			         buf ? buf : "(nothing)");
+		free(buf);
+	}
+	if (tried > 5)
+		fail_msg("%d wrong passwords sent at once were tried (the limit is 5; %d got 429)",
+		         tried, limited);
+	assert_int_equal(tried + limited, AT_ONCE);
+
+	/* the email is locked now, for the right password too; its sessions go on */
+	json_decref(call_as(NULL, "POST", "/v1/auth/login",
+	                    "{\"email\":\"victim@example.com\",\"password\":\"victim-"
+	                    "password-1\"}",
+	                    429, NULL));
+	json_decref(call_as(v.hsess, "GET", "/v1/whoami", NULL, 200, NULL));
+	assert_int_equal(harness_stop(&daemon_, SIGTERM), 0);
+}
+
+/* The id of a sandbox made by w. */
+static void
+create_box(struct who *w, const char *name, char *id, size_t size)
+{
+	_cleanup_free_ char *body = strdup_printf("{\"name\":\"%s\"}", name);
+	json_t *j = call_as(w->hsess, "POST", "/v1/sandboxes", body, 201, NULL);
+
+	snprintf(id, size, "%s", json_string_value(json_object_get(j, "id")));
+	json_decref(j);
+}
+
+/* Emails are up to 254 bytes: a stream filters on the whole of one. */
+static void
+test_event_stream_of_a_long_email(void **state _unused_)
+{
+	char local[200], victim[300], longer[300], v_box[40], l_box[40];
+	struct who v, l;
+	char *buf = NULL;
+	size_t len = 0;
+	int fd;
+
+	/* victim: 127 bytes; longer: the victim's email and one more byte (128) */
+	memset(local, 'v', sizeof(local));
+	local[127 - strlen("@example.com")] = '\0';
+	snprintf(victim, sizeof(victim), "%s@example.com", local);
+	assert_int_equal(strlen(victim), 127);
+	memcpy(longer, victim, 127);
+	memcpy(longer + 127, "m", 2);
+	make_user(&v, victim, "victim-password-1");
+	make_user(&l, longer, "longer-password-1");
+
+	{
+		_cleanup_free_ char *hdrs = strdup_printf("Cookie: %s\r\n", l.cookie);
+		fd = harness_stream_open(daemon_.sock, "GET", "/v1/events/stream", hdrs);
+	}
+	assert_true(fd >= 0);
+	(void)harness_stream_read(fd, 5000, "retry:", &buf, &len);
+	if (!buf || !strstr(buf, "HTTP/1.1 200"))
+		fail_msg("the event stream did not start:\n%s", buf ? buf : "(nothing)");
+	create_box(&v, "v-box", v_box, sizeof(v_box));
+	create_box(&l, "l-box", l_box, sizeof(l_box));
+	(void)harness_stream_read(fd, 3000, l_box, &buf, &len);
+	close(fd);
+	{
+		/* fail_msg jumps out: what it prints may not stay allocated */
+		char seen[8192];
+		bool leaked = strstr(buf, v_box) != NULL, own = strstr(buf, l_box) != NULL;
+		snprintf(seen, sizeof(seen), "%s", buf);
+		free(buf);
+		if (leaked)
+			fail_msg("a user whose email starts with another's saw that one's "
+			         "sandbox:\n%s",
+			         seen);
+		if (!own)
+			fail_msg("a user with a %zu-byte email saw none of their own events:\n%s",
+			         strlen(longer), seen);
+	}
+	assert_int_equal(harness_stop(&daemon_, SIGTERM), 0);
+}
+
+/* The CSRF check of a cookie's WebSocket handshake is on ?csrf=, and applies to requests that
+ * are upgrade handshakes: attach must then refuse what is not one, whatever Upgrade says. */
+static void
+test_attach_is_an_upgrade_or_nothing(void **state _unused_)
+{
+	char box[40];
+	struct who u;
+	json_t *j;
+
+	make_user(&u, "attacher@example.com", "attacher-password-1");
+	create_box(&u, "t-box", box, sizeof(box));
+	{
+		_cleanup_free_ char *path =
+		        strdup_printf("/v1/sandboxes/%s/processes/1/attach", box);
+		/* "Connection: close" (the harness's), not "Connection: Upgrade", and no ?csrf= */
+		_cleanup_free_ char *hdrs =
+		        strdup_printf("Cookie: %s\r\nUpgrade: websocket\r\nSec-WebSocket-Key: "
+		                      "dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n",
+		                      u.cookie);
+		j = call_as(hdrs, "GET", path, NULL, 400, NULL);
+		assert_string_equal(err_code(j), "invalid_request");
+		json_decref(j);
+	}
+	assert_int_equal(harness_stop(&daemon_, SIGTERM), 0);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_failed_logins_at_once_stay_within_the_limit,
+		                                start_daemon, stop_daemon),
+		cmocka_unit_test_setup_teardown(test_event_stream_of_a_long_email, start_daemon,
+		                                stop_daemon),
+		cmocka_unit_test_setup_teardown(test_attach_is_an_upgrade_or_nothing, start_daemon,
+		                                stop_daemon),
+	};
+
+	fake_bin = harness_binary("SANDBOXD_FAKE");
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
