@@ -430,10 +430,44 @@ exec1(struct store *s, const char *sql, const char *arg)
 int
 account_delete(struct store *s, const char *id)
 {
-	/* the sessions and keys go with it (ON DELETE CASCADE) */
-	int r = exec1(s, "DELETE FROM users WHERE id = ?1", id);
+	_cleanup_free_ char *gone = NULL;
+	struct account a;
+	sqlite3_stmt *st;
+	int r;
 
-	return r < 0 ? r : r == 0 ? -ENOENT : 0;
+	r = account_get(s, id, &a);
+	if (r < 0)
+		return r;
+	/* their ended sandboxes stop being theirs: an account made later with the same email
+	 * is someone else, and must not see them (a space is in no email, so no one can) */
+	gone = strdup_printf("%s (deleted %s)", a.email, a.id);
+	if (!gone)
+		return -ENOMEM;
+	r = store_begin(s);
+	if (r < 0)
+		return r;
+	/* the sessions and keys go with it (ON DELETE CASCADE) */
+	r = exec1(s, "DELETE FROM users WHERE id = ?1", id);
+	if (r == 0)
+		r = -ENOENT;
+	if (r > 0) {
+		r = prepare(s,
+		            "UPDATE sandboxes SET owner = ?2 WHERE owner = ?1 AND state = "
+		            "'terminated'",
+		            &st);
+		if (r >= 0) {
+			sqlite3_bind_text(st, 1, a.email, -1, SQLITE_STATIC);
+			sqlite3_bind_text(st, 2, gone, -1, SQLITE_STATIC);
+			r = step_done(s, st);
+		}
+	}
+	if (r >= 0)
+		r = store_commit(s);
+	if (r < 0) {
+		store_rollback(s);
+		return r;
+	}
+	return 0;
 }
 
 struct user_caps

@@ -71,7 +71,8 @@ int account_list(struct store *s, int (*fn)(const struct account *a, void *data)
 /* Writes role, disabled and the caps from a. -ENOENT. */
 int account_update(struct store *s, const struct account *a);
 int account_set_password(struct store *s, const char *id, const char *hash);
-/* Deletes the user with their sessions and keys. -ENOENT. */
+/* Deletes the user with their sessions and keys; their terminated sandboxes' owner becomes
+ * "EMAIL (deleted ID)", which no principal is. -ENOENT. */
 int account_delete(struct store *s, const char *id);
 /* The caps that apply to a: its own, or the defaults for those it leaves to the server. */
 struct user_caps account_caps(const struct account *a, const struct user_caps *defaults);

@@ -257,6 +257,83 @@ test_attach_is_an_upgrade_or_nothing(void **state _unused_)
 	assert_int_equal(harness_stop(&daemon_, SIGTERM), 0);
 }
 
+/* Emails are the owners: a deleted user's ended sandboxes must not pass to whoever gets an
+ * account with that email next (with registration on, anyone who asks first). */
+static void
+test_a_reused_email_inherits_nothing(void **state _unused_)
+{
+	char box[40], uid[40], path[128], missing[128];
+	_cleanup_free_ char *gone = NULL;
+	struct who first, second;
+	char *a = NULL, *b = NULL, *head_a = NULL, *head_b = NULL;
+	json_t *j;
+
+	make_user(&first, "reused@example.com", "first-password-1");
+	j = call_as(first.hsess, "GET", "/v1/whoami", NULL, 200, NULL);
+	snprintf(uid, sizeof(uid), "%s", json_string_value(json_object_get(j, "user_id")));
+	json_decref(j);
+	create_box(&first, "private-work", box, sizeof(box));
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", box);
+	json_decref(call_as(first.hsess, "DELETE", path, NULL, 204, NULL));
+	{
+		_cleanup_free_ char *upath = strdup_printf("/v1/users/%s", uid);
+		json_decref(call_as(NULL, "DELETE", upath, NULL, 204, NULL));
+	}
+	make_user(&second, "reused@example.com", "second-password-2");
+
+	/* the ended sandbox answers the newcomer like one that never was */
+	snprintf(missing, sizeof(missing), "/v1/sandboxes/sbx_00000000000000ff");
+	(void)harness_http_headers(daemon_.sock, "GET", path, second.hsess, NULL, &head_a, &a);
+	(void)harness_http_headers(daemon_.sock, "GET", missing, second.hsess, NULL, &head_b, &b);
+	{
+		_cleanup_free_ char *want = strdup(b);
+		char *at = strstr(want, "sbx_00000000000000ff");
+		bool same;
+		if (at)
+			memcpy(at, box, strlen(box));
+		same = strncmp(head_a, "HTTP/1.1 404 ", 13) == 0 && streq(a, want);
+		free(head_a);
+		free(head_b);
+		free(b);
+		if (!same) {
+			char seen[2048];
+			snprintf(seen, sizeof(seen), "%s", a);
+			free(a);
+			fail_msg(
+			        "a new account with a deleted user's email sees their sandbox:\n%s",
+			        seen);
+		}
+		free(a);
+	}
+	{
+		_cleanup_free_ char *epath = strdup_printf("%s/events", path);
+		json_decref(call_as(second.hsess, "GET", epath, NULL, 404, NULL));
+	}
+	/* nor in a replayed event stream */
+	{
+		_cleanup_free_ char *hdrs = strdup_printf("Cookie: %s\r\n", second.cookie);
+		int fd =
+		        harness_stream_open(daemon_.sock, "GET", "/v1/events/stream?since=0", hdrs);
+		char *buf = NULL;
+		size_t len = 0;
+		bool leaked;
+		assert_true(fd >= 0);
+		(void)harness_stream_read(fd, 1500, NULL, &buf, &len);
+		close(fd);
+		leaked = buf && strstr(buf, box);
+		free(buf);
+		if (leaked)
+			fail_msg("a deleted user's events replay to the next account with the "
+			         "email");
+	}
+	/* the operator still finds it, owned by the deleted account */
+	j = call_as(NULL, "GET", path, NULL, 200, NULL);
+	gone = strdup_printf("reused@example.com (deleted %s)", uid);
+	assert_string_equal(json_string_value(json_object_get(j, "owner")), gone);
+	json_decref(j);
+	assert_int_equal(harness_stop(&daemon_, SIGTERM), 0);
+}
+
 int
 main(void)
 {
@@ -266,6 +343,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_event_stream_of_a_long_email, start_daemon,
 		                                stop_daemon),
 		cmocka_unit_test_setup_teardown(test_attach_is_an_upgrade_or_nothing, start_daemon,
+		                                stop_daemon),
+		cmocka_unit_test_setup_teardown(test_a_reused_email_inherits_nothing, start_daemon,
 		                                stop_daemon),
 	};
 
