@@ -14,6 +14,7 @@
 #include "log.h"
 #include "paths.h"
 #include "policyfile.h"
+#include "proc.h"
 #include "sandboxd.h"
 #include "server.h"
 #include "store.h"
@@ -365,6 +366,7 @@ main(int argc, char **argv)
 	struct options opts;
 	struct sandboxd d = { 0 };
 	_cleanup_close_ int lock = -1;
+	struct list_node *n;
 	sigset_t mask;
 	int r;
 
@@ -420,6 +422,11 @@ main(int argc, char **argv)
 out:
 	d.server = server_free(d.server);
 	d.accounts = accounts_free(d.accounts); /* after the server: nothing waits on it now */
+	/* the processes followed let go of their agents before the backend frees those (they
+	 * were left to leak at a SIGTERM; in the guests they go on as the agents decide, a kept
+	 * one to be taken back by the next sandboxd) */
+	LIST_FOREACH (n, &d.reg.all)
+		proc_clear(list_entry(n, struct sandbox, by_created));
 	d.backend = backend_free(d.backend);
 	images_free(&d);
 	registry_done(&d.reg);
