@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,11 +56,28 @@ write_file(const char *path, const char *text)
 	return n == (ssize_t)strlen(text) ? 0 : -1;
 }
 
+static bool restarted_ok = true; /* every restart asked for worked */
+
+static void
+print_log(void)
+{
+	char cmd[400];
+
+	fprintf(stderr, "the end of sandboxd's log:\n");
+	snprintf(cmd, sizeof(cmd), "tail -n 150 '%s' >&2", p.log);
+	if (system(cmd) != 0)
+		fprintf(stderr, "(cannot read %s)\n", p.log);
+}
+
 /* dashboard.mjs asked (a file "restart" in dir) for sandboxd to restart: stop it, start it
- * again on the same state and address, and answer with "restarted". */
+ * again on the same state and address, and answer with "restarted". Without an answer
+ * dashboard.mjs fails on its own. */
 static void
 restart_if_asked(void)
 {
+	const char *args[] = { "--listen", addr,  "--token-file",    token,
+		               "--accel",  "tcg", "--default-image", "busybox",
+		               NULL };
 	char ask[320], done[320];
 	int rc;
 
@@ -68,17 +86,18 @@ restart_if_asked(void)
 		return;
 	unlink(ask);
 	rc = harness_stop(&p, SIGTERM);
-	if (rc != 0)
+	if (rc != 0) {
 		fprintf(stderr, "sandboxd exited with %d when asked to stop\n", rc);
-	{
-		const char *args[] = { "--listen", addr,  "--token-file",    token,
-			               "--accel",  "tcg", "--default-image", "busybox",
-			               NULL };
-		if (rc != 0 || harness_restart(&p, harness_binary("SANDBOXD"), args, NULL) < 0)
-			return; /* no answer: dashboard.mjs fails on its own */
+		print_log();
+		restarted_ok = false;
+	}
+	/* started again in any case, so that what it runs can be deleted */
+	if (harness_restart(&p, harness_binary("SANDBOXD"), args, NULL) < 0) {
+		restarted_ok = false;
+		return;
 	}
 	snprintf(done, sizeof(done), "%s/restarted", dir);
-	if (write_file(done, "") < 0)
+	if (restarted_ok && write_file(done, "") < 0)
 		fprintf(stderr, "cannot write %s\n", done);
 }
 
@@ -119,16 +138,24 @@ run_node(const char *script, char **env)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-/* Deletes every sandbox the daemon has (the operator, over the socket). */
+/* Deletes every sandbox the daemon has (the operator, over the socket). A failure is
+ * reported, not fatal: harness_cleanup kills what is left. */
 static int
 delete_all(void)
 {
-	json_t *list = harness_json(p.sock, "GET", "/v1/sandboxes", NULL, 200);
-	json_t *sandboxes = json_object_get(list, "sandboxes"), *sb;
+	char *text = NULL;
+	json_t *list, *sb;
 	size_t i;
 	int failed = 0;
 
-	json_array_foreach (sandboxes, i, sb) {
+	if (harness_http_timeout(p.sock, "GET", "/v1/sandboxes", NULL, 30000, &text) != 200) {
+		fprintf(stderr, "GET /v1/sandboxes: %s\n", text ? text : "no answer");
+		free(text);
+		return -1;
+	}
+	list = json_loads(text, 0, NULL);
+	free(text);
+	json_array_foreach (json_object_get(list, "sandboxes"), i, sb) {
 		char path[128], *body = NULL;
 		int st;
 		snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(sb, "id"));
@@ -202,7 +229,7 @@ main(void)
 		size_t count = 0;
 		while (environ[count])
 			count++;
-		env = calloc(count + 8, sizeof(*env));
+		env = calloc(count + 9, sizeof(*env)); /* 8 of ours and the NULL */
 		if (!env)
 			return 1;
 		for (char **e = environ; *e; e++)
@@ -229,13 +256,10 @@ main(void)
 
 	if (delete_all() < 0)
 		ok = 0;
-	if (!ok) {
-		char cmd[400];
-		fprintf(stderr, "the end of sandboxd's log:\n");
-		snprintf(cmd, sizeof(cmd), "tail -n 40 '%s' >&2", p.log);
-		if (system(cmd) != 0)
-			fprintf(stderr, "(cannot read %s)\n", p.log);
-	}
+	if (!restarted_ok)
+		ok = 0;
+	if (!ok)
+		print_log();
 	rc = harness_stop(&p, SIGTERM);
 	if (rc != 0) {
 		fprintf(stderr, "sandboxd exited with %d\n", rc);
