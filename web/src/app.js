@@ -209,10 +209,11 @@ function renderHeader() {
     rerender(who);
     return;
   }
+  const live = app.live === 'on' ? 'live' : app.live === 'off' ? 'offline' : 'reconnecting…';
   rerender(who,
-    h('span', { class: `live live-${app.live}`, title: 'live updates from the event stream' },
-      app.live === 'on' ? 'live' : app.live === 'off' ? 'offline' : 'reconnecting…'),
-    h('span', { class: 'me' }, app.me.email || app.me.user,
+    h('span', { class: `live live-${app.live}`, title: `live updates: ${live}`,
+      role: 'status' }, h('span', { class: 'live-text' }, live)),
+    h('span', { class: 'me' }, h('span', { class: 'email' }, app.me.email || app.me.user),
       h('span', { class: 'role' }, app.me.role)),
     h('button', { type: 'button', onclick: logout, class: 'quiet' }, 'Sign out'));
 }
