@@ -48,11 +48,15 @@ reply_sandbox(struct conn *c, int status, const struct sandbox *sb)
 	conn_reply(c, status, "application/json", sb->json, sb->json_len, NULL);
 }
 
-/* A live sandbox the caller may see, by id or name. */
+/* A live sandbox the caller may see, by id or name. An id finds any sandbox the caller may
+ * see (an admin's: every one); a name only the caller's own, so that two users' sandboxes of
+ * the same name never make an admin act on the wrong one. */
 struct sandbox *
 api_lookup_live(struct api_call *call)
 {
-	return registry_find(&call->d->reg, call->ref, api_owner_filter(call));
+	if (str_has_prefix(call->ref, "sbx_"))
+		return registry_find(&call->d->reg, call->ref, api_owner_filter(call));
+	return registry_find_name(&call->d->reg, call->ref, call->who.name);
 }
 
 /* A terminated sandbox the caller may see, by id only (names resolve among live ones). */

@@ -698,6 +698,10 @@ test_admin_supervises_but_never_launches(void **state)
 	assert_int_equal(list_count(NULL), before);
 	assert_int_equal(backend_starts(NULL), starts);
 	expect_error(boss.hkey, "GET", "/v1/sandboxes/boss-box", NULL, 404, "not_found");
+	/* names resolve only among the caller's own: alice's and bob's "a-box" are both there,
+	 * and the admin reaches each by its id, never one of them by the name */
+	expect_error(boss.hkey, "GET", "/v1/sandboxes/a-box", NULL, 404, "not_found");
+	expect_error(boss.hsess, "POST", "/v1/sandboxes/a-box/stop", NULL, 404, "not_found");
 
 	/* supervises: stops and deletes someone else's */
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/stop", b_box);
