@@ -1112,7 +1112,9 @@ accounts_new(struct loop *loop, struct accounts **ret)
 	                            ACCOUNTS_LIMITER_CAPACITY);
 	a->by_peer = ratelimit_new(ACCOUNTS_LOGIN_FAILURES, ACCOUNTS_LOGIN_WINDOW_MS,
 	                           ACCOUNTS_LIMITER_CAPACITY);
-	if (!a->by_email || !a->by_peer)
+	a->register_by_peer = ratelimit_new(ACCOUNTS_REGISTRATIONS, ACCOUNTS_REGISTER_WINDOW_MS,
+	                                    ACCOUNTS_LIMITER_CAPACITY);
+	if (!a->by_email || !a->by_peer || !a->register_by_peer)
 		return -ENOMEM;
 	r = pool_new(loop, &a->pool);
 	if (r < 0)
@@ -1129,6 +1131,7 @@ accounts_free(struct accounts *a)
 	pool_free(a->pool);
 	ratelimit_free(a->by_email);
 	ratelimit_free(a->by_peer);
+	ratelimit_free(a->register_by_peer);
 	free(a);
 	return NULL;
 }

@@ -170,10 +170,13 @@ unsigned ratelimit_count(const struct ratelimit *rl);
 #define ACCOUNTS_LOGIN_FAILURES 5
 #define ACCOUNTS_LOGIN_WINDOW_MS (15 * 60 * 1000LL)
 #define ACCOUNTS_LIMITER_CAPACITY 4096
+#define ACCOUNTS_REGISTRATIONS 5 /* per client address per hour (--registration on) */
+#define ACCOUNTS_REGISTER_WINDOW_MS (60 * 60 * 1000LL)
 
 struct accounts {
-	struct ratelimit *by_email; /* failed logins per email */
-	struct ratelimit *by_peer;  /* and per client address */
+	struct ratelimit *by_email;         /* failed logins per email */
+	struct ratelimit *by_peer;          /* and per client address */
+	struct ratelimit *register_by_peer; /* registrations per client address */
 	struct pool *pool;
 };
 

@@ -1,6 +1,7 @@
 /* api-accounts.c: /v1/auth (login, logout, register), /v1/keys and /v1/users. Passwords are
  * hashed and checked on the accounts pool (accounts.h), never on the loop: those handlers
  * answer when the pool hands the result back, or not at all if the client went away. */
+#include <arpa/inet.h>
 #include <jansson.h>
 #include "accounts.h"
 #include "api-internal.h"
@@ -9,6 +10,26 @@
 #include "server.h"
 #include "store.h"
 #include "util.h"
+
+/* What the per-address login limit counts by: the client's address, and for IPv6 its /64
+ * (one host usually holds a whole /64). */
+static void
+peer_key(const struct conn *c, char out[static 64])
+{
+	const char *peer = conn_peer(c);
+	struct in6_addr a;
+	char text[INET6_ADDRSTRLEN];
+
+	if (strchr(peer, ':') && !str_has_prefix(peer, "unix:") &&
+	    inet_pton(AF_INET6, peer, &a) == 1) {
+		memset(a.s6_addr + 8, 0, 8);
+		if (inet_ntop(AF_INET6, &a, text, sizeof(text))) {
+			snprintf(out, 64, "%s/64", text);
+			return;
+		}
+	}
+	snprintf(out, 64, "%s", peer);
+}
 
 #define CAP_MAX (1u << 30)
 #define WRONG_LOGIN "wrong email or password"
@@ -283,7 +304,7 @@ pending_start(struct api_call *call, struct pending *p, enum pw_op op, const cha
 	p->d = call->d;
 	p->c = call->c;
 	p->who = call->who;
-	snprintf(p->peer, sizeof(p->peer), "%s", conn_peer(call->c));
+	peer_key(call->c, p->peer);
 	r = accounts_submit(call->d->accounts, op, pw, len, hash, pending_done, p, &p->job);
 	if (r < 0) {
 		free(p);
@@ -358,7 +379,7 @@ api_auth_login(struct api_call *call)
 	static const char *const fields[] = { "email", "password", NULL };
 	struct accounts *accts = call->d->accounts;
 	struct pending *p;
-	char hash[ACCOUNT_HASH_MAX], email[ACCOUNT_EMAIL_MAX + 1];
+	char hash[ACCOUNT_HASH_MAX], email[ACCOUNT_EMAIL_MAX + 1], peer[64];
 	const char *pw;
 	size_t pwlen;
 	unsigned wait;
@@ -383,8 +404,9 @@ api_auth_login(struct api_call *call)
 		return;
 	}
 	/* refused before any hash is computed */
+	peer_key(call->c, peer);
 	wait = MAX(ratelimit_check(accts->by_email, p->a.email, now_unix_ms()),
-	           ratelimit_check(accts->by_peer, conn_peer(call->c), now_unix_ms()));
+	           ratelimit_check(accts->by_peer, peer, now_unix_ms()));
 	if (wait > 0) {
 		_cleanup_free_ char *hdr = strdup_printf("Retry-After: %u\r\n", wait);
 		free(p);
@@ -408,7 +430,7 @@ api_auth_login(struct api_call *call)
 	 * before any hash ends, cannot pass the limit together */
 	if (r == 0) {
 		(void)ratelimit_fail(accts->by_email, email, now_unix_ms());
-		(void)ratelimit_fail(accts->by_peer, conn_peer(call->c), now_unix_ms());
+		(void)ratelimit_fail(accts->by_peer, peer, now_unix_ms());
 	}
 }
 
@@ -522,7 +544,23 @@ create_account(struct api_call *call, bool by_admin)
 void
 api_auth_register(struct api_call *call)
 {
-	/* the route exists only with --registration on (api.c); it never makes an admin */
+	struct accounts *accts = call->d->accounts;
+	char peer[64];
+	unsigned wait;
+
+	/* the route exists only with --registration on (api.c); it never makes an admin. Each
+	 * attempt counts against the address (five an hour): one client cannot fill the store,
+	 * or the hashing queue everyone's logins wait in */
+	peer_key(call->c, peer);
+	wait = ratelimit_check(accts->register_by_peer, peer, now_unix_ms());
+	if (wait > 0) {
+		_cleanup_free_ char *hdr = strdup_printf("Retry-After: %u\r\n", wait);
+		api_reply_error_headers(
+		        call->c, 429, "rate_limited", hdr,
+		        "too many registrations from this address; retry in %u seconds", wait);
+		return;
+	}
+	(void)ratelimit_fail(accts->register_by_peer, peer, now_unix_ms());
 	create_account(call, false);
 }
 

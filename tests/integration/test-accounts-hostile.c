@@ -334,6 +334,38 @@ test_a_reused_email_inherits_nothing(void **state _unused_)
 	assert_int_equal(harness_stop(&daemon_, SIGTERM), 0);
 }
 
+/* With registration on, one address cannot make accounts without end: each attempt counts
+ * against it like a failed login (five in fifteen minutes), before any hash is computed. */
+static void
+test_registration_is_limited_per_address(void **state _unused_)
+{
+	const char *args[] = { "--registration", "on", NULL };
+	char body[128];
+	json_t *j;
+	char *head = NULL, *retry;
+
+	assert_int_equal(harness_start(&daemon_, fake_bin, args, NULL), 0);
+	for (int i = 0; i < 5; i++) {
+		snprintf(body, sizeof(body),
+		         "{\"email\":\"new%d@example.com\",\"password\":\"long enough one\"}", i);
+		json_decref(call_as(NULL, "POST", "/v1/auth/register", body, 201, NULL));
+	}
+	j = call_as(NULL, "POST", "/v1/auth/register",
+	            "{\"email\":\"new9@example.com\",\"password\":\"long enough one\"}", 429,
+	            &head);
+	assert_string_equal(err_code(j), "rate_limited");
+	json_decref(j);
+	retry = harness_header(head, "Retry-After");
+	assert_non_null(retry);
+	assert_true(retry[0] >= '1' && retry[0] <= '9');
+	free(retry);
+	free(head);
+	/* and nothing was made */
+	j = call_as(NULL, "GET", "/v1/users", NULL, 200, NULL);
+	assert_int_equal(json_array_size(json_object_get(j, "users")), 5);
+	json_decref(j);
+}
+
 int
 main(void)
 {
@@ -344,6 +376,7 @@ main(void)
 		                                stop_daemon),
 		cmocka_unit_test_setup_teardown(test_attach_is_an_upgrade_or_nothing, start_daemon,
 		                                stop_daemon),
+		cmocka_unit_test_teardown(test_registration_is_limited_per_address, stop_daemon),
 		cmocka_unit_test_setup_teardown(test_a_reused_email_inherits_nothing, start_daemon,
 		                                stop_daemon),
 	};
