@@ -30,6 +30,7 @@
 #define READ_CHUNK 16384
 #define LINGER_MS 2000
 #define DRAIN_LOW (64u << 10)
+#define OUT_KEEP (8u << 10) /* an idle connection keeps at most this much output buffer */
 #define LINGER_MAX (1u << 20)
 
 enum conn_state {
@@ -90,6 +91,7 @@ struct conn {
 	void *raw_ctx;
 	bool raw_closing; /* close once the queue is written */
 	bool in_write;    /* a producer is writing: no drain callback back into it */
+	bool revalidate;  /* this response may be kept if revalidated (conn_reply_revalidate) */
 };
 
 static void conn_io(struct loop_source *src, uint32_t events, void *data);
@@ -253,6 +255,10 @@ flush(struct conn *c)
 		buf_consume(&c->out, (size_t)k);
 		progressed = true;
 	}
+	/* all written: a connection that waits (a stream between events, a keep-alive between
+	 * requests) does not go on holding the room its largest write needed */
+	if (buf_avail(&c->out) == 0 && c->out.cap > OUT_KEEP)
+		buf_free(&c->out);
 	if (buf_avail(&c->out) > 0) {
 		if (progressed || !c->deadline)
 			c->deadline = now_mono_ms() + WRITE_TIMEOUT_MS;
@@ -301,14 +307,16 @@ flush(struct conn *c)
 static int
 put_common_headers(struct conn *c, struct buf *out)
 {
-	return buf_puts(out, c->keep_alive ? "Server: sandboxd\r\n"
-	                                     "Cache-Control: no-store\r\n"
-	                                     "X-Content-Type-Options: nosniff\r\n"
-	                                     "Connection: keep-alive\r\n"
-	                                   : "Server: sandboxd\r\n"
-	                                     "Cache-Control: no-store\r\n"
-	                                     "X-Content-Type-Options: nosniff\r\n"
-	                                     "Connection: close\r\n");
+	/* API answers are never stored; the dashboard's files may be, asked again each time */
+	int r = buf_puts(out, c->revalidate ? "Server: sandboxd\r\nCache-Control: no-cache\r\n"
+	                                    : "Server: sandboxd\r\nCache-Control: no-store\r\n");
+
+	c->revalidate = false;
+	return r < 0 ? r
+	             : buf_puts(out, c->keep_alive ? "X-Content-Type-Options: nosniff\r\n"
+	                                             "Connection: keep-alive\r\n"
+	                                           : "X-Content-Type-Options: nosniff\r\n"
+	                                             "Connection: close\r\n");
 }
 
 /* Writes head and body straight from where they are (no copy into c->out) when nothing is
@@ -340,6 +348,14 @@ send_or_queue(struct conn *c, const struct buf *head, const void *body, size_t l
 }
 
 void
+conn_reply_revalidate(struct conn *c, int status, const char *content_type, const void *body,
+                      size_t len, const char *extra_headers)
+{
+	c->revalidate = true;
+	conn_reply(c, status, content_type, body, len, extra_headers);
+}
+
+void
 conn_reply(struct conn *c, int status, const char *content_type, const void *body, size_t len,
            const char *extra_headers)
 {
@@ -362,7 +378,7 @@ conn_reply(struct conn *c, int status, const char *content_type, const void *bod
 		r = buf_printf(&head, "Content-Type: %s\r\n", content_type);
 	if (r >= 0 && extra_headers)
 		r = buf_puts(&head, extra_headers);
-	if (r >= 0 && status != 204)
+	if (r >= 0 && status != 204 && status != 304)
 		r = buf_printf(&head, "Content-Length: %zu\r\n", len);
 	if (r >= 0)
 		r = buf_puts(&head, "\r\n");

@@ -37,6 +37,10 @@ unsigned server_connection_count(const struct server *s);
 /* Response helpers for handlers. Exactly one of reply/stream_start per request. */
 void conn_reply(struct conn *c, int status, const char *content_type, const void *body, size_t len,
                 const char *extra_headers);
+/* conn_reply for a response a client may keep and ask about again ("Cache-Control: no-cache"
+ * rather than the API's "no-store"): the dashboard's files, with an ETag in extra_headers. */
+void conn_reply_revalidate(struct conn *c, int status, const char *content_type, const void *body,
+                           size_t len, const char *extra_headers);
 /* Starts a chunked streaming response; the connection stays open until conn_stream_end or the
  * client goes away. */
 int conn_stream_start(struct conn *c, int status, const char *content_type);

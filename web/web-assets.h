@@ -9,6 +9,7 @@ struct web_asset {
 	const char *type; /* Content-Type */
 	const char *data;
 	size_t len;
+	const char *etag; /* "\"<16 hex>\"": a hash of data */
 };
 
 extern const struct web_asset web_assets[];

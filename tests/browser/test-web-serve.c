@@ -150,8 +150,11 @@ follow(const char *text, const char *quote_prefix, char seen[][64], int nseen)
 		snprintf(seen[nseen++], sizeof(seen[0]), "%s", name);
 		snprintf(path, sizeof(path), "/assets/%s", name);
 		body = get_file(path, type_of(name));
-		if (strstr(name, ".js") || strstr(name, ".mjs"))
+		/* static imports, and the terminal's modules, loaded when a terminal opens */
+		if (strstr(name, ".js") || strstr(name, ".mjs")) {
 			nseen = follow(body, "from './", seen, nseen);
+			nseen = follow(body, "import('./", seen, nseen);
+		}
 		free(body);
 	}
 	return nseen;
@@ -255,6 +258,36 @@ test_refusals(void **state)
 	free(resp);
 }
 
+/* The page's files are kept by the browser and asked about again on every visit: an ETag,
+ * "no-cache", and a bodiless 304 while they are unchanged. API answers are never stored. */
+static void
+test_revalidation(void **state)
+{
+	char *resp = req(NULL, "GET", "/assets/app.js", NULL), *again;
+	char etag[64] = "", hdr[128];
+	const char *p = strstr(resp, "ETag: ");
+
+	harness_expect_in(resp, "Cache-Control: no-cache\r\n");
+	assert_non_null(p);
+	assert_int_equal(sscanf(p, "ETag: %63[^\r]", etag), 1);
+	assert_true(etag[0] == '"' && strlen(etag) == 18);
+	free(resp);
+	snprintf(hdr, sizeof(hdr), "If-None-Match: %s\r\n", etag);
+	again = req(NULL, "GET", "/assets/app.js", hdr);
+	harness_expect_in(again, "HTTP/1.1 304 Not Modified\r\n");
+	harness_expect_in(again, etag);
+	assert_string_equal(body_of(again), "");
+	free(again);
+	/* another file's tag is no match */
+	again = req(NULL, "GET", "/assets/app.css", hdr);
+	harness_expect_in(again, "HTTP/1.1 200 OK\r\n");
+	free(again);
+	again = req(NULL, "GET", "/v1/health", NULL);
+	harness_expect_in(again, "Cache-Control: no-store\r\n");
+	harness_expect_not_in(again, "ETag");
+	free(again);
+}
+
 int
 main(void)
 {
@@ -262,6 +295,7 @@ main(void)
 		cmocka_unit_test(test_page_and_assets),
 		cmocka_unit_test(test_head),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_revalidation),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -5,7 +5,16 @@
 // Ownership is the server's: the page shows what the API answers and nothing more.
 import { api, onUnauthorized, seg, setCsrf } from './api.js';
 import { h, mib, plural, rerender, when } from './dom.js';
-import { TerminalSession } from './terminal.js';
+
+// xterm.js (~340 KiB) loads where a terminal is about to open, not with the list
+let terminalModule = null;
+function loadTerminal() {
+  terminalModule ??= import('./terminal.js').catch((e) => {
+    terminalModule = null;
+    throw e;
+  });
+  return terminalModule;
+}
 
 // states that count against a user's caps (docs/api.md)
 const ACTIVE = ['pending', 'starting', 'running', 'stopping', 'suspended'];
@@ -659,7 +668,7 @@ function sandboxPage(id) {
     if (focus) s.focus();
   }
 
-  function session() {
+  function session(TerminalSession) {
     const s = new TerminalSession(sb.id, { onStatus: () => {
       if (!disposed) renderTabs();
       termArea.dataset.rows = active?.rows ?? '';
@@ -673,7 +682,16 @@ function sandboxPage(id) {
 
   async function newTerminal() {
     newTerm.disabled = true;
-    const s = session();
+    let TerminalSession;
+    try {
+      ({ TerminalSession } = await loadTerminal());
+    } catch (e) {
+      toast(`New terminal: ${e.message}`, 'error');
+      update();
+      return;
+    }
+    if (disposed) return;
+    const s = session(TerminalSession);
     activate(s);
     try {
       // bash when the image has it; /bin/sh is always there
@@ -701,9 +719,11 @@ function sandboxPage(id) {
   async function reattach() {
     if (reattaching) return;
     reattaching = true;
-    let r;
+    let r, TerminalSession;
     try {
       r = await api('GET', `/v1/sandboxes/${seg(sb.id)}/processes`);
+      if (r.processes.some((p) => p.tty && p.state === 'running'))
+        ({ TerminalSession } = await loadTerminal());
     } catch (e) {
       if (e.status !== 409) toast(`Listing terminals: ${e.message}`, 'error');
       return;
@@ -713,7 +733,7 @@ function sandboxPage(id) {
     if (disposed) return;
     for (const p of r.processes) {
       if (!p.tty || p.state !== 'running' || sessions.some((s) => s.pid === p.pid)) continue;
-      const s = session();
+      const s = session(TerminalSession);
       s.attach(p.pid);
     }
     if (sessions.length && !active) activate(sessions[0], false);
