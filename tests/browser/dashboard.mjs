@@ -316,6 +316,17 @@ async function run(browser) {
   const carolRow = page3.locator('tr', { hasText: carol.email });
   await carolRow.waitFor();
   check((await carolRow.textContent()).includes('0 of 1'), 'the new user has a cap of 1');
+  // caps change later: 3, then back to 1
+  await carolRow.locator('button', { hasText: 'Caps' }).click();
+  check((await page3.inputValue('#c-max-sandboxes')) === '1', 'the caps form shows the cap');
+  await page3.fill('#c-max-sandboxes', '3');
+  await page3.press('#c-max-sandboxes', 'Enter');
+  await page3.locator('tr', { hasText: carol.email }).filter({ hasText: '0 of 3' }).waitFor();
+  await page3.locator('tr', { hasText: carol.email }).locator('button', { hasText: 'Caps' })
+    .click();
+  await page3.fill('#c-max-sandboxes', '1');
+  await page3.click('text=Save caps');
+  await page3.locator('tr', { hasText: carol.email }).filter({ hasText: '0 of 1' }).waitFor();
   await shot(page3, '08-users');
   await page3.context().close();
 

@@ -967,11 +967,53 @@ function usersPage() {
       submit.disabled = false;
     }
   });
+  // a user's own caps: a number (0: none), or empty for the server's default
+  const capsForm = h('form', { class: 'panel', hidden: true, 'aria-label': 'Caps' });
+  function editCaps(u) {
+    const own = (id, v) => { const x = capIn(id); x.value = v ?? ''; return x; };
+    const sb = own('c-max-sandboxes', u.caps?.max_sandboxes);
+    const cpus = own('c-max-cpus', u.caps?.max_cpus);
+    const mem = own('c-max-memory', u.caps?.max_memory_mb);
+    const why = h('p', { class: 'error', role: 'alert', hidden: true });
+    const save = h('button', { type: 'submit', class: 'primary' }, 'Save caps');
+    const cancel = h('button', { type: 'button', onclick: () => { capsForm.hidden = true; } },
+      'Cancel');
+    const value = (x) => (x.value === '' ? null : Number(x.value));
+    capsForm.onsubmit = async (ev) => {
+      ev.preventDefault();
+      save.disabled = true;
+      try {
+        // only what was changed: a cap left as shown keeps following the server's
+        // default when it did (USER shows the caps that apply, defaults filled in)
+        const caps = {};
+        for (const [k, x] of [['max_sandboxes', sb], ['max_cpus', cpus],
+          ['max_memory_mb', mem]])
+          if (x.value !== String(u.caps?.[k] ?? '')) caps[k] = value(x);
+        await api('PATCH', `/v1/users/${seg(u.id)}`, { caps });
+        toast(`Caps of ${u.email} saved.`);
+        capsForm.hidden = true;
+        load();
+      } catch (e) {
+        why.textContent = e.message;
+        why.hidden = false;
+      } finally {
+        save.disabled = false;
+      }
+    };
+    rerender(capsForm, h('h2', {}, `Caps of ${u.email}`),
+      h('div', { class: 'row3' }, field('c-max-sandboxes', 'Max active sandboxes', sb),
+        field('c-max-cpus', 'Max CPUs', cpus), field('c-max-memory', 'Max memory (MiB)', mem)),
+      h('p', { class: 'hint' }, 'Empty takes the server default; 0 is no cap. Creates and ' +
+        'starts past a cap are refused; what already runs goes on.'),
+      why, save, ' ', cancel);
+    capsForm.hidden = false;
+    sb.focus();
+  }
   const el = page('Users', h('h1', {}, 'Users'),
     h('section', { class: 'panel' }, h('div', { class: 'table-wrap' }, h('table', {},
       h('thead', {}, h('tr', {}, ['Email', 'Role', 'Status', 'Sandboxes', 'CPUs', 'Memory',
         'Created', 'Actions'].map((t) => h('th', { scope: 'col' }, t)))), body))),
-    form);
+    capsForm, form);
   const of = (n, max) => (max ? `${n} of ${max}` : `${n}`);
   async function load() {
     let r;
@@ -988,7 +1030,9 @@ function usersPage() {
       h('td', { class: 'num' }, of(u.usage?.cpus ?? 0, u.caps?.max_cpus)),
       h('td', { class: 'num' }, of(u.usage?.memory_mb ?? 0, u.caps?.max_memory_mb)),
       h('td', {}, when(u.created_at)),
-      h('td', {}, u.id === app.me.user_id ? h('span', { class: 'hint' }, 'you')
+      h('td', { class: 'actions' }, h('button', { type: 'button', 'data-key': `caps-${u.id}`,
+        onclick: () => editCaps(u) }, 'Caps'), ' ', u.id === app.me.user_id
+        ? h('span', { class: 'hint' }, 'you')
         : h('button', { type: 'button', 'data-key': `disable-${u.id}`,
           onclick: async (ev) => {
             ev.currentTarget.disabled = true;
