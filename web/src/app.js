@@ -317,16 +317,20 @@ const ACTIONS = {
     'stopping', 'stopped', 'suspended', 'failed'], why: 'it is already gone' },
 };
 
+// Why a user's stopped sandbox cannot start again now (their cap), or null.
+function capReached() {
+  if (isAdmin()) return null;
+  const caps = app.me.caps;
+  const n = usage().sandboxes;
+  return caps && caps.max_sandboxes && n >= caps.max_sandboxes
+    ? `cap reached: ${n} of ${caps.max_sandboxes} active sandboxes` : null;
+}
+
 function actionButtons(sb) {
   const busy = app.busy.get(sb.id); // the action under way, if any
   return h('div', { class: 'actions' }, Object.entries(ACTIONS).map(([name, a]) => {
     let why = a.ok.includes(sb.state) ? null : a.why;
-    if (name === 'start' && !why && !isAdmin()) {
-      const caps = app.me.caps;
-      const n = usage().sandboxes;
-      if (caps && caps.max_sandboxes && n >= caps.max_sandboxes)
-        why = `cap reached: ${n} of ${caps.max_sandboxes} active sandboxes`;
-    }
+    if (name === 'start' && !why) why = capReached();
     if (busy) why = ACTIONS[busy].busy;
     const confirm = name === 'delete' && confirming.has(sb.id) && !why;
     const text = busy === name ? a.busy : confirm ? `Delete ${label(sb)}?` : a.text;
@@ -428,8 +432,23 @@ function listPage() {
         : 'You have no sandboxes yet. Launch one to get a terminal in a microVM.'));
       return;
     }
-    rerender(list, sbs.map(card));
+    // a card is built again only when what it shows changed: its sandbox (a new object per
+    // event), an action under way, a delete waiting for its second press, or the cap that
+    // may disable Start; an event about one sandbox rebuilds one card, not a hundred
+    const cap = capReached() || '';
+    const sig = (sb) => `${app.busy.get(sb.id) || ''}|${confirming.has(sb.id)}|` +
+      `${sb.state === 'stopped' ? cap : ''}`;
+    const els = sbs.map((sb) => {
+      const c = cards.get(sb.id);
+      if (c && c.sb === sb && c.sig === sig(sb)) return c.el;
+      const fresh = { sb, sig: sig(sb), el: card(sb) };
+      cards.set(sb.id, fresh);
+      return fresh.el;
+    });
+    for (const id of cards.keys()) if (!app.sandboxes.has(id)) cards.delete(id);
+    rerender(list, els);
   }
+  const cards = new Map(); // id -> { sb, sig, el }
   update();
   return { el, update };
 }
