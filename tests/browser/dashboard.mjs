@@ -29,7 +29,8 @@ const PHONE = { width: 390, height: 844 };
 const BOOT_MS = 90000; // a boot under TCG on a loaded 2-core machine
 
 mkdirSync(ART, { recursive: true });
-for (const f of readdirSync(ART)) if (f.endsWith('.png')) unlinkSync(path.join(ART, f));
+// its own screenshots (NN-name.png) from an earlier run; others' (egress-events.png) stay
+for (const f of readdirSync(ART)) if (/^\d\d-.*\.png$/.test(f)) unlinkSync(path.join(ART, f));
 const started = Date.now();
 const problems = []; // uncaught errors in any page
 let current = 'start';
