@@ -101,75 +101,6 @@ restart_if_asked(void)
 		fprintf(stderr, "cannot write %s\n", done);
 }
 
-/* Runs node SCRIPT with env in its own process group; kills the group (Chromium included)
- * when it runs past NODE_TIMEOUT_S, and afterwards in any case. Returns its exit code. */
-static int
-run_node(const char *script, char **env)
-{
-	time_t deadline = time(NULL) + NODE_TIMEOUT_S;
-	pid_t pid = fork();
-	int status;
-
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		char *argv[] = { "node", (char *)script, NULL };
-		setpgid(0, 0);
-		execvpe("node", argv, env);
-		_exit(127);
-	}
-	setpgid(pid, pid);
-	for (;;) {
-		pid_t r = waitpid(pid, &status, WNOHANG);
-		if (r == pid)
-			break;
-		if (r < 0 && errno != EINTR)
-			return -1;
-		restart_if_asked();
-		if (time(NULL) > deadline) {
-			fprintf(stderr, "dashboard.mjs ran past %d s: killed\n", NODE_TIMEOUT_S);
-			kill(-pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			return -1;
-		}
-		usleep(200 * 1000);
-	}
-	kill(-pid, SIGKILL); /* a browser left behind */
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/* Deletes every sandbox the daemon has (the operator, over the socket). A failure is
- * reported, not fatal: harness_cleanup kills what is left. */
-static int
-delete_all(void)
-{
-	char *text = NULL;
-	json_t *list, *sb;
-	size_t i;
-	int failed = 0;
-
-	if (harness_http_timeout(p.sock, "GET", "/v1/sandboxes", NULL, 30000, &text) != 200) {
-		fprintf(stderr, "GET /v1/sandboxes: %s\n", text ? text : "no answer");
-		free(text);
-		return -1;
-	}
-	list = json_loads(text, 0, NULL);
-	free(text);
-	json_array_foreach (json_object_get(list, "sandboxes"), i, sb) {
-		char path[128], *body = NULL;
-		int st;
-		snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(sb, "id"));
-		st = harness_http_timeout(p.sock, "DELETE", path, NULL, 120000, &body);
-		if (st != 204) {
-			fprintf(stderr, "DELETE %s: %d %s\n", path, st, body ? body : "");
-			failed++;
-		}
-		free(body);
-	}
-	json_decref(list);
-	return failed ? -1 : 0;
-}
-
 int
 main(void)
 {
@@ -246,7 +177,10 @@ main(void)
 			env[n++] = vars[i];
 		env[n] = NULL;
 		snprintf(script, sizeof(script), "%s/dashboard.mjs", src);
-		rc = run_node(script, env);
+		{
+			char *argv[] = { "node", script, NULL };
+			rc = harness_run_group(argv, env, NODE_TIMEOUT_S, restart_if_asked);
+		}
 		free(env);
 		if (rc != 0) {
 			fprintf(stderr, "dashboard.mjs failed (exit %d)\n", rc);
@@ -254,7 +188,7 @@ main(void)
 		}
 	}
 
-	if (delete_all() < 0)
+	if (harness_delete_all(p.sock) < 0)
 		ok = 0;
 	if (!restarted_ok)
 		ok = 0;

@@ -276,81 +276,6 @@ setup(char *id, size_t id_size)
 	return create_as_user(id, id_size);
 }
 
-/* Runs egress-dashboard.mjs with node in NAME-host (where 127.0.0.1 is sandboxd's), in a
- * process group of its own, killed when it runs past NODE_TIMEOUT_S and afterwards in any
- * case (a Chromium left behind is killed with the namespace too). Its exit code. */
-static int
-run_node(char **env)
-{
-	char script[400];
-	time_t deadline = time(NULL) + NODE_TIMEOUT_S;
-	pid_t pid;
-	int status;
-
-	snprintf(script, sizeof(script), "%s/egress-dashboard.mjs", src);
-	pid = fork();
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		char netns_sh[400];
-		snprintf(netns_sh, sizeof(netns_sh), "%s/netns.sh", src);
-		char *argv[] = { "sh",   netns_sh, "exec-host", (char *)netns,
-			         resolv, "node",   script,      NULL };
-		setpgid(0, 0);
-		execve("/bin/sh", argv, env);
-		_exit(127);
-	}
-	setpgid(pid, pid);
-	for (;;) {
-		pid_t r = waitpid(pid, &status, WNOHANG);
-		if (r == pid)
-			break;
-		if (r < 0 && errno != EINTR)
-			return -1;
-		if (time(NULL) > deadline) {
-			fprintf(stderr, "egress-dashboard.mjs ran past %d s: killed\n",
-			        NODE_TIMEOUT_S);
-			kill(-pid, SIGKILL);
-			waitpid(pid, &status, 0);
-			return -1;
-		}
-		usleep(200 * 1000);
-	}
-	kill(-pid, SIGKILL);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/* Deletes every sandbox (the operator, over the socket); -1 when one would not go. */
-static int
-delete_all(void)
-{
-	char *text = NULL;
-	json_t *list, *sb;
-	size_t i;
-	int failed = 0;
-
-	if (harness_http_timeout(p.sock, "GET", "/v1/sandboxes", NULL, 30000, &text) != 200) {
-		fprintf(stderr, "GET /v1/sandboxes: %s\n", text ? text : "no answer");
-		free(text);
-		return -1;
-	}
-	list = json_loads(text, 0, NULL);
-	free(text);
-	json_array_foreach (json_object_get(list, "sandboxes"), i, sb) {
-		char path[128], *body = NULL;
-		int st;
-		snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(sb, "id"));
-		st = harness_http_timeout(p.sock, "DELETE", path, NULL, 120000, &body);
-		if (st != 204) {
-			fprintf(stderr, "DELETE %s: %d %s\n", path, st, body ? body : "");
-			failed++;
-		}
-		free(body);
-	}
-	json_decref(list);
-	return failed ? -1 : 0;
-}
-
 int
 main(void)
 {
@@ -405,7 +330,16 @@ main(void)
 		for (int i = 0; i < 6; i++)
 			env[n++] = vars[i];
 		env[n] = NULL;
-		rc = run_node(env);
+		{
+			/* in NAME-host, where 127.0.0.1 is sandboxd's (a Chromium left behind goes
+			 * with the namespace too) */
+			char script[400], netns_sh[400];
+			snprintf(script, sizeof(script), "%s/egress-dashboard.mjs", src);
+			snprintf(netns_sh, sizeof(netns_sh), "%s/netns.sh", src);
+			char *argv[] = { "sh",   netns_sh, "exec-host", (char *)netns,
+				         resolv, "node",   script,      NULL };
+			rc = harness_run_group(argv, env, NODE_TIMEOUT_S, NULL);
+		}
 		free(env);
 		if (rc != 0) {
 			fprintf(stderr, "egress-dashboard.mjs failed (exit %d)\n", rc);
@@ -414,7 +348,7 @@ main(void)
 	}
 
 	if (p.pid > 0) {
-		if (delete_all() < 0)
+		if (harness_delete_all(p.sock) < 0)
 			ok = 0;
 		if (!ok)
 			print_log();

@@ -842,3 +842,68 @@ harness_expect_not_in(const char *out, const char *needle)
 	if (strstr(out, needle))
 		fail_msg("did not expect '%s' in the output:\n%s", needle, out);
 }
+
+int
+harness_run_group(char *const *argv, char **env, int timeout_s, void (*tick)(void))
+{
+	time_t deadline = time(NULL) + timeout_s;
+	pid_t pid = fork();
+	int status;
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		setpgid(0, 0);
+		execvpe(argv[0], argv, env);
+		_exit(127);
+	}
+	setpgid(pid, pid);
+	for (;;) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+		if (r == pid)
+			break;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (tick)
+			tick();
+		if (time(NULL) > deadline) {
+			fprintf(stderr, "harness: %s ran past %d s: killed\n", argv[0], timeout_s);
+			kill(-pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			return -1;
+		}
+		usleep(200 * 1000);
+	}
+	kill(-pid, SIGKILL);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int
+harness_delete_all(const char *sock)
+{
+	char *text = NULL;
+	json_t *list, *sb;
+	size_t i;
+	int failed = 0;
+
+	if (harness_http_timeout(sock, "GET", "/v1/sandboxes", NULL, 30000, &text) != 200) {
+		fprintf(stderr, "GET /v1/sandboxes: %s\n", text ? text : "no answer");
+		free(text);
+		return -1;
+	}
+	list = json_loads(text, 0, NULL);
+	free(text);
+	json_array_foreach (json_object_get(list, "sandboxes"), i, sb) {
+		char path[128], *body = NULL;
+		int st;
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(sb, "id"));
+		st = harness_http_timeout(sock, "DELETE", path, NULL, 120000, &body);
+		if (st != 204) {
+			fprintf(stderr, "DELETE %s: %d %s\n", path, st, body ? body : "");
+			failed++;
+		}
+		free(body);
+	}
+	json_decref(list);
+	return failed ? -1 : 0;
+}

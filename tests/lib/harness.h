@@ -130,3 +130,13 @@ bool harness_file_contains(const char *path, const char *needle);
 
 /* A free TCP port on 127.0.0.1. */
 int harness_free_port(void);
+
+/* Runs argv (argv[0] searched in PATH) with env in a process group of its own, calling tick
+ * (may be NULL) every 200 ms while it runs. The group is killed when it runs past timeout_s
+ * (said on stderr), and afterwards in any case (a browser it left behind). Returns its exit
+ * code, 128 + the signal that ended it, or -1. */
+int harness_run_group(char *const *argv, char **env, int timeout_s, void (*tick)(void));
+
+/* Deletes every sandbox the operator sees over sock (each DELETE waits up to 120 s). A failed
+ * one is said on stderr; returns -1 when any would not go. */
+int harness_delete_all(const char *sock);
