@@ -768,6 +768,32 @@ harness_json_timeout(const char *sock_path, const char *method, const char *path
 	return j;
 }
 
+json_t *
+harness_json_headers(const char *sock_path, const char *hdrs, const char *method, const char *path,
+                     const char *body, int want_status, char **ret_head)
+{
+	char *head = NULL, *out = NULL;
+	int status = harness_http_headers(sock_path, method, path, hdrs, body, &head, &out);
+	json_t *j;
+
+	if (status != want_status) {
+		/* fail_msg jumps out: nothing of this call may stay allocated */
+		char said[2048];
+		snprintf(said, sizeof(said), "%s", out && *out ? out : "(no answer)");
+		free(out);
+		free(head);
+		fail_msg("%s %s %s: expected %d, got %d: %s", method, path, body ? body : "",
+		         want_status, status, said);
+	}
+	j = out && *out ? json_loads(out, 0, NULL) : NULL;
+	free(out);
+	if (ret_head)
+		*ret_head = head;
+	else
+		free(head);
+	return j;
+}
+
 const char *
 harness_str(json_t *obj, const char *key)
 {

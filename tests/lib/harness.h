@@ -113,6 +113,12 @@ struct json_t *harness_json(const char *sock_path, const char *method, const cha
                             const char *body, int want_status);
 struct json_t *harness_json_timeout(const char *sock_path, const char *method, const char *path,
                                     const char *body, int timeout_ms, int want_status);
+/* harness_json with extra request headers hdrs ("Name: value\r\n"..., NULL: none, so the
+ * unix-socket peer: the operator); when ret_head is given it gets the response head (caller
+ * frees). */
+struct json_t *harness_json_headers(const char *sock_path, const char *hdrs, const char *method,
+                                    const char *path, const char *body, int want_status,
+                                    char **ret_head);
 /* A string member of a JSON object, or NULL. */
 const char *harness_str(struct json_t *obj, const char *key);
 

@@ -112,25 +112,7 @@ static json_t *
 call(const char *hdrs, const char *method, const char *path, const char *body, int want,
      char **ret_head)
 {
-	char *head = NULL, *out = NULL;
-	int status = harness_http_headers(p.sock, method, path, hdrs, body, &head, &out);
-	json_t *j;
-
-	if (status != want) {
-		char said[2048];
-		snprintf(said, sizeof(said), "%s", out && *out ? out : "(no answer)");
-		free(out);
-		free(head);
-		fail_msg("%s %s %s: expected %d, got %d: %s", method, path, body ? body : "", want,
-		         status, said);
-	}
-	j = out && *out ? json_loads(out, 0, NULL) : NULL;
-	free(out);
-	if (ret_head)
-		*ret_head = head;
-	else
-		free(head);
-	return j;
+	return harness_json_headers(p.sock, hdrs, method, path, body, want, ret_head);
 }
 
 /* The operator makes the user; the user logs in and makes keys A and B with the session. */
