@@ -91,7 +91,6 @@ struct conn {
 	void *raw_ctx;
 	bool raw_closing; /* close once the queue is written */
 	bool in_write;    /* a producer is writing: no drain callback back into it */
-	bool revalidate;  /* this response may be kept if revalidated (conn_reply_revalidate) */
 };
 
 static void conn_io(struct loop_source *src, uint32_t events, void *data);
@@ -304,19 +303,15 @@ flush(struct conn *c)
 
 /* ---- responses ---- */
 
+/* API answers are never stored (no-store); the dashboard's files may be, asked about again
+ * each time (no-cache). */
 static int
-put_common_headers(struct conn *c, struct buf *out)
+put_common_headers(struct conn *c, struct buf *out, const char *cache_control)
 {
-	/* API answers are never stored; the dashboard's files may be, asked again each time */
-	int r = buf_puts(out, c->revalidate ? "Server: sandboxd\r\nCache-Control: no-cache\r\n"
-	                                    : "Server: sandboxd\r\nCache-Control: no-store\r\n");
-
-	c->revalidate = false;
-	return r < 0 ? r
-	             : buf_puts(out, c->keep_alive ? "X-Content-Type-Options: nosniff\r\n"
-	                                             "Connection: keep-alive\r\n"
-	                                           : "X-Content-Type-Options: nosniff\r\n"
-	                                             "Connection: close\r\n");
+	return buf_printf(out,
+	                  "Server: sandboxd\r\nCache-Control: %s\r\n"
+	                  "X-Content-Type-Options: nosniff\r\nConnection: %s\r\n",
+	                  cache_control, c->keep_alive ? "keep-alive" : "close");
 }
 
 /* Writes head and body straight from where they are (no copy into c->out) when nothing is
@@ -347,17 +342,9 @@ send_or_queue(struct conn *c, const struct buf *head, const void *body, size_t l
 	return 0;
 }
 
-void
-conn_reply_revalidate(struct conn *c, int status, const char *content_type, const void *body,
-                      size_t len, const char *extra_headers)
-{
-	c->revalidate = true;
-	conn_reply(c, status, content_type, body, len, extra_headers);
-}
-
-void
-conn_reply(struct conn *c, int status, const char *content_type, const void *body, size_t len,
-           const char *extra_headers)
+static void
+reply(struct conn *c, int status, const char *content_type, const void *body, size_t len,
+      const char *extra_headers, const char *cache_control)
 {
 	_cleanup_buf_ struct buf head = BUF_INIT(16384);
 	int r;
@@ -373,7 +360,7 @@ conn_reply(struct conn *c, int status, const char *content_type, const void *bod
 	c->state = CONN_WRITING;
 	r = http_put_status_line(&head, status);
 	if (r >= 0)
-		r = put_common_headers(c, &head);
+		r = put_common_headers(c, &head, cache_control);
 	if (r >= 0 && content_type)
 		r = buf_printf(&head, "Content-Type: %s\r\n", content_type);
 	if (r >= 0 && extra_headers)
@@ -394,6 +381,20 @@ conn_reply(struct conn *c, int status, const char *content_type, const void *bod
 	flush(c);
 }
 
+void
+conn_reply(struct conn *c, int status, const char *content_type, const void *body, size_t len,
+           const char *extra_headers)
+{
+	reply(c, status, content_type, body, len, extra_headers, "no-store");
+}
+
+void
+conn_reply_revalidate(struct conn *c, int status, const char *content_type, const void *body,
+                      size_t len, const char *extra_headers)
+{
+	reply(c, status, content_type, body, len, extra_headers, "no-cache");
+}
+
 int
 conn_stream_start(struct conn *c, int status, const char *content_type)
 {
@@ -405,7 +406,7 @@ conn_stream_start(struct conn *c, int status, const char *content_type)
 	c->deadline = 0;
 	if (http_put_status_line(&c->out, status) < 0)
 		return -ENOMEM;
-	(void)put_common_headers(c, &c->out);
+	(void)put_common_headers(c, &c->out, "no-store");
 	(void)buf_printf(&c->out, "Content-Type: %s\r\n", content_type);
 	if (c->chunked)
 		(void)buf_puts(&c->out, "Transfer-Encoding: chunked\r\n");
