@@ -70,6 +70,7 @@ struct sandbox_usage {
 	unsigned sandboxes;
 	unsigned cpus;
 	unsigned memory_mb;
+	unsigned running; /* of those, how many are running */
 };
 void api_usage(struct sandboxd *d, const char *owner, struct sandbox_usage *u);
 

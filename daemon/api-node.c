@@ -21,20 +21,14 @@ void
 api_node_get(struct api_call *call)
 {
 	struct sandboxd *d = call->d;
-	struct sandbox_usage all, running = { 0 };
+	struct sandbox_usage all;
 	unsigned cpus, memory_mb;
 	json_t *images = images_list_json(d), *names = json_array(), *v;
-	struct list_node *n;
 	size_t i;
 
 	/* a user learns only the node's totals, never whose sandboxes hold what */
 	host_capacity(&cpus, &memory_mb);
 	api_usage(d, NULL, &all);
-	LIST_FOREACH (n, &d->reg.all) {
-		const struct sandbox *sb = list_entry(n, struct sandbox, by_created);
-		if (sb->state == SANDBOX_RUNNING)
-			running.sandboxes++;
-	}
 	if (!images || !names) {
 		json_decref(images);
 		json_decref(names);
@@ -57,6 +51,6 @@ api_node_get(struct api_call *call)
 	                  (json_int_t)(all.memory_mb < memory_mb ? memory_mb - all.memory_mb : 0),
 	                  "allocated", "sandboxes", (json_int_t)all.sandboxes, "cpus",
 	                  (json_int_t)all.cpus, "memory_mb", (json_int_t)all.memory_mb, "running",
-	                  (json_int_t)running.sandboxes, "pooled", 0, "images", names, "labels",
+	                  (json_int_t)all.running, "pooled", 0, "images", names, "labels",
 	                  "cordoned", false));
 }

@@ -294,6 +294,7 @@ api_usage(struct sandboxd *d, const char *owner, struct sandbox_usage *u)
 		u->sandboxes++;
 		u->cpus += sb->cpus;
 		u->memory_mb += sb->memory_mb;
+		u->running += sb->state == SANDBOX_RUNNING;
 	}
 	/* creates waiting for their image are not in the registry yet, but will be */
 	LIST_FOREACH (n, &d->create_waits) {

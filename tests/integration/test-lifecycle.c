@@ -14,6 +14,10 @@
 #include <unistd.h>
 #include "harness.h"
 
+#ifndef MAX
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#endif
+
 static bool
 streq_safe(const char *a, const char *b)
 {
@@ -190,6 +194,64 @@ test_list_follows_every_change(void **state)
 	json_decref(a);
 }
 
+static long
+num(json_t *node, const char *group, const char *key)
+{
+	json_t *g = group ? json_object_get(node, group) : node;
+	json_t *v = json_object_get(g, key);
+
+	assert_true(json_is_integer(v));
+	return (long)json_integer_value(v);
+}
+
+/* GET /v1/node: what active sandboxes hold is counted as they start and stop, and free is
+ * capacity less that (never below zero). */
+static void
+test_node_counts_what_sandboxes_hold(void **state)
+{
+	json_t *before = harness_json(p.sock, "GET", "/v1/node", NULL, 200), *after, *a, *b;
+	long cap_cpus = num(before, "capacity", "cpus"),
+	     cap_mem = num(before, "capacity", "memory_mb");
+	char path[128];
+
+	assert_true(cap_cpus >= 1 && cap_mem > 0);
+	assert_true(json_is_false(json_object_get(before, "cordoned")));
+	a = harness_json(p.sock, "POST", "/v1/sandboxes", "{\"cpus\":1,\"memory_mb\":256}", 201);
+	b = harness_json(p.sock, "POST", "/v1/sandboxes", "{\"cpus\":2,\"memory_mb\":512}", 201);
+	after = harness_json(p.sock, "GET", "/v1/node", NULL, 200);
+	assert_int_equal(num(after, "allocated", "sandboxes"),
+	                 num(before, "allocated", "sandboxes") + 2);
+	assert_int_equal(num(after, "allocated", "cpus"), num(before, "allocated", "cpus") + 3);
+	assert_int_equal(num(after, "allocated", "memory_mb"),
+	                 num(before, "allocated", "memory_mb") + 768);
+	assert_int_equal(num(after, NULL, "running"), num(before, NULL, "running") + 2);
+	assert_int_equal(num(after, "free", "cpus"),
+	                 MAX(0, cap_cpus - num(after, "allocated", "cpus")));
+	assert_int_equal(num(after, "free", "memory_mb"),
+	                 MAX(0, cap_mem - num(after, "allocated", "memory_mb")));
+	json_decref(after);
+	/* a stopped sandbox holds nothing */
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/stop", harness_str(b, "id"));
+	json_decref(harness_json(p.sock, "POST", path, NULL, 200));
+	after = harness_json(p.sock, "GET", "/v1/node", NULL, 200);
+	assert_int_equal(num(after, "allocated", "sandboxes"),
+	                 num(before, "allocated", "sandboxes") + 1);
+	assert_int_equal(num(after, "allocated", "cpus"), num(before, "allocated", "cpus") + 1);
+	assert_int_equal(num(after, NULL, "running"), num(before, NULL, "running") + 1);
+	json_decref(after);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(a, "id"));
+	json_decref(harness_json(p.sock, "DELETE", path, NULL, 204));
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(b, "id"));
+	json_decref(harness_json(p.sock, "DELETE", path, NULL, 204));
+	after = harness_json(p.sock, "GET", "/v1/node", NULL, 200);
+	assert_int_equal(num(after, "allocated", "sandboxes"),
+	                 num(before, "allocated", "sandboxes"));
+	json_decref(after);
+	json_decref(before);
+	json_decref(a);
+	json_decref(b);
+}
+
 int
 main(void)
 {
@@ -199,6 +261,7 @@ main(void)
 		cmocka_unit_test(test_delete_and_stop_while_booting),
 		cmocka_unit_test(test_lifetime_and_idle_timeout),
 		cmocka_unit_test(test_list_follows_every_change),
+		cmocka_unit_test(test_node_counts_what_sandboxes_hold),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
