@@ -43,6 +43,24 @@ const toasts = document.getElementById('toasts');
 
 // ---- small pieces ----
 
+// A form's submit: the button disabled (and relabelled busy) while fn runs; a failure's
+// message (what describe says of it) shown in `error`. The button comes back either way.
+async function submitting(button, error, busy, fn, describe = (e) => e.message) {
+  const text = button.textContent;
+  button.disabled = true;
+  if (busy) button.textContent = busy;
+  error.hidden = true;
+  try {
+    await fn();
+  } catch (e) {
+    error.textContent = describe(e);
+    error.hidden = false;
+  } finally {
+    button.disabled = false;
+    button.textContent = text;
+  }
+}
+
 function toast(text, kind = 'info') {
   const t = h('div', { class: `toast ${kind}`, role: kind === 'error' ? 'alert' : 'status' },
     text);
@@ -180,24 +198,18 @@ function showLogin(message) {
     error, submit);
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
-    submit.disabled = true;
-    submit.textContent = 'Signing in…';
-    error.hidden = true;
-    try {
+    await submitting(submit, error, 'Signing in…', async () => {
       const r = await api('POST', '/v1/auth/login',
         { email: email.value.trim(), password: password.value }, { quiet401: true });
       setCsrf(r.csrf_token);
       const me = await api('GET', '/v1/whoami');
       if (!me.csrf_token) me.csrf_token = r.csrf_token;
       await signedIn(me);
-    } catch (e) {
-      error.textContent = e.status === 429 && e.retryAfter
-        ? `${e.message} (try again in ${e.retryAfter} s)` : e.message;
-      error.hidden = false;
-      submit.disabled = false;
-      submit.textContent = 'Sign in';
+    }, (e) => {
       password.select();
-    }
+      return e.status === 429 && e.retryAfter
+        ? `${e.message} (try again in ${e.retryAfter} s)` : e.message;
+    });
   });
   rerender(main, form);
   email.focus();
@@ -539,7 +551,6 @@ function launchPage() {
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     if (launchBlocked()) return;
-    error.hidden = true;
     const body = {
       wait: false,
       cpus: Number(cpus.value),
@@ -557,19 +568,12 @@ function launchPage() {
       if (k) env[k] = v;
     }
     if (Object.keys(env).length) body.env = env;
-    submit.disabled = true;
-    submit.textContent = 'Launching…';
-    try {
+    await submitting(submit, error, 'Launching…', async () => {
       const sb = await api('POST', '/v1/sandboxes', body);
       app.sandboxes.set(sb.id, sb);
       toast(`Launching ${label(sb)}: ${sb.state}.`);
       location.hash = '#/';
-    } catch (e) {
-      error.textContent = e.message;
-      error.hidden = false;
-      submit.disabled = false;
-      submit.textContent = 'Launch';
-    }
+    });
   });
   const el = page('Launch', h('h1', {}, 'Launch a sandbox'), form);
   function update() {
@@ -966,25 +970,18 @@ function usersPage() {
     error, submit);
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
-    error.hidden = true;
     const body = { email: email.value.trim(), password: password.value, role: role.value };
     const caps = {};
     if (maxSb.value !== '') caps.max_sandboxes = Number(maxSb.value);
     if (maxCpus.value !== '') caps.max_cpus = Number(maxCpus.value);
     if (maxMem.value !== '') caps.max_memory_mb = Number(maxMem.value);
     if (Object.keys(caps).length) body.caps = caps;
-    submit.disabled = true;
-    try {
+    await submitting(submit, error, null, async () => {
       const u = await api('POST', '/v1/users', body);
       toast(`Created ${u.email} (${u.role}).`);
       form.reset();
       load();
-    } catch (e) {
-      error.textContent = e.message;
-      error.hidden = false;
-    } finally {
-      submit.disabled = false;
-    }
+    });
   });
   // a user's own caps: a number (0: none), or empty for the server's default
   const capsForm = h('form', { class: 'panel', hidden: true, 'aria-label': 'Caps' });
@@ -1000,8 +997,7 @@ function usersPage() {
     const value = (x) => (x.value === '' ? null : Number(x.value));
     capsForm.onsubmit = async (ev) => {
       ev.preventDefault();
-      save.disabled = true;
-      try {
+      await submitting(save, why, null, async () => {
         // only what was changed: a cap left as shown keeps following the server's
         // default when it did (USER shows the caps that apply, defaults filled in)
         const caps = {};
@@ -1012,12 +1008,7 @@ function usersPage() {
         toast(`Caps of ${u.email} saved.`);
         capsForm.hidden = true;
         load();
-      } catch (e) {
-        why.textContent = e.message;
-        why.hidden = false;
-      } finally {
-        save.disabled = false;
-      }
+      });
     };
     rerender(capsForm, h('h2', {}, `Caps of ${u.email}`),
       h('div', { class: 'row3' }, field('c-max-sandboxes', 'Max active sandboxes', sb),
