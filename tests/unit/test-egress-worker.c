@@ -1030,6 +1030,32 @@ http_get(const char *host, const char *path, ssize_t *ret_len)
 	return out;
 }
 
+/* A request for host from the guest passes: the server's answer names host, and the proxy
+ * reports it allowed (for this reason, when one is given). */
+static void
+expect_get_allowed(const char *host, const char *reason)
+{
+	_cleanup_free_ char *want = strdup_printf("host=%s", host);
+	ssize_t n;
+	char *r = http_get(host, "/", &n);
+
+	harness_expect_in(r, want);
+	free(r);
+	json_decref(expect_event("http", host, "allowed", reason));
+}
+
+/* A request for host from the guest is closed without an answer, and the proxy reports it
+ * denied for this reason. */
+static void
+expect_get_denied(const char *host, const char *reason)
+{
+	ssize_t n;
+
+	free(http_get(host, "/", &n));
+	assert_int_equal(n, 0);
+	json_decref(expect_event("http", host, "denied", reason));
+}
+
 static char *
 hosts_seen(void)
 {
@@ -1264,13 +1290,8 @@ test_http_allowed_and_denied(void **state)
 	json_decref(e);
 
 	/* a wildcard allows, a deny entry under it wins */
-	char *r = http_get("good.wild.test", "/", &n);
-	harness_expect_in(r, "host=good.wild.test");
-	free(r);
-	json_decref(expect_event("http", "good.wild.test", "allowed", "on the allow list"));
-	free(http_get("bad.wild.test", "/", &n));
-	assert_int_equal(n, 0);
-	json_decref(expect_event("http", "bad.wild.test", "denied", "on the deny list"));
+	expect_get_allowed("good.wild.test", "on the allow list");
+	expect_get_denied("bad.wild.test", "on the deny list");
 
 	/* no Host at all */
 	fd = dial_proxy(GUEST);
@@ -1279,7 +1300,7 @@ test_http_allowed_and_denied(void **state)
 	close(fd);
 	json_decref(expect_event("http", NULL, "denied", NULL));
 
-	r = hosts_seen();
+	char *r = hosts_seen();
 	harness_expect_in(r, "www.allowed.test");
 	harness_expect_in(r, "good.wild.test");
 	harness_expect_not_in(r, "unlisted.test");
@@ -1306,11 +1327,7 @@ test_unknown_source(void **state)
 	assert_true(now_mono_ms() - t0 < HANDSHAKE_MS);
 
 	/* the same from the guest passes */
-	ssize_t n;
-	char *r = http_get("www.allowed.test", "/", &n);
-	harness_expect_in(r, "host=www.allowed.test");
-	free(r);
-	json_decref(expect_event("http", "www.allowed.test", "allowed", NULL));
+	expect_get_allowed("www.allowed.test", NULL);
 	expect_no_events();
 }
 
@@ -1456,14 +1473,8 @@ test_refused_addresses(void **state)
 
 	/* an allowed name resolving only to 127.0.0.1, or to this host's own address, where a
 	 * listener waits: refused before any dial */
-	free(http_get("loop.allowed.test", "/", &n));
-	assert_int_equal(n, 0);
-	json_decref(expect_event("http", "loop.allowed.test", "denied",
-	                         "resolves only to refused addresses"));
-	free(http_get("own.allowed.test", "/", &n));
-	assert_int_equal(n, 0);
-	json_decref(expect_event("http", "own.allowed.test", "denied",
-	                         "resolves only to refused addresses"));
+	expect_get_denied("loop.allowed.test", "resolves only to refused addresses");
+	expect_get_denied("own.allowed.test", "resolves only to refused addresses");
 	assert_false(trap_reached());
 
 	/* an allowed name that does not resolve: reported, nothing dialled */
@@ -1500,17 +1511,13 @@ test_refused_log_rate(void **state)
 	const unsigned tries = 200;
 	unsigned before;
 	uint64_t t0, secs;
-	ssize_t n;
 	(void)state;
 	NEED_NS();
 
 	before = log_lines_with("127.0.0.1");
 	t0 = now_mono_ms();
 	for (unsigned i = 0; i < tries; i++) {
-		free(http_get("loop.allowed.test", "/", &n));
-		assert_int_equal(n, 0);
-		json_decref(expect_event("http", "loop.allowed.test", "denied",
-		                         "resolves only to refused addresses"));
+		expect_get_denied("loop.allowed.test", "resolves only to refused addresses");
 	}
 	secs = (now_mono_ms() - t0) / 1000 + 1;
 	/* the control: it is logged at all, with the address */
@@ -1527,30 +1534,19 @@ test_refused_log_rate(void **state)
 static void
 test_local_routes(void **state)
 {
-	char *r;
-	ssize_t n;
 	(void)state;
 	NEED_NS();
 
 	ctl_send(POLICY(ALLOW ",\"anyip.allowed.test\",\"fresh.allowed.test\""));
 	assert_int_equal(sh("ip route add local " ANYIP "/32 dev lo"), 0);
-	free(http_get("anyip.allowed.test", "/", &n));
-	assert_int_equal(n, 0);
-	json_decref(expect_event("http", "anyip.allowed.test", "denied",
-	                         "resolves only to refused addresses"));
+	expect_get_denied("anyip.allowed.test", "resolves only to refused addresses");
 	assert_false(trap_reached());
 
 	/* the control: a name of the internet passes (and the host's addresses were just
 	 * looked at); then the host gets one more, and a name resolving to it is refused */
-	r = http_get("www.allowed.test", "/", &n);
-	harness_expect_in(r, "host=www.allowed.test");
-	free(r);
-	json_decref(expect_event("http", "www.allowed.test", "allowed", NULL));
+	expect_get_allowed("www.allowed.test", NULL);
 	assert_int_equal(sh("ip addr add " FRESH "/32 dev lo"), 0);
-	free(http_get("fresh.allowed.test", "/", &n));
-	assert_int_equal(n, 0);
-	json_decref(expect_event("http", "fresh.allowed.test", "denied",
-	                         "resolves only to refused addresses"));
+	expect_get_denied("fresh.allowed.test", "resolves only to refused addresses");
 	assert_false(trap_reached());
 
 	assert_int_equal(
@@ -1706,10 +1702,7 @@ test_guest_clash(void **state)
 
 	/* sandboxd's next set for it is taken (the other one was not kept either) */
 	ctl_send(POLICY(ALLOW));
-	char *r = http_get("www.allowed.test", "/", &n);
-	harness_expect_in(r, "host=www.allowed.test");
-	free(r);
-	json_decref(expect_event("http", "www.allowed.test", "allowed", NULL));
+	expect_get_allowed("www.allowed.test", NULL);
 	expect_no_events();
 }
 
@@ -1940,7 +1933,6 @@ test_tightening(void **state)
 	char out[4096];
 	json_t *e;
 	int a, b;
-	ssize_t n;
 	(void)state;
 	NEED_NS();
 
@@ -1963,9 +1955,7 @@ test_tightening(void **state)
 	assert_true(read_response(b, out, sizeof(out)) > 0);
 	harness_expect_in(out, "path=/b2");
 	/* and a new connection to the dropped name is denied */
-	free(http_get("www.allowed.test", "/", &n));
-	assert_int_equal(n, 0);
-	json_decref(expect_event("http", "www.allowed.test", "denied", "not on the allow list"));
+	expect_get_denied("www.allowed.test", "not on the allow list");
 
 	/* removing the sandbox cuts the rest */
 	ctl_send("{\"op\":\"remove\",\"id\":\"sbx-test\"}\n");
@@ -1976,10 +1966,7 @@ test_tightening(void **state)
 	json_decref(e);
 
 	ctl_send(POLICY(ALLOW));
-	char *r = http_get("www.allowed.test", "/", &n);
-	harness_expect_in(r, "host=www.allowed.test");
-	free(r);
-	json_decref(expect_event("http", "www.allowed.test", "allowed", NULL));
+	expect_get_allowed("www.allowed.test", NULL);
 	expect_no_events();
 }
 
