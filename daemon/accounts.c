@@ -554,42 +554,59 @@ secret_matches(sqlite3_stmt *st, int i, const uint8_t secret[static 32])
 	return ok;
 }
 
+#define SESSION_LOOKUP_SQL                                                                         \
+	"SELECT s.secret_sha256, s.csrf_token, s.expires_at, " USER_COLUMNS                        \
+	" FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?1"
+#define KEY_LOOKUP_SQL                                                                             \
+	"SELECT k.secret_sha256, k.last_used_at, " USER_COLUMNS                                    \
+	" FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.id = ?1"
+
+/* The row of id by sql (a cached statement: this runs on every request with a credential)
+ * when its first column, the stored SHA-256, matches secret, which is wiped. 0 and *ret_st on
+ * the row (read it, then sqlite3_reset() it), -EACCES when there is no such row or the secret
+ * is wrong, -EIO. */
+static int
+secret_row(struct store *s, const char *sql, const char *id, uint8_t secret[static 32],
+           sqlite3_stmt **ret_st)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (store_stmt(s, sql, &st) < 0) {
+		sodium_memzero(secret, 32);
+		return -EIO;
+	}
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && secret_matches(st, 0, secret)) {
+		sodium_memzero(secret, 32);
+		*ret_st = st;
+		return 0;
+	}
+	sodium_memzero(secret, 32);
+	sqlite3_reset(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? -EACCES : -EIO;
+}
+
 int
 account_session_lookup(struct store *s, const char *cookie, int64_t now_ms,
                        struct account *ret_user, struct account_session *ret_session)
 {
-	char id[ACCOUNT_SESSION_ID_LEN + 1];
 	struct account_session ses = { 0 };
 	struct account user;
 	uint8_t secret[32];
 	sqlite3_stmt *st;
-	bool ok = false;
-	int rc;
+	int r;
 
-	if (session_cookie_parse(cookie, id, secret) < 0)
+	if (session_cookie_parse(cookie, ses.id, secret) < 0)
 		return -EACCES;
-	if (prepare(s,
-	            "SELECT s.secret_sha256, s.csrf_token, s.expires_at, " USER_COLUMNS
-	            " FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?1",
-	            &st) < 0) {
-		sodium_memzero(secret, sizeof(secret));
-		return -EIO;
-	}
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW && secret_matches(st, 0, secret)) {
-		snprintf(ses.id, sizeof(ses.id), "%s", id);
-		column_copy(st, 1, ses.csrf, sizeof(ses.csrf));
-		ses.expires_at = sqlite3_column_int64(st, 2);
-		row_to_account(st, 3, &user, NULL);
-		ok = true;
-	}
-	sqlite3_finalize(st);
-	sodium_memzero(secret, sizeof(secret));
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return -EIO;
-	if (!ok)
-		return -EACCES;
+	r = secret_row(s, SESSION_LOOKUP_SQL, ses.id, secret, &st);
+	if (r < 0)
+		return r;
+	column_copy(st, 1, ses.csrf, sizeof(ses.csrf));
+	ses.expires_at = sqlite3_column_int64(st, 2);
+	row_to_account(st, 3, &user, NULL);
+	sqlite3_reset(st);
 	if (ses.expires_at <= now_ms) {
 		(void)account_session_delete(s, ses.id);
 		return -EACCES;
@@ -679,33 +696,20 @@ account_key_lookup(struct store *s, const char *key, int64_t now_ms, struct acco
 {
 	char id[ACCOUNT_KEY_ID_LEN + 1];
 	struct account user;
-	int64_t last_used = 0;
+	int64_t last_used;
 	uint8_t secret[32];
 	sqlite3_stmt *st;
-	bool ok = false;
-	int rc;
+	int r;
 
 	if (api_key_parse(key, id, secret) < 0)
 		return -EACCES;
-	if (prepare(s,
-	            "SELECT k.secret_sha256, k.last_used_at, " USER_COLUMNS
-	            " FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.id = ?1",
-	            &st) < 0) {
-		sodium_memzero(secret, sizeof(secret));
-		return -EIO;
-	}
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW && secret_matches(st, 0, secret)) {
-		last_used = sqlite3_column_int64(st, 1);
-		row_to_account(st, 2, &user, NULL);
-		ok = true;
-	}
-	sqlite3_finalize(st);
-	sodium_memzero(secret, sizeof(secret));
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return -EIO;
-	if (!ok || user.disabled)
+	r = secret_row(s, KEY_LOOKUP_SQL, id, secret, &st);
+	if (r < 0)
+		return r;
+	last_used = sqlite3_column_int64(st, 1);
+	row_to_account(st, 2, &user, NULL);
+	sqlite3_reset(st);
+	if (user.disabled)
 		return -EACCES;
 	if (now_ms - last_used >= KEY_USE_EVERY_MS &&
 	    prepare(s, "UPDATE api_keys SET last_used_at = ?2 WHERE id = ?1", &st) == 0) {

@@ -6,9 +6,16 @@
 #include "store.h"
 #include "util.h"
 
+#define STORE_CACHED_MAX 8
+
 struct store {
 	sqlite3 *db;
 	sqlite3_stmt *insert_sb, *update_sb, *add_event;
+	struct {
+		const char *sql; /* the key, by address */
+		sqlite3_stmt *st;
+	} cached[STORE_CACHED_MAX]; /* store_stmt()'s */
+	unsigned ncached;
 };
 
 /* Migrations, applied in order; entry i moves the schema from version i to i + 1. Never edit
@@ -210,6 +217,8 @@ store_free(struct store *s)
 	sqlite3_finalize(s->insert_sb);
 	sqlite3_finalize(s->update_sb);
 	sqlite3_finalize(s->add_event);
+	for (unsigned i = 0; i < s->ncached; i++)
+		sqlite3_finalize(s->cached[i].st);
 	if (s->db) {
 		(void)sqlite3_exec(s->db, "PRAGMA optimize; PRAGMA wal_checkpoint(TRUNCATE);", NULL,
 		                   NULL, NULL);
@@ -223,6 +232,29 @@ sqlite3 *
 store_db(struct store *s)
 {
 	return s->db;
+}
+
+int
+store_stmt(struct store *s, const char *sql, sqlite3_stmt **ret)
+{
+	unsigned i;
+
+	for (i = 0; i < s->ncached; i++)
+		if (s->cached[i].sql == sql) {
+			*ret = s->cached[i].st;
+			return 0;
+		}
+	if (s->ncached == STORE_CACHED_MAX) {
+		log_error("store: more than %d cached statements; raise STORE_CACHED_MAX",
+		          STORE_CACHED_MAX);
+		return -EIO;
+	}
+	if (prepare(s, &s->cached[i].st, sql) < 0)
+		return -EIO;
+	s->cached[i].sql = sql;
+	s->ncached++;
+	*ret = s->cached[i].st;
+	return 0;
 }
 
 int

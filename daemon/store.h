@@ -24,6 +24,14 @@ DEFINE_FREEP(struct store, store_free)
  * loop's thread may use it. */
 sqlite3 *store_db(struct store *s);
 
+/* A statement for sql kept prepared across calls, for what runs on every request (accounts.c's
+ * credential lookups): compiling SQL costs more than running it. sql is the cache's key by
+ * address, so pass the same string literal each time. The caller binds, steps, and then
+ * sqlite3_reset()s it (which ends its read), never finalizes it; store_free() does. -EIO,
+ * logged, when it cannot be prepared. */
+typedef struct sqlite3_stmt sqlite3_stmt;
+int store_stmt(struct store *s, const char *sql, sqlite3_stmt **ret);
+
 /* The schema version this build writes. */
 int store_schema_version(void);
 

@@ -282,6 +282,65 @@ test_sessions_bounded(void **state)
 	assert_int_equal(account_session_lookup(f->store, s.cookie, now + 200, &u, &got), 0);
 }
 
+/* Whether any statement of the connection is mid-read: one left so holds a WAL snapshot, and
+ * the lookups' statements are kept prepared between requests (store_stmt). */
+static bool
+any_statement_busy(struct store *s)
+{
+	for (sqlite3_stmt *st = sqlite3_next_stmt(store_db(s), NULL); st;
+	     st = sqlite3_next_stmt(store_db(s), st))
+		if (sqlite3_stmt_busy(st))
+			return true;
+	return false;
+}
+
+static void
+test_lookups_end_their_reads(void **state)
+{
+	struct fixture *f = *state;
+	struct store *other = NULL;
+	struct account a, u;
+	struct account_session ses, got;
+	struct account_key k;
+	int64_t now = now_unix_ms();
+	char id[ACCOUNT_KEY_ID_LEN + 1], bad[ACCOUNT_KEY_LEN + 1];
+
+	assert_int_equal(account_create(f->store, "a@x", ROLE_USER, "h", &a), 0);
+	assert_int_equal(account_session_create(f->store, a.id, now, &ses), 0);
+	assert_int_equal(account_key_create(f->store, a.id, "k", now, &k), 0);
+
+	/* every outcome: found, wrong secret, unknown id, expired */
+	assert_int_equal(account_session_lookup(f->store, ses.cookie, now, &u, &got), 0);
+	assert_false(any_statement_busy(f->store));
+	assert_int_equal(account_key_lookup(f->store, k.key, now, &u, id), 0);
+	assert_false(any_statement_busy(f->store));
+	snprintf(bad, sizeof(bad), "%s", k.key);
+	bad[ACCOUNT_KEY_LEN - 3] = bad[ACCOUNT_KEY_LEN - 3] == 'A' ? 'B' : 'A';
+	assert_int_equal(account_key_lookup(f->store, bad, now, &u, id), -EACCES);
+	assert_false(any_statement_busy(f->store));
+	bad[4] = bad[4] == '0' ? '1' : '0';
+	assert_int_equal(account_key_lookup(f->store, bad, now, &u, id), -EACCES);
+	assert_false(any_statement_busy(f->store));
+
+	/* a change made through another connection (`sandboxd admin`, say) counts at once */
+	assert_int_equal(store_open(f->path, &other), 0);
+	a.disabled = true;
+	assert_int_equal(account_update(other, &a), 0);
+	assert_int_equal(account_session_lookup(f->store, ses.cookie, now, &u, &got), -EACCES);
+	assert_int_equal(account_key_lookup(f->store, k.key, now, &u, id), -EACCES);
+	assert_false(any_statement_busy(f->store));
+	a.disabled = false;
+	assert_int_equal(account_update(other, &a), 0);
+	assert_int_equal(account_session_lookup(f->store, ses.cookie, now, &u, &got), 0);
+	assert_int_equal(account_key_lookup(f->store, k.key, now, &u, id), 0);
+	store_free(other);
+
+	assert_int_equal(account_session_lookup(f->store, ses.cookie, now + ACCOUNT_SESSION_TTL_MS,
+	                                        &u, &got),
+	                 -EACCES);
+	assert_false(any_statement_busy(f->store));
+}
+
 struct keys_seen {
 	int n;
 	struct account_key last;
@@ -723,6 +782,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sessions_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lookups_end_their_reads, setup, teardown),
 		cmocka_unit_test(test_cookie_find),
 		cmocka_unit_test(test_key_parse),
 		cmocka_unit_test(test_ratelimit),
