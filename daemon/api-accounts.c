@@ -67,20 +67,6 @@ user_json(struct sandboxd *d, const struct account *a)
 }
 
 static void
-reply_json_headers(struct conn *c, int status, json_t *body, const char *headers)
-{
-	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-
-	json_decref(body);
-	if (!text) {
-		api_reply_error(c, 500, "internal", "out of memory");
-		return;
-	}
-	conn_reply(c, status, "application/json", text, strlen(text), headers);
-	free(text);
-}
-
-static void
 reply_store_failed(struct conn *c, int r)
 {
 	api_reply_error(c, 500, "internal", "the accounts store failed: %s", strerror(-r));
@@ -369,7 +355,7 @@ login_finish(struct pending *p, struct pw_job *j)
 		api_reply_error(p->c, 500, "internal", "out of memory");
 		return;
 	}
-	reply_json_headers(p->c, 200, body, hdr);
+	api_reply_json_headers(p->c, 200, body, hdr);
 	explicit_bzero(hdr, strlen(hdr));
 }
 

@@ -170,7 +170,7 @@ api_body_limit(const struct http_request *req, void *data _unused_)
 }
 
 void
-api_reply_json(struct conn *c, int status, json_t *body)
+api_reply_json_headers(struct conn *c, int status, json_t *body, const char *headers)
 {
 	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
 
@@ -179,8 +179,14 @@ api_reply_json(struct conn *c, int status, json_t *body)
 		api_reply_error(c, 500, "internal", "out of memory");
 		return;
 	}
-	conn_reply(c, status, "application/json", text, strlen(text), NULL);
+	conn_reply(c, status, "application/json", text, strlen(text), headers);
 	free(text);
+}
+
+void
+api_reply_json(struct conn *c, int status, json_t *body)
+{
+	api_reply_json_headers(c, status, body, NULL);
 }
 
 static void

@@ -26,3 +26,5 @@ void api_reply_error_headers(struct conn *c, int status, const char *code, const
                              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Replies with a JSON value (stolen). */
 void api_reply_json(struct conn *c, int status, json_t *body);
+/* The same, with extra response headers ("Name: value\r\n"...; NULL: none). */
+void api_reply_json_headers(struct conn *c, int status, json_t *body, const char *headers);
