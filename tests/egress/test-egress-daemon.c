@@ -16,40 +16,15 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "egressnet.h"
 #include "harness.h"
 
-#define BOOT_TIMEOUT_MS 120000
-
-static const char *src, *netns;
-static char dir[256], resolv[300], launcher_sh[300];
-static const char *launcher[6];
-static bool netns_up;
-
-static bool
-sh(const char *cmd)
-{
-	int st = system(cmd);
-
-	return st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-}
-
-static void
-netns_down(void)
-{
-	char cmd[600];
-
-	if (!netns_up)
-		return;
-	snprintf(cmd, sizeof(cmd), "sh '%s' down %s", launcher_sh, netns);
-	(void)sh(cmd);
-	netns_up = false;
-}
+static const char *netns; /* NAME of NAME-host */
 
 static int
 setup(void **state)
 {
-	char cmd[700];
-	FILE *f;
+	const char *src;
 
 	if (geteuid() != 0) {
 		fprintf(stderr, "skip: egress needs root (taps, nftables, namespaces)\n");
@@ -62,39 +37,14 @@ setup(void **state)
 		fprintf(stderr, "skip: run through ctest (SBX_EGRESS_SRC)\n");
 		exit(77);
 	}
-	if (harness_tmpdir(dir, sizeof(dir)) < 0)
-		return -1;
-	snprintf(launcher_sh, sizeof(launcher_sh), "%s/netns.sh", src);
-	snprintf(cmd, sizeof(cmd), "sh '%s' up %s", launcher_sh, netns);
-	if (!sh(cmd))
-		return -1;
-	netns_up = true;
-	atexit(netns_down);
-	snprintf(resolv, sizeof(resolv), "%s/resolv.conf", dir);
-	f = fopen(resolv, "w");
-	if (!f)
-		return -1;
-	fputs("nameserver 203.0.113.53\n", f); /* nobody answers there: names resolve to nothing */
-	fclose(f);
-	launcher[0] = "/bin/sh";
-	launcher[1] = launcher_sh;
-	launcher[2] = "exec-host";
-	launcher[3] = netns;
-	launcher[4] = resolv;
-	launcher[5] = NULL;
-	harness_set_launcher(launcher);
-	return 0;
+	/* no internet.py here: nobody answers at its DNS address, names resolve to nothing */
+	return egressnet_up(src, netns);
 }
 
 static int
 teardown(void **state)
 {
-	char cmd[600];
-
-	harness_set_launcher(NULL);
-	netns_down();
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	(void)sh(cmd);
+	egressnet_down();
 	return 0;
 }
 
@@ -121,10 +71,8 @@ hold_port(const char *proto, int port)
 	}
 	/* bound before the daemon starts: check from inside the namespace */
 	for (int i = 0; i < 100; i++) {
-		char cmd[300];
-		snprintf(cmd, sizeof(cmd), "ip netns exec %s ss -H -l%sn 'sport = :%d' | grep -q .",
-		         ns, strcmp(proto, "tcp") == 0 ? "t" : "u", port);
-		if (sh(cmd))
+		if (egressnet_sh("ip netns exec %s ss -H -l%sn 'sport = :%d' | grep -q .", ns,
+		                 strcmp(proto, "tcp") == 0 ? "t" : "u", port))
 			return pid;
 		usleep(50000);
 	}
@@ -139,6 +87,17 @@ release_port(pid_t pid)
 	waitpid(pid, NULL, 0);
 }
 
+/* sandboxd with args does not start, and its log says why. */
+static void
+expect_start_refused(const char *const *args, const char *why)
+{
+	struct daemon_proc p;
+
+	assert_int_equal(harness_start_vm(&p, args, NULL), -1);
+	assert_true(harness_file_contains(p.log, why));
+	harness_cleanup(&p);
+}
+
 static void
 test_busy_ports(void **state)
 {
@@ -147,11 +106,8 @@ test_busy_ports(void **state)
 	pid_t holder;
 
 	holder = hold_port("tcp", 3128);
-	assert_int_equal(harness_start_vm(&p, on, NULL), -1);
-	assert_true(harness_file_contains(p.log, "egress: tcp port 3128 is already in use by "
-	                                         "another program; free it or move egress with "
-	                                         "--egress-proxy-port"));
-	harness_cleanup(&p);
+	expect_start_refused(on, "egress: tcp port 3128 is already in use by another program; "
+	                         "free it or move egress with --egress-proxy-port");
 	{
 		/* the control: the same start, the proxy moved */
 		const char *moved[] = { "--egress", "on", "--egress-proxy-port", "3129", NULL };
@@ -169,20 +125,14 @@ test_busy_ports(void **state)
 		struct daemon_proc first;
 		const char *moved[] = { "--egress", "on", "--egress-proxy-port", "3129", NULL };
 		assert_int_equal(harness_start_vm(&first, on, NULL), 0);
-		assert_int_equal(harness_start_vm(&p, moved, NULL), -1);
-		assert_true(
-		        harness_file_contains(p.log, "egress: udp port 7353 is already in use"));
-		harness_cleanup(&p);
+		expect_start_refused(moved, "egress: udp port 7353 is already in use");
 		assert_int_equal(harness_stop(&first, SIGTERM), 0);
 		harness_cleanup(&first);
 	}
 
 	holder = hold_port("udp", 7353);
-	assert_int_equal(harness_start_vm(&p, on, NULL), -1);
-	assert_true(harness_file_contains(p.log, "egress: udp port 7353 is already in use by "
-	                                         "another program; free it or move egress with "
-	                                         "--egress-dns-port"));
-	harness_cleanup(&p);
+	expect_start_refused(on, "egress: udp port 7353 is already in use by another program; "
+	                         "free it or move egress with --egress-dns-port");
 	release_port(holder);
 }
 
@@ -192,12 +142,12 @@ test_egress_off(void **state)
 	struct daemon_proc p;
 	char policy[300];
 	const char *off[] = { "--egress", "off", "--policy", policy, NULL };
-	char *out = NULL, cmd[300];
+	char *out = NULL;
 	json_t *caps, *def;
 	FILE *f;
 
 	/* a default network this sandboxd cannot give: lowered to none, lists and all */
-	snprintf(policy, sizeof(policy), "%s/policy.yaml", dir);
+	snprintf(policy, sizeof(policy), "%s/policy.yaml", egressnet.dir);
 	f = fopen(policy, "w");
 	assert_non_null(f);
 	fputs("network:\n  default: {mode: allowlist, allow: [example.org], deny: "
@@ -206,9 +156,8 @@ test_egress_off(void **state)
 	fclose(f);
 
 	/* the table an earlier start left (it outlives sandboxd, with the VMs) goes first */
-	snprintf(cmd, sizeof(cmd),
-	         "ip netns exec %s-host nft delete table inet sandboxd 2>/dev/null", netns);
-	(void)sh(cmd);
+	(void)egressnet_sh("ip netns exec %s-host nft delete table inet sandboxd 2>/dev/null",
+	                   netns);
 	assert_int_equal(harness_start_vm(&p, off, NULL), 0);
 	assert_true(harness_file_contains(p.log,
 	                                  "network ceiling none (--egress off: sandboxes get "
@@ -233,9 +182,8 @@ test_egress_off(void **state)
 	harness_expect_in(out, "above this server's ceiling 'none'");
 	free(out);
 	/* nothing of egress was set up: no table, no taps */
-	snprintf(cmd, sizeof(cmd), "ip netns exec %s-host nft list tables | grep -q sandboxd",
-	         netns);
-	assert_false(sh(cmd));
+	assert_false(
+	        egressnet_sh("ip netns exec %s-host nft list tables | grep -q sandboxd", netns));
 	assert_int_equal(harness_stop(&p, SIGTERM), 0);
 	harness_cleanup(&p);
 }
@@ -365,19 +313,16 @@ test_worker_supervised(void **state)
 	{
 		/* counted in the metrics (served in sandboxd's namespace): each family's help
 		 * once, the denied query among its samples */
-		char cmd[2400];
-		snprintf(cmd, sizeof(cmd),
-		         "ip netns exec %s-host curl -sS http://127.0.0.1:9100/metrics >'%s/m' && "
-		         "grep -q '^sandboxd_egress_enabled 1$' '%s/m' && "
-		         "[ \"$(grep -c '^# HELP sandboxd_egress_dns_queries_total ' '%s/m')\" = 1 "
-		         "] && "
-		         "grep -Eq '^sandboxd_egress_dns_queries_total[{]verdict=\"denied\"[}] "
-		         "[1-9]' "
-		         "'%s/m' && grep -Eq "
-		         "'^sandboxd_egress_dns_queries_total[{]verdict=\"allowed\"[}] "
-		         "[1-9]' '%s/m'",
-		         netns, dir, dir, dir, dir, dir);
-		assert_true(sh(cmd));
+		assert_true(egressnet_sh(
+		        "cd '%s' && ip netns exec %s-host curl -sS http://127.0.0.1:9100/metrics "
+		        ">m && "
+		        "grep -q '^sandboxd_egress_enabled 1$' m && "
+		        "[ \"$(grep -c '^# HELP sandboxd_egress_dns_queries_total ' m)\" = 1 ] && "
+		        "grep -Eq '^sandboxd_egress_dns_queries_total[{]verdict=\"denied\"[}] "
+		        "[1-9]' m && "
+		        "grep -Eq '^sandboxd_egress_dns_queries_total[{]verdict=\"allowed\"[}] "
+		        "[1-9]' m",
+		        egressnet.dir, netns));
 	}
 
 	kill(worker, SIGKILL);

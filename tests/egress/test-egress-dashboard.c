@@ -15,7 +15,6 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -25,6 +24,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "egressnet.h"
 #include "harness.h"
 #include "util.h"
 
@@ -33,7 +33,6 @@ extern char **environ;
 #define CHROMIUM "/usr/bin/chromium"
 /* sandboxd's dashboard in NAME-host, where nothing else listens */
 #define LISTEN "127.0.0.1:7070"
-#define UPSTREAM_DNS "203.0.113.53"
 #define INSTALL_TIMEOUT_MS 120000
 #define CREATE_TIMEOUT_MS 120000
 #define NODE_TIMEOUT_S 120
@@ -42,13 +41,6 @@ extern char **environ;
 #define NETWORK "{\"mode\":\"allowlist\",\"allow\":[\"example.org\"]}"
 
 static struct daemon_proc p;
-static const char *src;   /* tests/egress */
-static const char *netns; /* NAME of NAME-host and NAME-inet */
-static char dir[256];     /* the test's own files */
-static char inet_dir[300];
-static char resolv[300];
-static pid_t inet_pid;
-static bool netns_up;
 
 static void
 skip(const char *why)
@@ -57,81 +49,13 @@ skip(const char *why)
 	exit(77);
 }
 
-/* Runs a shell command on this machine; whether it exited 0. */
-static bool _printf_(1, 2) host_sh(const char *fmt, ...)
-{
-	va_list ap;
-	char *cmd = NULL;
-	int r;
-
-	va_start(ap, fmt);
-	r = vasprintf(&cmd, fmt, ap);
-	va_end(ap);
-	if (r < 0)
-		return false;
-	r = system(cmd);
-	free(cmd);
-	return r == 0;
-}
-
-static void
-netns_down(void)
-{
-	if (netns_up && !host_sh("sh '%s/netns.sh' down %s", src, netns))
-		fprintf(stderr, "test-egress-dashboard: netns.sh down %s failed\n", netns);
-	netns_up = false;
-}
+#define host_sh egressnet_sh
 
 static void
 print_log(void)
 {
 	fprintf(stderr, "the end of sandboxd's log (%s):\n", p.log);
 	host_sh("tail -n 60 '%s' >&2", p.log);
-}
-
-/* internet.py in NAME-inet, its output in inet_dir/internet.log; waits for it to listen. */
-static int
-spawn_inet(void)
-{
-	char *script = strdup_printf("%s/internet.py", src), *ns = strdup_printf("%s-inet", netns),
-	     *log = strdup_printf("%s/internet.log", inet_dir),
-	     *ready = strdup_printf("%s/ready", inet_dir);
-	const char *argv[] = {
-		"ip", "netns", "exec", ns, "python3", script, "serve", inet_dir, NULL
-	};
-	posix_spawn_file_actions_t fa;
-	int r, ok = -1;
-
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-	posix_spawn_file_actions_adddup2(&fa, 1, 2);
-	r = posix_spawnp(&inet_pid, "ip", &fa, NULL, (char *const *)argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	if (r != 0) {
-		fprintf(stderr, "cannot start internet.py: %s\n", strerror(r));
-		inet_pid = 0;
-	}
-	for (int i = 0; inet_pid > 0 && i < 200; i++) {
-		if (access(ready, F_OK) == 0) {
-			ok = 0;
-			break;
-		}
-		if (waitpid(inet_pid, NULL, WNOHANG) == inet_pid) {
-			inet_pid = 0;
-			break;
-		}
-		usleep(50000);
-	}
-	if (ok < 0) {
-		fprintf(stderr, "internet.py did not start:\n");
-		host_sh("cat '%s' >&2", log);
-	}
-	free(script);
-	free(ns);
-	free(log);
-	free(ready);
-	return ok;
 }
 
 /* The user: made with `sandboxd admin create`, the password from a file. */
@@ -141,7 +65,7 @@ make_user(void)
 	char pw[300], *out = NULL;
 	int r;
 
-	snprintf(pw, sizeof(pw), "%s/password", dir);
+	snprintf(pw, sizeof(pw), "%s/password", egressnet.dir);
 	if (write_file_atomic(pw, PASSWORD "\n", strlen(PASSWORD) + 1, 0600) < 0)
 		return -1;
 	const char *args[] = { "admin",           "create", EMAIL,         "--role", "user",
@@ -212,66 +136,22 @@ out:
 
 /* Sets up everything up to the sandbox; 0, or -1 after saying why. */
 static int
-setup(char *id, size_t id_size)
+setup(const char *src, const char *netns, char *id, size_t id_size)
 {
-	static char token[300], launcher_sh[300];
-	static const char *launcher[6];
+	static char token[300];
 	const char *args[] = { "--egress", "on", "--listen", LISTEN, "--token-file", token, NULL };
-	char *out = NULL;
-	int st;
-
-	if (harness_tmpdir(dir, sizeof(dir)) < 0)
-		return -1;
-	snprintf(inet_dir, sizeof(inet_dir), "%s/inet", dir);
-	if (mkdir(inet_dir, 0700) < 0)
-		return -1;
-	if (!host_sh("python3 '%s/internet.py' certs '%s' >'%s/certs.log' 2>&1 || "
-	             "{ cat '%s/certs.log' >&2; false; }",
-	             src, inet_dir, dir, dir)) {
-		fprintf(stderr, "internet.py certs failed (openssl)\n");
-		return -1;
-	}
-	if (!host_sh("sh '%s/netns.sh' up %s", src, netns))
-		return -1;
-	netns_up = true;
-	atexit(netns_down);
-	if (spawn_inet() < 0)
-		return -1;
 
 	/* sandboxd in NAME-host, resolving through the internet's DNS server */
-	snprintf(resolv, sizeof(resolv), "%s/resolv.conf", dir);
-	snprintf(token, sizeof(token), "%s/token", dir);
-	snprintf(launcher_sh, sizeof(launcher_sh), "%s/netns.sh", src);
-	if (write_file_atomic(resolv, "nameserver " UPSTREAM_DNS "\n",
-	                      strlen("nameserver " UPSTREAM_DNS "\n"), 0644) < 0 ||
-	    write_file_atomic(token, "egress-dashboard-token-0123456789\n",
+	if (egressnet_up(src, netns) < 0 || egressnet_inet_start() < 0)
+		return -1;
+	snprintf(token, sizeof(token), "%s/token", egressnet.dir);
+	if (write_file_atomic(token, "egress-dashboard-token-0123456789\n",
 	                      strlen("egress-dashboard-token-0123456789\n"), 0600) < 0)
 		return -1;
-	launcher[0] = "/bin/sh";
-	launcher[1] = launcher_sh;
-	launcher[2] = "exec-host";
-	launcher[3] = netns;
-	launcher[4] = resolv;
-	launcher[5] = NULL;
-	harness_set_launcher(launcher);
 	if (harness_start_vm(&p, args, NULL) < 0)
 		return -1;
-
 	/* the image, with this run's CA, installed from a local layout by the operator */
-	if (!host_sh("sh '%s/mkimage.sh' '%s/images/local/egress' '%s/ca.pem' "
-	             "'%s/images/busybox/rootfs.ext4' >'%s/mkimage.log' 2>&1 || "
-	             "{ cat '%s/mkimage.log' >&2; false; }",
-	             src, p.state, inet_dir, harness_vm_bundle(), dir, dir))
-		return -1;
-	st = harness_http_timeout(p.sock, "POST", "/v1/images", "{\"image\":\"egress\"}",
-	                          INSTALL_TIMEOUT_MS, &out);
-	if (st != 200) {
-		fprintf(stderr, "POST /v1/images egress: %d %s\n", st, out ? out : "");
-		free(out);
-		return -1;
-	}
-	free(out);
-	if (make_user() < 0)
+	if (egressnet_install_image(&p, INSTALL_TIMEOUT_MS) < 0 || make_user() < 0)
 		return -1;
 	return create_as_user(id, id_size);
 }
@@ -280,6 +160,7 @@ int
 main(void)
 {
 	const char *web = getenv("SBX_WEB_DIR"), *artifacts = getenv("SBX_ARTIFACTS");
+	const char *src, *netns;
 	char path[600], id[64] = "", vms[400];
 	char vars[6][700];
 	char **env = NULL;
@@ -310,7 +191,7 @@ main(void)
 	harness_vm_bundle(); /* skips without it */
 	harness_binary("SANDBOXD");
 
-	if (setup(id, sizeof(id)) < 0)
+	if (setup(src, netns, id, sizeof(id)) < 0)
 		ok = 0;
 
 	if (ok) {
@@ -333,11 +214,16 @@ main(void)
 		{
 			/* in NAME-host, where 127.0.0.1 is sandboxd's (a Chromium left behind goes
 			 * with the namespace too) */
-			char script[400], netns_sh[400];
+			char script[400];
 			snprintf(script, sizeof(script), "%s/egress-dashboard.mjs", src);
-			snprintf(netns_sh, sizeof(netns_sh), "%s/netns.sh", src);
-			char *argv[] = { "sh",   netns_sh, "exec-host", (char *)netns,
-				         resolv, "node",   script,      NULL };
+			char *argv[] = { "sh",
+				         egressnet.netns_sh,
+				         "exec-host",
+				         (char *)netns,
+				         egressnet.resolv,
+				         "node",
+				         script,
+				         NULL };
 			rc = harness_run_group(argv, env, NODE_TIMEOUT_S, NULL);
 		}
 		free(env);
@@ -372,13 +258,6 @@ main(void)
 		}
 	}
 	harness_cleanup(&p);
-	if (inet_pid > 0) {
-		kill(inet_pid, SIGKILL);
-		waitpid(inet_pid, NULL, 0);
-		inet_pid = 0;
-	}
-	netns_down();
-	if (dir[0] && !getenv("HARNESS_KEEP"))
-		host_sh("rm -rf '%s'", dir);
+	egressnet_down();
 	return ok ? 0 : 1;
 }

@@ -13,7 +13,6 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +22,9 @@
 #include <unistd.h>
 #include "base64.h"
 #include "buf.h"
+#include "egressnet.h"
 #include "harness.h"
 #include "util.h"
-
-extern char **environ;
 
 /* an install of the small test image and a boot under TCG take seconds; these bound them */
 #define INSTALL_TIMEOUT_MS 120000
@@ -34,7 +32,7 @@ extern char **environ;
 /* sandboxd's API over TCP in NAME-host (--listen), which no guest may reach */
 #define API_PORT "9443"
 #define WEB "203.0.113.10"
-#define UPSTREAM_DNS "203.0.113.53"
+#define UPSTREAM_DNS EGRESSNET_UPSTREAM_DNS
 /* what each sandbox may reach: A the names the cases need (gist denied under the wildcard),
  * B one name of its own */
 #define A_NETWORK                                                                                  \
@@ -43,44 +41,15 @@ extern char **environ;
 #define B_NETWORK "{\"mode\":\"allowlist\",\"allow\":[\"also.test\"]}"
 
 static struct daemon_proc p;
-static const char *src;    /* tests/egress */
-static const char *netns;  /* NAME of NAME-host and NAME-inet */
-static char dir[256];      /* the test's own files */
-static char inet_dir[300]; /* internet.py's: certificates, records, logs */
-static pid_t inet_pid;
-static bool netns_up;
-static json_t *sa, *sb; /* the two sandboxes */
-static char a_host[32]; /* A's link, host side: its gateway and DNS server */
+static const char *src;   /* tests/egress */
+static const char *netns; /* NAME of NAME-host and NAME-inet */
+static json_t *sa, *sb;   /* the two sandboxes */
+static char a_host[32];   /* A's link, host side: its gateway and DNS server */
 static char a_guest[32], b_guest[32];
 
 /* ---- the host side ---- */
 
-static char *
-vfmt(const char *fmt, va_list ap)
-{
-	char *s = NULL;
-
-	if (vasprintf(&s, fmt, ap) < 0)
-		s = NULL;
-	return s;
-}
-
-/* Runs a shell command on this machine; whether it exited 0. */
-static bool _printf_(1, 2) host_sh(const char *fmt, ...)
-{
-	va_list ap;
-	char *cmd;
-	int r;
-
-	va_start(ap, fmt);
-	cmd = vfmt(fmt, ap);
-	va_end(ap);
-	if (!cmd)
-		return false;
-	r = system(cmd);
-	free(cmd);
-	return r == 0;
-}
+#define host_sh egressnet_sh
 
 /* A shell command's stdout and stderr (caller frees; "" when it could not run). */
 static char *_printf_(1, 2) host_out(const char *fmt, ...)
@@ -92,7 +61,8 @@ static char *_printf_(1, 2) host_out(const char *fmt, ...)
 	FILE *f;
 
 	va_start(ap, fmt);
-	cmd = vfmt(fmt, ap);
+	if (vasprintf(&cmd, fmt, ap) < 0)
+		cmd = NULL;
 	va_end(ap);
 	full = cmd ? strdup_printf("{ %s; } 2>&1", cmd) : NULL;
 	f = full ? popen(full, "r") : NULL;
@@ -106,14 +76,6 @@ static char *_printf_(1, 2) host_out(const char *fmt, ...)
 	if (buf_append(&b, "", 1) < 0)
 		return strdup("");
 	return buf_steal(&b);
-}
-
-static void
-netns_down(void)
-{
-	if (netns_up && !host_sh("sh '%s/netns.sh' down %s", src, netns))
-		fprintf(stderr, "test-egress: netns.sh down %s failed\n", netns);
-	netns_up = false;
 }
 
 /* The packets the table's counter has seen (nft list counter inet sandboxd NAME). */
@@ -136,7 +98,7 @@ inet_log_has(const char *file, const char *needle)
 {
 	char path[400];
 
-	snprintf(path, sizeof(path), "%s/%s", inet_dir, file);
+	snprintf(path, sizeof(path), "%s/%s", egressnet.inet_dir, file);
 	return harness_file_contains(path, needle);
 }
 
@@ -375,49 +337,6 @@ guest_word(json_t *s, const char *script, char *out, size_t size)
 
 /* ---- setup ---- */
 
-static int
-spawn_inet(void)
-{
-	char *script = strdup_printf("%s/internet.py", src), *ns = strdup_printf("%s-inet", netns),
-	     *log = strdup_printf("%s/internet.log", inet_dir);
-	const char *argv[] = {
-		"ip", "netns", "exec", ns, "python3", script, "serve", inet_dir, NULL
-	};
-	posix_spawn_file_actions_t fa;
-	char ready[400];
-	int r;
-
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-	posix_spawn_file_actions_adddup2(&fa, 1, 2);
-	r = posix_spawnp(&inet_pid, "ip", &fa, NULL, (char *const *)argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	free(script);
-	free(ns);
-	if (r != 0) {
-		fprintf(stderr, "cannot start internet.py: %s\n", strerror(r));
-		free(log);
-		return -1;
-	}
-	snprintf(ready, sizeof(ready), "%s/ready", inet_dir);
-	for (int i = 0; i < 200; i++) {
-		if (access(ready, F_OK) == 0) {
-			free(log);
-			return 0;
-		}
-		if (waitpid(inet_pid, NULL, WNOHANG) == inet_pid) {
-			inet_pid = 0;
-			break;
-		}
-		usleep(50000);
-	}
-	fprintf(stderr, "internet.py did not start:\n");
-	host_sh("cat '%s' >&2", log);
-	free(log);
-	return -1;
-}
-
 /* The internet answers from the host side, before sandboxd is in the way: the servers, the
  * certificates, and the DNS records through the resolv.conf sandboxd will have. */
 static int
@@ -426,7 +345,7 @@ check_fixture(const char *resolv)
 	char *checks[][2] = {
 		{ strdup_printf("ip netns exec %s-host curl -sS --cacert %s/ca.pem --resolve "
 		                "allowed.test:443:" WEB " https://allowed.test/fixture",
-		                netns, inet_dir),
+		                netns, egressnet.inet_dir),
 		  "sni=allowed.test host=allowed.test path=/fixture" },
 		{ strdup_printf("ip netns exec %s-host curl -sS -H 'Host: also.test' http://" WEB
 		                "/fixture",
@@ -467,37 +386,23 @@ write_text(const char *path, const char *text, mode_t mode)
 static int
 setup(void **state)
 {
-	static char resolv[300], policy[300], token[300], cert[340], key[340], launcher_sh[300];
-	static const char *launcher[6];
+	static char policy[300], token[300], cert[340], key[340];
+	const char *dir;
 	const char *args[16];
 	char tls[300];
 	int n = 0;
 
-	if (harness_tmpdir(dir, sizeof(dir)) < 0)
-		return -1;
-	snprintf(inet_dir, sizeof(inet_dir), "%s/inet", dir);
-	if (mkdir(inet_dir, 0700) < 0)
-		return -1;
-	if (!host_sh("python3 '%s/internet.py' certs '%s'", src, inet_dir)) {
-		fprintf(stderr, "internet.py certs failed (openssl)\n");
-		return -1;
-	}
-	if (!host_sh("sh '%s/netns.sh' up %s", src, netns))
-		return -1;
-	netns_up = true;
-	atexit(netns_down);
-
 	/* sandboxd: in NAME-host, resolving through the internet's DNS server, with a policy that
 	 * lets requests ask for any name under the allowlist mode */
-	snprintf(resolv, sizeof(resolv), "%s/resolv.conf", dir);
+	if (egressnet_up(src, netns) < 0)
+		return -1;
+	dir = egressnet.dir;
 	snprintf(policy, sizeof(policy), "%s/policy.yaml", dir);
 	snprintf(token, sizeof(token), "%s/token", dir);
 	snprintf(tls, sizeof(tls), "%s/tls", dir);
 	snprintf(cert, sizeof(cert), "%s/server.pem", tls);
 	snprintf(key, sizeof(key), "%s/server.key", tls);
-	snprintf(launcher_sh, sizeof(launcher_sh), "%s/netns.sh", src);
-	if (write_text(resolv, "nameserver " UPSTREAM_DNS "\n", 0644) < 0 ||
-	    write_text(policy,
+	if (write_text(policy,
 	               "network:\n"
 	               "  default:\n"
 	               "    mode: none\n"
@@ -508,15 +413,8 @@ setup(void **state)
 	    write_text(token, "egress-test-token-0123456789abcdef\n", 0600) < 0 ||
 	    mkdir(tls, 0700) < 0 || harness_make_certs(tls, "", false) < 0)
 		return -1;
-	if (spawn_inet() < 0 || check_fixture(resolv) < 0)
+	if (egressnet_inet_start() < 0 || check_fixture(egressnet.resolv) < 0)
 		return -1;
-	launcher[0] = "/bin/sh";
-	launcher[1] = launcher_sh;
-	launcher[2] = "exec-host";
-	launcher[3] = netns;
-	launcher[4] = resolv;
-	launcher[5] = NULL;
-	harness_set_launcher(launcher);
 	args[n++] = "--egress";
 	args[n++] = "on";
 	args[n++] = "--policy";
@@ -532,25 +430,8 @@ setup(void **state)
 	args[n] = NULL;
 	if (harness_start_vm(&p, args, NULL) < 0)
 		return -1;
-
 	/* the image, built with this run's CA, installed from a local layout */
-	if (!host_sh("sh '%s/mkimage.sh' '%s/images/local/egress' '%s/ca.pem' "
-	             "'%s/images/busybox/rootfs.ext4' >'%s/mkimage.log' 2>&1 || "
-	             "{ cat '%s/mkimage.log' >&2; false; }",
-	             src, p.state, inet_dir, harness_vm_bundle(), dir, dir))
-		return -1;
-	{
-		char *out = NULL;
-		int st = harness_http_timeout(p.sock, "POST", "/v1/images",
-		                              "{\"image\":\"egress\"}", INSTALL_TIMEOUT_MS, &out);
-		if (st != 200) {
-			fprintf(stderr, "POST /v1/images egress: %d %s\n", st, out ? out : "");
-			free(out);
-			return -1;
-		}
-		free(out);
-	}
-	return 0;
+	return egressnet_install_image(&p, INSTALL_TIMEOUT_MS);
 }
 
 static int
@@ -562,19 +443,8 @@ teardown(void **state)
 	json_decref(sb);
 	sa = sb = NULL;
 	if (p.pid > 0) {
-		json_t *list = NULL, *v;
-		char *out = NULL;
-		size_t i;
-		if (harness_http_timeout(p.sock, "GET", "/v1/sandboxes", NULL, 10000, &out) == 200)
-			list = json_loads(out, 0, NULL);
-		free(out);
-		json_array_foreach (json_object_get(list, "sandboxes"), i, v) {
-			char path[128];
-			snprintf(path, sizeof(path), "/v1/sandboxes/%s", id_of(v));
-			if (harness_http_timeout(p.sock, "DELETE", path, NULL, 30000, NULL) != 204)
-				rc = -1;
-		}
-		json_decref(list);
+		if (harness_delete_all(p.sock) < 0)
+			rc = -1;
 		if (harness_stop(&p, SIGTERM) != 0) {
 			fprintf(stderr, "sandboxd did not exit cleanly; its log: %s\n", p.log);
 			host_sh("tail -50 '%s' >&2", p.log);
@@ -582,14 +452,7 @@ teardown(void **state)
 		}
 	}
 	harness_cleanup(&p);
-	if (inet_pid > 0) {
-		kill(inet_pid, SIGKILL);
-		waitpid(inet_pid, NULL, 0);
-		inet_pid = 0;
-	}
-	netns_down();
-	if (dir[0] && !getenv("HARNESS_KEEP"))
-		host_sh("rm -rf '%s'", dir);
+	egressnet_down();
 	return rc;
 }
 
@@ -1036,7 +899,7 @@ test_allowed_name_at_a_refused_address(void **state)
 	expect_event(sa, "egress.denied", "loopy.test",
 	             (struct want){ .port = 80, .via = "http", .reason_part = "refused" });
 	/* the host side's own address, and a private one, for an allowed name */
-	snprintf(records, sizeof(records), "%s/records", inet_dir);
+	snprintf(records, sizeof(records), "%s/records", egressnet.inet_dir);
 	assert_true(host_sh("sed -i 's/^also.test .*/also.test 198.51.100.1/' '%s'", records));
 	expect_refused(sa, "curl -sS -f http://also.test/t12-self", "path=");
 	assert_true(host_sh("sed -i 's/^also.test .*/also.test 10.0.0.1/' '%s'", records));
