@@ -630,6 +630,7 @@ test_second_host_on_a_kept_alive_connection_refused(void **state)
 	harness_expect_not_in(out, "path=/t6-six");
 	free(out);
 	assert_true(inet_log_has("http.log", "/t6-three"));
+	assert_true(inet_log_has("http.log", "/t6-five")); /* nc got through at all */
 	assert_false(inet_log_has("http.log", "/t6-four"));
 	assert_false(inet_log_has("http.log", "/t6-six"));
 	expect_event(sa, "egress.denied", "other.test", (struct want){ .port = 80, .via = "http" });
