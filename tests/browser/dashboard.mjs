@@ -5,20 +5,13 @@
 //   SBX_ARTIFACTS (screenshots), SBX_WEB_DIR (where node_modules is), SBX_CONTROL_DIR (where
 //   a file "restart" asks the driver to restart sandboxd; it answers "restarted")
 // Exits 0 when every step passed; otherwise prints the failing step and exits 1.
-import { createRequire } from 'node:module';
 import { existsSync, mkdirSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { check, drive, env, newPage, problems, signIn, step } from './lib.mjs';
 
-const env = (name) => {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set`);
-  return v;
-};
 const URL0 = env('SBX_URL');
 const ART = env('SBX_ARTIFACTS');
 const CONTROL = env('SBX_CONTROL_DIR');
-const require = createRequire(path.join(env('SBX_WEB_DIR'), 'package.json'));
-const { chromium } = require('playwright-core');
 
 const user = { email: env('SBX_USER_EMAIL'), password: env('SBX_USER_PASSWORD') };
 const other = { email: env('SBX_OTHER_EMAIL'), password: env('SBX_OTHER_PASSWORD') };
@@ -31,43 +24,13 @@ const BOOT_MS = 90000; // a boot under TCG on a loaded 2-core machine
 mkdirSync(ART, { recursive: true });
 // its own screenshots (NN-name.png) from an earlier run; others' (egress-events.png) stay
 for (const f of readdirSync(ART)) if (/^\d\d-.*\.png$/.test(f)) unlinkSync(path.join(ART, f));
-const started = Date.now();
-const problems = []; // uncaught errors in any page
-let current = 'start';
-
-function step(name) {
-  current = name;
-  console.log(`[${((Date.now() - started) / 1000).toFixed(1)} s] ${name}`);
-}
-
-function check(cond, what) {
-  if (!cond) throw new Error(`check failed: ${what}`);
-}
 
 async function shot(page, name) {
   await page.screenshot({ path: path.join(ART, `${name}.png`), fullPage: false });
 }
 
-async function newPage(browser, viewport) {
-  const ctx = await browser.newContext({ viewport });
-  const page = await ctx.newPage();
-  page.setDefaultTimeout(20000);
-  page.on('pageerror', (e) => problems.push(`${current}: ${e.message}`));
-  page.on('console', (m) => {
-    // refused requests (the first whoami's 401, a wrong password, a 404) are the page's to
-    // show; what counts here is the page's own errors
-    if (m.type() === 'error' && !/Failed to load resource/.test(m.text()))
-      problems.push(`${current}: console: ${m.text()}`);
-  });
-  return page;
-}
-
 async function login(page, who, where = URL0) {
-  await page.goto(where);
-  await page.locator('#login-email').waitFor();
-  await page.fill('#login-email', who.email);
-  await page.fill('#login-password', who.password);
-  await page.press('#login-password', 'Enter'); // Enter submits
+  await signIn(page, who, where);
   await page.locator('#who .me').waitFor();
 }
 
@@ -114,19 +77,6 @@ async function restartSandboxd(page) {
   for (let i = 0; i < 300 && !existsSync(done); i++) await page.waitForTimeout(100);
   check(existsSync(done), 'sandboxd restarted');
   unlinkSync(done);
-}
-
-async function main() {
-  const browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
-  });
-  try {
-    await run(browser);
-  } finally {
-    await browser.close();
-  }
 }
 
 async function run(browser) {
@@ -398,11 +348,4 @@ async function run(browser) {
   check(problems.length === 0, `no errors in the pages:\n${problems.join('\n')}`);
 }
 
-try {
-  await main();
-  console.log(`dashboard: every step passed in ${((Date.now() - started) / 1000).toFixed(1)} s`);
-  process.exit(0);
-} catch (e) {
-  console.error(`dashboard: step "${current}" failed: ${e.message}`);
-  process.exit(1);
-}
+await drive('dashboard', run);

@@ -8,37 +8,18 @@
 // name, and at an address it brings itself); the events must appear in its Events panel
 // without a reload. Exits 0 when every step passed; otherwise prints the failing step and
 // exits 1.
-import { createRequire } from 'node:module';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
+import { check, drive, env, newPage, problems, signIn, step } from '../browser/lib.mjs';
 
-const env = (name) => {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set`);
-  return v;
-};
 const URL0 = env('SBX_URL');
 const ART = env('SBX_ARTIFACTS');
 const ID = env('SBX_SANDBOX_ID');
 const user = { email: env('SBX_USER_EMAIL'), password: env('SBX_USER_PASSWORD') };
-const require = createRequire(path.join(env('SBX_WEB_DIR'), 'package.json'));
-const { chromium } = require('playwright-core');
 // an allowed connection's event comes when the connection ends, a refused name's at once
 const EVENT_MS = 15000;
 
 mkdirSync(ART, { recursive: true });
-const started = Date.now();
-const problems = []; // uncaught errors in the page
-let current = 'start';
-
-function step(name) {
-  current = name;
-  console.log(`[${((Date.now() - started) / 1000).toFixed(1)} s] ${name}`);
-}
-
-function check(cond, what) {
-  if (!cond) throw new Error(`check failed: ${what}`);
-}
 
 // Runs argv in the sandbox from the page, as the signed-in user (their session and CSRF
 // token), and waits for it: {status, exit_code, out}.
@@ -73,35 +54,11 @@ async function waitEvent(page, type, parts) {
   return item.first();
 }
 
-async function main() {
-  const browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
-  });
-  try {
-    await run(browser);
-  } finally {
-    await browser.close();
-  }
-}
-
 async function run(browser) {
   step('sign in and open the sandbox\'s page');
-  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-  const page = await ctx.newPage();
-  page.setDefaultTimeout(20000);
-  page.on('pageerror', (e) => problems.push(`${current}: ${e.message}`));
-  page.on('console', (m) => {
-    if (m.type() === 'error' && !/Failed to load resource/.test(m.text()))
-      problems.push(`${current}: console: ${m.text()}`);
-  });
+  const page = await newPage(browser, { width: 1280, height: 900 });
   // a link to the sandbox: the sign-in comes first, then the page it named
-  await page.goto(`${URL0}#/sandbox/${ID}`);
-  await page.locator('#login-email').waitFor();
-  await page.fill('#login-email', user.email);
-  await page.fill('#login-password', user.password);
-  await page.press('#login-password', 'Enter');
+  await signIn(page, user, `${URL0}#/sandbox/${ID}`);
   await page.locator('h1', { hasText: 'egress-view' }).waitFor();
   await page.locator('h1 .state', { hasText: 'running' }).waitFor();
   const events = page.locator('.events');
@@ -153,15 +110,7 @@ async function run(browser) {
   await events.scrollIntoViewIfNeeded();
   await page.screenshot({ path: path.join(ART, 'egress-events.png'), fullPage: true });
   check(problems.length === 0, `no errors in the page:\n${problems.join('\n')}`);
-  await ctx.close();
+  await page.context().close();
 }
 
-try {
-  await main();
-  const secs = ((Date.now() - started) / 1000).toFixed(1);
-  console.log(`egress-dashboard: every step passed in ${secs} s`);
-  process.exit(0);
-} catch (e) {
-  console.error(`egress-dashboard: step "${current}" failed: ${e.message}`);
-  process.exit(1);
-}
+await drive('egress-dashboard', run);
