@@ -19,8 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "harness.h"
+#include "util.h"
 
-#define CHROMIUM "/usr/bin/chromium"
 #define NODE_TIMEOUT_S 300
 
 static const struct account {
@@ -46,14 +46,7 @@ skip(const char *why)
 static int
 write_file(const char *path, const char *text)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = write(fd, text, strlen(text));
-	close(fd);
-	return n == (ssize_t)strlen(text) ? 0 : -1;
+	return write_file_atomic(path, text, strlen(text), 0600);
 }
 
 static bool restarted_ok = true; /* every restart asked for worked */
@@ -106,22 +99,14 @@ main(void)
 {
 	const char *web = getenv("SBX_WEB_DIR"), *src = getenv("SBX_BROWSER_SRC");
 	const char *artifacts = getenv("SBX_ARTIFACTS");
-	char path[600], script[600];
+	char script[600];
 	char **env = NULL;
-	int port, rc, n = 0, ok = 1;
-	extern char **environ;
+	int port, rc, ok = 1;
 
 	if (!web || !src || !artifacts)
 		skip("SBX_WEB_DIR, SBX_BROWSER_SRC or SBX_ARTIFACTS is not set (run through "
 		     "ctest)");
-	if (access(CHROMIUM, X_OK) < 0)
-		skip(CHROMIUM " is not installed: run scripts/install-deps.sh");
-	if (system("command -v node >/dev/null 2>&1") != 0)
-		skip("node is not installed: run scripts/install-deps.sh");
-	snprintf(path, sizeof(path), "%s/node_modules/playwright-core/package.json", web);
-	if (access(path, R_OK) < 0)
-		skip("web/node_modules has no playwright-core: run scripts/install-deps.sh "
-		     "(npm ci in web/)");
+	harness_need_browser(web);
 	harness_vm_bundle(); /* skips without it */
 
 	if (harness_tmpdir(dir, sizeof(dir)) < 0)
@@ -157,14 +142,7 @@ main(void)
 
 	if (ok) {
 		char vars[8][600];
-		size_t count = 0;
-		while (environ[count])
-			count++;
-		env = calloc(count + 9, sizeof(*env)); /* 8 of ours and the NULL */
-		if (!env)
-			return 1;
-		for (char **e = environ; *e; e++)
-			env[n++] = *e;
+		const char *v[9];
 		snprintf(vars[0], sizeof(vars[0]), "SBX_URL=http://%s/", addr);
 		snprintf(vars[1], sizeof(vars[1]), "SBX_USER_EMAIL=%s", accounts[0].email);
 		snprintf(vars[2], sizeof(vars[2]), "SBX_USER_PASSWORD=%s", accounts[0].password);
@@ -174,8 +152,11 @@ main(void)
 		snprintf(vars[6], sizeof(vars[6]), "SBX_ADMIN_PASSWORD=%s", accounts[2].password);
 		snprintf(vars[7], sizeof(vars[7]), "SBX_CONTROL_DIR=%s", dir);
 		for (int i = 0; i < 8; i++)
-			env[n++] = vars[i];
-		env[n] = NULL;
+			v[i] = vars[i];
+		v[8] = NULL;
+		env = harness_environ_with(v);
+		if (!env)
+			return 1;
 		snprintf(script, sizeof(script), "%s/dashboard.mjs", src);
 		{
 			char *argv[] = { "node", script, NULL };

@@ -28,9 +28,6 @@
 #include "harness.h"
 #include "util.h"
 
-extern char **environ;
-
-#define CHROMIUM "/usr/bin/chromium"
 /* sandboxd's dashboard in NAME-host, where nothing else listens */
 #define LISTEN "127.0.0.1:7070"
 #define INSTALL_TIMEOUT_MS 120000
@@ -161,11 +158,10 @@ main(void)
 {
 	const char *web = getenv("SBX_WEB_DIR"), *artifacts = getenv("SBX_ARTIFACTS");
 	const char *src, *netns;
-	char path[600], id[64] = "", vms[400];
+	char id[64] = "", vms[400];
 	char vars[6][700];
 	char **env = NULL;
-	size_t count = 0;
-	int n = 0, rc, ok = 1, left;
+	int rc, ok = 1, left;
 
 	if (geteuid() != 0)
 		skip("egress needs root (taps, nftables, network namespaces)");
@@ -174,14 +170,7 @@ main(void)
 	if (!src || !*src || !netns || !*netns || !web || !artifacts)
 		skip("SBX_EGRESS_SRC, SBX_EGRESS_NETNS_WEB, SBX_WEB_DIR or SBX_ARTIFACTS is not "
 		     "set (run through ctest)");
-	if (access(CHROMIUM, X_OK) < 0)
-		skip(CHROMIUM " is not installed: run scripts/install-deps.sh");
-	if (system("command -v node >/dev/null 2>&1") != 0)
-		skip("node is not installed: run scripts/install-deps.sh");
-	snprintf(path, sizeof(path), "%s/node_modules/playwright-core/package.json", web);
-	if (access(path, R_OK) < 0)
-		skip("web/node_modules has no playwright-core: run scripts/install-deps.sh "
-		     "(npm ci in web/)");
+	harness_need_browser(web);
 	if (!host_sh("for t in ip nft unshare python3 openssl curl umoci debugfs; do "
 	             "command -v $t >/dev/null || { echo \"skip: $t is not installed\"; "
 	             "exit 1; }; done"))
@@ -195,13 +184,7 @@ main(void)
 		ok = 0;
 
 	if (ok) {
-		while (environ[count])
-			count++;
-		env = calloc(count + 7, sizeof(*env)); /* 6 of ours and the NULL */
-		if (!env)
-			return 1;
-		for (char **e = environ; *e; e++)
-			env[n++] = *e;
+		const char *v[7];
 		snprintf(vars[0], sizeof(vars[0]), "SBX_URL=http://%s/", LISTEN);
 		snprintf(vars[1], sizeof(vars[1]), "SBX_USER_EMAIL=%s", EMAIL);
 		snprintf(vars[2], sizeof(vars[2]), "SBX_USER_PASSWORD=%s", PASSWORD);
@@ -209,8 +192,11 @@ main(void)
 		snprintf(vars[4], sizeof(vars[4]), "SBX_WEB_DIR=%s", web);
 		snprintf(vars[5], sizeof(vars[5]), "SBX_ARTIFACTS=%s", artifacts);
 		for (int i = 0; i < 6; i++)
-			env[n++] = vars[i];
-		env[n] = NULL;
+			v[i] = vars[i];
+		v[6] = NULL;
+		env = harness_environ_with(v);
+		if (!env)
+			return 1;
 		{
 			/* in NAME-host, where 127.0.0.1 is sandboxd's (a Chromium left behind goes
 			 * with the namespace too) */

@@ -933,3 +933,42 @@ harness_delete_all(const char *sock)
 	json_decref(list);
 	return failed ? -1 : 0;
 }
+
+void
+harness_need_browser(const char *web)
+{
+	_cleanup_free_ char *playwright =
+	        strdup_printf("%s/node_modules/playwright-core/package.json", web);
+	const char *missing = NULL;
+
+	if (access("/usr/bin/chromium", X_OK) < 0)
+		missing = "/usr/bin/chromium is not installed: run scripts/install-deps.sh";
+	else if (system("command -v node >/dev/null 2>&1") != 0)
+		missing = "node is not installed: run scripts/install-deps.sh";
+	else if (!playwright || access(playwright, R_OK) < 0)
+		missing = "web/node_modules has no playwright-core: run scripts/install-deps.sh "
+		          "(npm ci in web/)";
+	if (missing) {
+		printf("skip: %s\n", missing);
+		exit(77);
+	}
+}
+
+char **
+harness_environ_with(const char *const *vars)
+{
+	extern char **environ;
+	size_t n = 0, k = 0;
+	char **env;
+
+	while (environ[n])
+		n++;
+	while (vars[k])
+		k++;
+	env = calloc(n + k + 1, sizeof(*env));
+	if (!env)
+		return NULL;
+	memcpy(env, environ, n * sizeof(*env));
+	memcpy(env + n, vars, k * sizeof(*env));
+	return env;
+}

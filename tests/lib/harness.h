@@ -146,3 +146,11 @@ int harness_run_group(char *const *argv, char **env, int timeout_s, void (*tick)
 /* Deletes every sandbox the operator sees over sock (each DELETE waits up to 120 s). A failed
  * one is said on stderr; returns -1 when any would not go. */
 int harness_delete_all(const char *sock);
+
+/* What the browser tests need: Debian's Chromium (/usr/bin/chromium), node, and playwright-core
+ * in web/node_modules (web: the repository's web/). Exits 77 (skip) naming what is missing. */
+void harness_need_browser(const char *web);
+
+/* This process's environment with vars ("K=V", NULL-terminated) after it, NULL-terminated:
+ * for harness_run_group. The caller frees the array (not its strings); NULL without memory. */
+char **harness_environ_with(const char *const *vars);
