@@ -457,18 +457,25 @@ create_finish(struct pending *p, struct pw_job *j)
 		                strerror(-j->result));
 		return;
 	}
-	r = account_create(p->d->store, p->a.email, p->a.role, j->hash, &made);
-	if (r == -EEXIST) {
-		api_reply_error(p->c, 409, "conflict",
-		                "the email '%s' already has an account; log in, or choose another",
-		                p->a.email);
-		return;
-	}
+	/* one transaction: a user is never left made without the caps asked for */
+	r = store_begin(p->d->store);
+	if (r >= 0)
+		r = account_create(p->d->store, p->a.email, p->a.role, j->hash, &made);
 	if (r >= 0 && (p->a.max_sandboxes >= 0 || p->a.max_cpus >= 0 || p->a.max_memory_mb >= 0)) {
 		made.max_sandboxes = p->a.max_sandboxes;
 		made.max_cpus = p->a.max_cpus;
 		made.max_memory_mb = p->a.max_memory_mb;
 		r = account_update(p->d->store, &made);
+	}
+	if (r >= 0)
+		r = store_commit(p->d->store);
+	if (r < 0)
+		store_rollback(p->d->store);
+	if (r == -EEXIST) {
+		api_reply_error(p->c, 409, "conflict",
+		                "the email '%s' already has an account; log in, or choose another",
+		                p->a.email);
+		return;
 	}
 	if (r < 0) {
 		reply_store_failed(p->c, r);
@@ -731,12 +738,11 @@ patch_apply(struct sandboxd *d, struct conn *c, const struct principal *who, str
 	struct account now;
 	int r;
 
-	/* the row as it is now, with only the asked-for fields changed */
-	r = account_get(d->store, a->id, &now);
-	if (r == -ENOENT) {
-		api_reply_error(c, 404, "not_found", "no user '%s'", a->id);
-		return;
-	}
+	/* the row as it is now, with only the asked-for fields changed, all in one transaction:
+	 * a new password never stands while the sessions it should end go on */
+	r = store_begin(d->store);
+	if (r >= 0)
+		r = account_get(d->store, a->id, &now);
 	if (r >= 0) {
 		if (changes & CHANGE_ROLE)
 			now.role = a->role;
@@ -754,6 +760,14 @@ patch_apply(struct sandboxd *d, struct conn *c, const struct principal *who, str
 	if (r >= 0 && (hash || ((changes & CHANGE_DISABLED) && now.disabled) ||
 	               ((changes & CHANGE_ROLE) && now.role == ROLE_USER)))
 		r = account_sessions_delete_user(d->store, now.id);
+	if (r >= 0)
+		r = store_commit(d->store);
+	if (r < 0)
+		store_rollback(d->store);
+	if (r == -ENOENT) {
+		api_reply_error(c, 404, "not_found", "no user '%s'", a->id);
+		return;
+	}
 	if (r < 0) {
 		reply_store_failed(c, r);
 		return;
