@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 #include "loop.h"
@@ -166,6 +167,41 @@ loop_timer_done(struct loop_timer *t)
 	int fd = t->src.fd;
 
 	loop_remove(&t->src);
+	safe_close(fd);
+}
+
+static void
+child_exited(struct loop_source *src _unused_, uint32_t events _unused_, void *data)
+{
+	struct loop_child *c = data;
+
+	loop_child_done(c);
+	c->fn(c, c->data);
+}
+
+int
+loop_child_watch(struct loop *l, struct loop_child *c, pid_t pid,
+                 void (*fn)(struct loop_child *, void *), void *data)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	int r;
+
+	if (fd < 0)
+		return negative_errno();
+	c->fn = fn;
+	c->data = data;
+	r = loop_add(l, &c->src, fd, EPOLLIN, child_exited, c);
+	if (r < 0)
+		close(fd);
+	return r;
+}
+
+void
+loop_child_done(struct loop_child *c)
+{
+	int fd = loop_child_watching(c) ? c->src.fd : -1;
+
+	loop_remove(&c->src);
 	safe_close(fd);
 }
 

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/epoll.h>
+#include <sys/types.h>
 #include "macro.h"
 
 struct loop;
@@ -61,6 +62,25 @@ struct loop_signals {
 int loop_signals_init(struct loop *l, struct loop_signals *s, const sigset_t *mask,
                       void (*fn)(int signo, void *data), void *data);
 void loop_signals_done(struct loop_signals *s);
+
+/* Children: a pidfd each, readable once the child has exited. The watch ends (the pidfd is
+ * removed and closed) before fn runs. It never reaps: fn does (waitpid), or its owner later,
+ * so that the pid, and the process group named after it, stay ours until then. */
+struct loop_child {
+	struct loop_source src;
+	void (*fn)(struct loop_child *c, void *data);
+	void *data;
+};
+/* Watches pid; -errno when it cannot, and then the child runs on, unwatched. */
+int loop_child_watch(struct loop *l, struct loop_child *c, pid_t pid,
+                     void (*fn)(struct loop_child *, void *), void *data);
+/* Stops watching (idempotent, safe on a zeroed struct or a watch that failed); no reaping. */
+void loop_child_done(struct loop_child *c);
+static inline bool
+loop_child_watching(const struct loop_child *c)
+{
+	return c->src.loop && c->src.fd >= 0;
+}
 
 /* Runs until loop_quit(); returns the code given to loop_quit(). */
 int loop_run(struct loop *l);
