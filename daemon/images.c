@@ -8,7 +8,6 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include "events.h"
 #include "bundle.h"
@@ -31,9 +30,9 @@ struct install_job {
 	struct sandboxd *d;
 	struct image *img;
 	pid_t pid;
-	int fd;    /* the child's progress lines; -1 once they ended */
-	int pidfd; /* readable once the child exited */
-	struct loop_source src, exit_src;
+	int fd; /* the child's progress lines; -1 once they ended */
+	struct loop_source src;
+	struct loop_child exit_watch; /* watching until the child exited */
 	struct buf line;
 	bool line_too_long; /* the line being read went over PROGRESS_LINE_MAX */
 	bool done;          /* it said "done": its record is in images/refs */
@@ -584,9 +583,8 @@ static void
 job_free(struct install_job *job)
 {
 	loop_remove(&job->src); /* safe when never added or already removed */
-	loop_remove(&job->exit_src);
+	loop_child_done(&job->exit_watch);
 	safe_close(job->fd);
-	safe_close(job->pidfd);
 	buf_free(&job->line);
 	free(job->message);
 	free(job);
@@ -689,7 +687,7 @@ job_readable(struct loop_source *src, uint32_t events, void *data)
 		/* its lines ended; the job ends when the child has exited too */
 		loop_remove(&job->src);
 		job->fd = safe_close(job->fd);
-		if (job->pidfd < 0)
+		if (!loop_child_watching(&job->exit_watch))
 			job_end(job, false);
 		return;
 	}
@@ -717,12 +715,10 @@ job_readable(struct loop_source *src, uint32_t events, void *data)
 }
 
 static void
-job_exited(struct loop_source *src, uint32_t events, void *data)
+job_exited(struct loop_child *c _unused_, void *data)
 {
 	struct install_job *job = data;
 
-	loop_remove(&job->exit_src);
-	job->pidfd = safe_close(job->pidfd);
 	/* a child that exits keeps its last lines in the pipe: read them first */
 	if (job->fd < 0)
 		job_end(job, false);
@@ -789,11 +785,8 @@ job_start(struct sandboxd *d, struct image *img)
 	job->d = d;
 	job->img = img;
 	job->fd = pipefd[0];
-	job->pidfd = (int)syscall(SYS_pidfd_open, job->pid, 0);
 	buf_init(&job->line, PROGRESS_LINE_MAX);
-	r = job->pidfd < 0 ? negative_errno() : 0;
-	if (r >= 0)
-		r = loop_add(d->loop, &job->exit_src, job->pidfd, EPOLLIN, job_exited, job);
+	r = loop_child_watch(d->loop, &job->exit_watch, job->pid, job_exited, job);
 	if (r >= 0)
 		r = loop_add(d->loop, &job->src, job->fd, EPOLLIN, job_readable, job);
 	if (r < 0) {
