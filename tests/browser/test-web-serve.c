@@ -7,13 +7,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "harness.h"
+#include "util.h"
 
 #define CSP                                                                                        \
 	"Content-Security-Policy: default-src 'none'; script-src 'self'; style-src 'self' "        \
@@ -29,19 +29,12 @@ setup(void **state)
 {
 	static const char secret[] = "web-serve-test-token-0123456789\n";
 	char token[300], addr[64];
-	int fd;
 
 	if (harness_tmpdir(tokdir, sizeof(tokdir)) < 0)
 		return -1;
 	snprintf(token, sizeof(token), "%s/token", tokdir);
-	fd = open(token, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0)
+	if (write_file_atomic(token, secret, sizeof(secret) - 1, 0600) < 0)
 		return -1;
-	if (write(fd, secret, sizeof(secret) - 1) != sizeof(secret) - 1) {
-		close(fd);
-		return -1;
-	}
-	close(fd);
 	port = harness_free_port();
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
 	{
