@@ -20,7 +20,6 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "egress.h"
@@ -67,8 +66,9 @@ struct egress {
 	char *nft;
 	/* the worker */
 	pid_t pid;
-	int pidfd, ctl;
-	struct loop_source pid_src, ctl_src;
+	int ctl;
+	struct loop_child pid_watch;
+	struct loop_source ctl_src;
 	struct buf in, out;
 	bool in_skipping; /* inside a line over LINE_MAX_BYTES, dropped up to its newline */
 	/* the watchdog (worker_watchdog): bytes sent to the worker, and what waited for it at
@@ -82,8 +82,8 @@ struct egress {
 	 * run that failed is tried again later (the table must follow the sandboxes even when
 	 * nothing changes after) */
 	pid_t nft_pid;
-	int nft_pidfd, nft_err;
-	struct loop_source nft_src;
+	int nft_err;
+	struct loop_child nft_watch;
 	bool nft_dirty;
 	struct loop_timer nft_retry;
 	uint64_t nft_retry_ms;
@@ -272,14 +272,12 @@ table_retry(struct loop_timer *t _unused_, void *data)
 }
 
 static void
-nft_exited(struct loop_source *src _unused_, uint32_t events _unused_, void *data)
+nft_exited(struct loop_child *c _unused_, void *data)
 {
 	struct egress *e = data;
 	int status = 0;
 
 	(void)waitpid(e->nft_pid, &status, 0);
-	loop_remove(&e->nft_src);
-	e->nft_pidfd = safe_close(e->nft_pidfd);
 	e->nft_pid = 0;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		_cleanup_free_ char *text = NULL;
@@ -334,9 +332,7 @@ table_write(struct egress *e)
 		table_retry_later(e);
 		return;
 	}
-	e->nft_pidfd = (int)syscall(SYS_pidfd_open, e->nft_pid, 0);
-	if (e->nft_pidfd < 0 ||
-	    loop_add(e->d->loop, &e->nft_src, e->nft_pidfd, EPOLLIN, nft_exited, e) < 0) {
+	if (loop_child_watch(e->d->loop, &e->nft_watch, e->nft_pid, nft_exited, e) < 0) {
 		/* cannot watch it: wait (nft is quick), so the next change is not lost */
 		int status = 0;
 
@@ -346,7 +342,6 @@ table_write(struct egress *e)
 		else
 			e->nft_retry_ms = NFT_RETRY_MS;
 		e->nft_pid = 0;
-		e->nft_pidfd = safe_close(e->nft_pidfd);
 		e->nft_err = safe_close(e->nft_err);
 	}
 }
@@ -756,6 +751,23 @@ worker_env(char *ret[static 4])
 	ret[n] = NULL;
 }
 
+static void worker_exited(struct loop_child *c, void *data);
+
+/* Ends the worker at once and reaps it: for when it never got going (the loop has not seen
+ * it), never on the loop's own path, where worker_exited reaps. */
+static void
+worker_end_now(struct egress *e)
+{
+	kill(e->pid, SIGKILL);
+	(void)waitpid(e->pid, NULL, 0);
+	e->pid = 0;
+	loop_child_done(&e->pid_watch);
+	loop_remove(&e->ctl_src);
+	e->ctl = safe_close(e->ctl);
+}
+
+/* Starts the worker and watches its exit; its channel is watched once it is ready
+ * (worker_watch). */
 static int
 worker_spawn(struct egress *e)
 {
@@ -802,28 +814,16 @@ worker_spawn(struct egress *e)
 	e->in_skipping = false;
 	e->sent = e->sent_then = e->waiting = 0;
 	e->stalled_since = now_mono_ms();
-	e->pidfd = (int)syscall(SYS_pidfd_open, e->pid, 0);
-	if (e->pidfd < 0) {
-		r = negative_errno();
-		kill(e->pid, SIGKILL);
-		(void)waitpid(e->pid, NULL, 0);
-		e->pid = 0;
-		e->ctl = safe_close(e->ctl);
-		return r;
-	}
-	return 0;
+	r = loop_child_watch(e->d->loop, &e->pid_watch, e->pid, worker_exited, e);
+	if (r < 0)
+		worker_end_now(e);
+	return r;
 }
-
-static void worker_exited(struct loop_source *src, uint32_t events, void *data);
 
 static int
 worker_watch(struct egress *e)
 {
-	int r = loop_add(e->d->loop, &e->pid_src, e->pidfd, EPOLLIN, worker_exited, e);
-
-	if (r >= 0)
-		r = loop_add(e->d->loop, &e->ctl_src, e->ctl, EPOLLIN, ctl_io, e);
-	return r;
+	return loop_add(e->d->loop, &e->ctl_src, e->ctl, EPOLLIN, ctl_io, e);
 }
 
 /* Everything the worker must know, after it (re)started. */
@@ -905,14 +905,12 @@ worker_gone(struct egress *e)
 }
 
 static void
-worker_exited(struct loop_source *src _unused_, uint32_t events _unused_, void *data)
+worker_exited(struct loop_child *c _unused_, void *data)
 {
 	struct egress *e = data;
 	int status = 0;
 
 	(void)waitpid(e->pid, &status, 0);
-	loop_remove(&e->pid_src);
-	e->pidfd = safe_close(e->pidfd);
 	worker_gone(e);
 	e->pid = 0;
 	if (e->stopping)
@@ -1036,7 +1034,7 @@ egress_start(struct sandboxd *d, uid_t uid)
 		return -ENOMEM;
 	e->d = d;
 	e->uid = uid;
-	e->proxy_fd = e->dns_fd = e->pidfd = e->ctl = e->nft_pidfd = e->nft_err = -1;
+	e->proxy_fd = e->dns_fd = e->ctl = e->nft_err = -1;
 	/* egress_free may come before their init */
 	e->restart.src.fd = e->nft_retry.src.fd = e->watchdog.src.fd = -1;
 	list_init(&e->sbs);
@@ -1080,21 +1078,12 @@ egress_start(struct sandboxd *d, uid_t uid)
 		return r;
 	}
 	r = worker_wait_ready(e);
-	if (r < 0) {
+	if (r < 0)
 		log_error("egress: the worker did not become ready: %s", strerror(-r));
-		kill(e->pid, SIGKILL);
-		(void)waitpid(e->pid, NULL, 0);
-		e->pidfd = safe_close(e->pidfd);
-		e->ctl = safe_close(e->ctl);
-		egress_free(e);
-		return r;
-	}
-	r = worker_watch(e);
+	else
+		r = worker_watch(e);
 	if (r < 0) {
-		kill(e->pid, SIGKILL);
-		(void)waitpid(e->pid, NULL, 0);
-		e->pidfd = safe_close(e->pidfd);
-		e->ctl = safe_close(e->ctl);
+		worker_end_now(e);
 		egress_free(e);
 		return r;
 	}
@@ -1122,20 +1111,17 @@ egress_stop(struct sandboxd *d)
 	e->stopping = true;
 	loop_remove(&e->ctl_src);
 	e->ctl = safe_close(e->ctl); /* the worker exits when its channel closes */
+	loop_child_done(&e->pid_watch);
 	if (e->pid > 0) {
-		loop_remove(&e->pid_src);
 		kill(e->pid, SIGTERM);
 		for (int i = 0; i < 100 && waitpid(e->pid, NULL, WNOHANG) == 0; i++)
 			usleep(10000);
 		if (kill(e->pid, SIGKILL) == 0)
 			(void)waitpid(e->pid, NULL, 0);
 	}
-	e->pidfd = safe_close(e->pidfd);
-	if (e->nft_pid > 0) {
-		loop_remove(&e->nft_src);
+	loop_child_done(&e->nft_watch);
+	if (e->nft_pid > 0)
 		(void)waitpid(e->nft_pid, NULL, 0);
-	}
-	e->nft_pidfd = safe_close(e->nft_pidfd);
 	e->nft_err = safe_close(e->nft_err);
 	d->egress = NULL;
 	egress_free(e);
