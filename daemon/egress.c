@@ -881,8 +881,8 @@ worker_restart(struct loop_timer *t _unused_, void *data)
 	if (e->stopping || e->pid > 0)
 		return;
 	r = worker_spawn(e);
-	if (r >= 0)
-		r = worker_watch(e);
+	if (r >= 0 && (r = worker_watch(e)) < 0)
+		worker_end_now(e); /* not left running unread, which nothing would restart */
 	if (r < 0) {
 		log_error("egress: cannot start the worker again: %s; retrying", strerror(-r));
 		(void)loop_timer_arm(&e->restart, 10 * RESTART_DELAY_MS, 0);
