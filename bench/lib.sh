@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# bench/lib.sh: what every bench/*/run.sh shares (sourced; bash). Needs ROOT set.
+# bench/lib.sh: what every bench/*/run.sh shares (sourced; bash). Needs ROOT set; what else a
+# helper uses (log, die, TMP, BUILD, KEEP_TMP, QUIET_WAIT, PIN) is the script's.
 
 # results_open NAME: OUT becomes bench/results/NAME-DATE.txt (NAME-DATE-2.txt... when that
 # exists), RAW the scratch file the run appends to with rec before it is renamed to OUT.
@@ -31,4 +32,136 @@ rotate() { # N ITEMS...: the items rotated by N, so no side always goes first
 
 kv() { # LINE KEY: the value of KEY=VALUE in a line of words
 	sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<" $1"
+}
+
+# The summary's helpers, for the start of an awk program: kv(LINE, KEY) the value of KEY=VALUE
+# in a raw line; med(S) the median of the numbers in the string S (sets lo and hi, its least
+# and greatest); add(K, V, ROUND) appends V to vals[K] and keeps it as by[ROUND "/" K].
+# shellcheck disable=SC2016,SC2034 # awk's, not the shell's; the scripts use it
+BENCH_AWK='
+function kv(line, key,   re) {
+	re = " " key "="
+	if (!match(line, re "[^ ]*"))
+		return ""
+	return substr(line, RSTART + length(re), RLENGTH - length(re))
+}
+function med(s,   a, n, i, j, t) {
+	n = split(s, a, " ")
+	for (i = 2; i <= n; i++) { # insertion sort: a handful of values
+		t = a[i] + 0
+		for (j = i - 1; j >= 1 && a[j] + 0 > t; j--)
+			a[j + 1] = a[j]
+		a[j + 1] = t
+	}
+	lo = a[1]; hi = a[n]
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+function add(k, v, r) {
+	vals[k] = vals[k] " " v
+	by[r "/" k] = v
+}
+'
+
+# results_close SUMMARY: prints the summary and appends it to the raw results, which then
+# become OUT.
+results_close() {
+	{
+		echo
+		echo "$1"
+	} | tee -a "$RAW"
+	mv "$RAW" "$OUT"
+	RAW=
+	log "raw results: ${OUT#"$ROOT"/}"
+}
+
+# scratch_remove: for the EXIT trap: removes TMP and the raw results of a run that did not
+# finish, or with KEEP_TMP=1 keeps both and says where TMP is.
+scratch_remove() {
+	if [ -n "$TMP" ] && [ -d "$TMP" ]; then
+		if [ "$KEEP_TMP" = 1 ]; then
+			log "kept $TMP"
+		else
+			rm -rf "$TMP"
+		fi
+	fi
+	if [ -n "$RAW" ] && [ -f "$RAW" ] && [ "$KEEP_TMP" != 1 ]; then
+		rm -f "$RAW"
+	fi
+}
+
+# build_release NINJA_ARGS...: configures BUILD (Release) and builds what NINJA_ARGS name (all:
+# everything); the log in TMP/build.log, its tail on failure.
+build_release() {
+	log "building $BUILD (Release)"
+	cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$TMP/build.log" 2>&1 ||
+		die "cmake failed: $(tail -5 "$TMP/build.log")"
+	ninja -C "$BUILD" "$@" >>"$TMP/build.log" 2>&1 || {
+		tail -20 "$TMP/build.log" >&2
+		die "the build failed"
+	}
+}
+
+# cpu_busy: percent of all CPUs busy over one second.
+cpu_busy() {
+	local a b
+	a=$(head -1 /proc/stat)
+	sleep 1
+	b=$(head -1 /proc/stat)
+	awk -v a="$a" -v b="$b" 'BEGIN {
+		n = split(a, x, " "); split(b, y, " ")
+		for (i = 2; i <= n; i++) { d = y[i] - x[i]; t += d; if (i == 5 || i == 6) idle += d }
+		printf "%.0f", t ? 100 * (t - idle) / t : 0
+	}'
+}
+
+# wait_quiet PERCENT: waits (QUIET_WAIT seconds at most) for a second in which the CPUs are
+# less than PERCENT busy: a run measured next to someone else's build tells little. Sets
+# WAITED (seconds) and BUSY (the percent of the last second).
+wait_quiet() {
+	local max=$1 start=$SECONDS
+	while :; do
+		BUSY=$(cpu_busy)
+		[ "$BUSY" -lt "$max" ] && break
+		if [ $((SECONDS - start)) -ge "$QUIET_WAIT" ]; then
+			log "warning: the CPUs are still ${BUSY}% busy after ${QUIET_WAIT}s; measuring anyway"
+			break
+		fi
+		sleep 4
+	done
+	WAITED=$((SECONDS - start))
+	[ "$WAITED" -lt 2 ] || log "waited ${WAITED}s for the machine to be quiet"
+}
+
+# pin_cpus: with PIN=1 on two CPUs or more, server_cpus and client_cpus become taskset
+# prefixes (the servers on the last CPU, the clients on the first); empty otherwise.
+# shellcheck disable=SC2034 # the scripts'
+pin_cpus() {
+	server_cpus=()
+	client_cpus=()
+	if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ]; then
+		server_cpus=(taskset -c "$(($(nproc) - 1))")
+		client_cpus=(taskset -c 0)
+	fi
+}
+
+port_busy() { # PORT: true when something listens on 127.0.0.1:PORT
+	(: <>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# free_port: sets PORT to a free TCP port on 127.0.0.1 not handed out before, below the
+# ephemeral range (so no outgoing connection takes it before the server binds it).
+USED_PORTS=" "
+free_port() {
+	local p
+	for _ in $(seq 100); do
+		p=$((20000 + RANDOM % 12000))
+		case "$USED_PORTS" in *" $p "*) continue ;; esac
+		if ! port_busy "$p"; then
+			USED_PORTS="$USED_PORTS$p "
+			# shellcheck disable=SC2034 # the scripts'
+			PORT=$p
+			return 0
+		fi
+	done
+	die "no free TCP port"
 }

@@ -56,16 +56,7 @@ cleanup() {
 		wait "$pid" 2>/dev/null || true
 	done
 	PIDS=()
-	if [ -n "$TMP" ] && [ -d "$TMP" ]; then
-		if [ "$KEEP_TMP" = 1 ]; then
-			log "kept $TMP"
-		else
-			rm -rf "$TMP"
-		fi
-	fi
-	if [ -n "$RAW" ] && [ -f "$RAW" ] && [ "$KEEP_TMP" != 1 ]; then
-		rm -f "$RAW"
-	fi
+	scratch_remove
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -136,45 +127,14 @@ build() {
 	for c in cmake ninja cc openssl curl taskset; do
 		command -v "$c" >/dev/null || die "'$c' is needed"
 	done
-	log "building $BUILD (Release)"
-	cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$TMP/build.log" 2>&1 ||
-		die "cmake failed: see $TMP/build.log"
-	ninja -C "$BUILD" >>"$TMP/build.log" 2>&1 || {
-		tail -20 "$TMP/build.log" >&2
-		die "the build failed"
-	}
+	build_release all
 	mkdir -p "$BUILD/bench"
 	cc -std=gnu11 -O2 -Wall -Wextra -o "$LOADGEN" "$ROOT/bench/api/loadgen.c" -lssl -lcrypto
 }
 
 # ---- helpers ----
 
-port_busy() {
-	(: <>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-# Sets PORT to a free TCP port not handed out before.
-USED_PORTS=" "
-free_port() {
-	local p
-	for _ in $(seq 100); do
-		p=$((20000 + RANDOM % 30000))
-		case "$USED_PORTS" in *" $p "*) continue ;; esac
-		if ! port_busy "$p"; then
-			USED_PORTS="$USED_PORTS$p "
-			PORT=$p
-			return 0
-		fi
-	done
-	die "no free TCP port"
-}
-
-server_cpus=()
-client_cpus=()
-if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ]; then
-	server_cpus=(taskset -c "$(($(nproc) - 1))")
-	client_cpus=(taskset -c 0)
-fi
+pin_cpus
 
 # Waits until a curl command succeeds (the server answers) or pid dies.
 wait_ready() {
@@ -210,36 +170,6 @@ create_sandboxes() {
 	done >"$TMP/create.cfg"
 	bad=$(curl -s -K "$TMP/create.cfg" | grep -vc '^201$' || true)
 	[ "$bad" = 0 ] || die "$bad of $n creates did not answer 201"
-}
-
-# Percent of all CPUs busy over one second, before this script loads them: other work on the
-# machine makes every number noisier, so the results file says how quiet it was.
-cpu_busy() {
-	local a b
-	a=$(head -1 /proc/stat)
-	sleep 1
-	b=$(head -1 /proc/stat)
-	awk -v a="$a" -v b="$b" 'BEGIN {
-		n = split(a, x, " "); split(b, y, " ")
-		for (i = 2; i <= n; i++) { d = y[i] - x[i]; t += d; if (i == 5 || i == 6) idle += d }
-		printf "%.0f", t ? 100 * (t - idle) / t : 0
-	}'
-}
-
-# Before each run, waits (QUIET_WAIT seconds at most) for the machine to be quiet: a run
-# measured next to someone else's build tells little. Sets WAITED (seconds).
-wait_quiet() {
-	local start=$SECONDS b
-	while :; do
-		b=$(cpu_busy)
-		[ "$b" -lt 15 ] && break
-		if [ $((SECONDS - start)) -ge "$QUIET_WAIT" ]; then
-			log "warning: the CPUs are still ${b}% busy after ${QUIET_WAIT}s; measuring anyway"
-			break
-		fi
-		sleep 4
-	done
-	WAITED=$((SECONDS - start))
 }
 
 # mem PID: "rss_kib pss_kib anon_kib"
@@ -402,9 +332,6 @@ server_pid() { # SERVER TRANSPORT
 	esac
 }
 
-# Rotates a list by N: who goes first changes every round, so drift over the run (the other
-# CPU is shared) does not favour one server.
-
 # One measured run, repeated (RETRIES times at most) while other work on the machine took
 # more than NOISE_MAX CPUs during it: the decision looks only at that noise, never at the
 # result. Repeated runs stay in the results file as "discarded".
@@ -412,8 +339,7 @@ measure() { # ROUND SERVER TRANSPORT
 	local r=$1 s=$2 t=$3 attempt line other hdr=()
 	[ "$t" = unix ] || hdr=(-H "$AUTH") # the same request bytes to every server
 	for attempt in $(seq 0 "$RETRIES"); do
-		wait_quiet
-		[ "$WAITED" -lt 2 ] || log "waited ${WAITED}s for the machine to be quiet"
+		wait_quiet 15
 		line=$("${client_cpus[@]}" "$LOADGEN" -c "$CONNS" -d "$DURATION" -w "$WARMUP" \
 			-b "$BODY" -P "$(server_pid "$s" "$t")" "${hdr[@]}" "$(target "$s" "$t")")
 		case "$line" in
@@ -463,7 +389,7 @@ if [ "$WRK" = 1 ]; then
 			[ "$s/$t" = nginx/tls ] && p=$P_NGX_TLS
 			[ "$t" = tls ] && scheme=https
 			log "wrk cross-check: $s over $t"
-			wait_quiet
+			wait_quiet 15
 			pid=$(server_pid "$s" "$t")
 			t0=$(proc_ticks "$pid")
 			out=$("${client_cpus[@]}" wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency \
@@ -529,24 +455,7 @@ rec "db records=$RECORDS bytes=$db1"
 
 # ---- summary ----
 
-summary=$(awk -v rounds="$ROUNDS" -v sandboxes="$SANDBOXES" '
-function kv(line, key,   re) {
-	re = " " key "="
-	if (!match(line, re "[^ ]*"))
-		return ""
-	return substr(line, RSTART + length(re), RLENGTH - length(re))
-}
-function med(s,   a, n, i, j, t) {
-	n = split(s, a, " ")
-	for (i = 2; i <= n; i++) { # insertion sort: a handful of values
-		t = a[i] + 0
-		for (j = i - 1; j >= 1 && a[j] + 0 > t; j--)
-			a[j + 1] = a[j]
-		a[j + 1] = t
-	}
-	lo = a[1]; hi = a[n]
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
+summary=$(awk -v rounds="$ROUNDS" -v sandboxes="$SANDBOXES" "$BENCH_AWK"'
 /^run / {
 	k = kv($0, "server") "/" kv($0, "transport")
 	rps[k] = rps[k] " " kv($0, "rps")
@@ -655,12 +564,4 @@ mem_summary=$(
 		"$rss_a" "$SANDBOXES" "$rss_n"
 )
 
-{
-	echo
-	echo "$summary"
-	echo
-	echo "$mem_summary"
-} | tee -a "$RAW"
-mv "$RAW" "$OUT"
-RAW=
-log "raw results: ${OUT#"$ROOT"/}"
+results_close "$summary"$'\n\n'"$mem_summary"

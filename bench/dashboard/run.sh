@@ -80,16 +80,7 @@ cleanup() {
 	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
 		stop_pid "${PIDS[i]}"
 	done
-	if [ -n "$TMP" ] && [ -d "$TMP" ]; then
-		if [ "$KEEP_TMP" = 1 ]; then
-			log "kept $TMP"
-		else
-			rm -rf "$TMP"
-		fi
-	fi
-	if [ -n "$RAW" ] && [ -f "$RAW" ] && [ "$KEEP_TMP" != 1 ]; then
-		rm -f "$RAW"
-	fi
+	scratch_remove
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -118,69 +109,16 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 	die "ulimit -n is $(ulimit -n); $((2 * SUBSCRIBERS + 200)) are needed (raise the hard limit)"
 
 TMP=$(mktemp -d /tmp/sandboxd-dashbench.XXXXXX)
-if [ "$NO_BUILD" != 1 ]; then
-	log "building $BUILD (Release)"
-	cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$TMP/build.log" 2>&1 ||
-		die "cmake failed: see $TMP/build.log"
-	ninja -C "$BUILD" >>"$TMP/build.log" 2>&1 || {
-		tail -20 "$TMP/build.log" >&2
-		die "the build failed"
-	}
-fi
+[ "$NO_BUILD" = 1 ] || build_release all
 [ -x "$SANDBOXD" ] || die "$SANDBOXD is missing"
 
 # ---- helpers ----
 
-port_busy() {
-	(: <>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
+pin_cpus
 
-USED_PORTS=" "
-free_port() { # sets PORT to a free TCP port not handed out before, below the ephemeral range
-	local p
-	for _ in $(seq 100); do
-		p=$((20000 + RANDOM % 12000))
-		case "$USED_PORTS" in *" $p "*) continue ;; esac
-		if ! port_busy "$p"; then
-			USED_PORTS="$USED_PORTS$p "
-			PORT=$p
-			return 0
-		fi
-	done
-	die "no free TCP port"
-}
-
-server_cpus=()
-client_cpus=()
-if [ "$PIN" = 1 ] && [ "$(nproc)" -ge 2 ]; then
-	server_cpus=(taskset -c "$(($(nproc) - 1))")
-	client_cpus=(taskset -c 0)
-fi
-
-cpu_busy() { # percent of all CPUs busy over one second
-	local a b
-	a=$(head -1 /proc/stat)
-	sleep 1
-	b=$(head -1 /proc/stat)
-	awk -v a="$a" -v b="$b" 'BEGIN {
-		n = split(a, x, " "); split(b, y, " ")
-		for (i = 2; i <= n; i++) { d = y[i] - x[i]; t += d; if (i == 5 || i == 6) idle += d }
-		printf "%.0f", t ? 100 * (t - idle) / t : 0
-	}'
-}
-
-wait_quiet() { # waits at most QUIET_WAIT s for a second with the CPUs under 15% busy
-	local start=$SECONDS b
-	while :; do
-		b=$(cpu_busy)
-		[ "$b" -lt 15 ] && break
-		if [ $((SECONDS - start)) -ge "$QUIET_WAIT" ]; then
-			log "warning: the CPUs are still ${b}% busy after ${QUIET_WAIT}s; measuring anyway"
-			break
-		fi
-		sleep 4
-	done
-	rec "# quiet: waited $((SECONDS - start)) s; CPUs ${b}% busy before measuring"
+quiet() { # wait_quiet, and what it found into the results
+	wait_quiet 15
+	rec "# quiet: waited $WAITED s; CPUs ${BUSY}% busy before measuring"
 }
 
 TOKEN=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -266,7 +204,7 @@ if want_part subscribers; then
 		"operator's token over TCP; tcp-user-key = a user's API key over TCP (that user's" \
 		"events only, as the dashboard's stream); unix-largest = unix, the sandbox changed" \
 		"carrying 64 labels of the longest key and value (the largest events)"
-	wait_quiet
+	quiet
 	runs=()
 	for round in $(seq "$ROUNDS"); do
 		for tr in $TRANSPORTS; do
@@ -344,7 +282,7 @@ if want_part browser; then
 	[ "$n" = "$SANDBOXES" ] || die "$owner owns $n sandboxes, not $SANDBOXES"
 	rec "# browser: $owner owns $SANDBOXES running sandboxes (created with its credential);" \
 		"the page as $AS; list at $BASE/#/"
-	wait_quiet
+	quiet
 	log "browser: $NAVS navigations each way, then $CHANGES state changes"
 	AS=$AS BASE=$BASE EMAIL=$EMAIL PASSWORD=$PASSWORD TOKEN=$TOKEN SANDBOXES=$SANDBOXES NAVS=$NAVS \
 		CHANGES=$CHANGES CHROMIUM=$CHROMIUM WEB_DIR=$ROOT/web \
@@ -359,10 +297,4 @@ if want_part browser; then
 fi
 
 summary=$(python3 "$HERE/report.py" summary "$RAW")
-{
-	echo
-	echo "$summary"
-} | tee -a "$RAW"
-mv "$RAW" "$OUT"
-RAW=
-log "raw results: ${OUT#"$ROOT"/}"
+results_close "$summary"

@@ -118,16 +118,7 @@ cleanup() {
 	for c in "${CGROUPS[@]}"; do
 		rmdir "$c" 2>/dev/null
 	done
-	if [ -n "$TMP" ] && [ -d "$TMP" ]; then
-		if [ "$KEEP_TMP" = 1 ]; then
-			log "kept $TMP"
-		else
-			rm -rf "$TMP"
-		fi
-	fi
-	if [ -n "$RAW" ] && [ -f "$RAW" ] && [ "$KEEP_TMP" != 1 ]; then
-		rm -f "$RAW"
-	fi
+	scratch_remove
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -166,13 +157,7 @@ if ! command -v tinyproxy >/dev/null; then
 	done
 fi
 
-log "building $BUILD (Release)"
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$TMP/build.log" 2>&1 ||
-	die "cmake failed: $(tail -5 "$TMP/build.log")"
-ninja -C "$BUILD" ${JOBS:+-j "$JOBS"} sandboxd egresscore sbxcommon >>"$TMP/build.log" 2>&1 || {
-	tail -20 "$TMP/build.log" >&2
-	die "the build failed"
-}
+build_release ${JOBS:+-j "$JOBS"} sandboxd egresscore sbxcommon
 cc -std=gnu11 -O2 -Wall -Wextra -o "$EGBENCH" "$ROOT/bench/egress/egbench.c" -lssl -lcrypto \
 	-lpthread
 cc -std=gnu11 -O2 -Wall -Wextra -I"$ROOT/egress" -I"$ROOT/lib" -o "$NFTGEN" \
@@ -694,28 +679,8 @@ rec "# after the run: load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # ---- summary ----
 
-summary=$(awk -v rounds="$ROUNDS" -v size="$SIZE_MB" -v nconns="$CONNS" -v conc="$CONC" '
-function kv(line, key,   re) {
-	re = " " key "="
-	if (!match(line, re "[^ ]*"))
-		return ""
-	return substr(line, RSTART + length(re), RLENGTH - length(re))
-}
-function med(s,   a, n, i, j, t) {
-	n = split(s, a, " ")
-	for (i = 2; i <= n; i++) {
-		t = a[i] + 0
-		for (j = i - 1; j >= 1 && a[j] + 0 > t; j--)
-			a[j + 1] = a[j]
-		a[j + 1] = t
-	}
-	lo = a[1]; hi = a[n]
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
-function add(k, v, r) {
-	vals[k] = vals[k] " " v
-	by[r "/" k] = v
-}
+summary=$(awk -v rounds="$ROUNDS" -v size="$SIZE_MB" -v nconns="$CONNS" -v conc="$CONC" \
+	"$BENCH_AWK"'
 function cell(k, fmt,   m) {
 	if (!(k in vals))
 		return "-"
@@ -832,11 +797,4 @@ END {
 	printf "\nother work before each round (busy CPUs in the quiet check): median %.2f (max %.2f)\n",
 	    med(pre), hi
 }' "$RAW")
-
-{
-	echo
-	echo "$summary"
-} | tee -a "$RAW"
-mv "$RAW" "$OUT"
-RAW=
-log "raw results: ${OUT#"$ROOT"/}"
+results_close "$summary"

@@ -45,16 +45,7 @@ die() {
 cleanup() {
 	set +e
 	[ -n "$TMP" ] && [ -d "$TMP/registry" ] && sh "$REGSH" stop "$TMP/registry" >/dev/null 2>&1
-	if [ -n "$TMP" ] && [ -d "$TMP" ]; then
-		if [ "$KEEP_TMP" = 1 ]; then
-			log "kept $TMP"
-		else
-			rm -rf "$TMP"
-		fi
-	fi
-	if [ -n "$RAW" ] && [ -f "$RAW" ] && [ "$KEEP_TMP" != 1 ]; then
-		rm -f "$RAW"
-	fi
+	scratch_remove
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -71,13 +62,7 @@ exec 9>"$BUILD/.bench-images.lock"
 flock -n 9 || die "another bench/images/run.sh is running"
 
 TMP=$(mktemp -d /tmp/sandboxd-imgbench.XXXXXX)
-log "building $BUILD (Release)"
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$TMP/build.log" 2>&1 ||
-	die "cmake failed: $(tail -5 "$TMP/build.log")"
-ninja -C "$BUILD" ${JOBS:+-j "$JOBS"} sandboxd sandbox-guestd >>"$TMP/build.log" 2>&1 || {
-	tail -20 "$TMP/build.log" >&2
-	die "the build failed"
-}
+build_release ${JOBS:+-j "$JOBS"} sandboxd sandbox-guestd
 
 # ---- the registry and the images ----
 
@@ -367,28 +352,7 @@ rec "# after the run: load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # ---- summary ----
 
-summary=$(awk -v rounds="$ROUNDS" -v small="$SMALL_MB" -v large="$LARGE_MB" '
-function kv(line, key,   re) {
-	re = " " key "="
-	if (!match(line, re "[^ ]*"))
-		return ""
-	return substr(line, RSTART + length(re), RLENGTH - length(re))
-}
-function med(s,   a, n, i, j, t) {
-	n = split(s, a, " ")
-	for (i = 2; i <= n; i++) {
-		t = a[i] + 0
-		for (j = i - 1; j >= 1 && a[j] + 0 > t; j--)
-			a[j + 1] = a[j]
-		a[j + 1] = t
-	}
-	lo = a[1]; hi = a[n]
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
-function add(k, v, r) {
-	vals[k] = vals[k] " " v
-	by[r "/" k] = v
-}
+summary=$(awk -v rounds="$ROUNDS" -v small="$SMALL_MB" -v large="$LARGE_MB" "$BENCH_AWK"'
 function cell(k,   m) {
 	if (!(k in vals))
 		return "-"
@@ -475,11 +439,4 @@ END {
 	printf "\nother work on the machine during the measured runs: median %.2f CPUs (max %.2f)\n",
 	    m, hi
 }' "$RAW")
-
-{
-	echo
-	echo "$summary"
-} | tee -a "$RAW"
-mv "$RAW" "$OUT"
-RAW=
-log "raw results: ${OUT#"$ROOT"/}"
+results_close "$summary"

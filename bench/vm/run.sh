@@ -145,13 +145,7 @@ exec 9>"$WORK/lock"
 flock -n 9 || die "another bench/vm/run.sh is running"
 
 TMP=$(mktemp -d /tmp/sandboxd-vmbench.XXXXXX)
-log "building $BUILD (Release)"
-cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >"$TMP/build.log" 2>&1 ||
-	die "cmake failed: $(tail -5 "$TMP/build.log")"
-ninja -C "$BUILD" sandboxd sandbox-guestd >>"$TMP/build.log" 2>&1 || {
-	tail -20 "$TMP/build.log" >&2
-	die "the build failed"
-}
+build_release sandboxd sandbox-guestd
 cc -std=gnu11 -O2 -Wall -Wextra -o "$VMBENCH" "$ROOT/bench/vm/vmbench.c"
 
 log "guest bundle in $BUNDLE (sandboxd setup; reused when up to date)"
@@ -159,39 +153,6 @@ log "guest bundle in $BUNDLE (sandboxd setup; reused when up to date)"
 	>"$TMP/setup.log" 2>&1 || die "sandboxd setup failed: $(tail -5 "$TMP/setup.log")"
 
 # ---- helpers ----
-
-# Percent of all CPUs busy over one second.
-cpu_busy() {
-	local a b
-	a=$(head -1 /proc/stat)
-	sleep 1
-	b=$(head -1 /proc/stat)
-	awk -v a="$a" -v b="$b" 'BEGIN {
-		n = split(a, x, " "); split(b, y, " ")
-		for (i = 2; i <= n; i++) {
-			d = y[i] - x[i]; t += d
-			if (i == 5 || i == 6) idle += d
-		}
-		printf "%.0f", t ? 100 * (t - idle) / t : 0
-	}'
-}
-
-# Before each boot, waits (QUIET_WAIT seconds at most) for the machine to be quiet.
-wait_quiet() {
-	local start=$SECONDS b
-	while :; do
-		b=$(cpu_busy)
-		[ "$b" -lt "$QUIET_MAX" ] && break
-		if [ $((SECONDS - start)) -ge "$QUIET_WAIT" ]; then
-			log "warning: the CPUs are still ${b}% busy after ${QUIET_WAIT}s;" \
-				"measuring anyway"
-			break
-		fi
-		sleep 4
-	done
-	WAITED=$((SECONDS - start))
-	[ "$WAITED" -lt 2 ] || log "waited ${WAITED}s for the machine to be quiet"
-}
 
 # mem PID [PREFIX]: "rss_kib=R pss_kib=P uss_kib=U anon_kib=A hwm_kib=H" (U: its private pages,
 # whatever else runs; H: the peak RSS), each key with PREFIX before it
@@ -370,7 +331,7 @@ measured() { # ROUND KIND PHASE COMMAND...
 		if [ "$attempt" != "$RETRIES" ] && noisy "$other"; then
 			rec "discarded round=$r kind=$k phase=$ph $LINE"
 			log "other work took $other CPUs during that $k $ph: repeating it"
-			wait_quiet
+			wait_quiet "$QUIET_MAX"
 			continue
 		fi
 		break
@@ -395,7 +356,7 @@ sbx_stream() { # ndjson|attach
 boot_sandboxd() { # ROUND [quick: no memory reading]
 	local r=$1 quick=${2:-} attempt other
 	for attempt in $(seq 0 "$RETRIES"); do
-		wait_quiet
+		wait_quiet "$QUIET_MAX"
 		LINE=$(sbx_boot) ||
 			die "sandboxd: create + run failed: $(tail -5 "$TMP/sandboxd.log")"
 		SBX_ID=$(kv "$LINE" id)
@@ -453,7 +414,7 @@ boot_bare() { # ROUND KIND [quick: no memory reading]
 		fi
 		rm -f "$TMP/$k.in" "$TMP/$k.out"
 		mkfifo -m 0600 "$TMP/$k.in" "$TMP/$k.out"
-		wait_quiet
+		wait_quiet "$QUIET_MAX"
 		"$VMBENCH" "${STREAM_FLAG[@]}" bare --dir "$dir" --sock "$dir/ag.sock" \
 			--blank "$FILES/$(basename "$BLANK")" --upper "$dir/upper.qcow2" \
 			--log "$TMP/$k-qemu.log" --pidfile "$TMP/$k.qemu.pid" "${uid[@]}" \
@@ -500,7 +461,7 @@ for r in $(seq "$ROUNDS"); do
 		esac
 	done
 	log "round $r/$ROUNDS: runs of true"
-	wait_quiet
+	wait_quiet "$QUIET_MAX"
 	for b in $(seq "$BATCHES"); do
 		for k in $(rotate "$b" "${kinds[@]}"); do
 			case "$k" in
@@ -554,7 +515,7 @@ start_sandboxd
 j=$(api POST /v1/sandboxes '{}')
 grep -q '"state":"running"' <<<"$j" || die "the warm-up sandbox did not boot: $j"
 api DELETE "/v1/sandboxes/$(sed -n 's/.*"id":"\(sbx_[0-9a-f]*\)".*/\1/p' <<<"$j")" >/dev/null
-wait_quiet
+wait_quiet "$QUIET_MAX"
 rec "memn phase=before n=0 $(mem "$SBX_PID" sandboxd_)"
 ids=()
 for i in $(seq "$MEM_N"); do
@@ -785,11 +746,4 @@ END {
 	    "%s, streams %s; %d measurements discarded and repeated for noise\n",
 	    med(val["boot/other"]), med(val["exec/other"]), med(val["stream/other"]), discarded
 }' "$RAW")
-
-{
-	echo
-	echo "$summary"
-} | tee -a "$RAW"
-mv "$RAW" "$OUT"
-RAW=
-log "raw results: ${OUT#"$ROOT"/}"
+results_close "$summary"
