@@ -49,24 +49,13 @@ def join(db):
 
 
 def summary(path):
-    sub, fan, fan0, closed, nav, lat = [], [], [], [], [], []
-    for line in open(path):
-        if line.startswith("#"):
-            continue
-        w = words(line)
-        kind = line.split(" ", 1)[0]
-        if kind == "mem":
-            sub.append(w)
-        elif kind == "fanout":
-            fan.append(w)
-        elif kind == "fanout0":
-            fan0.append(w)
-        elif kind == "closed":
-            closed.append(w)
-        elif kind == "nav":
-            nav.append(w)
-        elif kind == "lat":
-            lat.append(w)
+    rows = {kind: [] for kind in ("mem", "fanout", "fanout0", "closed", "nav", "lat")}
+    with open(path) as f:
+        for line in f:
+            kind = line.split(" ", 1)[0]
+            if kind in rows:
+                rows[kind].append(words(line))
+    sub, fan, fan0, closed, nav, lat = rows.values()
 
     if sub:
         n = int(sub[0].get("n", 1000))
