@@ -86,9 +86,8 @@ struct vm {
 	char *dir;
 	enum vm_phase phase;
 	pid_t pid;
-	bool child; /* ours to reap (started by this sandboxd) */
-	int pidfd;
-	struct loop_source pidsrc;
+	bool child;               /* ours to reap (started by this sandboxd) */
+	struct loop_child exited; /* QEMU's exit, ours or an adopted one's */
 	struct loop_timer timer;
 	struct agent *agent;
 	struct qmp *qmp; /* only while asking QEMU to quit */
@@ -104,12 +103,6 @@ static struct qemu *
 Q(struct backend *b)
 {
 	return (struct qemu *)b;
-}
-
-static int
-pidfd_open_(pid_t pid)
-{
-	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
 static char *
@@ -208,7 +201,7 @@ log_tail(struct vm *vm)
 
 /* ---- the VM object ---- */
 
-static void vm_exited(struct loop_source *src, uint32_t events, void *data);
+static void vm_exited(struct loop_child *c, void *data);
 
 static struct vm *
 vm_get(struct qemu *q, struct sandbox *sb)
@@ -222,8 +215,7 @@ vm_get(struct qemu *q, struct sandbox *sb)
 		return NULL;
 	vm->q = q;
 	vm->sb = sb;
-	vm->pidfd = -1;
-	vm->pidsrc.fd = -1;
+	vm->exited.src.fd = -1;
 	vm->slot = -1;
 	vm->dir = strdup_printf("%s/%s", q->vms_dir, sb->id);
 	/* under this sandboxd's own parent group (its uid range's): see qemu_backend_create */
@@ -281,8 +273,7 @@ static void
 vm_forget_process(struct vm *vm)
 {
 	vm->qmp = qmp_free(vm->qmp);
-	loop_remove(&vm->pidsrc);
-	vm->pidfd = safe_close(vm->pidfd);
+	loop_child_done(&vm->exited);
 	vm->pid = 0;
 	if (vm->q->cgroups)
 		cgroup_remove(vm->cgroup);
@@ -976,7 +967,7 @@ stop_timeout(struct loop_timer *t _unused_, void *data)
 }
 
 static void
-vm_exited(struct loop_source *src _unused_, uint32_t events _unused_, void *data)
+vm_exited(struct loop_child *c _unused_, void *data)
 {
 	struct vm *vm = data;
 	struct sandboxd *d = vm->q->d;
@@ -1023,10 +1014,7 @@ vm_exited(struct loop_source *src _unused_, uint32_t events _unused_, void *data
 static int
 vm_watch(struct vm *vm)
 {
-	vm->pidfd = pidfd_open_(vm->pid);
-	if (vm->pidfd < 0)
-		return negative_errno();
-	return loop_add(vm->q->d->loop, &vm->pidsrc, vm->pidfd, EPOLLIN, vm_exited, vm);
+	return loop_child_watch(vm->q->d->loop, &vm->exited, vm->pid, vm_exited, vm);
 }
 
 static void
@@ -1412,8 +1400,7 @@ qemu_free(struct backend *b)
 	LIST_FOREACH_SAFE (n, tmp, &q->vms) {
 		struct vm *vm = list_entry(n, struct vm, link);
 		vm->agent = agent_free(vm->agent);
-		loop_remove(&vm->pidsrc);
-		vm->pidfd = safe_close(vm->pidfd);
+		loop_child_done(&vm->exited);
 		vm->pid = 0;
 		vm_free(vm);
 	}
