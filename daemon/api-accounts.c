@@ -7,6 +7,7 @@
 #include "api-internal.h"
 #include "log.h"
 #include "sandboxd.h"
+#include "request.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -72,21 +73,15 @@ reply_store_failed(struct conn *c, int r)
 	api_reply_error(c, 500, "internal", "the accounts store failed: %s", strerror(-r));
 }
 
-/* Refuses a body field that is not in allowed (NULL-terminated). */
+/* Refuses a body field that is not in allowed (NULL-terminated); answers 400. */
 static bool
 only_fields(struct api_call *call, const char *const *allowed)
 {
-	const char *key;
-	json_t *v;
+	struct api_err err;
 
-	json_object_foreach (call->body, key, v) {
-		bool ok = false;
-		for (const char *const *a = allowed; *a && !ok; a++)
-			ok = streq(key, *a);
-		if (!ok) {
-			api_reply_error(call->c, 400, "invalid_request", "unknown field '%s'", key);
-			return false;
-		}
+	if (request_check_fields(call->body, allowed, &err) < 0) {
+		api_reply_api_err(call, &err);
+		return false;
 	}
 	return true;
 }

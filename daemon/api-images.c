@@ -4,6 +4,7 @@
 #include "api.h"
 #include "images.h"
 #include "log.h"
+#include "request.h"
 #include "sandboxd.h"
 #include "server.h"
 #include "util.h"
@@ -63,10 +64,9 @@ api_image_install(struct api_call *call)
 	static const char *const fields[] = { "image", NULL };
 	char key[32], value[16];
 	struct api_err err;
-	const char *name, *k;
+	const char *name;
 	bool wait = true;
 	size_t pos = 0;
-	json_t *v;
 	int r;
 
 	if (!may_manage(call))
@@ -84,14 +84,9 @@ api_image_install(struct api_call *call)
 		api_reply_error(call->c, 400, "invalid_request", "the query string is malformed");
 		return;
 	}
-	json_object_foreach (call->body, k, v) {
-		bool known = false;
-		for (size_t i = 0; fields[i]; i++)
-			known = known || streq(k, fields[i]);
-		if (!known) {
-			api_reply_error(call->c, 400, "invalid_request", "unknown field '%s'", k);
-			return;
-		}
+	if (request_check_fields(call->body, fields, &err) < 0) {
+		api_reply_api_err(call, &err);
+		return;
 	}
 	name = json_string_value(json_object_get(call->body, "image"));
 	if (!name) {

@@ -85,10 +85,8 @@ image_ref_valid(const char *image)
 	return true;
 }
 
-/* Refuses a body that is not an object, or has a member not named in allowed
- * (NULL-terminated). */
-static int
-check_fields(const json_t *obj, const char *const *allowed, struct api_err *err)
+int
+request_check_fields(const json_t *obj, const char *const *allowed, struct api_err *err)
 {
 	const char *key;
 	json_t *v;
@@ -298,7 +296,7 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 	json_t *v;
 	int r;
 
-	r = check_fields(body, fields, err);
+	r = request_check_fields(body, fields, err);
 	if (r < 0)
 		return r;
 	v = json_object_get(body, "wait");
@@ -388,7 +386,7 @@ request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_
 	json_t *v;
 	int r;
 
-	r = check_fields(body, fields, err);
+	r = request_check_fields(body, fields, err);
 	if (r < 0)
 		return r;
 	v = json_object_get(body, "name");
@@ -520,7 +518,7 @@ request_decode_exec(const json_t *body, bool process_fields, struct exec_request
 	int r;
 
 	buf_init(&x.stdin_data, 1u << 20);
-	r = check_fields(body, process_fields ? proc_fields : run_fields, err);
+	r = request_check_fields(body, process_fields ? proc_fields : run_fields, err);
 	if (r < 0)
 		goto fail;
 	a = json_object_get(body, "argv");

@@ -31,6 +31,11 @@ int request_decode_patch(const struct policy *p, const json_t *body, struct sand
                          struct api_err *err);
 void sandbox_patch_done(struct sandbox_patch *patch);
 
+/* Refuses a body that is not an object, or has a member not named in allowed
+ * (NULL-terminated): 400 "unknown field \"NAME\"" (the name quoted and cut to be safe to
+ * show). The one check of unknown fields for every JSON body of the API. */
+int request_check_fields(const json_t *obj, const char *const *allowed, struct api_err *err);
+
 /* "k=v" from ?label= into filter (an object). */
 int request_add_label_filter(json_t *filter, const char *kv, struct api_err *err);
 

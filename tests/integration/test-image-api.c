@@ -76,7 +76,7 @@ test_refused_before_anything_starts(void **state)
 	expect_error("POST", "/v1/images", "{\"image\":\"Not/A Name\"}", 400, "invalid_request",
 	             NULL);
 	expect_error("POST", "/v1/images", "{\"image\":\"mini\",\"pull\":true}", 400,
-	             "invalid_request", "unknown field 'pull'");
+	             "invalid_request", "unknown field \\\"pull\\\"");
 	expect_error("POST", "/v1/images?wait=maybe", "{\"image\":\"mini\"}", 400,
 	             "invalid_request", "wait=true|false");
 	/* --allow-image lists what may be installed or run, written exactly */
