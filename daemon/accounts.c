@@ -506,16 +506,16 @@ account_session_create(struct store *s, const char *user_id, int64_t now_ms,
 
 	/* every user's expired sessions go now: a login is rare, the table small */
 	if (prepare(s, "DELETE FROM sessions WHERE expires_at <= ?1", &st) < 0)
-		return -EIO;
+		goto fail;
 	sqlite3_bind_int64(st, 1, now_ms);
 	r = step_done(s, st);
 	if (r < 0)
-		return r;
+		goto fail;
 	if (prepare(s,
 	            "INSERT INTO sessions (id, user_id, secret_sha256, csrf_token, created_at, "
 	            "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 	            &st) < 0)
-		return -EIO;
+		goto fail;
 	sqlite3_bind_text(st, 1, ses.id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, user_id, -1, SQLITE_STATIC);
 	sqlite3_bind_blob(st, 3, sha, sizeof(sha), SQLITE_STATIC);
@@ -524,20 +524,25 @@ account_session_create(struct store *s, const char *user_id, int64_t now_ms,
 	sqlite3_bind_int64(st, 6, ses.expires_at);
 	r = step_done(s, st);
 	if (r < 0)
-		return r == -EADDRINUSE ? -EIO : r;
+		goto fail;
 	/* a user keeps at most ACCOUNT_SESSIONS_MAX: the oldest go */
 	if (prepare(s,
 	            "DELETE FROM sessions WHERE user_id = ?1 AND id NOT IN (SELECT id FROM "
 	            "sessions WHERE user_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2)",
 	            &st) < 0)
-		return -EIO;
+		goto fail;
 	sqlite3_bind_text(st, 1, user_id, -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 2, ACCOUNT_SESSIONS_MAX);
 	r = step_done(s, st);
 	if (r < 0)
-		return r;
+		goto fail;
 	*ret = ses;
+	sodium_memzero(&ses, sizeof(ses));
 	return 0;
+fail:
+	/* the cookie never leaves: not even on this stack */
+	sodium_memzero(&ses, sizeof(ses));
+	return r < 0 && r != -EADDRINUSE ? r : -EIO;
 }
 
 /* The stored SHA-256 in column i against the presented secret, in constant time. */
@@ -671,8 +676,10 @@ account_key_create(struct store *s, const char *user_id, const char *name, int64
 		if (prepare(s,
 		            "INSERT INTO api_keys (id, user_id, name, prefix, secret_sha256, "
 		            "created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-		            &st) < 0)
-			return -EIO;
+		            &st) < 0) {
+			r = -EIO; /* below: the key is wiped */
+			break;
+		}
 		sqlite3_bind_text(st, 1, k.id, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 2, user_id, -1, SQLITE_STATIC);
 		sqlite3_bind_text(st, 3, k.name, -1, SQLITE_STATIC);
