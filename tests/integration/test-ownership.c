@@ -633,6 +633,37 @@ test_owner_comes_from_the_credential(void **state)
 		             "{\"email\":\"erin@EXAMPLE.com\",\"password\":\"erin-password-6\"}",
 		             409, "conflict");
 	}
+
+	/* caps given at creation apply at once (null: the server's default); caps out of range
+	 * create nobody */
+	{
+		json_t *u =
+		        call_as(NULL, "POST", "/v1/users",
+		                "{\"email\":\"finn@example.com\",\"password\":\"finn-password-7\","
+		                "\"caps\":{\"max_sandboxes\":2,\"max_cpus\":null}}",
+		                201, NULL);
+		json_t *caps = json_object_get(u, "caps"), *list, *one;
+		size_t i;
+		bool seen = false;
+
+		assert_int_equal(json_integer_value(json_object_get(caps, "max_sandboxes")), 2);
+		assert_int_equal(json_integer_value(json_object_get(caps, "max_cpus")), 8);
+		assert_int_equal(json_integer_value(json_object_get(caps, "max_memory_mb")), 16384);
+		json_decref(u);
+		expect_error(NULL, "POST", "/v1/users",
+		             "{\"email\":\"gus@example.com\",\"password\":\"gus-password-88\","
+		             "\"caps\":{\"max_sandboxes\":-1}}",
+		             400, "invalid_request");
+		list = call_as(NULL, "GET", "/v1/users", NULL, 200, NULL);
+		json_array_foreach (json_object_get(list, "users"), i, one) {
+			assert_false(streq_safe(harness_str(one, "email"), "gus@example.com"));
+			if (streq_safe(harness_str(one, "email"), "finn@example.com"))
+				seen = json_integer_value(json_object_get(
+				               json_object_get(one, "caps"), "max_sandboxes")) == 2;
+		}
+		assert_true(seen);
+		json_decref(list);
+	}
 }
 
 static void
