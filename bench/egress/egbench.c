@@ -336,9 +336,10 @@ http_loop(int *lfds, size_t n)
 static size_t
 ports(char *list, int *fds, size_t max, const char *addr)
 {
+	char *save = NULL;
 	size_t n = 0;
 
-	for (char *s = strtok(list, ","); s && n < max; s = strtok(NULL, ","))
+	for (char *s = strtok_r(list, ",", &save); s && n < max; s = strtok_r(NULL, ",", &save))
 		fds[n++] = listen_on(addr, (unsigned)num_arg(s));
 	return n;
 }
