@@ -36,33 +36,13 @@ usage(FILE *f)
 static int
 open_store(const char *dir, struct store **ret)
 {
-	_cleanup_free_ char *db = NULL;
-	struct stat st;
+	_cleanup_free_ char *db = NULL, *why = NULL;
 	int r;
 
-	r = mkdir_p(dir, 0700);
+	r = paths_state_dir_prepare(dir, &why);
 	if (r < 0) {
-		fprintf(stderr, "sandboxd admin: cannot create the state directory '%s': %s\n", dir,
-		        strerror(-r));
+		fprintf(stderr, "sandboxd admin: %s\n", why ? why : strerror(-r));
 		return r;
-	}
-	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "sandboxd admin: '%s' is not a directory\n", dir);
-		return -ENOTDIR;
-	}
-	if (st.st_uid != geteuid()) {
-		fprintf(stderr,
-		        "sandboxd admin: the state directory '%s' belongs to uid %u; run this as "
-		        "that user (the one sandboxd runs as)\n",
-		        dir, (unsigned)st.st_uid);
-		return -EPERM;
-	}
-	if (st.st_mode & 077) {
-		fprintf(stderr,
-		        "sandboxd admin: the state directory '%s' is open to group or others; run "
-		        "'chmod 700 %s'\n",
-		        dir, dir);
-		return -EPERM;
 	}
 	db = strdup_printf("%s/sandboxd.db", dir);
 	if (!db)

@@ -52,29 +52,13 @@ housekeeping(struct loop_timer *t _unused_, void *data)
 static int
 prepare_state_dir(const char *dir, int *ret_lock)
 {
-	_cleanup_free_ char *lock = NULL;
-	struct stat st;
+	_cleanup_free_ char *lock = NULL, *why = NULL;
 	int fd, r;
 
-	r = mkdir_p(dir, 0700);
+	r = paths_state_dir_prepare(dir, &why);
 	if (r < 0) {
-		log_error("state directory '%s': cannot create it: %s", dir, strerror(-r));
+		log_error("%s", why ? why : strerror(-r));
 		return r;
-	}
-	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		log_error("state directory '%s' is not a directory", dir);
-		return -ENOTDIR;
-	}
-	if (st.st_uid != geteuid()) {
-		log_error("state directory '%s' belongs to uid %u, not to sandboxd's uid %u", dir,
-		          (unsigned)st.st_uid, (unsigned)geteuid());
-		return -EPERM;
-	}
-	if (st.st_mode & 077) {
-		log_error("state directory '%s' is open to group or others (mode %04o); run 'chmod "
-		          "700 %s'",
-		          dir, (unsigned)(st.st_mode & 07777), dir);
-		return -EPERM;
 	}
 	lock = strdup_printf("%s/sandboxd.lock", dir);
 	if (!lock)

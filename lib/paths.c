@@ -1,5 +1,8 @@
 /* paths.c: see paths.h. */
+#include <errno.h>
 #include <pwd.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include "paths.h"
@@ -45,4 +48,36 @@ paths_default_socket(void)
 	/* no runtime dir (a plain ssh session, a container): beside the state */
 	state = paths_default_state_dir();
 	return state ? strdup_printf("%s/sandboxd.sock", state) : NULL;
+}
+
+int
+paths_state_dir_prepare(const char *dir, char **ret_why)
+{
+	struct stat st;
+	int r;
+
+	*ret_why = NULL;
+	r = mkdir_p(dir, 0700);
+	if (r < 0) {
+		*ret_why = strdup_printf("state directory '%s': cannot create it: %s", dir,
+		                         strerror(-r));
+		return r;
+	}
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		*ret_why = strdup_printf("state directory '%s' is not a directory", dir);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != geteuid()) {
+		*ret_why = strdup_printf("state directory '%s' belongs to uid %u, not to this uid "
+		                         "%u; run sandboxd (and sandboxd admin) as that user",
+		                         dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if (st.st_mode & 077) {
+		*ret_why = strdup_printf("state directory '%s' is open to group or others (mode "
+		                         "%04o); run 'chmod 700 %s'",
+		                         dir, (unsigned)(st.st_mode & 07777), dir);
+		return -EPERM;
+	}
+	return 0;
 }

@@ -9,3 +9,9 @@ const char *paths_home_dir(void);
 /* Newly allocated paths; NULL when out of memory or HOME is unknown. */
 char *paths_default_state_dir(void);
 char *paths_default_socket(void);
+
+/* sandboxd's state directory, as sandboxd keeps it: made (0700, with its parents) when absent,
+ * then refused unless it is a directory owned by this uid and closed to group and others (files
+ * written by another user would lock sandboxd out; others must not read disks and records).
+ * 0, or -errno with *ret_why (caller frees) saying what is wrong and what to do. */
+int paths_state_dir_prepare(const char *dir, char **ret_why);

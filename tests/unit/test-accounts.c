@@ -766,6 +766,13 @@ test_admin_command(void **state)
 	assert_int_equal(harness_run_checked(bin, create, NULL, &out), 1);
 	harness_expect_in(out, "at least 10 bytes");
 	free(out);
+	/* a state directory open to others is refused, as sandboxd refuses it */
+	write_password(pwf, "a good password\n", 0600);
+	assert_int_equal(chmod(sdir, 0755), 0);
+	assert_int_equal(harness_run_checked(bin, create, NULL, &out), 1);
+	harness_expect_in(out, "chmod 700");
+	free(out);
+	assert_int_equal(chmod(sdir, 0700), 0);
 	assert_int_equal(account_get_by_email(s, "x@example.com", &a, NULL), -ENOENT);
 	assert_int_equal(account_get_by_email(s, "other@example.com", &a, NULL), -ENOENT);
 }
