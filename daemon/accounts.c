@@ -244,6 +244,20 @@ step_done(struct store *s, sqlite3_stmt *st)
 	return sqlite3_changes(store_db(s));
 }
 
+/* Runs sql with text parameters ?1 and, when b is not NULL, ?2; the rows changed or -errno. */
+static int
+exec_text(struct store *s, const char *sql, const char *a, const char *b)
+{
+	sqlite3_stmt *st;
+
+	if (prepare(s, sql, &st) < 0)
+		return -EIO;
+	sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC);
+	if (b)
+		sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC);
+	return step_done(s, st);
+}
+
 static void
 bind_cap(sqlite3_stmt *st, int i, int64_t v)
 {
@@ -404,27 +418,9 @@ account_update(struct store *s, const struct account *a)
 int
 account_set_password(struct store *s, const char *id, const char *hash)
 {
-	sqlite3_stmt *st;
-	int r;
+	int r = exec_text(s, "UPDATE users SET password_hash = ?2 WHERE id = ?1", id, hash);
 
-	if (prepare(s, "UPDATE users SET password_hash = ?2 WHERE id = ?1", &st) < 0)
-		return -EIO;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, hash, -1, SQLITE_STATIC);
-	r = step_done(s, st);
 	return r < 0 ? r : r == 0 ? -ENOENT : 0;
-}
-
-/* Runs sql with one text parameter; the rows changed or -errno. */
-static int
-exec1(struct store *s, const char *sql, const char *arg)
-{
-	sqlite3_stmt *st;
-
-	if (prepare(s, sql, &st) < 0)
-		return -EIO;
-	sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
-	return step_done(s, st);
 }
 
 int
@@ -447,7 +443,7 @@ account_delete(struct store *s, const char *id)
 	if (r < 0)
 		return r;
 	/* the sessions and keys go with it (ON DELETE CASCADE) */
-	r = exec1(s, "DELETE FROM users WHERE id = ?1", id);
+	r = exec_text(s, "DELETE FROM users WHERE id = ?1", id, NULL);
 	if (r == 0)
 		r = -ENOENT;
 	if (r > 0) {
@@ -626,7 +622,7 @@ account_session_lookup(struct store *s, const char *cookie, int64_t now_ms,
 int
 account_session_delete(struct store *s, const char *id)
 {
-	int r = exec1(s, "DELETE FROM sessions WHERE id = ?1", id);
+	int r = exec_text(s, "DELETE FROM sessions WHERE id = ?1", id, NULL);
 
 	return r < 0 ? r : r == 0 ? -ENOENT : 0;
 }
@@ -634,7 +630,7 @@ account_session_delete(struct store *s, const char *id)
 int
 account_sessions_delete_user(struct store *s, const char *user_id)
 {
-	int r = exec1(s, "DELETE FROM sessions WHERE user_id = ?1", user_id);
+	int r = exec_text(s, "DELETE FROM sessions WHERE user_id = ?1", user_id, NULL);
 
 	return r < 0 ? r : 0;
 }
@@ -762,14 +758,8 @@ account_key_list(struct store *s, const char *user_id,
 int
 account_key_delete(struct store *s, const char *user_id, const char *id)
 {
-	sqlite3_stmt *st;
-	int r;
+	int r = exec_text(s, "DELETE FROM api_keys WHERE id = ?1 AND user_id = ?2", id, user_id);
 
-	if (prepare(s, "DELETE FROM api_keys WHERE id = ?1 AND user_id = ?2", &st) < 0)
-		return -EIO;
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, user_id, -1, SQLITE_STATIC);
-	r = step_done(s, st);
 	return r < 0 ? r : r == 0 ? -ENOENT : 0;
 }
 
