@@ -1,4 +1,4 @@
-/* fuzz-agent.c: sandboxd's side of the guest protocol (daemon/agent.c): bytes a hostile
+/* fuzz-agent.c: sandboxd's side of the guest protocol (daemon/vm/agent.c): bytes a hostile
  * guest sends, through the frame decoder, the session handshake, and the answers to requests
  * and subscriptions under way (RESULT, PROC, DIRENT, FILE_DATA, OUTPUT, DROPPED, EXIT). The
  * first byte picks the starting point: bit 0 set means the handshake is already done. */

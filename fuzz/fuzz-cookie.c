@@ -1,4 +1,4 @@
-/* fuzz-cookie.c: what a client presents to daemon/accounts.c before it is authenticated: a
+/* fuzz-cookie.c: what a client presents to daemon/accounts/accounts.c before it is authenticated: a
  * Cookie header ('c'), an API key ('k'), a session cookie's value ('s') and an email at login
  * ('e'); the first byte picks, any other byte runs them all on the rest. Accepted input is
  * checked: a cookie's value is a piece of the header without ';', a key or session value has

@@ -1,7 +1,7 @@
 /* fuzz-http.c: lib/http.c's request parser on the bytes of one connection, fed whole, byte by
  * byte and in data-derived pieces (every split must yield the same requests), with pipelined
  * requests parsed in turn; completed requests go through the header and query/path helpers
- * and the Host/Origin splitting of daemon/auth.c. */
+ * and the Host/Origin splitting of daemon/api/auth.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* fuzz-netpolicy.c: daemon/netpolicy.c fed hostile names and network requests. The first
+/* fuzz-netpolicy.c: daemon/net/netpolicy.c fed hostile names and network requests. The first
  * byte picks ('n', 'l', 'm', 'r', 'R' in the seeds, any other byte by its value modulo 5):
  * 'n' one name normalised; 'l' a JSON array normalised as a list; 'm' two names (split at a
  * NUL) matched, covered and decided; 'r' and 'R' a JSON "network" value resolved against a

@@ -1,4 +1,4 @@
-/* fuzz-oci.c: daemon/oci.c's parsers of what a registry (or a person typing an image name)
+/* fuzz-oci.c: daemon/images/oci.c's parsers of what a registry (or a person typing an image name)
  * sends. The first byte picks the parser: 'r' image reference, 'k' document kind (with the
  * Content-Type given on the first line), 'm' image manifest, 'i' index platform pick,
  * 'c' image config; any other byte runs the rest through all of them. Every accepted result

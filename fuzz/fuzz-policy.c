@@ -1,4 +1,4 @@
-/* fuzz-policy.c: daemon/policyfile.c, the input as an operator's policy file read over the
+/* fuzz-policy.c: daemon/core/policyfile.c, the input as an operator's policy file read over the
  * embedded defaults. An accepted file leaves a policy that agrees with itself (defaults within
  * the limits, the default network mode within the ceiling, the default and pooled images in
  * images) and reads the same when read again over itself; a refused one leaves the defaults

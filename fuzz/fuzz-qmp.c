@@ -1,4 +1,4 @@
-/* fuzz-qmp.c: sandboxd's QMP client (daemon/qmp.c): what a subverted QEMU's monitor sends,
+/* fuzz-qmp.c: sandboxd's QMP client (daemon/vm/qmp.c): what a subverted QEMU's monitor sends,
  * through line splitting, JSON parsing, the greeting and negotiation, and answers to commands
  * under way. The first byte says how many commands (0 to 3) are under way once negotiation
  * is done; the rest is the monitor's bytes, fed in pieces whose sizes the data also picks. */

@@ -1,4 +1,4 @@
-/* fuzz-request.c: daemon/request.c on request bodies, parsed as the API parses them (jansson,
+/* fuzz-request.c: daemon/api/request.c on request bodies, parsed as the API parses them (jansson,
  * duplicates refused), decoded as a create and as a patch; accepted sandboxes are serialised
  * the way the API answers and stores them, refusals must carry a status, code and message.
  *

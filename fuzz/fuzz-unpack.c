@@ -1,4 +1,4 @@
-/* fuzz-unpack.c: daemon/unpack.c: the input is an image layer (a tar stream, plain or
+/* fuzz-unpack.c: daemon/images/unpack.c: the input is an image layer (a tar stream, plain or
  * compressed) applied onto a fresh root per run, chown off. Checked: an error always comes with
  * its message, the byte limit holds, no device node appears in the root, and nothing appears
  * beside the root: not in the run's directory, not in the directory of the runs, not in "/".

@@ -1,4 +1,4 @@
-/* fuzz-wwwauth.c: daemon/oci.c's WWW-Authenticate parser, on the header a registry (or
+/* fuzz-wwwauth.c: daemon/images/oci.c's WWW-Authenticate parser, on the header a registry (or
  * anything between sandboxd and it) sends with a 401. An accepted challenge has a realm
  * that is an http(s) URL, and values without line breaks (they become a token request's
  * URL). */

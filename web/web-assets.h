@@ -1,5 +1,5 @@
 /* web-assets.h: the dashboard's files as web/embed.c writes them into a table at build time
- * (web_assets.c in the build tree), served by daemon/web.c. */
+ * (web_assets.c in the build tree), served by daemon/api/web.c. */
 #pragma once
 
 #include <stddef.h>

@@ -256,7 +256,7 @@ done
 
 # bare_argv DIR CONFINED: sets BARGV, sandboxd's VMM command line with paths instead of the
 # descriptors sandboxd passes (and without -sandbox unless CONFINED). Anything of the
-# descriptor passing left over means daemon/qemu.c changed its command line: stop.
+# descriptor passing left over means daemon/vm/qemu.c changed its command line: stop.
 bare_argv() {
 	local dir=$1 confined=$2 i w set opaque
 	local -A fdset=()

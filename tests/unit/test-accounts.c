@@ -1,4 +1,4 @@
-/* test-accounts.c: daemon/accounts.c: email and password checks, Argon2id hashing, users,
+/* test-accounts.c: daemon/accounts/accounts.c: email and password checks, Argon2id hashing, users,
  * sessions (create, lookup, expiry, delete), API keys (create, lookup, revoke), the rate
  * limiter, the Cookie-header and key parsers, the hashing pool driven by a real loop, and
  * `sandboxd admin` on a fresh state directory (the binary; no daemon). */

@@ -1,4 +1,4 @@
-/* test-image-install.c: daemon/image-install.c against a hostile registry the test runs on
+/* test-image-install.c: daemon/images/image-install.c against a hostile registry the test runs on
  * loopback (a thread answering each request from a script): an error whose body never
  * ends is given up, not waited on forever, for a manifest and for a blob; what the registry
  * says reaches the error without its terminal escapes; nothing is left in the cache. A real

@@ -1,4 +1,4 @@
-/* test-netpolicy.c: daemon/netpolicy.c, the network policy engine, as tables of cases: names
+/* test-netpolicy.c: daemon/net/netpolicy.c, the network policy engine, as tables of cases: names
  * normalised or refused (with the reason), patterns matched, wildcards covering, hosts
  * decided, and requests resolved against policies whose ceiling is open, allowlist and none
  * (status, code and a piece of the message for each refusal). */

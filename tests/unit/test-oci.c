@@ -1,4 +1,4 @@
-/* test-oci.c: daemon/oci.c's parsers: image references as people type them, manifests,
+/* test-oci.c: daemon/images/oci.c's parsers: image references as people type them, manifests,
  * indexes and configs as registries send them (including malformed and oversized ones), and
  * the WWW-Authenticate challenge of the token flow. Tables of cases; each row says what a
  * user would see (the parsed parts, or that the input is refused). */

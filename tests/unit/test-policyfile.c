@@ -1,4 +1,4 @@
-/* test-policyfile.c: daemon/policyfile.c, the operator's YAML policy file. A table of files:
+/* test-policyfile.c: daemon/core/policyfile.c, the operator's YAML policy file. A table of files:
  * each accepted one with the policy it leaves (as "field=value" lines of a dump), each
  * refused one with the line and column the operator is sent to and what the message says.
  * Then the shipped packaging/policy.example.yaml, a refusal leaving the policy as it was,

@@ -1,4 +1,4 @@
-/* test-qmp.c: the QMP client (daemon/qmp.c) against a scripted monitor on the other end of
+/* test-qmp.c: the QMP client (daemon/vm/qmp.c) against a scripted monitor on the other end of
  * a socketpair. The real QEMU monitor is exercised by tests/vm (a stop with --stop-timeout 0
  * quits QEMU through it); here the monitor is scripted so that the answers a subverted QEMU
  * could give (answers out of turn, refusals, endless lines) can be produced at will. */

@@ -1,4 +1,4 @@
-/* test-registry.c: daemon/registry.c on an OCI image layout the test writes (a layer, a
+/* test-registry.c: daemon/images/registry.c on an OCI image layout the test writes (a layer, a
  * config, a manifest, an index.json naming it), and on a real registry: Debian's
  * docker-registry started on loopback, fed that layout with skopeo (skipped, saying so,
  * where either is missing). What is checked is what a user would notice: the image

@@ -1,4 +1,4 @@
-/* test-request.c: daemon/request.c's body decoding, driven by tests/data/request (NAME.json is
+/* test-request.c: daemon/api/request.c's body decoding, driven by tests/data/request (NAME.json is
  * a request body, NAME.expect the outcome; see the README there), plus table tests for the
  * ?label= filter. Bodies are parsed the way the API parses them: jansson, duplicates refused. */
 #include <setjmp.h>

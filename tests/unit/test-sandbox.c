@@ -10,7 +10,7 @@
 #include "store.h"
 #include "util.h"
 
-/* Written out independently of daemon/sandbox.c on purpose: a change to the table there must
+/* Written out independently of daemon/core/sandbox.c on purpose: a change to the table there must
  * be made here too, deliberately. Rows: from; columns: to. */
 static const char *const expected[_SANDBOX_STATE_MAX] = {
 	/*                     P S R s T u F X   (pending starting running stopping stopped

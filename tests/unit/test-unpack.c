@@ -1,4 +1,4 @@
-/* test-unpack.c: applying image layers (daemon/unpack.c). Each layer is written here with
+/* test-unpack.c: applying image layers (daemon/images/unpack.c). Each layer is written here with
  * libarchive's write API (pax, some gzip-compressed) and applied onto a root that sits inside an
  * "outside" directory holding a sentinel file; every test checks that nothing outside the root
  * (and nothing of the host's /etc/passwd) was created, changed or linked. Escape attempts come

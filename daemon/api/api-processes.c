@@ -1,7 +1,7 @@
 /* api-processes.c: processes in a sandbox: run (wait for the result), start, list, follow
  * output (NDJSON), stdin, signals, and the interactive attach over sbx-stream/1 or WebSocket.
- * Everything goes through the sandbox's guest agent (daemon/agent.h) and the process hubs
- * (daemon/proc.h). */
+ * Everything goes through the sandbox's guest agent (daemon/vm/agent.h) and the process hubs
+ * (daemon/core/proc.h). */
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <signal.h>

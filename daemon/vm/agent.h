@@ -7,7 +7,7 @@
  * decides whether to reconnect (a new session) or to fail the sandbox. Requests under way
  * when the agent is freed complete with ECONNRESET during agent_free(); no other callback runs
  * after it, or after the request or subscription it belongs to was cancelled. Owners of
- * subscriptions (daemon/proc.c) must be gone before the agent is freed. */
+ * subscriptions (daemon/core/proc.c) must be gone before the agent is freed. */
 #pragma once
 
 #include <stdbool.h>

@@ -70,7 +70,7 @@ struct backend_ops {
 	bool boots_images;
 
 	/* The connected guest agent of a running sandbox, through which processes and files
-	 * work (daemon/agent.h), or NULL when there is none (not running, or a backend without
+	 * work (daemon/vm/agent.h), or NULL when there is none (not running, or a backend without
 	 * one: the API answers 501). */
 	struct agent *(*agent)(struct backend *b, struct sandbox *sb);
 };
