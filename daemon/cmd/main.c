@@ -344,6 +344,21 @@ run(struct sandboxd *d)
 	return r;
 }
 
+/* `sandboxd NAME ...`: the subcommands, each with its own main(argc - 1, argv + 1). */
+static const struct {
+	const char *name;
+	int (*main)(int argc, char **argv);
+} subcommands[] = {
+	/* the guest kernel bundle and the small root disk */
+	{ "setup", setup_main },
+	/* install|build-base: also how sandboxd itself installs an image */
+	{ "image", image_main },
+	/* create|list: accounts, with or without a running sandboxd */
+	{ "admin", admin_main },
+	/* the unprivileged proxy and DNS stub sandboxd starts */
+	{ "egress-worker", egress_worker_main },
+};
+
 int
 main(int argc, char **argv)
 {
@@ -354,18 +369,9 @@ main(int argc, char **argv)
 	sigset_t mask;
 	int r;
 
-	/* `sandboxd setup`: build the guest kernel bundle and the small root disk */
-	if (argc > 1 && streq(argv[1], "setup"))
-		return setup_main(argc - 1, argv + 1);
-	/* `sandboxd image install|build-base`: also how sandboxd itself installs an image */
-	if (argc > 1 && streq(argv[1], "image"))
-		return image_main(argc - 1, argv + 1);
-	/* `sandboxd admin create|list`: accounts, with or without a running sandboxd */
-	if (argc > 1 && streq(argv[1], "admin"))
-		return admin_main(argc - 1, argv + 1);
-	/* `sandboxd egress-worker`: the unprivileged proxy and DNS stub sandboxd starts */
-	if (argc > 1 && streq(argv[1], "egress-worker"))
-		return egress_worker_main(argc - 1, argv + 1);
+	for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+		if (argc > 1 && streq(argv[1], subcommands[i].name))
+			return subcommands[i].main(argc - 1, argv + 1);
 	r = options_parse(argc, argv, &opts);
 	if (r != 0) {
 		options_done(&opts);

@@ -74,76 +74,6 @@ static const char usage[] =
         "  --version              print the version and exit\n"
         "  -h, --help             print this help and exit\n";
 
-enum {
-	OPT_STATE_DIR = 256,
-	OPT_SOCKET,
-	OPT_LISTEN,
-	OPT_TOKEN_FILE,
-	OPT_TLS_CERT,
-	OPT_TLS_KEY,
-	OPT_CLIENT_CA,
-	OPT_ALLOWED_HOST,
-	OPT_BACKEND,
-	OPT_ACCEL,
-	OPT_KERNEL,
-	OPT_INITRD,
-	OPT_AGENT,
-	OPT_BOOT_TIMEOUT,
-	OPT_STOP_TIMEOUT,
-	OPT_MAX_CONNECTIONS,
-	OPT_POLICY,
-	OPT_DEFAULT_IMAGE,
-	OPT_ALLOW_IMAGE,
-	OPT_INSECURE_REGISTRY,
-	OPT_EGRESS,
-	OPT_METRICS_LISTEN,
-	OPT_EGRESS_PROXY_PORT,
-	OPT_EGRESS_DNS_PORT,
-	OPT_EGRESS_SUBNET,
-	OPT_REGISTRATION,
-	OPT_USER_MAX_SANDBOXES,
-	OPT_USER_MAX_CPUS,
-	OPT_USER_MAX_MEMORY_MB,
-	OPT_LOG_LEVEL,
-	OPT_VERSION,
-};
-
-static const struct option long_options[] = {
-	{ "state-dir", required_argument, NULL, OPT_STATE_DIR },
-	{ "socket", required_argument, NULL, OPT_SOCKET },
-	{ "listen", required_argument, NULL, OPT_LISTEN },
-	{ "token-file", required_argument, NULL, OPT_TOKEN_FILE },
-	{ "tls-cert", required_argument, NULL, OPT_TLS_CERT },
-	{ "tls-key", required_argument, NULL, OPT_TLS_KEY },
-	{ "client-ca", required_argument, NULL, OPT_CLIENT_CA },
-	{ "allowed-host", required_argument, NULL, OPT_ALLOWED_HOST },
-	{ "backend", required_argument, NULL, OPT_BACKEND },
-	{ "accel", required_argument, NULL, OPT_ACCEL },
-	{ "kernel", required_argument, NULL, OPT_KERNEL },
-	{ "initrd", required_argument, NULL, OPT_INITRD },
-	{ "agent", required_argument, NULL, OPT_AGENT },
-	{ "boot-timeout", required_argument, NULL, OPT_BOOT_TIMEOUT },
-	{ "stop-timeout", required_argument, NULL, OPT_STOP_TIMEOUT },
-	{ "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
-	{ "policy", required_argument, NULL, OPT_POLICY },
-	{ "default-image", required_argument, NULL, OPT_DEFAULT_IMAGE },
-	{ "allow-image", required_argument, NULL, OPT_ALLOW_IMAGE },
-	{ "insecure-registry", required_argument, NULL, OPT_INSECURE_REGISTRY },
-	{ "egress", required_argument, NULL, OPT_EGRESS },
-	{ "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
-	{ "egress-proxy-port", required_argument, NULL, OPT_EGRESS_PROXY_PORT },
-	{ "egress-dns-port", required_argument, NULL, OPT_EGRESS_DNS_PORT },
-	{ "egress-subnet", required_argument, NULL, OPT_EGRESS_SUBNET },
-	{ "registration", required_argument, NULL, OPT_REGISTRATION },
-	{ "user-max-sandboxes", required_argument, NULL, OPT_USER_MAX_SANDBOXES },
-	{ "user-max-cpus", required_argument, NULL, OPT_USER_MAX_CPUS },
-	{ "user-max-memory-mb", required_argument, NULL, OPT_USER_MAX_MEMORY_MB },
-	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
-	{ "version", no_argument, NULL, OPT_VERSION },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 },
-};
-
 static int
 set_string(char **field, const char *value)
 {
@@ -269,11 +199,238 @@ split_listen(struct options *o)
 	return 0;
 }
 
+/* The flags: one row each, read by options_parse. A row's kind says how its value is read
+ * and checked; `field` is where it goes in struct options; `what` completes the refusal of a
+ * wrong value ("sandboxd: --FLAG 'VALUE' WHAT", or "': use WHAT" for a choice). */
+enum opt_kind {
+	OPT_HELP,
+	OPT_VERSION,
+	OPT_STRING,     /* char *, as given */
+	OPT_ABS_PATH,   /* char *, an absolute path */
+	OPT_UINT,       /* unsigned, min to max */
+	OPT_ON_OFF,     /* bool */
+	OPT_CHOICE,     /* char * (accel) or an int (log level), one of choices[] */
+	OPT_IMAGE,      /* char *, an image reference */
+	OPT_IMAGE_LIST, /* appended to allowed_images */
+	OPT_CUSTOM,     /* parse() */
+};
+
+struct opt_def {
+	const char *name;
+	enum opt_kind kind;
+	size_t field;
+	uint64_t min, max;
+	const char *what;
+	const char *const *choices; /* OPT_CHOICE: NULL-terminated; an int field gets the index */
+	bool choice_is_int;
+	int (*parse)(struct options *o, const char *arg);
+};
+
+static int
+parse_socket(struct options *o, const char *arg)
+{
+	if (!streq(arg, "none") && arg[0] != '/') {
+		fprintf(stderr, "sandboxd: --socket '%s' must be an absolute path or 'none'\n",
+		        arg);
+		return -EINVAL;
+	}
+	return set_string(&o->socket_path, arg);
+}
+
+static int
+parse_allowed_host(struct options *o, const char *arg)
+{
+	struct in6_addr a6;
+	char host[256];
+	bool v6;
+
+	if (o->n_allowed_hosts == OPTIONS_MAX_ALLOWED_HOSTS) {
+		fprintf(stderr, "sandboxd: at most %d --allowed-host\n", OPTIONS_MAX_ALLOWED_HOSTS);
+		return -EINVAL;
+	}
+	/* a name or an address, without a port: an IPv6 address may come bare or in brackets */
+	v6 = inet_pton(AF_INET6, arg, &a6) == 1 || (arg[0] == '[' && arg[strlen(arg) - 1] == ']');
+	if (auth_host_part(arg, host, sizeof(host)) < 0 || (!v6 && strchr(arg, ':') != NULL)) {
+		fprintf(stderr,
+		        "sandboxd: --allowed-host '%s' must be a host name or address without a "
+		        "port\n",
+		        arg);
+		return -EINVAL;
+	}
+	o->allowed_hosts[o->n_allowed_hosts] = strdup(host);
+	if (!o->allowed_hosts[o->n_allowed_hosts])
+		return -ENOMEM;
+	o->n_allowed_hosts++;
+	return 0;
+}
+
+static int
+parse_insecure_registry(struct options *o, const char *arg)
+{
+	const char *colon = strrchr(arg, ':');
+	uint64_t port;
+
+	if (!colon || colon == arg || parse_u64(colon + 1, &port) < 0 || port < 1 || port > 65535 ||
+	    strchr(arg, '/')) {
+		fprintf(stderr, "sandboxd: --insecure-registry '%s' must be HOST:PORT\n", arg);
+		return -EINVAL;
+	}
+	return list_add(o->insecure_registries, &o->n_insecure_registries, "--insecure-registry",
+	                arg);
+}
+
+static int
+parse_egress_subnet(struct options *o, const char *arg)
+{
+	if (parse_subnet(arg, &o->egress_subnet, &o->egress_subnet_bits) < 0) {
+		fprintf(stderr,
+		        "sandboxd: --egress-subnet '%s' must be an IPv4 network A.B.C.D/N with N "
+		        "at "
+		        "most 22, e.g. 10.200.0.0/16\n",
+		        arg);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static const char *const accel_choices[] = { "auto", "kvm", "tcg", NULL };
+/* in the order of enum log_level */
+static const char *const log_level_choices[] = { "error", "warning", "info", "debug", NULL };
+
+#define F(member) .field = offsetof(struct options, member)
+#define STRING(flag, member)                                                                       \
+	{                                                                                          \
+		.name = flag, .kind = OPT_STRING, F(member)                                        \
+	}
+#define UINT(flag, member, lo, hi, text)                                                           \
+	{                                                                                          \
+		.name = flag, .kind = OPT_UINT, F(member), .min = lo, .max = hi, .what = text      \
+	}
+#define CUSTOM(flag, fn)                                                                           \
+	{                                                                                          \
+		.name = flag, .kind = OPT_CUSTOM, .parse = fn                                      \
+	}
+static const struct opt_def opt_defs[] = {
+	{ .name = "state-dir",
+	  .kind = OPT_ABS_PATH,
+	  F(state_dir),
+	  .what = "must be an absolute path" },
+	CUSTOM("socket", parse_socket),
+	STRING("listen", listen),
+	STRING("token-file", token_file),
+	STRING("tls-cert", tls_cert),
+	STRING("tls-key", tls_key),
+	STRING("client-ca", client_ca),
+	CUSTOM("allowed-host", parse_allowed_host),
+	STRING("backend", backend),
+	{ .name = "accel",
+	  .kind = OPT_CHOICE,
+	  F(accel),
+	  .what = "auto, kvm or tcg",
+	  .choices = accel_choices },
+	STRING("kernel", kernel),
+	STRING("initrd", initrd),
+	STRING("agent", agent),
+	UINT("boot-timeout", boot_timeout_secs, 1, 3600, "must be 1 to 3600"),
+	UINT("stop-timeout", stop_timeout_secs, 0, 3600, "must be 0 to 3600"),
+	UINT("max-connections", max_connections, 1, 65536, "must be 1 to 65536"),
+	STRING("policy", policy_file),
+	{ .name = "default-image",
+	  .kind = OPT_IMAGE,
+	  F(default_image),
+	  .what = "is not an image name" },
+	{ .name = "allow-image", .kind = OPT_IMAGE_LIST, .what = "is not an image name" },
+	CUSTOM("insecure-registry", parse_insecure_registry),
+	{ .name = "egress", .kind = OPT_ON_OFF, F(egress), .what = "on or off" },
+	STRING("metrics-listen", metrics_listen),
+	UINT("egress-proxy-port", egress_proxy_port, 1, 65535, "must be a port, 1 to 65535"),
+	UINT("egress-dns-port", egress_dns_port, 1, 65535, "must be a port, 1 to 65535"),
+	CUSTOM("egress-subnet", parse_egress_subnet),
+	{ .name = "registration", .kind = OPT_ON_OFF, F(registration), .what = "on or off" },
+	UINT("user-max-sandboxes", user_max_sandboxes, 0, 1u << 30, "must be a number (0: no cap)"),
+	UINT("user-max-cpus", user_max_cpus, 0, 1u << 30, "must be a number (0: no cap)"),
+	UINT("user-max-memory-mb", user_max_memory_mb, 0, 1u << 30, "must be a number (0: no cap)"),
+	{ .name = "log-level",
+	  .kind = OPT_CHOICE,
+	  F(log_level),
+	  .what = "error, warning, info or debug",
+	  .choices = log_level_choices,
+	  .choice_is_int = true },
+	{ .name = "version", .kind = OPT_VERSION },
+	{ .name = "help", .kind = OPT_HELP }, /* the last row: -h is its short form */
+};
+#undef CUSTOM
+#undef UINT
+#undef STRING
+#undef F
+#define N_OPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
+
+/* Applies one flag's value. Returns 0, 1 when it was --help or --version (handled), or
+ * -errno after printing why. */
+static int
+opt_apply(const struct opt_def *def, const char *arg, struct options *o)
+{
+	void *field = (char *)o + def->field;
+	uint64_t n;
+	size_t i;
+
+	switch (def->kind) {
+	case OPT_HELP:
+		fputs(usage, stdout);
+		return 1;
+	case OPT_VERSION:
+		printf("sandboxd %s\n", sandboxd_version);
+		return 1;
+	case OPT_ABS_PATH:
+		if (arg[0] != '/')
+			break;
+		return set_string(field, arg);
+	case OPT_STRING:
+		return set_string(field, arg);
+	case OPT_UINT:
+		if (parse_u64(arg, &n) < 0 || n < def->min || n > def->max)
+			break;
+		*(unsigned *)field = (unsigned)n;
+		return 0;
+	case OPT_ON_OFF:
+		if (!streq(arg, "on") && !streq(arg, "off"))
+			break;
+		*(bool *)field = streq(arg, "on");
+		return 0;
+	case OPT_CHOICE:
+		for (i = 0; def->choices[i] && !streq(def->choices[i], arg); i++)
+			;
+		if (!def->choices[i])
+			break;
+		if (def->choice_is_int)
+			*(int *)field = (int)i;
+		return def->choice_is_int ? 0 : set_string(field, arg);
+	case OPT_IMAGE:
+	case OPT_IMAGE_LIST:
+		if (!image_ref_valid(arg))
+			break;
+		if (def->kind == OPT_IMAGE)
+			return set_string(field, arg);
+		return list_add(o->allowed_images, &o->n_allowed_images, "--allow-image", arg);
+	case OPT_CUSTOM:
+		return def->parse(o, arg);
+	}
+	if (def->kind == OPT_ON_OFF || def->kind == OPT_CHOICE)
+		fprintf(stderr, "sandboxd: --%s '%s': use %s\n", def->name, arg, def->what);
+	else
+		fprintf(stderr, "sandboxd: --%s '%s' %s\n", def->name, arg, def->what);
+	return -EINVAL;
+}
+
 int
 options_parse(int argc, char **argv, struct options *o)
 {
+	struct option long_options[N_OPTS + 1];
 	int c;
 
+	_Static_assert(LOG_LEVEL_ERROR == 0 && LOG_LEVEL_WARNING == 1 && LOG_LEVEL_INFO == 2 &&
+	                       LOG_LEVEL_DEBUG == 3,
+	               "log_level_choices follows enum log_level");
 	*o = (struct options){ .max_connections = 1024,
 		               .stop_timeout_secs = 20,
 		               .egress = geteuid() == 0,
@@ -285,240 +442,23 @@ options_parse(int argc, char **argv, struct options *o)
 		               .user_max_cpus = 8,
 		               .user_max_memory_mb = 16384,
 		               .log_level = LOG_LEVEL_INFO };
-	bool socket_given = false;
+	for (size_t i = 0; i < N_OPTS; i++) {
+		bool no_arg = opt_defs[i].kind == OPT_HELP || opt_defs[i].kind == OPT_VERSION;
+		long_options[i] =
+		        (struct option){ opt_defs[i].name, no_arg ? no_argument : required_argument,
+			                 NULL, 256 + (int)i };
+	}
+	long_options[N_OPTS] = (struct option){ 0 };
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
-		uint64_t n;
-		int r = 0;
+		int r;
 
-		switch (c) {
-		case 'h':
-			fputs(usage, stdout);
-			return 1;
-		case OPT_VERSION:
-			printf("sandboxd %s\n", sandboxd_version);
-			return 1;
-		case OPT_STATE_DIR:
-			if (optarg[0] != '/') {
-				fprintf(stderr,
-				        "sandboxd: --state-dir '%s' must be an absolute path\n",
-				        optarg);
-				return -EINVAL;
-			}
-			r = set_string(&o->state_dir, optarg);
-			break;
-		case OPT_SOCKET:
-			if (!streq(optarg, "none") && optarg[0] != '/') {
-				fprintf(stderr,
-				        "sandboxd: --socket '%s' must be an absolute path or "
-				        "'none'\n",
-				        optarg);
-				return -EINVAL;
-			}
-			r = set_string(&o->socket_path, optarg);
-			socket_given = true;
-			break;
-		case OPT_LISTEN:
-			r = set_string(&o->listen, optarg);
-			break;
-		case OPT_TOKEN_FILE:
-			r = set_string(&o->token_file, optarg);
-			break;
-		case OPT_TLS_CERT:
-			r = set_string(&o->tls_cert, optarg);
-			break;
-		case OPT_TLS_KEY:
-			r = set_string(&o->tls_key, optarg);
-			break;
-		case OPT_CLIENT_CA:
-			r = set_string(&o->client_ca, optarg);
-			break;
-		case OPT_ALLOWED_HOST: {
-			char host[256];
-			if (o->n_allowed_hosts == OPTIONS_MAX_ALLOWED_HOSTS) {
-				fprintf(stderr, "sandboxd: at most %d --allowed-host\n",
-				        OPTIONS_MAX_ALLOWED_HOSTS);
-				return -EINVAL;
-			}
-			struct in6_addr a6;
-			/* a name or an address, without a port: an IPv6 address may come bare or
-			 * in brackets */
-			bool v6 = inet_pton(AF_INET6, optarg, &a6) == 1 ||
-			          (optarg[0] == '[' && optarg[strlen(optarg) - 1] == ']');
-			if (auth_host_part(optarg, host, sizeof(host)) < 0 ||
-			    (!v6 && strchr(optarg, ':') != NULL)) {
-				fprintf(stderr,
-				        "sandboxd: --allowed-host '%s' must be a host name or "
-				        "address "
-				        "without a port\n",
-				        optarg);
-				return -EINVAL;
-			}
-			o->allowed_hosts[o->n_allowed_hosts] = strdup(host);
-			if (!o->allowed_hosts[o->n_allowed_hosts])
-				return -ENOMEM;
-			o->n_allowed_hosts++;
-			break;
-		}
-		case OPT_BACKEND:
-			r = set_string(&o->backend, optarg);
-			break;
-		case OPT_ACCEL:
-			if (!streq(optarg, "auto") && !streq(optarg, "kvm") &&
-			    !streq(optarg, "tcg")) {
-				fprintf(stderr, "sandboxd: --accel '%s': use auto, kvm or tcg\n",
-				        optarg);
-				return -EINVAL;
-			}
-			r = set_string(&o->accel, optarg);
-			break;
-		case OPT_KERNEL:
-			r = set_string(&o->kernel, optarg);
-			break;
-		case OPT_INITRD:
-			r = set_string(&o->initrd, optarg);
-			break;
-		case OPT_AGENT:
-			r = set_string(&o->agent, optarg);
-			break;
-		case OPT_BOOT_TIMEOUT:
-			if (parse_u64(optarg, &n) < 0 || n < 1 || n > 3600) {
-				fprintf(stderr, "sandboxd: --boot-timeout '%s' must be 1 to 3600\n",
-				        optarg);
-				return -EINVAL;
-			}
-			o->boot_timeout_secs = (unsigned)n;
-			break;
-		case OPT_STOP_TIMEOUT:
-			if (parse_u64(optarg, &n) < 0 || n > 3600) {
-				fprintf(stderr, "sandboxd: --stop-timeout '%s' must be 0 to 3600\n",
-				        optarg);
-				return -EINVAL;
-			}
-			o->stop_timeout_secs = (unsigned)n;
-			break;
-		case OPT_MAX_CONNECTIONS:
-			if (parse_u64(optarg, &n) < 0 || n < 1 || n > 65536) {
-				fprintf(stderr,
-				        "sandboxd: --max-connections '%s' must be 1 to 65536\n",
-				        optarg);
-				return -EINVAL;
-			}
-			o->max_connections = (unsigned)n;
-			break;
-		case OPT_POLICY:
-			r = set_string(&o->policy_file, optarg);
-			break;
-		case OPT_DEFAULT_IMAGE:
-			if (!image_ref_valid(optarg)) {
-				fprintf(stderr,
-				        "sandboxd: --default-image '%s' is not an image name\n",
-				        optarg);
-				return -EINVAL;
-			}
-			r = set_string(&o->default_image, optarg);
-			break;
-		case OPT_ALLOW_IMAGE:
-			if (!image_ref_valid(optarg)) {
-				fprintf(stderr,
-				        "sandboxd: --allow-image '%s' is not an image name\n",
-				        optarg);
-				return -EINVAL;
-			}
-			r = list_add(o->allowed_images, &o->n_allowed_images, "--allow-image",
-			             optarg);
-			break;
-		case OPT_INSECURE_REGISTRY: {
-			const char *colon = strrchr(optarg, ':');
-			uint64_t port;
-			if (!colon || colon == optarg || parse_u64(colon + 1, &port) < 0 ||
-			    port < 1 || port > 65535 || strchr(optarg, '/')) {
-				fprintf(stderr,
-				        "sandboxd: --insecure-registry '%s' must be HOST:PORT\n",
-				        optarg);
-				return -EINVAL;
-			}
-			r = list_add(o->insecure_registries, &o->n_insecure_registries,
-			             "--insecure-registry", optarg);
-			break;
-		}
-		case OPT_EGRESS:
-			if (!streq(optarg, "on") && !streq(optarg, "off")) {
-				fprintf(stderr, "sandboxd: --egress '%s': use on or off\n", optarg);
-				return -EINVAL;
-			}
-			o->egress = streq(optarg, "on");
-			break;
-		case OPT_METRICS_LISTEN:
-			r = set_string(&o->metrics_listen, optarg);
-			break;
-		case OPT_EGRESS_PROXY_PORT:
-		case OPT_EGRESS_DNS_PORT:
-			if (parse_u64(optarg, &n) < 0 || n < 1 || n > 65535) {
-				fprintf(stderr, "sandboxd: --%s '%s' must be a port, 1 to 65535\n",
-				        c == OPT_EGRESS_DNS_PORT ? "egress-dns-port"
-				                                 : "egress-proxy-port",
-				        optarg);
-				return -EINVAL;
-			}
-			*(c == OPT_EGRESS_DNS_PORT ? &o->egress_dns_port : &o->egress_proxy_port) =
-			        (unsigned)n;
-			break;
-		case OPT_EGRESS_SUBNET:
-			if (parse_subnet(optarg, &o->egress_subnet, &o->egress_subnet_bits) < 0) {
-				fprintf(stderr,
-				        "sandboxd: --egress-subnet '%s' must be an IPv4 network "
-				        "A.B.C.D/N with N at most 22, e.g. 10.200.0.0/16\n",
-				        optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_REGISTRATION:
-			if (!streq(optarg, "on") && !streq(optarg, "off")) {
-				fprintf(stderr, "sandboxd: --registration '%s': use on or off\n",
-				        optarg);
-				return -EINVAL;
-			}
-			o->registration = streq(optarg, "on");
-			break;
-		case OPT_USER_MAX_SANDBOXES:
-		case OPT_USER_MAX_CPUS:
-		case OPT_USER_MAX_MEMORY_MB: {
-			unsigned *field = c == OPT_USER_MAX_SANDBOXES ? &o->user_max_sandboxes
-			                  : c == OPT_USER_MAX_CPUS    ? &o->user_max_cpus
-			                                              : &o->user_max_memory_mb;
-			const char *flag = c == OPT_USER_MAX_SANDBOXES ? "--user-max-sandboxes"
-			                   : c == OPT_USER_MAX_CPUS    ? "--user-max-cpus"
-			                                               : "--user-max-memory-mb";
-			if (parse_u64(optarg, &n) < 0 || n > 1u << 30) {
-				fprintf(stderr, "sandboxd: %s '%s' must be a number (0: no cap)\n",
-				        flag, optarg);
-				return -EINVAL;
-			}
-			*field = (unsigned)n;
-			break;
-		}
-		case OPT_LOG_LEVEL:
-			if (streq(optarg, "error"))
-				o->log_level = LOG_LEVEL_ERROR;
-			else if (streq(optarg, "warning"))
-				o->log_level = LOG_LEVEL_WARNING;
-			else if (streq(optarg, "info"))
-				o->log_level = LOG_LEVEL_INFO;
-			else if (streq(optarg, "debug"))
-				o->log_level = LOG_LEVEL_DEBUG;
-			else {
-				fprintf(stderr,
-				        "sandboxd: --log-level '%s': use error, warning, info or "
-				        "debug\n",
-				        optarg);
-				return -EINVAL;
-			}
-			break;
-		case '?':
-		default:
-			if (optopt)
+		if (c == 'h') {
+			c = 256 + (int)N_OPTS - 1; /* the last row, --help */
+		} else if (c < 256 || c >= 256 + (int)N_OPTS) {
+			if (optopt > 0 &&
+			    optopt < 256) /* a short one; a long one is named by argv */
 				fprintf(stderr,
 				        "sandboxd: option '-%c' is unknown or needs a value\n",
 				        optopt);
@@ -529,7 +469,8 @@ options_parse(int argc, char **argv, struct options *o)
 			fputs("try 'sandboxd --help'\n", stderr);
 			return -EINVAL;
 		}
-		if (r < 0)
+		r = opt_apply(&opt_defs[c - 256], optarg, o);
+		if (r != 0)
 			return r;
 	}
 	if (optind < argc) {
@@ -541,7 +482,7 @@ options_parse(int argc, char **argv, struct options *o)
 		fprintf(stderr, "sandboxd: cannot tell the home directory; pass --state-dir\n");
 		return -EINVAL;
 	}
-	if (!socket_given && !o->listen && !o->token_file) {
+	if (!o->socket_path && !o->listen && !o->token_file) {
 		/* the embedded defaults: the socket, and the dashboard on loopback TCP with a
 		 * token sandboxd keeps in its state directory */
 		o->token_file = strdup_printf("%s/%s", o->state_dir, OPTIONS_DEFAULT_TOKEN_FILE);
