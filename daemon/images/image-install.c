@@ -663,6 +663,51 @@ build_base(const struct install_opts *o)
 	return 0;
 }
 
+/* `sandboxd image install NAME`: confined when root, the record printed, progress events
+ * on --progress-fd. */
+static int
+install_main(struct install_opts *o, const char *name)
+{
+	_cleanup_free_ char *why = NULL;
+	json_t *rec = NULL;
+	int r;
+
+	if (geteuid() == 0) {
+		/* fail closed: a root install that cannot confine itself does not run */
+		r = confine(o->state_dir);
+		if (r < 0) {
+			fprintf(stderr,
+			        "sandboxd image install: cannot confine the install (a mount "
+			        "namespace with only the state directory writable, the "
+			        "capabilities "
+			        "dropped): %s\n",
+			        strerror(-r));
+			return 1;
+		}
+	}
+	r = image_install(o, name, &rec, &why);
+	if (r < 0) {
+		if (o->progress_fd >= 0) {
+			struct install in = { .o = o, .name = name };
+			emit(&in, json_pack("{s:s, s:i, s:s}", "event", "error", "errno", -r,
+			                    "message", why ? why : strerror(-r)));
+		}
+		fprintf(stderr, "sandboxd image install: %s\n", why ? why : strerror(-r));
+		return 1;
+	}
+	{
+		struct install in = { .o = o, .name = name };
+		_cleanup_free_ char *s = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
+		if (s)
+			puts(s);
+		/* short, whatever the image's environment: the record is in images/refs */
+		emit(&in, json_pack("{s:s, s:O}", "event", "done", "digest",
+		                    json_object_get(rec, "digest")));
+	}
+	json_decref(rec);
+	return 0;
+}
+
 int
 image_main(int argc, char **argv)
 {
@@ -678,13 +723,12 @@ image_main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	_cleanup_free_ char *state_default = NULL, *why = NULL;
+	_cleanup_free_ char *state_default = NULL;
 	_cleanup_free_ char **insecure = NULL;
 	struct install_opts o = { .progress_fd = -1 };
 	const char *cmd;
-	json_t *rec = NULL;
 	uint64_t fd;
-	int c, r;
+	int c;
 
 	log_setup("sandboxd", LOG_LEVEL_INFO);
 	if (argc < 2 || streq(argv[1], "--help") || streq(argv[1], "-h")) {
@@ -766,38 +810,5 @@ image_main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (geteuid() == 0) {
-		/* fail closed: a root install that cannot confine itself does not run */
-		r = confine(o.state_dir);
-		if (r < 0) {
-			fprintf(stderr,
-			        "sandboxd image install: cannot confine the install (a mount "
-			        "namespace with only the state directory writable, the "
-			        "capabilities "
-			        "dropped): %s\n",
-			        strerror(-r));
-			return 1;
-		}
-	}
-	r = image_install(&o, argv[argc - 1], &rec, &why);
-	if (r < 0) {
-		if (o.progress_fd >= 0) {
-			struct install in = { .o = &o, .name = argv[argc - 1] };
-			emit(&in, json_pack("{s:s, s:i, s:s}", "event", "error", "errno", -r,
-			                    "message", why ? why : strerror(-r)));
-		}
-		fprintf(stderr, "sandboxd image install: %s\n", why ? why : strerror(-r));
-		return 1;
-	}
-	{
-		struct install in = { .o = &o, .name = argv[argc - 1] };
-		_cleanup_free_ char *s = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
-		if (s)
-			puts(s);
-		/* short, whatever the image's environment: the record is in images/refs */
-		emit(&in, json_pack("{s:s, s:O}", "event", "done", "digest",
-		                    json_object_get(rec, "digest")));
-	}
-	json_decref(rec);
-	return 0;
+	return install_main(&o, argv[argc - 1]);
 }

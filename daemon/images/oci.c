@@ -743,6 +743,39 @@ oci_challenge_done(struct oci_challenge *c)
 	*c = (struct oci_challenge){};
 }
 
+/* A quoted-string at *pp (on its opening quote) unescaped into value; *pp ends past its
+ * closing quote. */
+static int
+read_quoted(const char **pp, struct buf *value, char **ret_error)
+{
+	const char *p = *pp + 1;
+
+	for (;;) {
+		char ch = *p;
+		if (ch == '\0')
+			return fail(ret_error, -EINVAL,
+			            "WWW-Authenticate challenge: unterminated quoted string");
+		if (ch == '"')
+			break;
+		if (ch == '\\') {
+			ch = p[1];
+			if (ch == '\0')
+				return fail(
+				        ret_error, -EINVAL,
+				        "WWW-Authenticate challenge: unterminated quoted string");
+			p++;
+		}
+		if (((unsigned char)ch < 0x20 || ch == 0x7f) && ch != '\t')
+			return fail(ret_error, -EINVAL,
+			            "WWW-Authenticate challenge: control character in a value");
+		if (buf_putc(value, ch) < 0)
+			return -ENOMEM;
+		p++;
+	}
+	*pp = p + 1;
+	return 0;
+}
+
 int
 oci_challenge_parse(const char *header, struct oci_challenge *ret, char **ret_error)
 {
@@ -794,36 +827,9 @@ oci_challenge_parse(const char *header, struct oci_challenge *ret, char **ret_er
 		}
 		p = skip_ows(p + 1);
 		if (*p == '"') {
-			p++;
-			for (;;) {
-				char ch = *p;
-				if (ch == '\0')
-					return fail(ret_error, -EINVAL,
-					            "WWW-Authenticate challenge: "
-					            "unterminated quoted string");
-				if (ch == '"') {
-					p++;
-					break;
-				}
-				if (ch == '\\') {
-					ch = p[1];
-					if (ch == '\0')
-						return fail(
-						        ret_error, -EINVAL,
-						        "WWW-Authenticate challenge: unterminated "
-						        "quoted string");
-					p++;
-				}
-				if ((unsigned char)ch < 0x20 || ch == 0x7f) {
-					if (ch != '\t')
-						return fail(ret_error, -EINVAL,
-						            "WWW-Authenticate challenge: control "
-						            "character in a value");
-				}
-				if (buf_putc(&value, ch) < 0)
-					return -ENOMEM;
-				p++;
-			}
+			int r = read_quoted(&p, &value, ret_error);
+			if (r < 0)
+				return r;
 		} else {
 			const char *v = p;
 			while (is_tchar(*p) || *p == '/')
