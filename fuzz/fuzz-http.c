@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
-#include "auth.h"
 #include "fuzz.h"
+#include "hostport.h"
 #include "http.h"
 #include "util.h"
 
@@ -105,7 +105,7 @@ exercise_host(const char *hostport)
 {
 	char host[256];
 
-	if (!hostport || auth_host_part(hostport, host, sizeof(host)) < 0)
+	if (!hostport || hostport_host(hostport, host, sizeof(host)) < 0)
 		return;
 	FUZZ_CHECK(host[0] && strlen(host) < sizeof(host));
 	for (const char *c = host; *c; c++)

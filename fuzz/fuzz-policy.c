@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include "fuzz.h"
 #include "netpolicy.h"
+#include "oci.h"
 #include "policyfile.h"
 #include "request.h"
 #include "util.h"

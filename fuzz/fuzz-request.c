@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "fuzz.h"
+#include "oci.h"
 #include "request.h"
 #include "util.h"
 

@@ -12,6 +12,12 @@
 #include "store.h"
 #include "util.h"
 
+const char *
+role_to_string(enum role r)
+{
+	return r == ROLE_ADMIN ? "admin" : "user";
+}
+
 #define PW_OPSLIMIT 2
 #define PW_MEMLIMIT (64u << 20)
 #define KEY_USE_EVERY_MS 60000 /* last_used_at is written at most this often */

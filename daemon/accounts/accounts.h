@@ -12,8 +12,24 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "auth.h"
 #include "list.h"
+#include "macro.h"
+
+enum role {
+	ROLE_USER,
+	ROLE_ADMIN,
+};
+
+/* A user's caps on what they run at once; 0 means no cap. Counted over their sandboxes that
+ * are pending, starting, running, stopping or suspended, and creates still waiting for an
+ * image. */
+struct user_caps {
+	unsigned max_sandboxes;
+	unsigned max_cpus;
+	unsigned max_memory_mb;
+};
+
+const char *role_to_string(enum role r);
 
 struct loop;
 struct pool;

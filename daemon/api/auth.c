@@ -3,16 +3,11 @@
 #include <strings.h>
 #include "accounts.h"
 #include "auth.h"
+#include "hostport.h"
 #include "options.h"
 #include "sandboxd.h"
 #include "server.h"
 #include "util.h"
-
-const char *
-role_to_string(enum role r)
-{
-	return r == ROLE_ADMIN ? "admin" : "user";
-}
 
 static void
 set_operator(struct principal *p)
@@ -173,42 +168,6 @@ auth_check_csrf(const struct http_request *req, const struct principal *who)
 	return 0;
 }
 
-int
-auth_host_part(const char *hostport, char *out, size_t size)
-{
-	const char *end;
-	size_t n;
-
-	if (!hostport || !*hostport)
-		return -EINVAL;
-	if (strchr(hostport, ':') != strrchr(hostport, ':') && hostport[0] != '[') {
-		/* a bare IPv6 address (two or more colons): no port can follow */
-		n = strlen(hostport);
-	} else if (hostport[0] == '[') {
-		end = strchr(hostport, ']');
-		if (!end || (end[1] != '\0' && end[1] != ':'))
-			return -EINVAL;
-		hostport++;
-		n = (size_t)(end - hostport);
-	} else {
-		end = strchr(hostport, ':');
-		n = end ? (size_t)(end - hostport) : strlen(hostport);
-	}
-	if (n == 0 || n >= size)
-		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)hostport[i];
-		if (!isalnum(ch) && ch != '.' && ch != '-' && ch != ':' && ch != '_')
-			return -EINVAL;
-		out[i] = (char)tolower(ch);
-	}
-	out[n] = '\0';
-	/* "example.com." is "example.com" */
-	if (n > 1 && out[n - 1] == '.')
-		out[n - 1] = '\0';
-	return 0;
-}
-
 static bool
 host_allowed(struct sandboxd *d, const char *host)
 {
@@ -235,7 +194,7 @@ auth_check_origin(struct sandboxd *d, const struct http_request *req, const char
 		*ret_why = "a request with an Origin must name a Host";
 		return -EPERM;
 	}
-	if (auth_host_part(hosthdr, host, sizeof(host)) < 0 || !host_allowed(d, host)) {
+	if (hostport_host(hosthdr, host, sizeof(host)) < 0 || !host_allowed(d, host)) {
 		*ret_why = "the Host header names a host this server does not answer for; add it "
 		           "with --allowed-host";
 		return -EPERM;
@@ -249,7 +208,7 @@ auth_check_origin(struct sandboxd *d, const struct http_request *req, const char
 		rest = origin + 8;
 	else
 		rest = NULL;
-	if (!rest || auth_host_part(rest, ohost, sizeof(ohost)) < 0 ||
+	if (!rest || hostport_host(rest, ohost, sizeof(ohost)) < 0 ||
 	    strcasecmp(rest, hosthdr) != 0 || !host_allowed(d, ohost)) {
 		*ret_why = "cross-origin requests are refused";
 		return -EPERM;

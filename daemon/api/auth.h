@@ -8,24 +8,11 @@
 #pragma once
 
 #include <stdbool.h>
+#include "accounts.h"
 #include "http.h"
 
 struct sandboxd;
 struct conn;
-
-enum role {
-	ROLE_USER,
-	ROLE_ADMIN,
-};
-
-/* A user's caps on what they run at once; 0 means no cap. Counted over their sandboxes that
- * are pending, starting, running, stopping or suspended, and creates still waiting for an
- * image. */
-struct user_caps {
-	unsigned max_sandboxes;
-	unsigned max_cpus;
-	unsigned max_memory_mb;
-};
 
 struct principal {
 	char name[256]; /* the owner stamped on sandboxes: "operator", or the user's email */
@@ -37,8 +24,6 @@ struct principal {
 	char csrf[48];         /* the session's CSRF token, when session */
 	struct user_caps caps; /* users only */
 };
-
-const char *role_to_string(enum role r);
 
 /* Who sent req: `Authorization: Bearer` with the operator token or an API key (or, on an
  * Upgrade, ?token=), else the session cookie, else a unix-socket peer with sandboxd's uid or
@@ -60,7 +45,3 @@ void auth_set_user(struct sandboxd *d, struct principal *p, const struct account
  * --allowed-host, and an Origin, when present, must name that same allowed host. Returns 0,
  * or -EPERM with *ret_why set (answer 403 forbidden_origin). */
 int auth_check_origin(struct sandboxd *d, const struct http_request *req, const char **ret_why);
-
-/* Splits "host:port" / "[v6]:port" / "host" into host (lowercased, brackets removed) for
- * comparisons. -EINVAL on malformed input. */
-int auth_host_part(const char *hostport, char *out, size_t size);

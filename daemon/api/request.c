@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include "base64.h"
 #include "netpolicy.h"
+#include "oci.h"
 #include "request.h"
 #include "util.h"
 
@@ -65,23 +66,6 @@ label_value_valid(const char *v)
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] >= 0x7f)
 			return false;
-	return true;
-}
-
-bool
-image_ref_valid(const char *image)
-{
-	size_t n = strlen(image);
-
-	if (n == 0 || n > 255)
-		return false;
-	if (!isalnum((unsigned char)image[0]))
-		return false; /* no leading '-' (an option), '/', '.' or ':' */
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)image[i];
-		if (!(c >= 'a' && c <= 'z') && !isdigit(c) && !strchr("._-/:@", c))
-			return false;
-	}
 	return true;
 }
 

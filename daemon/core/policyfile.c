@@ -7,7 +7,7 @@
 #include <yaml.h>
 #include "netpolicy.h"
 #include "policyfile.h"
-#include "request.h"
+#include "oci.h"
 #include "util.h"
 
 #define POLICYFILE_MAX (1024 * 1024)

@@ -1,11 +1,29 @@
 /* oci.c: see oci.h. Parsers of what a registry sends (references typed by people, manifests,
  * indexes, configs, WWW-Authenticate); each is bounded and refuses rather than guesses, since
  * what it accepts decides which bytes become a sandbox's root. */
+#include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <strings.h>
 #include "oci.h"
 #include "util.h"
+
+bool
+image_ref_valid(const char *image)
+{
+	size_t n = strlen(image);
+
+	if (n == 0 || n > 255)
+		return false;
+	if (!isalnum((unsigned char)image[0]))
+		return false; /* no leading '-' (an option), '/', '.' or ':' */
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)image[i];
+		if (!(c >= 'a' && c <= 'z') && !isdigit(c) && !strchr("._-/:@", c))
+			return false;
+	}
+	return true;
+}
 
 #define REF_MAX 4096 /* a whole reference */
 /* a repository, and a registry, as the distribution spec bounds names */

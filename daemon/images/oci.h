@@ -27,6 +27,10 @@ struct oci_ref {
 /* Parses s (lowercase registry/repository, as registries require; a registry part is the
  * first component when it holds a '.' or ':' or is "localhost"). -EINVAL with *ret_error
  * saying what is wrong (newly allocated; may be NULL when out of memory). */
+/* Whether image is a plausible image reference as a request or a flag names it: lowercase
+ * letters, digits and ._-/:@, starting with a letter or digit, at most 255 bytes. */
+bool image_ref_valid(const char *image);
+
 int oci_ref_parse(const char *s, struct oci_ref *ret, char **ret_error);
 void oci_ref_done(struct oci_ref *r);
 

@@ -4,10 +4,10 @@
 #include <getopt.h>
 #include <netdb.h>
 #include <sys/stat.h>
-#include "auth.h"
+#include "hostport.h"
 #include "options.h"
 #include "paths.h"
-#include "request.h"
+#include "oci.h"
 #include "sandboxd.h"
 #include "util.h"
 
@@ -250,7 +250,7 @@ parse_allowed_host(struct options *o, const char *arg)
 	}
 	/* a name or an address, without a port: an IPv6 address may come bare or in brackets */
 	v6 = inet_pton(AF_INET6, arg, &a6) == 1 || (arg[0] == '[' && arg[strlen(arg) - 1] == ']');
-	if (auth_host_part(arg, host, sizeof(host)) < 0 || (!v6 && strchr(arg, ':') != NULL)) {
+	if (hostport_host(arg, host, sizeof(host)) < 0 || (!v6 && strchr(arg, ':') != NULL)) {
 		fprintf(stderr,
 		        "sandboxd: --allowed-host '%s' must be a host name or address without a "
 		        "port\n",
