@@ -619,7 +619,7 @@ on_decision(struct egress *e, json_t *msg)
 		c->bytes_in += (uint64_t)json_integer_value(json_object_get(data, "bytes_in"));
 	}
 	if (!allowed) {
-		/* seed 002: a refused name is in sandboxd's log (every field checked above) */
+		/* a refused name goes to sandboxd's log too (every field checked above) */
 		const char *name = json_string_value(json_object_get(data, "name"));
 
 		log_limited(e, LOG_LEVEL_INFO, "sandbox '%s': egress denied: %s '%s' port %d (%s)",
