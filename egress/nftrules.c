@@ -1,6 +1,6 @@
 /* nftrules.c: the text of the one `nft -f -` transaction that replaces table inet sandboxd
- * (DESIGN.md "Egress"). Sandboxes are elements of one set of (tap, guest address) pairs, so
- * the rules stay the same few lines however many sandboxes run, and a guest is only ever
+ * (docs/architecture.md, "Egress"). Sandboxes are elements of one set of (tap, guest address)
+ * pairs, so the rules stay the same few lines however many sandboxes run, and a guest is only ever
  * recognised on its own tap with its own address: anything else a tap sends is dropped. */
 #include <arpa/inet.h>
 #include <errno.h>
