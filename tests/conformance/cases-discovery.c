@@ -1,5 +1,5 @@
 /* cases-discovery.c: conformance cases for discovery: what GET /v1/capabilities and
- * GET /v1/whoami describe (API.md, "Discovery"). */
+ * GET /v1/whoami describe (docs/api.md, "Discovery"). */
 #include "cases.h"
 #include "conf.h"
 #include "util.h"

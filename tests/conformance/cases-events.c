@@ -1,4 +1,4 @@
-/* cases-events.c: conformance cases for events (API.md, "events"; R-S5): a sandbox's audit
+/* cases-events.c: conformance cases for events (docs/api.md, "Events"; R-S5): a sandbox's audit
  * trail, the live SSE stream GET /v1/events/stream and its replay from Last-Event-ID. */
 #include "cases.h"
 #include "conf.h"

@@ -1,4 +1,4 @@
-/* cases-files.c: conformance cases for files (API.md, "Files"): raw reads and writes that keep
+/* cases-files.c: conformance cases for files (docs/api.md, "Files"): raw reads and writes that keep
  * every byte, parent directories made on the way, listings, removal, and guest paths that may
  * not climb (R-I6). They share the suite's sandbox, work under a directory of their own in
  * /tmp, and skip when capabilities.files is false. */

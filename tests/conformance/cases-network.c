@@ -1,8 +1,8 @@
-/* cases-network.c: conformance cases for a sandbox's network policy (API.md, "Sandboxes";
- * issue 5, "The policy"): modes and the ceiling, allow and deny lists with their name rules,
- * may_allow and wildcards, live updates with PATCH (security requirements R-P3 to R-P6), and
- * that sandboxes cannot reach each other (R-E9). What the server's policy makes meaningless
- * (a ceiling below allowlist, a may_allow of "*") is skipped with the reason, read from
+/* cases-network.c: conformance cases for a sandbox's network policy (docs/api.md, "The
+ * network"; docs/egress.md, "The server's policy"): modes and the ceiling, allow and deny lists
+ * with their name rules, may_allow and wildcards, live updates with PATCH (security requirements
+ * R-P3 to R-P6), and that sandboxes cannot reach each other (R-E9). What the server's policy makes
+ * meaningless (a ceiling below allowlist, a may_allow of "*") is skipped with the reason, read from
  * GET /v1/capabilities. */
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +55,7 @@ default_allow(void)
 	return json_object_get(json_object_get(caps_network(), "default"), "allow");
 }
 
-/* The rules of issue 5: "*.example.com" matches every name below example.com, not
+/* The name rules: "*.example.com" matches every name below example.com, not
  * example.com itself; a name matches only itself. */
 static bool
 matches(const char *pattern, const char *host)

@@ -1,6 +1,6 @@
-/* cases-processes.c: conformance cases for processes (API.md, "Processes"): run with its output,
- * exit codes, stdin, timeout and cwd; background processes with their output stream, stdin and
- * signals; the interactive attach over sbx-stream/1 and WebSocket (RFC 6455, a small client
+/* cases-processes.c: conformance cases for processes (docs/api.md, "Processes"): run with its
+ * output, exit codes, stdin, timeout and cwd; background processes with their output stream, stdin
+ * and signals; the interactive attach over sbx-stream/1 and WebSocket (RFC 6455, a small client
  * here); TTYs; the audit of a process (R-I3, R-S1, R-S3, R-L6). They share the suite's sandbox
  * and skip when capabilities.processes is false. */
 #include <errno.h>

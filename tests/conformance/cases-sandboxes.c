@@ -1,4 +1,4 @@
-/* cases-sandboxes.c: conformance cases for the sandbox resource (API.md, "Sandboxes"):
+/* cases-sandboxes.c: conformance cases for the sandbox resource (docs/api.md, "Sandboxes"):
  * create, list, get, names, delete, stop/start, patch, limits and environment (security
  * requirements R-U2, R-U3, R-P2, R-P7, R-S1, R-L1, R-L2); the network policy is in
  * cases-network.c. */

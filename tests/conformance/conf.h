@@ -45,7 +45,7 @@ struct conf_resp {
 	const char *content_type; /* "" when absent */
 };
 
-/* The sandbox object's fields (API.md, "Sandboxes"), for shape checks. */
+/* The sandbox object's fields (docs/api.md, "Sandboxes"), for shape checks. */
 extern const char *const conf_sandbox_fields[];
 
 /* Reads SANDBOX_CONFORMANCE_ENDPOINT, _TOKEN and _CA; prints what is wrong and returns -EINVAL
