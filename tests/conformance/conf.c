@@ -401,7 +401,7 @@ code_fits(const char *code, long status)
 	return false;
 }
 
-/* R-A12: every error is {"error":{"code","message"}} with a known code fitting the status. */
+/* Every error is {"error":{"code","message"}} with a known code fitting the status. */
 static void
 check_error_shape(const struct conf_req *req, const struct conf_resp *resp)
 {

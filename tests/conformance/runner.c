@@ -36,8 +36,8 @@ static const char plain_policy[] = "network:\n"
                                    "'*.a.example.net', example.com]\n";
 
 /* With real VMs as root, sandboxd runs with egress on inside network namespaces of the
- * run's own (tests/egress/netns.sh), so the network cases (R-E9 among them) pass rather than
- * skip; the machine's own network is never touched. */
+ * run's own (tests/egress/netns.sh), so the network cases (sandboxes_cannot_reach_each_other among
+ * them) pass rather than skip; the machine's own network is never touched. */
 static char netns_name[16];
 static const char *launcher[8];
 

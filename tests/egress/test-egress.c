@@ -684,7 +684,7 @@ test_dns_elsewhere_times_out(void **state)
 	expect_pass(sa, "nslookup allowed.test", line);
 	free(line);
 	/* the internet's DNS server answers the host side (check_fixture); from the guest no
-	 * answer comes, from it or anyone (R-E6: any other udp/53 is dropped), and nothing of
+	 * answer comes, from it or anyone (any other udp/53 is dropped), and nothing of
 	 * the guest's got there */
 	code = run(sa, "timeout 10 nslookup allowed.test " UPSTREAM_DNS, 30, &out);
 	harness_expect_not_in(out, "Address: " WEB);
