@@ -1,6 +1,6 @@
 /* nftrules.c: the text of the one `nft -f -` transaction that replaces table inet sandboxd
- * (DESIGN.md "Egress"). Sandboxes are elements of one set of (tap, guest address) pairs, so
- * the rules stay the same few lines however many sandboxes run, and a guest is only ever
+ * (docs/architecture.md, "Egress"). Sandboxes are elements of one set of (tap, guest address)
+ * pairs, so the rules stay the same few lines however many sandboxes run, and a guest is only ever
  * recognised on its own tap with its own address: anything else a tap sends is dropped. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -140,7 +140,7 @@ nftrules_build(const struct nft_sandbox *v, size_t n, const struct nft_config *c
 	 * Only a guest on its own tap with its own source is redirected at all. Web traffic to
 	 * any address goes to the proxy (which decides by name, never by that address); DNS only
 	 * when sent to the host side of its own link, its resolver: a query to any other server
-	 * is dropped (R-E6), so a guest that hard-codes one learns at once that it cannot. */
+	 * is dropped, so a guest that hard-codes one learns at once that it cannot. */
 	if (r >= 0)
 		r = buf_printf(
 		        &b,
@@ -184,7 +184,7 @@ nftrules_build(const struct nft_sandbox *v, size_t n, const struct nft_config *c
 		        c->proxy_port, c->dns_port, FLOWS_PER_GUEST, c->proxy_port, c->dns_port);
 	/* Sandboxes never reach each other or anything beyond the host, even where the host
 	 * forwards for others (ip_forward set by Docker or a VPN). Ingress is closed too: the
-	 * host itself opens nothing into a tap (R-E10); only the answers to what a guest sent
+	 * host itself opens nothing into a tap; only the answers to what a guest sent
 	 * (the proxy's and the DNS stub's, and errors about them) go out of one. */
 	if (r >= 0)
 		r = buf_puts(&b, "\tchain forward {\n"

@@ -1,4 +1,4 @@
-/* nftrules.h: the host's nftables ruleset for sandboxes' egress (issue 5, DESIGN.md
+/* nftrules.h: the host's nftables ruleset for sandboxes' egress (docs/architecture.md,
  * "Egress"). One table, `inet sandboxd`, replaced as a whole in one `nft -f -` transaction
  * (never assuming it is the only table on the machine): a guest's tcp/80 and tcp/443 are
  * redirected to the egress proxy, and its udp/53 sent to the host side of its own link to the

@@ -144,7 +144,7 @@ queue_line(struct worker *w, char *line)
 		(void)!write(w->wake_fd, &one, sizeof(one));
 }
 
-/* Denials go to the log too (R-E18), at most DENIAL_LOGS_PER_S a second: a guest decides how
+/* Denials go to the log too, at most DENIAL_LOGS_PER_S a second: a guest decides how
  * many it causes, and the log is the host's. The events carry every one. */
 static void
 log_denial(const struct decision *d)

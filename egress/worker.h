@@ -2,7 +2,7 @@
  * send on their way out (TLS ClientHellos, HTTP request heads, DNS queries), decides each
  * connection and query against that sandbox's network policy, and splices the allowed ones to
  * the name's own addresses. It parses hostile bytes, so sandboxd runs it apart and without
- * root (issue 5, DESIGN.md "Egress"); sandboxd starts it, feeds it the policies and reads its
+ * root (docs/architecture.md, "Egress"); sandboxd starts it, feeds it the policies and reads its
  * decisions back.
  *
  * Started as (sandboxd does this; tests and benchmarks may too):

@@ -204,7 +204,7 @@ SUMMARY=$WORK/agents.txt
 : >"$SUMMARY"
 
 # Debian 12's node is 18, which Gemini CLI cannot run (it needs 20) and Claude Code says it
-# is too old for (22); the seed's base image has node 22. Node's release binaries are on the
+# is too old for (22), so the base image gets node 22. Node's release binaries are on the
 # npm registry as node-linux-<arch> (no install scripts: the package is the binary), so that
 # is put in /usr/local/bin, ahead of Debian's node in PATH. Debian's node and npm stay. Set
 # NODE_MAJOR= (empty) to keep Debian's node only.

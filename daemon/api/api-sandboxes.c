@@ -347,7 +347,7 @@ check_caps(struct api_call *call, const char *owner, const struct user_caps *cap
 	return 0;
 }
 
-/* The launch rules of seed 000: an admin supervises and never launches; a user stays within
+/* Who may launch: an admin supervises and never launches; a user stays within
  * their caps, counted before anything is created. The operator is neither. Returns 0, or
  * answers 403 and returns -EPERM. adding is the sandbox about to become active: a new one
  * (create) or a stopped one starting again, whose owner's caps apply whoever starts it. */

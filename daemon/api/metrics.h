@@ -1,6 +1,6 @@
 /* metrics.h: Prometheus metrics at GET /metrics on --metrics-listen (loopback only, no
  * credential): sandboxes by state and what egress decided. Counters restart from zero with
- * sandboxd (seed 002: "Metrics restart from none"). */
+ * sandboxd: nothing of them is persisted. */
 #pragma once
 
 #include "buf.h"

@@ -1,6 +1,6 @@
 /* lifecycle.c: see lifecycle.h.
  *
- * Restart mode vs provision mode (seed 000): start after a stop boots the writable layer the
+ * Restart mode vs provision mode: start after a stop boots the writable layer the
  * stop kept, so files survive and memory and processes do not; the first start provisions a
  * fresh layer. Which one runs is chosen here (SANDBOX_OP_RESTART vs SANDBOX_OP_START), and
  * the backend implements each. */

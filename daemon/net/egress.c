@@ -619,7 +619,7 @@ on_decision(struct egress *e, json_t *msg)
 		c->bytes_in += (uint64_t)json_integer_value(json_object_get(data, "bytes_in"));
 	}
 	if (!allowed) {
-		/* seed 002: a refused name is in sandboxd's log (every field checked above) */
+		/* a refused name goes to sandboxd's log too (every field checked above) */
 		const char *name = json_string_value(json_object_get(data, "name"));
 
 		log_limited(e, LOG_LEVEL_INFO, "sandbox '%s': egress denied: %s '%s' port %d (%s)",
@@ -843,7 +843,7 @@ worker_feed(struct egress *e)
 /* Every second: a worker that has read nothing of what waits for it for WEDGED_MS is killed
  * and started again (then told everything anew). Its connections are decided by the
  * policies it last read, so a worker that stopped reading would keep a tightening from ever
- * holding, and PATCH has long returned: R-E11 holds only with a worker that reads. What
+ * holding, and PATCH has long returned: a tightening holds only with a worker that reads. What
  * waits is the socket's send queue (SIOCOUTQ: bytes with their overhead, so only compared
  * with itself) and what sandboxd holds back; it went down, or stayed level while more was
  * sent, exactly when the worker read something. */

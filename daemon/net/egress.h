@@ -1,4 +1,4 @@
-/* egress.h: sandboxd's side of egress enforcement (issue 5, DESIGN.md "Egress"): the ports
+/* egress.h: sandboxd's side of egress enforcement (docs/egress.md): the ports
  * bound at startup, the unprivileged egress worker (egress/worker.h) started, fed every
  * sandbox's policy and supervised, the nftables table inet sandboxd kept in step with the
  * sandboxes' links, and the worker's decisions turned into events and counters. */

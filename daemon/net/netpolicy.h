@@ -51,8 +51,8 @@ bool netpolicy_allows(const json_t *net, const char *host, const char **ret_reas
  * an allow list grants nothing. */
 
 /* Resolves a request's "network" value against the policy into a normalised
- * {mode, allow, deny}; NULL or absent means the policy's default. The rules (API.md,
- * issue 5): an unknown mode or a malformed name is 400; a mode above the ceiling is 403;
+ * {mode, allow, deny}; NULL or absent means the policy's default. The rules (docs/api.md,
+ * "The network"): an unknown mode or a malformed name is 400; a mode above the ceiling is 403;
  * "allow": [] is 403 (it would be silently "nothing"); "allow": null or absent means the
  * default list; every name added to allow must be in the default allow list or within
  * may_allow (a wildcard only by "*" or an equal or broader wildcard there); deny may name

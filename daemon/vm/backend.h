@@ -1,5 +1,5 @@
 /* backend.h: what runs sandboxes. sandboxd drives every backend through these operations,
- * the same shape as seed 000's five callbacks (start, stop, restart, status, destroy) plus
+ * five lifecycle callbacks (start, stop, restart, status, destroy) plus
  * the guest agent that process and file operations go through. The product links the microVM
  * backend; the test tree links a fake one that says so in its name. Nothing else in sandboxd knows
  * how a sandbox runs.

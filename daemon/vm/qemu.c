@@ -6,7 +6,7 @@
  * what proves after a restart of sandboxd that a running QEMU is this sandbox's).
  *
  * Provision mode (start) makes a new upper layer and boots; restart mode (restart) boots the
- * layer a stop kept, so files survive and memory and processes do not (seed 000). A stop asks
+ * layer a stop kept, so files survive and memory and processes do not. A stop asks
  * the agent to sync and power off, so QEMU (-no-reboot) exits by itself; a destroy kills it
  * and removes the directory. */
 #include <arpa/inet.h>
@@ -1323,8 +1323,8 @@ qemu_adopt(struct backend *b _unused_, struct sandbox *sb)
 
 	if (!vm || vm->pid <= 0)
 		return -ESRCH;
-	/* seed 002: turning networking on or off between runs ends the sandboxes started
-	 * without it, and one whose network device is gone is not taken back */
+	/* turning networking on or off between runs ends the sandboxes started without it,
+	 * and one whose network device is gone is not taken back */
 	if (vm->net != egress_enabled(vm->q->d)) {
 		log_warning("sandbox '%s': started with egress %s, now it is %s: not taken back",
 		            sb->id, vm->net ? "on" : "off", vm->net ? "off" : "on");

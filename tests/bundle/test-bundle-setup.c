@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "bundle.h"
+#include "harness.h"
 #include "util.h"
 
 static const char *sandboxd;
@@ -129,10 +130,9 @@ test_boot(void **unused)
 	double secs;
 	int status;
 
-	if (!BUNDLE_TEST_INIT[0] || system("command -v qemu-system-x86_64 >/dev/null") != 0) {
-		print_message("no musl-gcc test init or no qemu-system-x86_64: boot not checked\n");
-		skip();
-	}
+	if (!BUNDLE_TEST_INIT[0] || system("command -v qemu-system-x86_64 >/dev/null") != 0)
+		harness_skip_case(
+		        "no musl-gcc test init or no qemu-system-x86_64: boot not checked");
 	assert_int_equal(bundle_manifest_read(state, &m), 0);
 	moddir = strdup_printf("%s/%s", state, m.modules_dir);
 	kernel = strdup_printf("%s/%s", state, m.kernel);
@@ -243,7 +243,7 @@ main(void)
 	} else {
 		snprintf(state, sizeof(state), "%s/state", tmp);
 	}
-	r = cmocka_run_group_tests(tests, NULL, NULL);
+	r = harness_exit_code(cmocka_run_group_tests(tests, NULL, NULL));
 	{
 		_cleanup_free_ char *cmd = strdup_printf("rm -rf '%s'", tmp);
 		if (system(cmd) != 0)

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "bundle.h"
+#include "harness.h"
 #include "util.h"
 
 /* ---- helpers ---- */
@@ -378,12 +379,13 @@ static void
 test_modules_modinfo(void **state)
 {
 	static const char *const want[] = { "fake-c.ko", "fake_b.ko.xz", "fake_a.ko" };
-	_cleanup_free_ char *dir = make_tmpdir();
+	_cleanup_free_ char *dir = NULL;
 	char **paths = NULL;
 	size_t n = 0;
 
 	if (!have_tool("xz"))
-		skip();
+		harness_skip_case("xz is not installed: compressed modules are untested");
+	dir = make_tmpdir();
 	/* no modules.dep: modules.order plus each module's .modinfo, one of them compressed and
 	 * listed without its .xz, as modules.order does */
 	put_filef("kernel/fake/fake_a.ko\nkernel/fake/fake_b.ko\nkernel/fake/fake-c.o\n",
@@ -812,14 +814,15 @@ test_check_pvh(void **state)
 static void
 test_extract_vmlinux(void **state)
 {
-	_cleanup_free_ char *dir = make_tmpdir(), *elf_path = NULL, *lz = NULL, *bz = NULL,
-	                    *out = NULL, *payload = NULL, *img = NULL, *got = NULL, *err = NULL;
+	_cleanup_free_ char *dir = NULL, *elf_path = NULL, *lz = NULL, *bz = NULL, *out = NULL,
+	                    *payload = NULL, *img = NULL, *got = NULL, *err = NULL;
 	unsigned char elf[8192];
 	size_t n, plen, glen;
 	uint32_t v;
 
 	if (!have_tool("lz4"))
-		skip();
+		harness_skip_case("lz4 is not installed: vmlinux extraction is untested");
+	dir = make_tmpdir();
 	elf_path = strdup_printf("%s/elf", dir);
 	lz = strdup_printf("%s/elf.lz4", dir);
 	bz = strdup_printf("%s/bzImage", dir);
@@ -877,14 +880,16 @@ test_extract_vmlinux(void **state)
 static void
 test_blank_disk_and_layers(void **state)
 {
-	_cleanup_free_ char *dir = make_tmpdir(), *blank = NULL, *again = NULL, *l1 = NULL,
-	                    *l2 = NULL, *d1 = NULL, *d2 = NULL, *want = NULL;
+	_cleanup_free_ char *dir = NULL, *blank = NULL, *again = NULL, *l1 = NULL, *l2 = NULL,
+	                    *d1 = NULL, *d2 = NULL, *want = NULL;
 	struct stat st;
 	size_t len1, len2;
 	ino_t ino;
 
 	if (!have_tool("mkfs.ext4") || !have_tool("qemu-img"))
-		skip();
+		harness_skip_case("mkfs.ext4 or qemu-img is not installed: blank disks and layers "
+		                  "are untested");
+	dir = make_tmpdir();
 	assert_int_equal(bundle_blank_disk(dir, 0, &blank), -ERANGE);
 	assert_int_equal(bundle_blank_disk(dir, 64, &blank), 0);
 	want = strdup_printf("%s/vm/blank-64.ext4", dir);
@@ -997,5 +1002,5 @@ main(void)
 		cmocka_unit_test(test_default_agent),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return harness_exit_code(cmocka_run_group_tests(tests, NULL, NULL));
 }

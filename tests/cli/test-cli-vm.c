@@ -641,14 +641,13 @@ static void
 test_exec_over_https(void **state)
 {
 	size_t len = 1u << 20;
-	_cleanup_free_ char *data = malloc(len);
+	_cleanup_free_ char *data = NULL;
 	struct result r;
 
-	if (!https_ep[0]) {
-		fprintf(stderr, "skip: openssl is not installed; attach over https is untested\n");
-		return;
-	}
+	if (!https_ep[0])
+		harness_skip_case("openssl is not installed; attach over https is untested");
 	/* the upgraded connection is TLS, with the token and the private CA of every request */
+	data = malloc(len);
 	assert_non_null(data);
 	for (size_t i = 0; i < len; i++)
 		data[i] = (char)(i * 13 + i / 509);
@@ -847,5 +846,5 @@ main(void)
 	};
 
 	harness_vm_bundle(); /* skips (77) when there is no bundle */
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return harness_exit_code(cmocka_run_group_tests(tests, setup, teardown));
 }

@@ -903,10 +903,8 @@ test_https_private_ca(void **state)
 	struct daemon_proc tls;
 	int port = harness_free_port();
 
-	if (system("openssl version >/dev/null 2>&1") != 0) {
-		fprintf(stderr, "skip: openssl is not installed; https with --ca is untested\n");
-		skip();
-	}
+	if (system("openssl version >/dev/null 2>&1") != 0)
+		harness_skip_case("openssl is not installed; https with --ca is untested");
 	snprintf(dir, sizeof(dir), "%s/pki", home);
 	assert_int_equal(mkdir(dir, 0700), 0);
 	snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
@@ -957,5 +955,5 @@ main(void)
 		cmocka_unit_test(test_https_private_ca),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return harness_exit_code(cmocka_run_group_tests(tests, setup, teardown));
 }

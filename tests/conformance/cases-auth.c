@@ -1,5 +1,5 @@
-/* cases-auth.c: conformance cases for the request guard and authentication (security
- * requirements R-A5 to R-A10 and R-A12): credentials, Host and Origin, content types, body caps,
+/* cases-auth.c: conformance cases for the request guard and authentication:
+ * credentials, Host and Origin, content types, body caps,
  * unknown fields and the error body every refusal carries. */
 #include <stdlib.h>
 #include "cases.h"
@@ -43,7 +43,7 @@ assert_not_created(const char *name, const char *marker)
 	assert_int_equal(json_array_size(conf_list_ids(conf_fmt("?label=marker=%s", marker))), 0);
 }
 
-/* R-A5: health is the one request without a credential. */
+/* Health is the one request without a credential. */
 void
 case_health_needs_no_credential(void **state)
 {
@@ -54,7 +54,7 @@ case_health_needs_no_credential(void **state)
 	assert_string_equal(conf_str(r->json, "status"), "ok");
 }
 
-/* R-A5: no credential is 401 unauthorized, on every other path (unknown ones too, so the
+/* No credential is 401 unauthorized, on every other path (unknown ones too, so the
  * answer says nothing about what exists). On a unix socket the peer's uid is a credential. */
 void
 case_missing_credential_is_unauthorized(void **state)
@@ -83,7 +83,7 @@ case_missing_credential_is_unauthorized(void **state)
 	assert_not_created(name, marker);
 }
 
-/* R-A5: a wrong credential is 401 on every transport (a unix socket never lets the peer's
+/* A wrong credential is 401 on every transport (a unix socket never lets the peer's
  * uid stand in for a bad token), including near misses of the real token. */
 void
 case_wrong_credential_is_unauthorized(void **state)
@@ -114,7 +114,7 @@ case_wrong_credential_is_unauthorized(void **state)
 	assert_not_created(name, marker);
 }
 
-/* R-A10: a token in the query string counts only on an Upgrade handshake. */
+/* A token in the query string counts only on an Upgrade handshake. */
 void
 case_query_token_is_not_a_credential(void **state)
 {
@@ -132,7 +132,7 @@ case_query_token_is_not_a_credential(void **state)
 	             401, "unauthorized");
 }
 
-/* R-A6: the DNS-rebinding guard: a Host that is not loopback or allowed is 403
+/* The DNS-rebinding guard: a Host that is not loopback or allowed is 403
  * forbidden_origin, even with a valid credential. */
 void
 case_foreign_host_is_forbidden(void **state)
@@ -153,7 +153,7 @@ case_foreign_host_is_forbidden(void **state)
 	}
 }
 
-/* R-A7: a cross-origin request is refused outright, including the "simple" POST (text/plain)
+/* A cross-origin request is refused outright, including the "simple" POST (text/plain)
  * that a browser sends without a preflight; and nothing is created. */
 void
 case_foreign_origin_post_is_refused(void **state)
@@ -185,7 +185,7 @@ case_foreign_origin_post_is_refused(void **state)
 	assert_not_created(name, marker);
 }
 
-/* R-A8: a JSON body must say Content-Type: application/json. */
+/* A JSON body must say Content-Type: application/json. */
 void
 case_json_body_needs_json_content_type(void **state)
 {
@@ -219,7 +219,7 @@ padded_body(const char *name, const char *marker, size_t size)
 	return b;
 }
 
-/* R-A9: JSON bodies are capped at 1 MiB. The oversized body is valid JSON (padding is
+/* JSON bodies are capped at 1 MiB. The oversized body is valid JSON (padding is
  * whitespace), so only the cap can refuse it; a body of exactly 1 MiB is taken. */
 void
 case_oversized_json_body_is_rejected(void **state)
@@ -263,7 +263,7 @@ case_oversized_json_body_is_rejected(void **state)
 		         r->body);
 }
 
-/* R-A9: an unknown field is 400, and the message names it. */
+/* An unknown field is 400, and the message names it. */
 void
 case_unknown_field_is_rejected(void **state)
 {
@@ -294,7 +294,7 @@ case_malformed_json_is_rejected(void **state)
 		             400, "invalid_request");
 }
 
-/* R-A12: errors from every layer (routing, lookup, validation) carry the contract's body;
+/* Errors from every layer (routing, lookup, validation) carry the contract's body;
  * conf_send checks the shape of each one. */
 void
 case_error_bodies_have_the_contract_shape(void **state)

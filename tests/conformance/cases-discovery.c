@@ -1,5 +1,5 @@
 /* cases-discovery.c: conformance cases for discovery: what GET /v1/capabilities and
- * GET /v1/whoami describe (API.md, "Discovery"). */
+ * GET /v1/whoami describe (docs/api.md, "Discovery"). */
 #include "cases.h"
 #include "conf.h"
 #include "util.h"
@@ -73,9 +73,9 @@ case_capabilities_describe_the_server(void **state)
 	if (conf_net_mode_rank(conf_str(def, "mode")) < 0)
 		fail_msg("network.default.mode '%s' is not none, allowlist or open",
 		         conf_str(def, "mode"));
-	/* R-P1: a default the ceiling would refuse is incoherent */
+	/* A default the ceiling would refuse is incoherent */
 	assert_true(conf_net_mode_rank(conf_str(def, "mode")) <= ceiling);
-	/* R-P9: a ceiling never offers what the server cannot enforce */
+	/* A ceiling never offers what the server cannot enforce */
 	if (ceiling >= conf_net_mode_rank("allowlist"))
 		assert_true(json_is_true(json_object_get(c, "egress_allowlist")));
 	if (ceiling >= conf_net_mode_rank("open"))

@@ -1,4 +1,4 @@
-/* cases-events.c: conformance cases for events (API.md, "events"; R-S5): a sandbox's audit
+/* cases-events.c: conformance cases for events (docs/api.md, "Events"): a sandbox's audit
  * trail, the live SSE stream GET /v1/events/stream and its replay from Last-Event-ID. */
 #include "cases.h"
 #include "conf.h"
@@ -23,7 +23,7 @@ events_of(const char *ref)
 	return events;
 }
 
-/* R-S5: the audit trail is oldest first, starts with "created", records each state change,
+/* The audit trail is oldest first, starts with "created", records each state change,
  * and outlives the sandbox (by id, not by name). */
 void
 case_the_audit_log_records_what_happened(void **state)

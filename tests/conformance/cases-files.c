@@ -1,6 +1,6 @@
-/* cases-files.c: conformance cases for files (API.md, "Files"): raw reads and writes that keep
+/* cases-files.c: conformance cases for files (docs/api.md, "Files"): raw reads and writes that keep
  * every byte, parent directories made on the way, listings, removal, and guest paths that may
- * not climb (R-I6). They share the suite's sandbox, work under a directory of their own in
+ * not climb. They share the suite's sandbox, work under a directory of their own in
  * /tmp, and skip when capabilities.files is false. */
 #include <string.h>
 #include "cases.h"
@@ -116,7 +116,7 @@ has_file_event(const json_t *events, const char *type, const char *path, long lo
 }
 
 /* Every byte value, a few KiB, through PUT and GET; parents made on the way; an overwrite
- * replaces the whole file; the audit records the path and size, never the content (R-S3). */
+ * replaces the whole file; the audit records the path and size, never the content. */
 void
 case_files_round_trip_binary_safe(void **state)
 {
@@ -243,7 +243,7 @@ case_delete_removes_files_and_empty_directories(void **state)
 	expect_error("GET", file_url(id, "files", conf_fmt("%s/never-was", dir)), 404, "not_found");
 }
 
-/* R-I6 PathTraversalIsRejected: a relative path, "..", a NUL or an empty path is 400 for
+/* Path traversal is rejected: a relative path, "..", a NUL or an empty path is 400 for
  * every file operation, and nothing is read or written through it. */
 void
 case_path_traversal_is_rejected(void **state)

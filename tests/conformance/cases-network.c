@@ -1,8 +1,8 @@
-/* cases-network.c: conformance cases for a sandbox's network policy (API.md, "Sandboxes";
- * issue 5, "The policy"): modes and the ceiling, allow and deny lists with their name rules,
- * may_allow and wildcards, live updates with PATCH (security requirements R-P3 to R-P6), and
- * that sandboxes cannot reach each other (R-E9). What the server's policy makes meaningless
- * (a ceiling below allowlist, a may_allow of "*") is skipped with the reason, read from
+/* cases-network.c: conformance cases for a sandbox's network policy (docs/api.md, "The
+ * network"; docs/egress.md, "The server's policy"): modes and the ceiling, allow and deny lists
+ * with their name rules, may_allow and wildcards, live updates with PATCH, and
+ * that sandboxes cannot reach each other. What the server's policy makes
+ * meaningless (a ceiling below allowlist, a may_allow of "*") is skipped with the reason, read from
  * GET /v1/capabilities. */
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +55,7 @@ default_allow(void)
 	return json_object_get(json_object_get(caps_network(), "default"), "allow");
 }
 
-/* The rules of issue 5: "*.example.com" matches every name below example.com, not
+/* The name rules: "*.example.com" matches every name below example.com, not
  * example.com itself; a name matches only itself. */
 static bool
 matches(const char *pattern, const char *host)
@@ -234,7 +234,7 @@ same_names(const json_t *a, const json_t *b)
 
 /* ---- modes ---- */
 
-/* R-P3, R-P4: an unknown mode, allow without allowlist, and unknown fields are 400. */
+/* An unknown mode, allow without allowlist, and unknown fields are 400. */
 void
 case_invalid_network_is_rejected(void **state)
 {
@@ -256,7 +256,7 @@ case_invalid_network_is_rejected(void **state)
 	        "none");
 }
 
-/* R-P3: a mode above capabilities.network.ceiling is 403 refused; tightening is allowed. */
+/* A mode above capabilities.network.ceiling is 403 refused; tightening is allowed. */
 void
 case_network_above_ceiling_is_refused(void **state)
 {
@@ -285,7 +285,7 @@ case_network_above_ceiling_is_refused(void **state)
 
 /* ---- allow lists ---- */
 
-/* R-P4: "allow": [] means nothing, and is refused. */
+/* "allow": [] means nothing, and is refused. */
 void
 case_empty_allowlist_is_refused(void **state)
 {
@@ -297,7 +297,7 @@ case_empty_allowlist_is_refused(void **state)
 	        "allowlist");
 }
 
-/* R-P4: "allow": null and an absent allow both mean the server's default list. */
+/* "allow": null and an absent allow both mean the server's default list. */
 void
 case_allow_null_or_absent_is_the_default_list(void **state)
 {
@@ -320,7 +320,7 @@ case_allow_null_or_absent_is_the_default_list(void **state)
 	}
 }
 
-/* R-P4: a name the request adds must be in the default list or within may_allow. */
+/* A name the request adds must be in the default list or within may_allow. */
 void
 case_names_outside_may_allow_are_refused(void **state)
 {
@@ -362,7 +362,7 @@ case_names_outside_may_allow_are_refused(void **state)
 		         dump(network_of(j)));
 }
 
-/* R-P4: a wildcard is allowed only by "*" or an equal or broader wildcard in may_allow (or
+/* A wildcard is allowed only by "*" or an equal or broader wildcard in may_allow (or
  * the default list); a name there does not allow a wildcard below it. */
 void
 case_wildcards_need_an_equal_or_broader_wildcard(void **state)
@@ -444,7 +444,7 @@ case_wildcards_need_an_equal_or_broader_wildcard(void **state)
 
 /* ---- names ---- */
 
-/* R-P5: names are lowercased, their trailing dot stripped, deduplicated and sorted. */
+/* Names are lowercased, their trailing dot stripped, deduplicated and sorted. */
 void
 case_network_names_are_normalised(void **state)
 {
@@ -490,7 +490,7 @@ case_network_names_are_normalised(void **state)
 	}
 }
 
-/* R-P5: a scheme, a port, a path, an IP literal or a bare "*" is not a name: 400, in allow
+/* A scheme, a port, a path, an IP literal or a bare "*" is not a name: 400, in allow
  * and in deny. */
 void
 case_malformed_network_names_are_rejected(void **state)
@@ -545,7 +545,7 @@ patch_refused(const char *id, const json_t *before, const char *body, long want_
 		         dump(before), dump(now));
 }
 
-/* R-P6: PATCH network follows the create rules (400 for what is malformed, 403 for what the
+/* PATCH network follows the create rules (400 for what is malformed, 403 for what the
  * policy refuses); a refused update leaves the old policy (and the other fields) in place; a
  * terminated sandbox cannot change (409) and a missing one is 404. */
 void
@@ -746,7 +746,7 @@ received(const char *id, const char *file, const char *marker)
 	          NULL) == 0;
 }
 
-/* R-E9: with networking on, neither sandbox can open a connection to the other, in either
+/* With networking on, neither sandbox can open a connection to the other, in either
  * direction, while each can reach its own listener on the same address (the control that
  * proves the listener and the address were real). */
 void

@@ -1,7 +1,7 @@
-/* cases-processes.c: conformance cases for processes (API.md, "Processes"): run with its output,
- * exit codes, stdin, timeout and cwd; background processes with their output stream, stdin and
- * signals; the interactive attach over sbx-stream/1 and WebSocket (RFC 6455, a small client
- * here); TTYs; the audit of a process (R-I3, R-S1, R-S3, R-L6). They share the suite's sandbox
+/* cases-processes.c: conformance cases for processes (docs/api.md, "Processes"): run with its
+ * output, exit codes, stdin, timeout and cwd; background processes with their output stream, stdin
+ * and signals; the interactive attach over sbx-stream/1 and WebSocket (RFC 6455, a small client
+ * here); TTYs; the audit of a process. They share the suite's sandbox
  * and skip when capabilities.processes is false. */
 #include <errno.h>
 #include <openssl/sha.h>
@@ -215,7 +215,7 @@ case_cwd_is_honoured_and_checked(void **state)
 	}
 }
 
-/* R-I3 ProcessesDoNotRunAsRoot: uid 1001, HOME and the default cwd /sandbox/home. */
+/* Processes do not run as root: uid 1001, HOME and the default cwd /sandbox/home. */
 void
 case_processes_do_not_run_as_root(void **state)
 {
@@ -359,7 +359,7 @@ text_of(const struct buf *b)
 	return b->data ? b->data : "";
 }
 
-/* R-L6 LateFollowerSeesOutputFromTheStart: whoever follows the output, while the process
+/* A late follower sees the output from the start: whoever follows the output, while the process
  * runs or after it ended, gets all of it from the first byte, then the exit code. */
 void
 case_late_follower_sees_output_from_the_start(void **state)
@@ -879,7 +879,7 @@ attach_round(const char *id, bool ws)
 	assert_int_equal(json_integer_value(json_object_get(j, "exit_code")), 0);
 }
 
-/* R-L6 AttachStreamsInputAndOutput, over sbx-stream/1. */
+/* Attach streams input and output, over sbx-stream/1. */
 void
 case_attach_streams_input_and_output(void **state)
 {
@@ -987,7 +987,7 @@ case_tty_has_the_requested_size(void **state)
 	assert_int_equal(attach_expect_exit(a), 7);
 }
 
-/* R-S1: an env value, given at create or at run, is the process's, and never comes back in
+/* An env value, given at create or at run, is the process's, and never comes back in
  * an answer about the process, the sandbox or its events. */
 void
 case_process_environment_is_passed_and_never_returned(void **state)
@@ -1047,7 +1047,7 @@ args_sha256(const char *program, const char *const *args, size_t n)
 	return conf_fmt("%s", hex);
 }
 
-/* R-S3 TheAuditLogNeverKeepsAProcesssArguments: a process is recorded as its program, the
+/* The audit log never keeps a process's arguments: a process is recorded as its program, the
  * number of its arguments and SHA-256 over each argument followed by a NUL (what
  * `printf '%s\0' ARGS | sha256sum` prints); the arguments themselves never. */
 void
@@ -1093,10 +1093,11 @@ case_the_audit_log_never_keeps_a_processs_arguments(void **state)
 	if (json_integer_value(json_object_get(started, "arg_count")) != 2)
 		fail_msg("process.started: arg_count is not 2: %s", dump(started));
 	if (!streq(conf_str(started, "args_sha256"), want))
-		fail_msg("process.started: args_sha256 is SHA-256 of 'echo\\0%s\\0two words\\0', "
-		         "the program included; R-S3 makes it SHA-256 over each argument followed "
-		         "by a NUL, the arguments arg_count counts (2) without the program: %s",
-		         marker, want);
+		fail_msg(
+		        "process.started: args_sha256 is SHA-256 of 'echo\\0%s\\0two words\\0', "
+		        "the program included; the audit keeps SHA-256 over each argument followed "
+		        "by a NUL, the arguments arg_count counts (2) without the program: %s",
+		        marker, want);
 	json_array_foreach (events, i, ev) {
 		const json_t *data = json_object_get(ev, "data");
 		if (streq(conf_str(ev, "type"), "process.exited") &&

@@ -1,7 +1,6 @@
-/* cases-sandboxes.c: conformance cases for the sandbox resource (API.md, "Sandboxes"):
- * create, list, get, names, delete, stop/start, patch, limits and environment (security
- * requirements R-U2, R-U3, R-P2, R-P7, R-S1, R-L1, R-L2); the network policy is in
- * cases-network.c. */
+/* cases-sandboxes.c: conformance cases for the sandbox resource (docs/api.md, "Sandboxes"):
+ * create, list, get, names, delete, stop/start, patch, limits and environment; the network policy
+ * is in cases-network.c. */
 #include <stdlib.h>
 #include "cases.h"
 #include "conf.h"
@@ -169,7 +168,7 @@ case_label_filter_selects(void **state)
 	assert_int_equal(json_array_size(ids), 0);
 }
 
-/* R-U3: names match ^[a-z0-9][a-z0-9-]{0,62}$, so they never look like ids. */
+/* Names match ^[a-z0-9][a-z0-9-]{0,62}$, so they never look like ids. */
 void
 case_invalid_names_are_rejected(void **state)
 {
@@ -206,7 +205,7 @@ case_duplicate_live_name_conflicts(void **state)
 	                     conf_fmt("{\"name\":\"%s\"}", name), 409, "conflict");
 }
 
-/* R-U2: after a delete the name is free again, gets a new id, and resolves to the live
+/* After a delete the name is free again, gets a new id, and resolves to the live
  * sandbox; the old id still answers, terminated. */
 void
 case_name_is_reusable_after_delete(void **state)
@@ -223,7 +222,7 @@ case_name_is_reusable_after_delete(void **state)
 	assert_state(conf_get(first), "terminated");
 }
 
-/* R-L2: DELETE is idempotent; the id keeps answering. */
+/* DELETE is idempotent; the id keeps answering. */
 void
 case_terminate_is_idempotent(void **state)
 {
@@ -264,7 +263,7 @@ case_unknown_sandbox_is_not_found(void **state)
 	expect_request_error("DELETE", sandbox_path(name, NULL), NULL, 404, "not_found");
 }
 
-/* R-L1: a terminated sandbox refuses work with 409 and still answers GET by id. */
+/* A terminated sandbox refuses work with 409 and still answers GET by id. */
 /* Process and file work on a sandbox that is not running: 409 conflict. A server without the
  * capability may say 501 unsupported instead. */
 static void
@@ -301,7 +300,7 @@ expect_no_work(const char *id)
 	}
 }
 
-/* R-L1 TerminatedSandboxRefusesWork */
+/* A terminated sandbox refuses work. */
 void
 case_terminated_sandbox_refuses_work(void **state)
 {
@@ -399,7 +398,7 @@ case_patch_unknown_field_is_rejected(void **state)
 	assert_string_equal(conf_str(conf_get(id), "state"), conf_str(before, "state"));
 }
 
-/* R-P2: a resource out of the limits is 400, never clamped (so nothing is created). */
+/* A resource out of the limits is 400, never clamped (so nothing is created). */
 void
 case_resources_above_limits_are_rejected(void **state)
 {
@@ -430,7 +429,7 @@ case_resources_above_limits_are_rejected(void **state)
 	}
 }
 
-/* R-S1: env values never come back (create, get, list, events, the live stream); only the
+/* Env values never come back (create, get, list, events, the live stream); only the
  * names do. */
 void
 case_environment_values_are_never_returned(void **state)
@@ -482,7 +481,7 @@ case_environment_values_are_never_returned(void **state)
 	assert_null(strstr(r->body, value));
 }
 
-/* R-P7: loader and shell variables are refused, alone or among good ones. */
+/* Loader and shell variables are refused, alone or among good ones. */
 void
 case_reserved_environment_names_are_refused(void **state)
 {
@@ -503,7 +502,7 @@ case_reserved_environment_names_are_refused(void **state)
 	assert_not_found(name);
 }
 
-/* R-P7: env names match ^[A-Za-z_][A-Za-z0-9_]*$; a NUL in a value is 400. */
+/* Env names match ^[A-Za-z_][A-Za-z0-9_]*$; a NUL in a value is 400. */
 void
 case_invalid_environment_names_are_rejected(void **state)
 {

@@ -37,7 +37,7 @@ const char *const conf_sandbox_fields[] = {
 	NULL,
 };
 
-/* The error table of API.md: a code and the status it goes with. invalid_request also
+/* The error table of docs/api.md: a code and the status it goes with. invalid_request also
  * covers the 4xx statuses the table has no row of their own for (405, 408, 413, 431 ...). */
 static const struct {
 	const char *code;
@@ -401,7 +401,7 @@ code_fits(const char *code, long status)
 	return false;
 }
 
-/* R-A12: every error is {"error":{"code","message"}} with a known code fitting the status. */
+/* Every error is {"error":{"code","message"}} with a known code fitting the status. */
 static void
 check_error_shape(const struct conf_req *req, const struct conf_resp *resp)
 {
@@ -420,7 +420,7 @@ check_error_shape(const struct conf_req *req, const struct conf_resp *resp)
 		fail_msg("%s %s: %ld: the error has no message: '%.300s'", method, req->path,
 		         resp->status, resp->body);
 	if (!code_fits(code, resp->status))
-		fail_msg("%s %s: %ld with code '%s', which API.md's error table does not pair "
+		fail_msg("%s %s: %ld with code '%s', which docs/api.md's error table does not pair "
 		         "with that status",
 		         method, req->path, resp->status, code);
 	if (!str_has_prefix(resp->content_type, "application/json"))

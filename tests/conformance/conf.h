@@ -45,7 +45,7 @@ struct conf_resp {
 	const char *content_type; /* "" when absent */
 };
 
-/* The sandbox object's fields (API.md, "Sandboxes"), for shape checks. */
+/* The sandbox object's fields (docs/api.md, "Sandboxes"), for shape checks. */
 extern const char *const conf_sandbox_fields[];
 
 /* Reads SANDBOX_CONFORMANCE_ENDPOINT, _TOKEN and _CA; prints what is wrong and returns -EINVAL
@@ -170,7 +170,7 @@ struct conf_upgrade {
 /* Connects and sends "GET path" with the credential auth asks for, Host, and the extra header
  * lines headers (NULL-terminated); reads the answer's head. On 101 the connection is returned
  * for the frames that follow (closed when the case ends); otherwise the body is read, must have
- * the error shape of every error (R-A12), and NULL is returned. *ret gets the answer. */
+ * the error shape of every error, and NULL is returned. *ret gets the answer. */
 struct conf_conn *conf_upgrade(const char *path, enum conf_auth auth, const char *const *headers,
                                struct conf_upgrade *ret);
 /* A header's value in a head from conf_upgrade() (case-insensitive name), owned by the case;

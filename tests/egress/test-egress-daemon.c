@@ -1,4 +1,4 @@
-/* test-egress-daemon.c: sandboxd's side of egress as an operator meets it (issue 5): a busy
+/* test-egress-daemon.c: sandboxd's side of egress as an operator meets it: a busy
  * proxy or DNS port stops startup naming the port and the flag to move it; with --egress off
  * the ceiling is none, the startup line and capabilities say so and an allowlist request is
  * refused, never served open; the egress worker runs without root, with no capabilities and

@@ -1,4 +1,4 @@
-/* test-egress.c: egress enforcement end to end (issue 5): the product sandboxd, as root with
+/* test-egress.c: egress enforcement end to end (docs/egress.md): the product sandboxd, as root with
  * --egress on, in a network namespace of the test's (netns.sh: NAME-host), its guests running
  * curl, openssl and busybox from a test image (mkimage.sh), against an "internet" in a second
  * namespace (internet.py in NAME-inet: HTTP, TLS with one certificate per name, a banner on
@@ -684,7 +684,7 @@ test_dns_elsewhere_times_out(void **state)
 	expect_pass(sa, "nslookup allowed.test", line);
 	free(line);
 	/* the internet's DNS server answers the host side (check_fixture); from the guest no
-	 * answer comes, from it or anyone (R-E6: any other udp/53 is dropped), and nothing of
+	 * answer comes, from it or anyone (any other udp/53 is dropped), and nothing of
 	 * the guest's got there */
 	code = run(sa, "timeout 10 nslookup allowed.test " UPSTREAM_DNS, 30, &out);
 	harness_expect_not_in(out, "Address: " WEB);
@@ -931,7 +931,7 @@ test_mode_none_has_no_network(void **state)
 	assert_false(inet_log_has("http.log", "/t13-none"));
 }
 
-/* The issue's "done when", as docs/egress.md shows it: `sandbox-cli run --allow example.org --
+/* The example of docs/egress.md, "In short": `sandbox-cli run --allow example.org --
  * curl -sI https://example.org` reaches the name it allows (here the test internet's
  * example.org), over the CLI and a fresh sandbox removed afterwards, and nothing else. */
 static void

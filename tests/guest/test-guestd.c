@@ -23,6 +23,7 @@
 #include "agentproto.h"
 #include "buf.h"
 #include "frame.h"
+#include "harness.h"
 #include "tlv.h"
 
 #define TIMEOUT_MS 20000
@@ -1213,7 +1214,7 @@ test_switch_ids(void **state)
 	int pid, status;
 
 	if (geteuid() != 0)
-		skip();
+		harness_skip_case("switching the uid and gid of a process needs root");
 	snprintf(path, sizeof(path), "%s/ids.sock", dir);
 	other = start_agent(path, extra);
 	assert_true(other > 0);
@@ -1282,5 +1283,5 @@ main(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	srand((unsigned)time(NULL) ^ (unsigned)getpid());
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return harness_exit_code(cmocka_run_group_tests(tests, setup, teardown));
 }

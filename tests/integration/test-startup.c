@@ -63,11 +63,11 @@ test_tcp_refusals(void **state)
 	write_token(open_tok, "0123456789abcdef0123456789abcdef\n", 0644);
 	write_token(short_tok, "0123456789abcde\n", 0600); /* 15 characters */
 
-	{ /* R-A2: no token, loopback included */
+	{ /* no token, loopback included */
 		const char *args[] = { "--state-dir", sd, "--socket", sock, "--listen", lo, NULL };
 		expect_refusal(bin, args, "without --token-file");
 	}
-	{ /* R-A3: reachable from other machines without TLS */
+	{ /* reachable from other machines without TLS */
 		const char *args[] = { "--state-dir",  sd,  "--socket", sock, "--listen", any,
 			               "--token-file", tok, NULL };
 		expect_refusal(bin, args,
@@ -80,12 +80,12 @@ test_tcp_refusals(void **state)
 		               "reachable from other machines; refusing to serve it "
 		               "without --token-file");
 	}
-	{ /* R-A4: readable by others */
+	{ /* readable by others */
 		const char *args[] = { "--state-dir",  sd,       "--socket", sock, "--listen", lo,
 			               "--token-file", open_tok, NULL };
 		expect_refusal(bin, args, "chmod 600");
 	}
-	{ /* R-A4: 15 characters */
+	{ /* 15 characters */
 		const char *args[] = { "--state-dir",  sd,        "--socket", sock, "--listen", lo,
 			               "--token-file", short_tok, NULL };
 		expect_refusal(bin, args, "at least 16");
@@ -119,7 +119,7 @@ test_good_start_and_second_instance(void **state)
 	FILE *f;
 
 	assert_int_equal(harness_start(&p, bin, NULL, NULL), 0);
-	/* R-A1: the socket is 0600; the state directory 0700 */
+	/* The socket is 0600; the state directory 0700 */
 	assert_int_equal(stat(p.sock, &st), 0);
 	assert_true(S_ISSOCK(st.st_mode));
 	assert_int_equal(st.st_mode & 0777, 0600);
@@ -200,7 +200,7 @@ test_product_needs_its_guest_bundle(void **state)
 
 /* --policy: a misspelt key stops startup with its line and column; a good file sets the
  * defaults, the images list and the default image, and a ceiling this build cannot enforce
- * is lowered with a warning, never served open (R-P3). */
+ * is lowered with a warning, never served open. */
 static void
 test_policy_file(void **state)
 {

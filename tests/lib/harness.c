@@ -75,6 +75,35 @@ harness_binary(const char *env_name)
 	return b;
 }
 
+static bool case_skipped;
+
+void
+harness_skip_case(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("skip: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	case_skipped = true;
+	skip();
+}
+
+int
+harness_exit_code(int failed)
+{
+	if (failed)
+		return failed;
+	if (case_skipped) {
+		fprintf(stderr, "skip: a case could not run on this machine (see above): the test "
+		                "is reported skipped, not passed\n");
+		return 77;
+	}
+	return 0;
+}
+
 int
 harness_tmpdir(char *out, size_t size)
 {

@@ -19,6 +19,17 @@ struct daemon_proc {
  * (skip) when the variable is missing. */
 const char *harness_binary(const char *env_name);
 
+/* Skips the running cmocka case because this machine lacks something it needs (a tool, root,
+ * namespaces): says why on stderr ("skip: ..."), marks the case skipped and remembers that one
+ * was. Call it before the case allocates anything: cmocka leaves the case without running its
+ * cleanups. */
+void harness_skip_case(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The exit code of a program whose cmocka groups returned failed (their sum): failed when
+ * anything failed, else 77 when harness_skip_case skipped a case (so CTest, with
+ * SKIP_RETURN_CODE 77, reports the test skipped rather than passed), else 0. */
+int harness_exit_code(int failed);
+
 /* Creates a 0700 directory under $TMPDIR or /tmp. */
 int harness_tmpdir(char *out, size_t size);
 

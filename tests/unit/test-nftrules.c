@@ -662,7 +662,7 @@ teardown_traffic(void **state)
 #define assert_probe(probe, want) assert_string_equal((probe), (want))
 
 /* tcp/80 and tcp/443 to any address reach the proxy, udp/53 to the host side of the guest's
- * own link the DNS stub (to any other server it is dropped: R-E6); the answers come back from
+ * own link the DNS stub (to any other server it is dropped); the answers come back from
  * where the guest sent them. */
 static void
 test_redirect(void **state)
@@ -866,7 +866,7 @@ test_forward(void **state)
 	assert_true(counter(t, NS_H, NFTRULES_COUNTER_FORWARD) >= before + 3);
 }
 
-/* Ingress is closed (R-E10): the host itself cannot open a connection into a sandbox, while
+/* Ingress is closed: the host itself cannot open a connection into a sandbox, while
  * the answers to what a guest sends still reach it. The control runs with the table removed. */
 static void
 test_ingress(void **state)

@@ -526,10 +526,8 @@ test_registry_pull(void **state)
 	_cleanup_free_ char *dest = NULL, *pinned = NULL, *other = NULL, *blobdata = NULL;
 	char *err = NULL;
 
-	if (!g->pid) {
-		fprintf(stderr, "skip: needs /usr/bin/docker-registry, skopeo and curl\n");
-		skip();
-	}
+	if (!g->pid)
+		harness_skip_case("needs /usr/bin/docker-registry, skopeo and curl");
 	push(g, "t1");
 	dest = path_in(&g->l, "pulled");
 
@@ -678,5 +676,5 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_registry_pull, setup_registry,
 		                                teardown_registry),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return harness_exit_code(cmocka_run_group_tests(tests, NULL, NULL));
 }
