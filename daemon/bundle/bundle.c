@@ -1,8 +1,7 @@
-/* bundle.c: see bundle.h. Every external tool (apt, dpkg-deb, lz4, objcopy, mkfs.ext4,
- * qemu-img) runs as a child with an empty signal mask and only stdio; its output is kept and
- * shown only when it fails. Every result is written under a temporary name and renamed. */
+/* bundle.c: see bundle.h. Every external tool (apt, dpkg-deb, objcopy, xz, mkfs.ext4) runs as
+ * a child with an empty signal mask and only stdio; its output is kept and shown only when it
+ * fails. Every result is written under a temporary name and renamed. */
 #include <dirent.h>
-#include <elf.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
@@ -15,21 +14,17 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <x86intrin.h>
-#endif
 #include "bundle.h"
+#include "elf64.h"
+#include "initramfs.h"
+#include "vmlinux.h"
 #include "tool.h"
 #include "hashmap.h"
 #include "log.h"
 #include "util.h"
 
-extern char **environ;
-
 #define MANIFEST_FORMAT 1
 #define MANIFEST_MAX (1024 * 1024)
-#define AGENT_MAX (256u * 1024 * 1024)
-#define MODULE_MAX (64u * 1024 * 1024)
 #define KERNEL_META "linux-image-cloud-amd64"
 #define BUSYBOX_PACKAGE "busybox-static"
 #define ROOTFS_PATH "images/busybox/rootfs.ext4"
@@ -40,333 +35,6 @@ static const char *const guest_modules[] = {
 	"virtio_ring", "virtio",       "virtio_mmio", "virtio_blk", "virtio_console",
 	"failover",    "net_failover", "virtio_net",  "overlay",
 };
-
-/* ---- ELF: notes and sections ---- */
-
-struct mapped {
-	const unsigned char *data;
-	size_t size;
-};
-
-static void
-unmap(struct mapped *m)
-{
-	if (m->data)
-		munmap((void *)m->data, m->size);
-	m->data = NULL;
-}
-
-static int
-map_file(const char *path, struct mapped *ret)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	struct stat st;
-	void *p;
-
-	if (fd < 0)
-		return negative_errno();
-	if (fstat(fd, &st) < 0)
-		return negative_errno();
-	if (!S_ISREG(st.st_mode) || st.st_size <= 0)
-		return -ENOEXEC;
-	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	if (p == MAP_FAILED)
-		return negative_errno();
-	ret->data = p;
-	ret->size = (size_t)st.st_size;
-	return 0;
-}
-
-/* Bounds check for [off, off + len) inside size. */
-static bool
-in_bounds(uint64_t off, uint64_t len, size_t size)
-{
-	return off <= size && len <= size - off;
-}
-
-static int
-elf64_header(const struct mapped *m, Elf64_Ehdr *ret)
-{
-	if (m->size < sizeof(*ret))
-		return -ENOEXEC;
-	memcpy(ret, m->data, sizeof(*ret));
-	if (memcmp(ret->e_ident, ELFMAG, SELFMAG) != 0 || ret->e_ident[EI_CLASS] != ELFCLASS64 ||
-	    ret->e_ident[EI_DATA] != ELFDATA2LSB || ret->e_machine != EM_X86_64)
-		return -ENOEXEC;
-	return 0;
-}
-
-static bool
-notes_have(const unsigned char *p, size_t len, const char *name, uint32_t type)
-{
-	size_t namesz = strlen(name) + 1, off = 0;
-
-	while (len - off >= sizeof(Elf64_Nhdr)) {
-		Elf64_Nhdr nh;
-		uint64_t nlen, dlen;
-
-		memcpy(&nh, p + off, sizeof(nh));
-		off += sizeof(nh);
-		nlen = ((uint64_t)nh.n_namesz + 3) & ~(uint64_t)3;
-		dlen = ((uint64_t)nh.n_descsz + 3) & ~(uint64_t)3;
-		if (!in_bounds(off, nlen, len))
-			return false;
-		if (nh.n_type == type && nh.n_namesz == namesz &&
-		    memcmp(p + off, name, namesz) == 0)
-			return true;
-		off += nlen;
-		if (!in_bounds(off, dlen, len))
-			return false;
-		off += dlen;
-	}
-	return false;
-}
-
-int
-bundle_check_pvh(const char *path)
-{
-	struct mapped m = { 0 };
-	Elf64_Ehdr eh;
-	int r;
-
-	r = map_file(path, &m);
-	if (r < 0)
-		return r;
-	r = elf64_header(&m, &eh);
-	if (r == 0 && (eh.e_phentsize < sizeof(Elf64_Phdr) ||
-	               !in_bounds(eh.e_phoff, (uint64_t)eh.e_phnum * eh.e_phentsize, m.size)))
-		r = -ENOEXEC;
-	for (unsigned i = 0; r == 0 && i < eh.e_phnum; i++) {
-		Elf64_Phdr ph;
-
-		memcpy(&ph, m.data + eh.e_phoff + (uint64_t)i * eh.e_phentsize, sizeof(ph));
-		if (ph.p_type != PT_NOTE || !in_bounds(ph.p_offset, ph.p_filesz, m.size))
-			continue;
-		/* XEN_ELFNOTE_PHYS32_ENTRY: the 32-bit PVH entry point QEMU boots through. */
-		if (notes_have(m.data + ph.p_offset, ph.p_filesz, "Xen", 0x12)) {
-			unmap(&m);
-			return 0;
-		}
-	}
-	unmap(&m);
-	return r < 0 ? r : -ENOEXEC;
-}
-
-/* The contents of section name in a relocatable or executable ELF64, borrowed from m. */
-static int
-elf64_section(const struct mapped *m, const char *name, const unsigned char **ret, size_t *ret_len)
-{
-	Elf64_Ehdr eh;
-	Elf64_Shdr strs;
-	int r;
-
-	r = elf64_header(m, &eh);
-	if (r < 0)
-		return r;
-	if (eh.e_shentsize < sizeof(Elf64_Shdr) || eh.e_shstrndx >= eh.e_shnum ||
-	    !in_bounds(eh.e_shoff, (uint64_t)eh.e_shnum * eh.e_shentsize, m->size))
-		return -ENOEXEC;
-	memcpy(&strs, m->data + eh.e_shoff + (uint64_t)eh.e_shstrndx * eh.e_shentsize,
-	       sizeof(strs));
-	if (!in_bounds(strs.sh_offset, strs.sh_size, m->size))
-		return -ENOEXEC;
-	for (unsigned i = 0; i < eh.e_shnum; i++) {
-		Elf64_Shdr sh;
-		const char *sn;
-
-		memcpy(&sh, m->data + eh.e_shoff + (uint64_t)i * eh.e_shentsize, sizeof(sh));
-		if (sh.sh_name >= strs.sh_size)
-			continue;
-		sn = (const char *)m->data + strs.sh_offset + sh.sh_name;
-		if (strnlen(sn, strs.sh_size - sh.sh_name) == strs.sh_size - sh.sh_name)
-			continue;
-		if (!streq(sn, name) || sh.sh_type == SHT_NOBITS)
-			continue;
-		if (!in_bounds(sh.sh_offset, sh.sh_size, m->size))
-			return -ENOEXEC;
-		*ret = m->data + sh.sh_offset;
-		*ret_len = sh.sh_size;
-		return 0;
-	}
-	return -ENOENT;
-}
-
-/* ---- the cpio writer ---- */
-
-void
-bundle_cpio_init(struct bundle_cpio *c, int fd)
-{
-	*c = (struct bundle_cpio){ .fd = fd, .next_ino = 1 };
-}
-
-static int
-cpio_put(struct bundle_cpio *c, const void *p, size_t n)
-{
-	int r;
-
-	if (c->error)
-		return c->error;
-	r = write_all(c->fd, p, n);
-	if (r < 0)
-		return c->error = r;
-	c->offset += n;
-	return 0;
-}
-
-static int
-cpio_pad(struct bundle_cpio *c)
-{
-	static const char zeros[4];
-
-	return cpio_put(c, zeros, (4 - (c->offset & 3)) & 3);
-}
-
-static int
-cpio_entry(struct bundle_cpio *c, const char *name, uint32_t ino, mode_t mode, unsigned nlink,
-           unsigned rmajor, unsigned rminor, const void *data, size_t len)
-{
-	char hdr[6 + 13 * 8 + 1];
-	size_t namesize;
-
-	if (c->error)
-		return c->error;
-	while (*name == '/')
-		name++;
-	namesize = strlen(name) + 1;
-	if (namesize < 2 || namesize > PATH_MAX || len > UINT32_MAX)
-		return c->error = -EINVAL;
-	snprintf(hdr, sizeof(hdr), "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
-	         ino, (unsigned)mode, 0u, 0u, nlink, 0u, (unsigned)len, 0u, 0u, rmajor, rminor,
-	         (unsigned)namesize, 0u);
-	cpio_put(c, hdr, 110);
-	cpio_put(c, name, namesize);
-	cpio_pad(c);
-	if (len > 0) {
-		cpio_put(c, data, len);
-		cpio_pad(c);
-	}
-	return c->error;
-}
-
-int
-bundle_cpio_dir(struct bundle_cpio *c, const char *name, mode_t perm)
-{
-	return cpio_entry(c, name, c->next_ino++, S_IFDIR | (perm & 07777), 2, 0, 0, NULL, 0);
-}
-
-int
-bundle_cpio_file(struct bundle_cpio *c, const char *name, mode_t perm, const void *data, size_t len)
-{
-	return cpio_entry(c, name, c->next_ino++, S_IFREG | (perm & 07777), 1, 0, 0, data, len);
-}
-
-int
-bundle_cpio_node(struct bundle_cpio *c, const char *name, mode_t mode, unsigned major,
-                 unsigned minor)
-{
-	if (!S_ISCHR(mode) && !S_ISBLK(mode))
-		return c->error ? c->error : (c->error = -EINVAL);
-	return cpio_entry(c, name, c->next_ino++, mode, 1, major, minor, NULL, 0);
-}
-
-int
-bundle_cpio_symlink(struct bundle_cpio *c, const char *name, const char *target)
-{
-	return cpio_entry(c, name, c->next_ino++, S_IFLNK | 0777, 1, 0, 0, target, strlen(target));
-}
-
-int
-bundle_cpio_finish(struct bundle_cpio *c)
-{
-	/* The trailer is the one entry whose name may not be stripped of anything. */
-	return cpio_entry(c, "TRAILER!!!", 0, 0, 1, 0, 0, NULL, 0);
-}
-
-/* ---- the initramfs ---- */
-
-int
-bundle_write_initramfs(const char *path, const char *agent_path, const char *modules_dir,
-                       char *const *modules, size_t n_modules, char ret_sha256[static 65],
-                       uint64_t *ret_agent_size)
-{
-	static const struct {
-		const char *name;
-		mode_t perm;
-	} dirs[] = {
-		{ "dev", 0755 }, { "proc", 0555 }, { "sys", 0555 },
-		{ "run", 0755 }, { "tmp", 01777 }, { "newroot", 0755 },
-		{ "mnt", 0755 }, { "lib", 0755 },  { "lib/modules", 0755 },
-	};
-	_cleanup_free_ char *agent = NULL, *tmp = NULL;
-	_cleanup_buf_ struct buf order = BUF_INIT(64 * 1024);
-	_cleanup_close_ int fd = -1;
-	struct bundle_cpio c;
-	char sha[65];
-	size_t agent_len;
-	int r;
-
-	r = read_file_max(agent_path, AGENT_MAX, &agent, &agent_len);
-	if (r < 0)
-		return r;
-	if (agent_len == 0)
-		return -ENOEXEC;
-	r = sha256_hex(agent, agent_len, sha);
-	if (r < 0)
-		return r;
-	tmp = strdup_printf("%s.tmp-%d", path, (int)getpid());
-	if (!tmp)
-		return -ENOMEM;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (fd < 0)
-		return negative_errno();
-	if (fchmod(fd, 0644) < 0) {
-		r = negative_errno();
-		goto fail;
-	}
-	bundle_cpio_init(&c, fd);
-	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++)
-		bundle_cpio_dir(&c, dirs[i].name, dirs[i].perm);
-	/* The kernel opens /dev/console before the agent mounts devtmpfs over /dev. */
-	bundle_cpio_node(&c, "dev/console", S_IFCHR | 0600, 5, 1);
-	bundle_cpio_file(&c, "init", 0755, agent, agent_len);
-	for (size_t i = 0; i < n_modules && c.error == 0; i++) {
-		_cleanup_free_ char *src = NULL, *dst = NULL, *data = NULL;
-		size_t len;
-
-		if (isempty(modules[i]) || strchr(modules[i], '/') || streq(modules[i], "order") ||
-		    modules[i][0] == '.') {
-			r = -EINVAL;
-			goto fail;
-		}
-		src = strdup_printf("%s/%s", modules_dir, modules[i]);
-		dst = strdup_printf("lib/modules/%s", modules[i]);
-		if (!src || !dst || buf_printf(&order, "%s\n", modules[i]) < 0) {
-			r = -ENOMEM;
-			goto fail;
-		}
-		r = read_file_max(src, MODULE_MAX, &data, &len);
-		if (r < 0)
-			goto fail;
-		bundle_cpio_file(&c, dst, 0644, data, len);
-	}
-	bundle_cpio_file(&c, "lib/modules/order", 0644, order.data ? order.data : "", order.len);
-	r = bundle_cpio_finish(&c);
-	if (r == 0 && fsync(fd) < 0)
-		r = negative_errno();
-	if (r < 0)
-		goto fail;
-	fd = safe_close(fd);
-	if (rename(tmp, path) < 0) {
-		r = negative_errno();
-		goto fail;
-	}
-	memcpy(ret_sha256, sha, sizeof(sha));
-	*ret_agent_size = agent_len;
-	return 0;
-fail:
-	(void)unlink(tmp);
-	return r;
-}
 
 /* ---- kernel modules ---- */
 
@@ -431,7 +99,7 @@ modtab_done(struct modtab *t)
 
 /* Decompresses a compressed module into memory (a memfd's contents). */
 static int
-module_read(const char *path, struct mapped *ret, int *ret_memfd)
+module_read(const char *path, struct elf64_map *ret, int *ret_memfd)
 {
 	static const struct {
 		const char *suffix;
@@ -469,7 +137,7 @@ module_read(const char *path, struct mapped *ret, int *ret_memfd)
 		return 0;
 	}
 	*ret_memfd = -1;
-	return map_file(path, ret);
+	return elf64_map_file(path, ret);
 }
 
 /* Adds a module by its path; the first entry of a name wins. *ret is NULL for a duplicate. */
@@ -633,7 +301,7 @@ module_load_deps(struct modtab *t, struct module *m)
 {
 	_cleanup_free_ char *path = strdup_printf("%s/%s", t->dir, m->path);
 	_cleanup_close_ int memfd = -1;
-	struct mapped map = { 0 };
+	struct elf64_map map = { 0 };
 	const unsigned char *sec;
 	size_t len, off = 0;
 	int r;
@@ -664,7 +332,7 @@ module_load_deps(struct modtab *t, struct module *m)
 		}
 		off += sl + 1;
 	}
-	unmap(&map);
+	elf64_unmap(&map);
 	if (r == 0)
 		m->deps_known = true;
 	return r == -ENOENT ? -ENOEXEC : r;
@@ -737,159 +405,6 @@ bundle_modules_resolve(const char *moddir, const char *const *wanted, size_t n_w
 done:
 	bundle_strv_free(out, n_out);
 	modtab_done(&t);
-	return r;
-}
-
-/* ---- the kernel ---- */
-
-static void set_error(char **ret, const char *fmt, ...) _printf_(2, 3);
-
-static void
-set_error(char **ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!ret)
-		return;
-	free(*ret);
-	*ret = NULL;
-	va_start(ap, fmt);
-	if (vasprintf(ret, fmt, ap) < 0)
-		*ret = NULL;
-	va_end(ap);
-}
-
-static uint32_t
-get_le32(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-/* Compressed kernel formats by their first bytes, to name the one found when it is not LZ4. */
-static const struct {
-	const char *name;
-	unsigned char magic[6];
-	size_t len;
-} kernel_formats[] = {
-	{ "lz4", { 0x02, 0x21, 0x4c, 0x18 }, 4 },
-	{ "gzip", { 0x1f, 0x8b }, 2 },
-	{ "xz", { 0xfd, '7', 'z', 'X', 'Z', 0 }, 6 },
-	{ "zstd", { 0x28, 0xb5, 0x2f, 0xfd }, 4 },
-	{ "bzip2", { 'B', 'Z', 'h' }, 3 },
-	{ "lzo", { 0x89, 'L', 'Z', 'O' }, 4 },
-	{ "lzma", { 0x5d, 0x00, 0x00 }, 3 },
-};
-
-int
-bundle_extract_vmlinux(const char *bzimage, const char *out, char **ret_error)
-{
-	_cleanup_free_ char *tmp = NULL, *err = NULL;
-	_cleanup_close_ int payload = -1, fd = -1;
-	struct tool t = { .in_fd = -1, .out_fd = -1 };
-	const char *format = "an unknown format";
-	struct mapped m = { 0 };
-	uint64_t start, len;
-	uint32_t expected;
-	struct stat st;
-	int r;
-
-	r = map_file(bzimage, &m);
-	if (r < 0) {
-		set_error(ret_error, "cannot read '%s': %s", bzimage, strerror(-r));
-		return r;
-	}
-	/* The x86 boot protocol's setup header (Documentation/x86/boot.rst): the compressed
-	 * kernel is payload_length bytes at payload_offset after the real-mode setup sectors. */
-	if (m.size < 0x250 || memcmp(m.data + 0x202, "HdrS", 4) != 0 ||
-	    (m.data[0x206] | m.data[0x207] << 8) < 0x208) {
-		set_error(ret_error, "'%s' is not an x86 bzImage (boot protocol 2.08 or later)",
-		          bzimage);
-		r = -ENOEXEC;
-		goto out;
-	}
-	start = ((uint64_t)(m.data[0x1f1] ? m.data[0x1f1] : 4) + 1) * 512 +
-	        get_le32(m.data + 0x248);
-	len = get_le32(m.data + 0x24c);
-	if (!in_bounds(start, len, m.size) || len < 16) {
-		set_error(ret_error, "'%s': the payload lies outside the file", bzimage);
-		r = -ENOEXEC;
-		goto out;
-	}
-	for (size_t i = 0; i < ARRAY_SIZE(kernel_formats); i++)
-		if (memcmp(m.data + start, kernel_formats[i].magic, kernel_formats[i].len) == 0) {
-			format = kernel_formats[i].name;
-			break;
-		}
-	if (!streq(format, "lz4")) {
-		set_error(ret_error,
-		          "'%s': the kernel is compressed with %s; setup only unpacks LZ4 kernels "
-		          "(Debian's cloud kernel is one)",
-		          bzimage, format);
-		r = -EPROTONOSUPPORT;
-		goto out;
-	}
-	/* The build appends the uncompressed size (le32) after the LZ4 stream; lz4 would take
-	 * it for another block and fail, so it is cut off and used as a check instead. */
-	expected = get_le32(m.data + start + len - 4);
-	payload = memfd_create("kernel-payload", MFD_CLOEXEC);
-	if (payload < 0) {
-		r = negative_errno();
-		goto out;
-	}
-	r = write_all(payload, m.data + start, len - 4);
-	if (r < 0 || lseek(payload, 0, SEEK_SET) < 0) {
-		r = r < 0 ? r : negative_errno();
-		goto out;
-	}
-	unmap(&m);
-	tmp = strdup_printf("%s.tmp-%d", out, (int)getpid());
-	if (!tmp) {
-		r = -ENOMEM;
-		goto out;
-	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (fd < 0 || fchmod(fd, 0644) < 0) {
-		r = negative_errno();
-		set_error(ret_error, "cannot create '%s': %s", tmp, strerror(-r));
-		goto out;
-	}
-	t.in_fd = payload;
-	t.out_fd = fd;
-	r = tool_run(&t, (const char *const[]){ "lz4", "-dc", "-q", NULL });
-	if (r < 0) {
-		err = tool_failure(&t, (const char *const[]){ "lz4", "-dc", "-q", NULL }, r);
-		set_error(ret_error, "unpacking the kernel: %s", err ? err : strerror(-r));
-		goto out;
-	}
-	if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != expected) {
-		set_error(ret_error,
-		          "unpacking the kernel gave %llu bytes, not the %u it announces",
-		          (unsigned long long)st.st_size, expected);
-		r = -EBADMSG;
-		goto out;
-	}
-	if (fsync(fd) < 0) {
-		r = negative_errno();
-		goto out;
-	}
-	fd = safe_close(fd);
-	r = bundle_check_pvh(tmp);
-	if (r < 0) {
-		set_error(ret_error,
-		          "the unpacked kernel is not an x86-64 ELF with a PVH entry note "
-		          "(CONFIG_PVH): %s",
-		          strerror(-r));
-		goto out;
-	}
-	if (rename(tmp, out) < 0)
-		r = negative_errno();
-out:
-	unmap(&m);
-	tool_done(&t);
-	if (r < 0 && tmp)
-		(void)unlink(tmp);
-	if (r < 0 && ret_error && !*ret_error)
-		set_error(ret_error, "%s", strerror(-r));
 	return r;
 }
 
@@ -1311,251 +826,7 @@ out:
 	return 0;
 }
 
-/* ---- writable layers ---- */
-
-static int
-punch(int fd, off_t from, off_t len)
-{
-	if (len <= 0)
-		return 0;
-	return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, from, len) < 0
-	               ? negative_errno()
-	               : 0;
-}
-
-/* Makes a freshly made file sparse again: mkfs zeroes inode tables with fallocate(ZERO_RANGE),
- * which leaves allocated "unwritten" extents (SEEK_DATA calls them holes), and writes some
- * whole blocks of zeros. Both read as zeros, so punching them changes no byte. */
-static int
-dig_holes(int fd)
-{
-	enum {
-		BLOCK = 4096,
-		CHUNK = 256 * BLOCK
-	};
-	static const char zeros[BLOCK];
-	_cleanup_free_ char *buf = malloc(CHUNK);
-	struct stat st;
-	off_t pos = 0;
-	int r;
-
-	if (!buf)
-		return -ENOMEM;
-	if (fstat(fd, &st) < 0)
-		return negative_errno();
-	while (pos < st.st_size) {
-		off_t data = lseek(fd, pos, SEEK_DATA), end;
-
-		if (data < 0 && errno != ENXIO)
-			return negative_errno();
-		if (data < 0)
-			data = st.st_size;
-		r = punch(fd, pos, data - pos);
-		if (r < 0 || data >= st.st_size)
-			return r;
-		end = lseek(fd, data, SEEK_HOLE);
-		if (end < 0)
-			return negative_errno();
-		for (pos = data; pos < end;) {
-			ssize_t n = pread(fd, buf, (size_t)MIN((off_t)CHUNK, end - pos), pos);
-			off_t run = -1;
-
-			if (n <= 0)
-				return n < 0 ? negative_errno() : -EIO;
-			for (ssize_t i = 0; i < n; i += BLOCK) {
-				size_t len = (size_t)MIN((ssize_t)BLOCK, n - i);
-				bool zero = memcmp(buf + i, zeros, len) == 0;
-
-				if (zero && run < 0)
-					run = pos + i;
-				if (!zero && run >= 0) {
-					r = punch(fd, run, pos + i - run);
-					if (r < 0)
-						return r;
-					run = -1;
-				}
-			}
-			if (run >= 0 && (r = punch(fd, run, pos + n - run)) < 0)
-				return r;
-			pos += n;
-		}
-	}
-	return 0;
-}
-
-int
-bundle_blank_disk(const char *state_dir, uint64_t size_mb, char **ret_path)
-{
-	_cleanup_free_ char *dir = NULL, *path = NULL, *tmp = NULL, *err = NULL;
-	char size[32];
-	int fd, r;
-
-	if (size_mb == 0 || size_mb > 16ull * 1024 * 1024) {
-		log_error("blank disk: %llu MiB is out of range (1 MiB to 16 TiB)",
-		          (unsigned long long)size_mb);
-		return -ERANGE;
-	}
-	dir = strdup_printf("%s/vm", state_dir);
-	path = strdup_printf("%s/blank-%llu.ext4", dir ? dir : "", (unsigned long long)size_mb);
-	tmp = strdup_printf("%s.tmp-XXXXXX", path ? path : "");
-	if (!dir || !path || !tmp)
-		return -ENOMEM;
-	if (is_file(path)) {
-		*ret_path = TAKE_PTR(path);
-		return 0;
-	}
-	if (!is_dir(dir) && (r = mkdir_mode(dir, 0755)) < 0) {
-		log_error("blank disk: cannot create '%s': %s", dir, strerror(-r));
-		return r;
-	}
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		r = negative_errno();
-		log_error("blank disk: cannot create a file in '%s': %s", dir, strerror(-r));
-		return r;
-	}
-	(void)fchmod(fd, 0644);
-	close(fd);
-	snprintf(size, sizeof(size), "%lluM", (unsigned long long)size_mb);
-	/* No journal: nothing to replay and no 32 MiB of zeroed blocks in every layer. Inode
-	 * tables marked zeroed (lazy_itable_init=0), or the guest's ext4lazyinit would write
-	 * them into every sandbox's layer; the zeros are punched out again below. No blocks
-	 * reserved for root: the sandbox user gets the whole disk. */
-	r = run_quiet(NULL,
-	              (const char *const[]){ "mkfs.ext4", "-q", "-F", "-O", "^has_journal", "-m",
-	                                     "0", "-E", "root_owner=0:0,lazy_itable_init=0", "-L",
-	                                     "sbxupper", tmp, size, NULL },
-	              &err);
-	if (r < 0) {
-		log_error("blank disk '%s': %s", path, err ? err : strerror(-r));
-		(void)unlink(tmp);
-		return r;
-	}
-	fd = open(tmp, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-	r = fd < 0 ? negative_errno() : dig_holes(fd);
-	if (r == 0 && fsync(fd) < 0)
-		r = negative_errno();
-	if (fd >= 0)
-		close(fd);
-	if (r < 0 && r != -EOPNOTSUPP) {
-		log_error("blank disk '%s': cannot make it sparse: %s", path, strerror(-r));
-		(void)unlink(tmp);
-		return r;
-	}
-	/* link(), not rename(): a blank that exists is never replaced, whoever made it, because
-	 * layers already backed by it depend on its exact bytes. */
-	if (link(tmp, path) < 0 && errno != EEXIST) {
-		r = negative_errno();
-		log_error("blank disk: cannot create '%s': %s", path, strerror(-r));
-		(void)unlink(tmp);
-		return r;
-	}
-	(void)unlink(tmp);
-	*ret_path = TAKE_PTR(path);
-	return 0;
-}
-
-/* The template layer beside the blank, made once by qemu-img (link(): one maker wins). */
-static int
-make_layer_template(const char *blank, const char *template)
-{
-	_cleanup_free_ char *tmp = NULL, *err = NULL;
-	int r;
-
-	/* "./" keeps qemu-img from reading "name:rest" as a protocol prefix. */
-	tmp = strdup_printf("%s%s.tmp-%d", template[0] == '/' ? "" : "./", template, (int)getpid());
-	if (!tmp)
-		return -ENOMEM;
-	(void)unlink(tmp);
-	r = run_quiet(NULL,
-	              (const char *const[]){ "qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw",
-	                                     "-b", blank, tmp, NULL },
-	              &err);
-	if (r < 0) {
-		log_error("layer template '%s': %s", template, err ? err : strerror(-r));
-		(void)unlink(tmp);
-		return r;
-	}
-	if (chmod(tmp, 0600) < 0 || (link(tmp, template) < 0 && errno != EEXIST)) {
-		r = negative_errno();
-		log_error("layer template '%s': %s", template, strerror(-r));
-	}
-	(void)unlink(tmp);
-	return r;
-}
-
-/* Copies the template to a new file dst, in the kernel (copy_file_range: no buffer here, and
- * a filesystem that can shares the blocks), and syncs it: the layer must be whole on disk
- * before a VM writes to it. */
-static int
-copy_layer(const char *template, const char *dst)
-{
-	_cleanup_close_ int in = open(template, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	_cleanup_close_ int out = -1;
-	struct stat st;
-
-	if (in < 0 || fstat(in, &st) < 0)
-		return negative_errno();
-	out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (out < 0)
-		return negative_errno();
-	for (off_t done = 0; done < st.st_size;) {
-		ssize_t n = copy_file_range(in, NULL, out, NULL, (size_t)(st.st_size - done), 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 &&
-		    (errno == EXDEV || errno == EOPNOTSUPP || errno == ENOSYS || errno == EINVAL)) {
-			/* vm/ and vms/ on different filesystems: through a buffer */
-			char chunk[65536];
-			int w;
-			n = read(in, chunk, sizeof(chunk));
-			if (n > 0 && (w = write_all(out, chunk, (size_t)n)) < 0)
-				return w;
-		}
-		if (n < 0)
-			return negative_errno();
-		if (n == 0)
-			return -EIO; /* the template shrank under us */
-		done += n;
-	}
-	return fsync(out) < 0 ? negative_errno() : 0;
-}
-
-int
-bundle_make_layer(const char *blank, const char *path)
-{
-	_cleanup_free_ char *abs = realpath(blank, NULL), *template = NULL, *tmp = NULL;
-	int r;
-
-	if (!abs) {
-		r = negative_errno();
-		log_error("layer '%s': blank disk '%s': %s", path, blank, strerror(-r));
-		return r;
-	}
-	/* Every new layer over one blank is the same few hundred KiB (the design relies on it:
-	 * template clones), so qemu-img makes the first, as a template beside the blank, and
-	 * the rest are copies: no child process to wait for on the daemon's loop. */
-	template = strdup_printf("%s.layer.qcow2", abs);
-	tmp = strdup_printf("%s.tmp-%d", path, (int)getpid());
-	if (!template || !tmp)
-		return -ENOMEM;
-	if (access(template, F_OK) < 0) {
-		r = make_layer_template(abs, template);
-		if (r < 0)
-			return r;
-	}
-	(void)unlink(tmp);
-	r = copy_layer(template, tmp);
-	if (r == 0 && rename(tmp, path) < 0)
-		r = negative_errno();
-	if (r < 0) {
-		log_error("layer '%s': %s", path, strerror(-r));
-		(void)unlink(tmp);
-	}
-	return r;
-}
-
-/* ---- the agent and the host ---- */
+/* ---- the agent ---- */
 
 char *
 bundle_default_agent(void)
@@ -1576,63 +847,6 @@ bundle_default_agent(void)
 		return NULL;
 	*slash = '\0';
 	return strdup_printf("%s/sandbox-guestd", exe);
-}
-
-#if defined(__x86_64__) || defined(__i386__)
-struct tsc_sample {
-	uint64_t ns;
-	uint64_t tsc;
-};
-
-static uint64_t
-raw_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* The TSC read between two clock reads, from the tightest of a few tries. */
-static struct tsc_sample
-tsc_sample(void)
-{
-	struct tsc_sample best = { 0 };
-	uint64_t best_gap = UINT64_MAX;
-
-	for (int i = 0; i < 16; i++) {
-		uint64_t t0 = raw_ns(), tsc = __rdtsc(), t1 = raw_ns();
-		if (t1 - t0 < best_gap) {
-			best_gap = t1 - t0;
-			best = (struct tsc_sample){ .ns = t0 + (t1 - t0) / 2, .tsc = tsc };
-		}
-	}
-	return best;
-}
-#endif
-
-int
-bundle_host_tsc_khz(unsigned *ret)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	struct timespec pause = { .tv_sec = 0, .tv_nsec = 100 * 1000 * 1000 };
-	struct tsc_sample a, b;
-	uint64_t khz;
-
-	a = tsc_sample();
-	while (nanosleep(&pause, &pause) < 0 && errno == EINTR)
-		;
-	b = tsc_sample();
-	if (b.ns <= a.ns || b.tsc <= a.tsc)
-		return -EIO;
-	khz = ((b.tsc - a.tsc) * 1000000u + (b.ns - a.ns) / 2) / (b.ns - a.ns);
-	if (khz < 100000 || khz > 20000000) /* 100 MHz .. 20 GHz */
-		return -ERANGE;
-	*ret = (unsigned)khz;
-	return 0;
-#else
-	return -EOPNOTSUPP;
-#endif
 }
 
 /* ---- setup ---- */
@@ -2039,7 +1253,7 @@ build_modules(struct setup *s, const char *kroot, const char *kver, const char *
 		_cleanup_free_ char *name = bundle_module_name(paths[i]), *src = NULL, *out = NULL,
 		                    *why = NULL;
 		_cleanup_close_ int memfd = -1;
-		struct mapped map = { 0 };
+		struct elf64_map map = { 0 };
 
 		src = strdup_printf("%s/%s", moddir, paths[i]);
 		out = strdup_printf("%s/%s.ko", staging, name ? name : "");
@@ -2053,7 +1267,7 @@ build_modules(struct setup *s, const char *kroot, const char *kver, const char *
 			r = fail(s, r, "module '%s': cannot read it: %s", src, strerror(-r));
 			break;
 		}
-		unmap(&map);
+		elf64_unmap(&map);
 		if (memfd >= 0) {
 			free(src);
 			src = strdup_printf("%s/%s.ko", s->scratch, name);

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "bundle.h"
+#include "elf64.h"
+#include "initramfs.h"
 #include "util.h"
 
 static const char *sandboxd;

@@ -13,7 +13,10 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "bundle.h"
+#include "elf64.h"
+#include "initramfs.h"
 #include "util.h"
+#include "vmlinux.h"
 
 /* ---- helpers ---- */
 
