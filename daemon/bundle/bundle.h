@@ -1,6 +1,7 @@
 /* bundle.h: the guest kernel bundle (PVH vmlinux, stripped virtio modules, the agent's
  * initramfs) and the small busybox root disk, built by `sandboxd setup` into the state
- * directory and loaded by the daemon at every start; plus the blank disks sandboxes write to. */
+ * directory and loaded by the daemon at every start; plus the blank disks sandboxes write to.
+ * What the rest of sandboxd uses of daemon/bundle/; the parts have their own headers (README). */
 #pragma once
 
 #include <stdbool.h>
@@ -21,11 +22,12 @@ struct bundle_opts {
  * sources and builds <state>/vm/{vmlinux-V, modules-V/, initramfs-V.cpio, bundle.json} and
  * <state>/images/busybox/rootfs.ext4. Prints one progress line per step on stdout; a failure
  * is printed with what to do and returned as -errno. Reuses what an earlier run left unless
- * o->force. A missing agent is not a failure: the initramfs is then built by bundle_load(). */
+ * o->force. A missing agent is not a failure: the initramfs is then built by bundle_load().
+ * Defined in setup.c. */
 int bundle_setup(const struct bundle_opts *o);
 
-/* `sandboxd setup [--state-dir DIR] [--agent PATH] [--force]`, defined in setup.c. argv[0] is
- * "setup" (call it as setup_main(argc - 1, argv + 1)). Returns the process exit status. */
+/* `sandboxd setup [--state-dir DIR] [--agent PATH] [--force]`, defined in cmd/setup.c. argv[0]
+ * is "setup" (call it as setup_main(argc - 1, argv + 1)). Returns the process exit status. */
 int setup_main(int argc, char **argv);
 
 /* The paths a VM boots from. Every field is owned by the struct; see vm_bundle_done(). */
@@ -52,23 +54,6 @@ int bundle_load(const char *state_dir, const char *agent_path, const char *kerne
  * allocated; NULL when out of memory or /proc/self/exe cannot be read. */
 char *bundle_default_agent(void);
 
-/* The pieces below are what setup and bundle_load are made of; exported for the tests. */
-
-/* Resolves the modules in wanted (names, '-' and '_' alike) under moddir
- * (lib/modules/<version>) into load order, dependencies first: from modules.dep when it is
- * there, otherwise from modules.order plus each module's .modinfo "depends=". Modules listed in
- * modules.builtin are left out. Returns paths relative to moddir as they ship (a NULL-terminated
- * array; free it with bundle_strv_free()). -ENOENT when a module is unknown, -ELOOP on a
- * dependency cycle, -ENOEXEC when a module is not an ELF with .modinfo; then *ret_bad
- * (optional, caller frees) names the module. No logging. */
-int bundle_modules_resolve(const char *moddir, const char *const *wanted, size_t n_wanted,
-                           char ***ret_paths, size_t *ret_n, char **ret_bad);
-void bundle_strv_free(char **v, size_t n);
-
-/* The module name of a path: basename without .ko[.xz|.zst|.gz], '-' turned into '_'.
- * Newly allocated; NULL when out of memory. */
-char *bundle_module_name(const char *path);
-
 /* The manifest, <state>/vm/bundle.json. Paths are relative to the state directory. */
 struct bundle_manifest {
 	char *kernel;
@@ -91,3 +76,17 @@ void bundle_manifest_done(struct bundle_manifest *m);
  * no logging. */
 int bundle_manifest_read(const char *state_dir, struct bundle_manifest *ret);
 int bundle_manifest_write(const char *state_dir, const struct bundle_manifest *m);
+
+/* For the bundle's parts. */
+
+/* A path the manifest may hold: relative, inside the state directory, and plain enough for a
+ * QEMU command line (no ',' or '=', no spaces, no control bytes, no "." or ".." component). */
+bool bundle_safe_relpath(const char *p);
+
+/* <state_dir>/<rel>, newly allocated; NULL when out of memory. */
+char *bundle_state_path(const char *state_dir, const char *rel);
+
+/* Takes the lock that serialises the writers of <state>/vm (vm_dir): setup, and a daemon
+ * rebuilding the initramfs. wait false: -EWOULDBLOCK when another holds it. On success
+ * *ret_fd holds the lock until it is closed. */
+int bundle_lock_vm_dir(const char *vm_dir, bool wait, int *ret_fd);

@@ -15,6 +15,7 @@
 #include "bundle.h"
 #include "elf64.h"
 #include "initramfs.h"
+#include "modules.h"
 #include "util.h"
 #include "vmlinux.h"
 
