@@ -44,9 +44,10 @@ applet_path_ok(const char *p)
 	return bundle_safe_relpath(plain);
 }
 
+/* The root disk's tree, made afresh in root: the directories, /etc, and busybox as
+ * /bin/busybox. */
 static int
-build_rootfs(struct setup *s, const char *busybox, const char *out, size_t *ret_applets,
-             uint64_t *ret_mb)
+rootfs_tree(struct setup *s, const char *busybox, const char *root)
 {
 	static const struct {
 		const char *path;
@@ -76,16 +77,9 @@ build_rootfs(struct setup *s, const char *busybox, const char *out, size_t *ret_
 		  "export PS1='\\u@\\h:\\w\\$ '\n"
 		  "umask 022\n" },
 	};
-	_cleanup_free_ char *root = strdup_printf("%s/rootfs", s->scratch), *bb = NULL, *tmp = NULL,
-	                    *why = NULL;
-	struct tool t = { .in_fd = -1, .out_fd = -1, .capture_out = true };
-	size_t applets = 0;
-	uint64_t mb;
-	char size[32];
+	_cleanup_free_ char *bb = NULL;
 	int r;
 
-	if (!root)
-		return -ENOMEM;
 	rm_rf(root);
 	r = mkdir_mode(root, 0755);
 	for (size_t i = 0; i < ARRAY_SIZE(dirs) && r == 0; i++) {
@@ -101,6 +95,21 @@ build_rootfs(struct setup *s, const char *busybox, const char *out, size_t *ret_
 	r = r ?: bb ? copy_file(busybox, bb, 0755) : -ENOMEM;
 	if (r < 0)
 		return setup_fail(s, r, "building the root disk in '%s': %s", root, strerror(-r));
+	return 0;
+}
+
+/* Busybox's applets in the tree at root, as their usual paths say, and the sandbox user's
+ * home given to it when we are root (rootfs_owners() does it otherwise). */
+static int
+rootfs_applets(struct setup *s, const char *root, size_t *ret_applets)
+{
+	_cleanup_free_ char *bb = strdup_printf("%s/bin/busybox", root), *why = NULL;
+	struct tool t = { .in_fd = -1, .out_fd = -1, .capture_out = true };
+	size_t applets = 0;
+	int r;
+
+	if (!bb)
+		return -ENOMEM;
 	r = tool_run(&t, (const char *const[]){ bb, "--list-full", NULL });
 	if (r < 0) {
 		why = tool_failure(&t, (const char *const[]){ bb, "--list-full", NULL }, r);
@@ -136,8 +145,61 @@ build_rootfs(struct setup *s, const char *busybox, const char *out, size_t *ret_
 			return setup_fail(s, home ? negative_errno() : -ENOMEM,
 			                  "chown of '%s' failed", home);
 	}
+	*ret_applets = applets;
+	return 0;
+}
+
+/* Gives the files of image, made by mkfs.ext4 -d from root, to root (the sandbox user's home
+ * to it) with debugfs, for a setup that does not run as root. */
+static int
+rootfs_owners(struct setup *s, const char *root, const char *image)
+{
+	_cleanup_buf_ struct buf cmds = BUF_INIT(4 * 1024 * 1024);
+	_cleanup_close_ int memfd = memfd_create("debugfs-cmds", MFD_CLOEXEC);
+	_cleanup_free_ char *why = NULL;
+	struct tool dt = { .in_fd = -1, .out_fd = -1 };
+	const char *argv[] = { "debugfs", "-w", "-f", "-", image, NULL };
+	int r;
+
+	owner_cmds = &cmds;
+	owner_root_len = strlen(root);
+	r = memfd < 0 ? negative_errno() : 0;
+	if (r == 0 && nftw(root, owner_cmd, 16, FTW_PHYS) != 0)
+		r = -ENOMEM;
+	r = r ?: write_all(memfd, cmds.data, cmds.len);
+	if (r == 0 && lseek(memfd, 0, SEEK_SET) < 0)
+		r = negative_errno();
+	dt.in_fd = memfd;
+	r = r ?: tool_run(&dt, argv);
+	if (r < 0)
+		why = tool_failure(&dt, argv, r);
+	tool_done(&dt);
+	owner_cmds = NULL;
+	if (r < 0)
+		return setup_fail(s, r, "giving the root disk's files to root: %s",
+		                  why ? why : strerror(-r));
+	return 0;
+}
+
+static int
+build_rootfs(struct setup *s, const char *busybox, const char *out, size_t *ret_applets,
+             uint64_t *ret_mb)
+{
+	_cleanup_free_ char *root = strdup_printf("%s/rootfs", s->scratch), *tmp = NULL,
+	                    *why = NULL;
+	size_t applets = 0;
+	uint64_t mb;
+	char size[32];
+	int r;
+
+	if (!root)
+		return -ENOMEM;
+	r = rootfs_tree(s, busybox, root);
+	r = r ?: rootfs_applets(s, root, &applets);
+	if (r < 0)
+		return r;
 	/* Read-only, so it only needs to fit: the contents plus room for ext4's own tables. */
-	mb = MAX(16u, (file_size(bb) * 3 / 2 + (8u << 20)) >> 20);
+	mb = MAX(16u, (file_size(busybox) * 3 / 2 + (8u << 20)) >> 20);
 	snprintf(size, sizeof(size), "%lluM", (unsigned long long)mb);
 	tmp = strdup_printf("%s.tmp-%d", out, (int)getpid());
 	if (!tmp)
@@ -152,33 +214,9 @@ build_rootfs(struct setup *s, const char *busybox, const char *out, size_t *ret_
 		(void)unlink(tmp);
 		return setup_fail(s, r, "making the root disk: %s", why ? why : strerror(-r));
 	}
-	if (geteuid() != 0) {
-		_cleanup_buf_ struct buf cmds = BUF_INIT(4 * 1024 * 1024);
-		_cleanup_close_ int memfd = memfd_create("debugfs-cmds", MFD_CLOEXEC);
-		struct tool dt = { .in_fd = -1, .out_fd = -1 };
-		const char *argv[] = { "debugfs", "-w", "-f", "-", tmp, NULL };
-
-		owner_cmds = &cmds;
-		owner_root_len = strlen(root);
-		r = memfd < 0 ? negative_errno() : 0;
-		if (r == 0 && nftw(root, owner_cmd, 16, FTW_PHYS) != 0)
-			r = -ENOMEM;
-		r = r ?: write_all(memfd, cmds.data, cmds.len);
-		if (r == 0 && lseek(memfd, 0, SEEK_SET) < 0)
-			r = negative_errno();
-		dt.in_fd = memfd;
-		r = r ?: tool_run(&dt, argv);
-		if (r < 0) {
-			free(why);
-			why = tool_failure(&dt, argv, r);
-		}
-		tool_done(&dt);
-		owner_cmds = NULL;
-		if (r < 0) {
-			(void)unlink(tmp);
-			return setup_fail(s, r, "giving the root disk's files to root: %s",
-			                  why ? why : strerror(-r));
-		}
+	if (geteuid() != 0 && (r = rootfs_owners(s, root, tmp)) < 0) {
+		(void)unlink(tmp);
+		return r;
 	}
 	if (rename(tmp, out) < 0) {
 		r = negative_errno();
