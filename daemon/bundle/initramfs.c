@@ -1,4 +1,6 @@
 /* initramfs.c: see initramfs.h. */
+#include <archive.h>
+#include <archive_entry.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
@@ -11,71 +13,112 @@
 
 /* ---- the cpio writer ---- */
 
+/* The error libarchive holds, as -errno; its own errors that name no errno are -EIO. */
+static int
+cpio_error(struct bundle_cpio *c)
+{
+	int e = archive_errno(c->a);
+
+	return e > 0 ? -e : -EIO;
+}
+
+/* libarchive's open callback: an fd that is not open fails here, before any entry. */
+static int
+cpio_open(struct archive *a, void *userdata)
+{
+	struct bundle_cpio *c = userdata;
+	struct stat st;
+
+	if (fstat(c->fd, &st) < 0) {
+		archive_set_error(a, errno, "fd %d: %s", c->fd, strerror(errno));
+		return ARCHIVE_FATAL;
+	}
+	return ARCHIVE_OK;
+}
+
+/* libarchive's write callback: all of the block or an error, and nothing once an error is
+ * kept (so that releasing an archive given up on writes no trailer). */
+static la_ssize_t
+cpio_write(struct archive *a, void *userdata, const void *p, size_t n)
+{
+	struct bundle_cpio *c = userdata;
+	int r = c->error ? c->error : write_all(c->fd, p, n);
+
+	if (r < 0) {
+		archive_set_error(a, -r, "%s", strerror(-r));
+		return -1;
+	}
+	return (la_ssize_t)n;
+}
+
 void
 bundle_cpio_init(struct bundle_cpio *c, int fd)
 {
 	*c = (struct bundle_cpio){ .fd = fd, .next_ino = 1 };
+	c->a = archive_write_new();
+	if (!c->a) {
+		c->error = -ENOMEM;
+		return;
+	}
+	/* Written in 64 KiB blocks, the last one not padded: the archive ends with its trailer. */
+	if (archive_write_set_format_cpio_newc(c->a) != ARCHIVE_OK ||
+	    archive_write_set_bytes_per_block(c->a, 64 * 1024) != ARCHIVE_OK ||
+	    archive_write_set_bytes_in_last_block(c->a, 1) != ARCHIVE_OK ||
+	    archive_write_open2(c->a, c, cpio_open, cpio_write, NULL, NULL) != ARCHIVE_OK)
+		c->error = cpio_error(c);
 }
 
+/* One entry: owned by root, mtime 0, the next inode number. A symlink's target is its body;
+ * a regular file's body is data. */
 static int
-cpio_put(struct bundle_cpio *c, const void *p, size_t n)
+cpio_entry(struct bundle_cpio *c, const char *name, mode_t mode, unsigned nlink, unsigned rmajor,
+           unsigned rminor, const char *target, const void *data, size_t len)
 {
+	struct archive_entry *e;
 	int r;
-
-	if (c->error)
-		return c->error;
-	r = write_all(c->fd, p, n);
-	if (r < 0)
-		return c->error = r;
-	c->offset += n;
-	return 0;
-}
-
-static int
-cpio_pad(struct bundle_cpio *c)
-{
-	static const char zeros[4];
-
-	return cpio_put(c, zeros, (4 - (c->offset & 3)) & 3);
-}
-
-static int
-cpio_entry(struct bundle_cpio *c, const char *name, uint32_t ino, mode_t mode, unsigned nlink,
-           unsigned rmajor, unsigned rminor, const void *data, size_t len)
-{
-	char hdr[6 + 13 * 8 + 1];
-	size_t namesize;
 
 	if (c->error)
 		return c->error;
 	while (*name == '/')
 		name++;
-	namesize = strlen(name) + 1;
-	if (namesize < 2 || namesize > PATH_MAX || len > UINT32_MAX)
+	if (*name == '\0' || strlen(name) >= PATH_MAX || len > UINT32_MAX)
 		return c->error = -EINVAL;
-	snprintf(hdr, sizeof(hdr), "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
-	         ino, (unsigned)mode, 0u, 0u, nlink, 0u, (unsigned)len, 0u, 0u, rmajor, rminor,
-	         (unsigned)namesize, 0u);
-	cpio_put(c, hdr, 110);
-	cpio_put(c, name, namesize);
-	cpio_pad(c);
-	if (len > 0) {
-		cpio_put(c, data, len);
-		cpio_pad(c);
+	e = archive_entry_new();
+	if (!e)
+		return c->error = -ENOMEM;
+	archive_entry_set_pathname(e, name);
+	archive_entry_set_mode(e, mode);
+	archive_entry_set_ino(e, c->next_ino++);
+	archive_entry_set_nlink(e, nlink);
+	archive_entry_set_uid(e, 0);
+	archive_entry_set_gid(e, 0);
+	archive_entry_set_mtime(e, 0, 0);
+	archive_entry_set_size(e, (la_int64_t)len);
+	if (S_ISCHR(mode) || S_ISBLK(mode)) {
+		archive_entry_set_rdevmajor(e, rmajor);
+		archive_entry_set_rdevminor(e, rminor);
 	}
+	if (target)
+		archive_entry_set_symlink(e, target);
+	r = archive_write_header(c->a, e);
+	if (r == ARCHIVE_OK && len > 0 && archive_write_data(c->a, data, len) != (la_ssize_t)len)
+		r = ARCHIVE_FATAL;
+	archive_entry_free(e);
+	if (r != ARCHIVE_OK)
+		c->error = cpio_error(c);
 	return c->error;
 }
 
 int
 bundle_cpio_dir(struct bundle_cpio *c, const char *name, mode_t perm)
 {
-	return cpio_entry(c, name, c->next_ino++, S_IFDIR | (perm & 07777), 2, 0, 0, NULL, 0);
+	return cpio_entry(c, name, S_IFDIR | (perm & 07777), 2, 0, 0, NULL, NULL, 0);
 }
 
 int
 bundle_cpio_file(struct bundle_cpio *c, const char *name, mode_t perm, const void *data, size_t len)
 {
-	return cpio_entry(c, name, c->next_ino++, S_IFREG | (perm & 07777), 1, 0, 0, data, len);
+	return cpio_entry(c, name, S_IFREG | (perm & 07777), 1, 0, 0, NULL, data, len);
 }
 
 int
@@ -84,20 +127,39 @@ bundle_cpio_node(struct bundle_cpio *c, const char *name, mode_t mode, unsigned 
 {
 	if (!S_ISCHR(mode) && !S_ISBLK(mode))
 		return c->error ? c->error : (c->error = -EINVAL);
-	return cpio_entry(c, name, c->next_ino++, mode, 1, major, minor, NULL, 0);
+	return cpio_entry(c, name, mode, 1, major, minor, NULL, NULL, 0);
 }
 
 int
 bundle_cpio_symlink(struct bundle_cpio *c, const char *name, const char *target)
 {
-	return cpio_entry(c, name, c->next_ino++, S_IFLNK | 0777, 1, 0, 0, target, strlen(target));
+	return cpio_entry(c, name, S_IFLNK | 0777, 1, 0, 0, target, NULL, 0);
 }
 
 int
 bundle_cpio_finish(struct bundle_cpio *c)
 {
-	/* The trailer is the one entry whose name may not be stripped of anything. */
-	return cpio_entry(c, "TRAILER!!!", 0, 0, 1, 0, 0, NULL, 0);
+	int r;
+
+	/* Closing writes the trailer (TRAILER!!!, inode 0, nlink 1) and what is buffered. */
+	if (c->error == 0 && archive_write_close(c->a) != ARCHIVE_OK)
+		c->error = cpio_error(c);
+	r = c->error;
+	bundle_cpio_done(c);
+	return c->error = r;
+}
+
+void
+bundle_cpio_done(struct bundle_cpio *c)
+{
+	if (!c->a)
+		return;
+	/* archive_write_free() closes an archive still open, trailer included: with an error
+	 * kept, cpio_write() refuses all of it. After bundle_cpio_finish() it writes nothing. */
+	if (c->error == 0)
+		c->error = -ECANCELED;
+	(void)archive_write_free(c->a);
+	c->a = NULL;
 }
 
 /* ---- the initramfs ---- */
@@ -118,7 +180,7 @@ bundle_write_initramfs(const char *path, const char *agent_path, const char *mod
 	_cleanup_free_ char *agent = NULL, *tmp = NULL;
 	_cleanup_buf_ struct buf order = BUF_INIT(64 * 1024);
 	_cleanup_close_ int fd = -1;
-	struct bundle_cpio c;
+	_cleanup_(bundle_cpio_done) struct bundle_cpio c = { 0 };
 	char sha[65];
 	size_t agent_len;
 	int r;

@@ -7,15 +7,21 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* An uncompressed newc cpio archive written to fd. Inode numbers count up from 1, mtimes,
- * uids and gids are 0, so the same calls give the same bytes. The first error sticks: later
- * calls return it without writing. Parents must be added before their children. */
+struct archive;
+
+/* An uncompressed newc cpio archive written to fd by libarchive's newc writer. Every entry is
+ * root's (uid and gid 0) with mtime 0, and inode numbers count up from 1, so the same calls
+ * give the same bytes. The first error sticks: later calls return it without writing.
+ * Directories must be added before what they hold: the kernel makes the entries in archive
+ * order. libarchive calls back with c's address, so c stays where it is from
+ * bundle_cpio_init() to bundle_cpio_finish() or bundle_cpio_done(). */
 struct bundle_cpio {
+	struct archive *a;
 	int fd;
 	uint32_t next_ino;
-	uint64_t offset;
 	int error;
 };
+/* Starts an archive on fd (not taken). Failing (out of memory, fd not open) keeps the error. */
 void bundle_cpio_init(struct bundle_cpio *c, int fd);
 int bundle_cpio_dir(struct bundle_cpio *c, const char *name, mode_t perm);
 int bundle_cpio_file(struct bundle_cpio *c, const char *name, mode_t perm, const void *data,
@@ -24,8 +30,13 @@ int bundle_cpio_file(struct bundle_cpio *c, const char *name, mode_t perm, const
 int bundle_cpio_node(struct bundle_cpio *c, const char *name, mode_t mode, unsigned major,
                      unsigned minor);
 int bundle_cpio_symlink(struct bundle_cpio *c, const char *name, const char *target);
-/* Writes the trailer; returns the first error of the whole archive, if any. */
+/* Writes the trailer and releases the writer; returns the first error of the whole archive,
+ * if any. */
 int bundle_cpio_finish(struct bundle_cpio *c);
+/* Releases the writer of an archive given up on, writing nothing more (no trailer); the
+ * archive's calls return -ECANCELED afterwards unless an error was kept. Does nothing after
+ * bundle_cpio_finish() or to a zeroed struct, so it can be a cleanup. */
+void bundle_cpio_done(struct bundle_cpio *c);
 
 /* Writes the initramfs to path atomically: /init (the agent, 0755), /lib/modules/<file> for
  * each module file in modules_dir, /lib/modules/order (one file name per line, load order),
