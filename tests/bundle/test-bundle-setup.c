@@ -13,7 +13,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "bundle.h"
+#include "elf64.h"
 #include "harness.h"
+#include "initramfs.h"
 #include "util.h"
 
 static const char *sandboxd;

@@ -13,8 +13,12 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "bundle.h"
+#include "elf64.h"
 #include "harness.h"
+#include "initramfs.h"
+#include "modules.h"
 #include "util.h"
+#include "vmlinux.h"
 
 /* ---- helpers ---- */
 
@@ -266,9 +270,34 @@ test_cpio_errors(void **state)
 	assert_int_equal(bundle_cpio_finish(&c), -EINVAL);
 	bundle_cpio_init(&c, fd);
 	assert_int_equal(bundle_cpio_file(&c, "/", 0644, "", 0), -EINVAL);
+	bundle_cpio_done(&c);
 	close(fd);
 	bundle_cpio_init(&c, -1);
 	assert_int_equal(bundle_cpio_dir(&c, "d", 0755), -EBADF);
+	bundle_cpio_done(&c);
+}
+
+/* An archive given up on is released without its trailer, and refuses what comes after. */
+static void
+test_cpio_abandoned(void **state)
+{
+	_cleanup_free_ char *dir = make_tmpdir(), *path = strdup_printf("%s/a.cpio", dir);
+	_cleanup_free_ char *data = NULL;
+	struct bundle_cpio c;
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	size_t len;
+
+	assert_true(fd >= 0);
+	bundle_cpio_init(&c, fd);
+	assert_int_equal(bundle_cpio_file(&c, "init", 0755, "#!agent", 7), 0);
+	bundle_cpio_done(&c);
+	bundle_cpio_done(&c); /* a second time does nothing */
+	assert_int_equal(bundle_cpio_dir(&c, "d", 0755), -ECANCELED);
+	assert_int_equal(bundle_cpio_finish(&c), -ECANCELED);
+	close(fd);
+	data = slurp(path, &len);
+	assert_null(memmem(data, len, "TRAILER!!!", 10));
+	remove_tree(dir);
 }
 
 /* ---- modules ---- */
@@ -986,6 +1015,7 @@ main(void)
 		cmocka_unit_test(test_cpio_read_back),
 		cmocka_unit_test(test_cpio_deterministic),
 		cmocka_unit_test(test_cpio_errors),
+		cmocka_unit_test(test_cpio_abandoned),
 		cmocka_unit_test(test_modules_dep_guest_order),
 		cmocka_unit_test(test_modules_dep_dependencies_first),
 		cmocka_unit_test(test_modules_dep_errors),
