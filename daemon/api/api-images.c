@@ -14,8 +14,8 @@ may_manage(struct api_call *call)
 {
 	if (call->who.operator|| call->who.role == ROLE_ADMIN)
 		return true;
-	api_reply_error(call->c, 403, "refused",
-	                "installing and removing images is for the operator of this sandboxd");
+	api_reply_err(call->c, ERR_REFUSED,
+	              "installing and removing images is for the operator of this sandboxd");
 	return false;
 }
 
@@ -74,14 +74,14 @@ api_image_install(struct api_call *call)
 	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
 	                            sizeof(value))) > 0) {
 		if (!streq(key, "wait") || (!streq(value, "true") && !streq(value, "false"))) {
-			api_reply_error(call->c, 400, "invalid_request",
-			                "the only query parameter is wait=true|false");
+			api_reply_err(call->c, ERR_INVALID,
+			              "the only query parameter is wait=true|false");
 			return;
 		}
 		wait = streq(value, "true");
 	}
 	if (r < 0) {
-		api_reply_error(call->c, 400, "invalid_request", "the query string is malformed");
+		api_reply_err(call->c, ERR_INVALID, "the query string is malformed");
 		return;
 	}
 	if (request_check_fields(call->body, fields, &err) < 0) {
@@ -90,8 +90,8 @@ api_image_install(struct api_call *call)
 	}
 	name = json_string_value(json_object_get(call->body, "image"));
 	if (!name) {
-		api_reply_error(call->c, 400, "invalid_request",
-		                "'image' must be an image reference such as python:3.13-slim");
+		api_reply_err(call->c, ERR_INVALID,
+		              "'image' must be an image reference such as python:3.13-slim");
 		return;
 	}
 	if (images_check(call->d, name, &err) < 0) {
@@ -101,7 +101,7 @@ api_image_install(struct api_call *call)
 	if (wait) {
 		struct install_wait *iw = calloc(1, sizeof(*iw));
 		if (!iw) {
-			api_reply_error(call->c, 500, "internal", "out of memory");
+			api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 			return;
 		}
 		list_init(&iw->w.link);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <jansson.h>
+#include "api-error.h"
 #include "api.h"
 #include "auth.h"
 #include "http.h"

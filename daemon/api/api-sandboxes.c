@@ -20,7 +20,7 @@ void
 api_reply_not_found(struct api_call *call)
 {
 	/* the same bytes whether it never existed or belongs to someone else */
-	api_reply_error(call->c, 404, "not_found", "sandbox '%s' not found", call->ref);
+	api_reply_err(call->c, ERR_NOT_FOUND, "sandbox '%s' not found", call->ref);
 }
 
 void
@@ -29,7 +29,7 @@ api_reply_absent(struct api_call *call)
 	struct sandbox *ended = api_lookup_ended(call);
 
 	if (ended) {
-		api_reply_error(call->c, 409, "conflict", "sandbox '%s' is terminated", ended->id);
+		api_reply_err(call->c, ERR_CONFLICT, "sandbox '%s' is terminated", ended->id);
 		sandbox_free(ended);
 	} else {
 		api_reply_not_found(call);
@@ -131,8 +131,8 @@ reply_done(struct conn *c, enum wait_kind kind, struct sandbox *sb)
 		break;
 	case WAIT_DELETE:
 		if (sb->state == SANDBOX_FAILED)
-			api_reply_error(c, 500, "internal", "sandbox '%s' could not be ended: %s",
-			                sb->id, sb->reason ? sb->reason : "unknown error");
+			api_reply_err(c, ERR_INTERNAL, "sandbox '%s' could not be ended: %s",
+			              sb->id, sb->reason ? sb->reason : "unknown error");
 		else
 			conn_reply(c, 204, NULL, NULL, 0, NULL);
 		break;
@@ -163,7 +163,7 @@ wait_for(struct api_call *call, struct sandbox *sb, enum wait_kind kind)
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	p->c = call->c;
@@ -221,14 +221,13 @@ api_sandbox_list(struct api_call *call)
 	int r;
 
 	if (!filter) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
 	                            sizeof(value))) > 0) {
 		if (!streq(key, "label")) {
-			api_reply_error(call->c, 400, "invalid_request",
-			                "unknown query parameter '%s'", key);
+			api_reply_err(call->c, ERR_INVALID, "unknown query parameter '%s'", key);
 			goto out;
 		}
 		if (request_add_label_filter(filter, value, &err) < 0) {
@@ -237,7 +236,7 @@ api_sandbox_list(struct api_call *call)
 		}
 	}
 	if (r < 0) {
-		api_reply_error(call->c, 400, "invalid_request", "the query string is malformed");
+		api_reply_err(call->c, ERR_INVALID, "the query string is malformed");
 		goto out;
 	}
 	/* the whole list, as an admin sees it, is kept until any sandbox changes */
@@ -255,7 +254,7 @@ api_sandbox_list(struct api_call *call)
 		}
 	}
 	if (build_list(d, owner, filter, &out) < 0) {
-		api_reply_error(call->c, 500, "internal", "the list does not fit in memory");
+		api_reply_err(call->c, ERR_INTERNAL, "the list does not fit in memory");
 		goto out;
 	}
 	conn_reply(call->c, 200, "application/json", out.data, out.len, NULL);
@@ -320,28 +319,27 @@ check_caps(struct api_call *call, const char *owner, const struct user_caps *cap
 
 	api_usage(call->d, owner, &u);
 	if (caps->max_sandboxes && u.sandboxes + 1 > caps->max_sandboxes) {
-		api_reply_error(call->c, 403, "refused",
-		                "cap reached: at most %u active sandbox%s per user (%s %s %u; "
-		                "pending, starting, running, stopping and suspended ones count); "
-		                "stop or delete one first",
-		                caps->max_sandboxes, caps->max_sandboxes == 1 ? "" : "es",
-		                who ?: "", has, u.sandboxes);
+		api_reply_err(call->c, ERR_REFUSED,
+		              "cap reached: at most %u active sandbox%s per user (%s %s %u; "
+		              "pending, starting, running, stopping and suspended ones count); "
+		              "stop or delete one first",
+		              caps->max_sandboxes, caps->max_sandboxes == 1 ? "" : "es", who ?: "",
+		              has, u.sandboxes);
 		return -EPERM;
 	}
 	if (caps->max_cpus && u.cpus + adding->cpus > caps->max_cpus) {
-		api_reply_error(call->c, 403, "refused",
-		                "cap reached: at most %u cpu%s across a user's active sandboxes "
-		                "(%s %s %u, this asks for %u more)",
-		                caps->max_cpus, caps->max_cpus == 1 ? "" : "s", who ?: "", uses,
-		                u.cpus, adding->cpus);
+		api_reply_err(call->c, ERR_REFUSED,
+		              "cap reached: at most %u cpu%s across a user's active sandboxes "
+		              "(%s %s %u, this asks for %u more)",
+		              caps->max_cpus, caps->max_cpus == 1 ? "" : "s", who ?: "", uses,
+		              u.cpus, adding->cpus);
 		return -EPERM;
 	}
 	if (caps->max_memory_mb && u.memory_mb + adding->memory_mb > caps->max_memory_mb) {
-		api_reply_error(call->c, 403, "refused",
-		                "cap reached: at most %u MiB of memory across a user's active "
-		                "sandboxes (%s %s %u MiB, this asks for %u MiB more)",
-		                caps->max_memory_mb, who ?: "", uses, u.memory_mb,
-		                adding->memory_mb);
+		api_reply_err(call->c, ERR_REFUSED,
+		              "cap reached: at most %u MiB of memory across a user's active "
+		              "sandboxes (%s %s %u MiB, this asks for %u MiB more)",
+		              caps->max_memory_mb, who ?: "", uses, u.memory_mb, adding->memory_mb);
 		return -EPERM;
 	}
 	return 0;
@@ -362,9 +360,9 @@ check_launch(struct api_call *call, const struct sandbox *adding, bool create)
 	if (call->who.role != ROLE_ADMIN)
 		return check_caps(call, call->who.name, &call->who.caps, adding, true);
 	if (create) {
-		api_reply_error(call->c, 403, "refused",
-		                "an admin supervises sandboxes and cannot launch one; sign in "
-		                "with a user account to launch");
+		api_reply_err(call->c, ERR_REFUSED,
+		              "an admin supervises sandboxes and cannot launch one; sign in "
+		              "with a user account to launch");
 		return -EPERM;
 	}
 	/* an admin starting someone's stopped sandbox again: within its owner's caps (the
@@ -446,7 +444,7 @@ wait_for_image(struct api_call *call, struct sandbox *sb)
 
 	if (!cw) {
 		sandbox_free(sb);
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	list_init(&cw->w.link);
@@ -483,13 +481,13 @@ api_sandbox_create(struct api_call *call)
 	int r;
 
 	if (!sb || random_hex(hex, 8) < 0) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	snprintf(sb->id, sizeof(sb->id), "sbx_%s", hex);
 	sb->owner = strdup(call->who.name); /* from the credential, never from the body */
 	if (!sb->owner) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	r = request_decode_create(&call->d->policy, call->body, sb, &wait, &err);
@@ -549,8 +547,8 @@ api_sandbox_patch(struct api_call *call)
 	if (!sb) {
 		struct sandbox *ended = api_lookup_ended(call);
 		if (ended) {
-			api_reply_error(call->c, 409, "conflict",
-			                "sandbox '%s' is terminated and cannot change", ended->id);
+			api_reply_err(call->c, ERR_CONFLICT,
+			              "sandbox '%s' is terminated and cannot change", ended->id);
 			sandbox_free(ended);
 		} else {
 			api_reply_not_found(call);
@@ -566,8 +564,7 @@ api_sandbox_patch(struct api_call *call)
 	}
 	if (patch.set_name && patch.name && !(sb->name && streq(sb->name, patch.name)) &&
 	    registry_find_name(&call->d->reg, patch.name, sb->owner)) {
-		api_reply_error(call->c, 409, "conflict", "the name '%s' is already in use",
-		                patch.name);
+		api_reply_err(call->c, ERR_CONFLICT, "the name '%s' is already in use", patch.name);
 		sandbox_patch_done(&patch);
 		return;
 	}
@@ -577,8 +574,8 @@ api_sandbox_patch(struct api_call *call)
 	}
 	if (patch.network && !backend_updates_network(call->d)) {
 		/* changing a running sandbox's network needs host egress enforcement */
-		api_reply_error(call->c, 501, "unsupported",
-		                "this server cannot change a sandbox's network policy");
+		api_reply_err(call->c, ERR_UNSUPPORTED,
+		              "this server cannot change a sandbox's network policy");
 		sandbox_patch_done(&patch);
 		return;
 	}
@@ -624,9 +621,9 @@ api_sandbox_patch(struct api_call *call)
 		sb->idle_timeout_secs = old_idle;
 		(void)sandbox_refresh_json(sb);
 		sandbox_patch_done(&patch);
-		api_reply_error(call->c, r == -EEXIST ? 409 : 500,
-		                r == -EEXIST ? "conflict" : "internal", "could not update '%s': %s",
-		                sb->id, r == -EEXIST ? "the name is in use" : strerror(-r));
+		api_reply_err(call->c, r == -EEXIST ? ERR_CONFLICT : ERR_INTERNAL,
+		              "could not update '%s': %s", sb->id,
+		              r == -EEXIST ? "the name is in use" : strerror(-r));
 		return;
 	}
 	if (sb->name != old_name)
@@ -686,7 +683,7 @@ stop_or_start(struct api_call *call, bool stop)
 	int r;
 
 	if (call->body && json_object_size(call->body) > 0) {
-		api_reply_error(call->c, 400, "invalid_request", "unknown field in the body");
+		api_reply_err(call->c, ERR_INVALID, "unknown field in the body");
 		return;
 	}
 	if (!sb) {
@@ -748,8 +745,7 @@ api_sandbox_events(struct api_call *call)
 	sandbox_free(ended);
 	if (r < 0) {
 		json_decref(arr);
-		api_reply_error(call->c, 500, "internal", "could not read the events: %s",
-		                strerror(-r));
+		api_reply_err(call->c, ERR_INTERNAL, "could not read the events: %s", strerror(-r));
 		return;
 	}
 	api_reply_json(call->c, 200,
@@ -839,27 +835,27 @@ api_events_stream(struct api_call *call)
 	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
 	                            sizeof(value))) > 0) {
 		if (!streq(key, "since") || parse_u64(value, &since) < 0) {
-			api_reply_error(call->c, 400, "invalid_request",
-			                "the only query parameter is since=<event seq>");
+			api_reply_err(call->c, ERR_INVALID,
+			              "the only query parameter is since=<event seq>");
 			return;
 		}
 		replay = true;
 	}
 	if (r < 0) {
-		api_reply_error(call->c, 400, "invalid_request", "the query string is malformed");
+		api_reply_err(call->c, ERR_INVALID, "the query string is malformed");
 		return;
 	}
 	if (last) {
 		if (parse_u64(last, &since) < 0) {
-			api_reply_error(call->c, 400, "invalid_request",
-			                "Last-Event-ID must be an event sequence number");
+			api_reply_err(call->c, ERR_INVALID,
+			              "Last-Event-ID must be an event sequence number");
 			return;
 		}
 		replay = true;
 	}
 	s = calloc(1, sizeof(*s));
 	if (!s) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	s->c = call->c;
