@@ -77,10 +77,11 @@ reply_store_failed(struct conn *c, int r)
 static bool
 only_fields(struct api_call *call, const char *const *allowed)
 {
-	struct api_err err;
+	struct err err = {};
+	int r = request_check_fields(call->body, allowed, &err);
 
-	if (request_check_fields(call->body, allowed, &err) < 0) {
-		api_reply_api_err(call, &err);
+	if (r < 0) {
+		api_reply_failure(call->c, r, &err);
 		return false;
 	}
 	return true;

@@ -46,14 +46,13 @@ static void
 install_done(struct image_waiter *w, const struct image *img, int error, const char *why)
 {
 	struct install_wait *iw = w->data;
-	struct api_err err;
+	struct err err = {};
 
 	conn_on_close(iw->c, NULL, NULL);
 	if (img) {
 		api_reply_json(iw->c, 200, image_to_json(iw->d, img));
 	} else {
-		images_install_error(error, why, &err);
-		api_reply_error(iw->c, err.status, err.code, "%s", err.message);
+		api_reply_failure(iw->c, images_install_error(error, why, &err), &err);
 	}
 	free(iw);
 }
@@ -63,7 +62,7 @@ api_image_install(struct api_call *call)
 {
 	static const char *const fields[] = { "image", NULL };
 	char key[32], value[16];
-	struct api_err err;
+	struct err err = {};
 	const char *name;
 	bool wait = true;
 	size_t pos = 0;
@@ -84,8 +83,9 @@ api_image_install(struct api_call *call)
 		api_reply_err(call->c, ERR_INVALID, "the query string is malformed");
 		return;
 	}
-	if (request_check_fields(call->body, fields, &err) < 0) {
-		api_reply_api_err(call, &err);
+	r = request_check_fields(call->body, fields, &err);
+	if (r < 0) {
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	name = json_string_value(json_object_get(call->body, "image"));
@@ -94,8 +94,9 @@ api_image_install(struct api_call *call)
 		              "'image' must be an image reference such as python:3.13-slim");
 		return;
 	}
-	if (images_check(call->d, name, &err) < 0) {
-		api_reply_api_err(call, &err);
+	r = images_check(call->d, name, &err);
+	if (r < 0) {
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	if (wait) {
@@ -118,7 +119,7 @@ api_image_install(struct api_call *call)
 		r = images_install(call->d, name, NULL, &err);
 	}
 	if (r < 0) {
-		api_reply_api_err(call, &err);
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	if (r > 0)
@@ -131,12 +132,14 @@ api_image_install(struct api_call *call)
 void
 api_image_remove(struct api_call *call)
 {
-	struct api_err err;
+	struct err err = {};
+	int r;
 
 	if (!may_manage(call))
 		return;
-	if (images_remove(call->d, call->ref, &err) < 0) {
-		api_reply_api_err(call, &err);
+	r = images_remove(call->d, call->ref, &err);
+	if (r < 0) {
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	conn_reply(call->c, 204, NULL, NULL, 0, NULL);

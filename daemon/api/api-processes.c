@@ -358,7 +358,7 @@ api_process_run(struct api_call *call)
 	struct sandbox *sb = NULL;
 	struct agent *a = api_sandbox_agent(call, &sb);
 	struct run_op *op;
-	struct api_err err;
+	struct err err = {};
 	int r;
 
 	if (!a)
@@ -377,7 +377,7 @@ api_process_run(struct api_call *call)
 	buf_init(&op->out[2], RUN_STREAM_MAX);
 	r = request_decode_exec(call->body, false, &op->x, &err);
 	if (r < 0) {
-		api_reply_api_err(call, &err);
+		api_reply_failure(call->c, r, &err);
 		op->c = NULL;
 		run_free(op);
 		return;
@@ -462,7 +462,8 @@ api_process_create(struct api_call *call)
 	struct sandbox *sb = NULL;
 	struct agent *a = api_sandbox_agent(call, &sb);
 	struct start_op *op;
-	struct api_err err;
+	struct err err = {};
+	int r;
 
 	if (!a)
 		return;
@@ -475,8 +476,9 @@ api_process_create(struct api_call *call)
 	op->c = call->c;
 	op->sb = sb;
 	op->agent = a;
-	if (request_decode_exec(call->body, true, &op->x, &err) < 0) {
-		api_reply_api_err(call, &err);
+	r = request_decode_exec(call->body, true, &op->x, &err);
+	if (r < 0) {
+		api_reply_failure(call->c, r, &err);
 		op->c = NULL;
 		start_op_free(op);
 		return;

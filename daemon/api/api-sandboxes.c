@@ -36,12 +36,6 @@ api_reply_absent(struct api_call *call)
 	}
 }
 
-void
-api_reply_api_err(struct api_call *call, const struct api_err *err)
-{
-	api_reply_error(call->c, err->status, err->code, "%s", err->message);
-}
-
 static void
 reply_sandbox(struct conn *c, int status, const struct sandbox *sb)
 {
@@ -216,7 +210,7 @@ api_sandbox_list(struct api_call *call)
 	const char *owner = api_owner_filter(call);
 	json_t *filter = json_object();
 	char key[64], value[512];
-	struct api_err err;
+	struct err err = {};
 	size_t pos = 0;
 	int r;
 
@@ -230,8 +224,9 @@ api_sandbox_list(struct api_call *call)
 			api_reply_err(call->c, ERR_INVALID, "unknown query parameter '%s'", key);
 			goto out;
 		}
-		if (request_add_label_filter(filter, value, &err) < 0) {
-			api_reply_api_err(call, &err);
+		r = request_add_label_filter(filter, value, &err);
+		if (r < 0) {
+			api_reply_failure(call->c, r, &err);
 			goto out;
 		}
 	}
@@ -380,11 +375,11 @@ static void
 create_now(struct api_call *call, struct sandbox *sb, bool wait)
 {
 	_cleanup_(sandbox_freep) struct sandbox *owned = sb;
-	struct api_err err = { 0 };
+	struct err err = {};
 	int r = lifecycle_create(call->d, sb, &err);
 
 	if (r < 0) {
-		api_reply_api_err(call, &err);
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	/* the registry owns it now */
@@ -423,14 +418,13 @@ create_wait_image(struct image_waiter *w, const struct image *img, int error, co
 {
 	struct create_wait *cw = w->data;
 	struct api_call call = { .d = cw->d, .c = cw->c };
-	struct api_err err;
+	struct err err = {};
 
 	conn_on_close(cw->c, NULL, NULL);
 	if (img) {
 		create_now(&call, TAKE_PTR(cw->sb), true);
 	} else {
-		images_install_error(error, why, &err);
-		api_reply_api_err(&call, &err);
+		api_reply_failure(call.c, images_install_error(error, why, &err), &err);
 	}
 	create_wait_free(cw);
 }
@@ -439,7 +433,7 @@ static void
 wait_for_image(struct api_call *call, struct sandbox *sb)
 {
 	struct create_wait *cw = calloc(1, sizeof(*cw));
-	struct api_err err;
+	struct err err = {};
 	int r;
 
 	if (!cw) {
@@ -464,7 +458,7 @@ wait_for_image(struct api_call *call, struct sandbox *sb)
 	}
 	if (r < 0) {
 		create_wait_free(cw);
-		api_reply_api_err(call, &err);
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	list_push_back(&call->d->create_waits, &cw->link);
@@ -475,7 +469,7 @@ void
 api_sandbox_create(struct api_call *call)
 {
 	_cleanup_(sandbox_freep) struct sandbox *sb = sandbox_new();
-	struct api_err err = { 0 };
+	struct err err = {};
 	char hex[17];
 	bool wait = true;
 	int r;
@@ -492,16 +486,14 @@ api_sandbox_create(struct api_call *call)
 	}
 	r = request_decode_create(&call->d->policy, call->body, sb, &wait, &err);
 	if (r < 0) {
-		if (r == -ENOMEM)
-			api_err_set(&err, 500, "internal", "out of memory");
-		api_reply_api_err(call, &err);
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	if (check_launch(call, sb, true) < 0)
 		return;
 	r = images_check(call->d, sb->image, &err);
 	if (r < 0) {
-		api_reply_api_err(call, &err);
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	if (wait && needs_install(call->d, sb->image)) {
@@ -538,7 +530,7 @@ api_sandbox_patch(struct api_call *call)
 {
 	struct sandbox_patch patch = { 0 };
 	struct sandbox *sb = api_lookup_live(call);
-	struct api_err err;
+	struct err err = {};
 	char *old_name;
 	json_t *old_labels, *old_network, *fields;
 	uint64_t old_idle;
@@ -557,9 +549,7 @@ api_sandbox_patch(struct api_call *call)
 	}
 	r = request_decode_patch(&call->d->policy, call->body, &patch, &err);
 	if (r < 0) {
-		if (r == -ENOMEM)
-			api_err_set(&err, 500, "internal", "out of memory");
-		api_reply_api_err(call, &err);
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	if (patch.set_name && patch.name && !(sb->name && streq(sb->name, patch.name)) &&
@@ -655,7 +645,8 @@ void
 api_sandbox_delete(struct api_call *call)
 {
 	struct sandbox *sb = api_lookup_live(call);
-	struct api_err err;
+	struct err err = {};
+	int r;
 
 	if (!sb) {
 		struct sandbox *ended = api_lookup_ended(call);
@@ -668,8 +659,9 @@ api_sandbox_delete(struct api_call *call)
 		}
 		return;
 	}
-	if (lifecycle_delete(call->d, sb, "deleted", &err) < 0) {
-		api_reply_api_err(call, &err);
+	r = lifecycle_delete(call->d, sb, "deleted", &err);
+	if (r < 0) {
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	wait_for(call, sb, WAIT_DELETE);
@@ -679,7 +671,7 @@ static void
 stop_or_start(struct api_call *call, bool stop)
 {
 	struct sandbox *sb = api_lookup_live(call);
-	struct api_err err;
+	struct err err = {};
 	int r;
 
 	if (call->body && json_object_size(call->body) > 0) {
@@ -694,7 +686,7 @@ stop_or_start(struct api_call *call, bool stop)
 		return;
 	r = stop ? lifecycle_stop(call->d, sb, &err) : lifecycle_start(call->d, sb, &err);
 	if (r < 0) {
-		api_reply_api_err(call, &err);
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	wait_for(call, sb, stop ? WAIT_STOP : WAIT_START);
