@@ -202,7 +202,7 @@ fuzz_resolve(const char *s, size_t n, bool may_all)
 	static json_t *def_allow, *def_deny, *may;
 	json_t *req = json_loadb(s, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, NULL);
 	json_t *out = NULL, *again = NULL, *e;
-	struct api_err err = { 0 };
+	struct err err = {};
 	enum net_mode mode;
 	char x[NETPOLICY_NAME_MAX + 1];
 	size_t i;
@@ -225,13 +225,11 @@ fuzz_resolve(const char *s, size_t n, bool may_all)
 	r = netpolicy_resolve(&p, req, &out, &err);
 	if (r < 0) {
 		FUZZ_CHECK(out == NULL);
-		FUZZ_CHECK(err.status == 400 || err.status == 403);
-		FUZZ_CHECK(err.code &&
-		           (streq(err.code, "invalid_request") || streq(err.code, "refused")));
+		FUZZ_CHECK(err.kind == ERR_INVALID || err.kind == ERR_REFUSED);
 		FUZZ_CHECK(err.message[0] != '\0');
 		goto out;
 	}
-	FUZZ_CHECK(err.status == 0);
+	FUZZ_CHECK(err.kind == ERR_NONE);
 	mode = net_mode_from_string(json_string_value(json_object_get(out, "mode")));
 	FUZZ_CHECK(mode != _NET_MODE_INVALID && mode <= p.network.ceiling);
 	FUZZ_CHECK(json_object_size(out) == 3);

@@ -70,17 +70,18 @@ user_json(struct sandboxd *d, const struct account *a)
 static void
 reply_store_failed(struct conn *c, int r)
 {
-	api_reply_error(c, 500, "internal", "the accounts store failed: %s", strerror(-r));
+	api_reply_err(c, ERR_INTERNAL, "the accounts store failed: %s", strerror(-r));
 }
 
 /* Refuses a body field that is not in allowed (NULL-terminated); answers 400. */
 static bool
 only_fields(struct api_call *call, const char *const *allowed)
 {
-	struct api_err err;
+	struct err err = {};
+	int r = request_check_fields(call->body, allowed, &err);
 
-	if (request_check_fields(call->body, allowed, &err) < 0) {
-		api_reply_api_err(call, &err);
+	if (r < 0) {
+		api_reply_failure(call->c, r, &err);
 		return false;
 	}
 	return true;
@@ -95,7 +96,7 @@ string_field(struct api_call *call, const char *name, const char **ret, size_t *
 	if (!v)
 		return 0;
 	if (!json_is_string(v)) {
-		api_reply_error(call->c, 400, "invalid_request", "'%s' must be a string", name);
+		api_reply_err(call->c, ERR_INVALID, "'%s' must be a string", name);
 		return -EINVAL;
 	}
 	*ret = json_string_value(v);
@@ -112,13 +113,13 @@ email_field(struct api_call *call, char out[static ACCOUNT_EMAIL_MAX + 1])
 	int r = string_field(call, "email", &s, &n);
 
 	if (r == 0)
-		api_reply_error(call->c, 400, "invalid_request", "'email' is required");
+		api_reply_err(call->c, ERR_INVALID, "'email' is required");
 	if (r <= 0)
 		return -EINVAL;
 	why = strlen(s) != n ? "the email may not hold a NUL byte"
 	                     : account_email_normalise(s, out);
 	if (why) {
-		api_reply_error(call->c, 400, "invalid_request", "%s", why);
+		api_reply_err(call->c, ERR_INVALID, "%s", why);
 		return -EINVAL;
 	}
 	return 0;
@@ -132,14 +133,14 @@ password_field(struct api_call *call, bool required, const char **ret, size_t *r
 	int r = string_field(call, "password", ret, ret_len);
 
 	if (r == 0 && required)
-		api_reply_error(call->c, 400, "invalid_request", "'password' is required");
+		api_reply_err(call->c, ERR_INVALID, "'password' is required");
 	if (r < 0 || (r == 0 && required))
 		return -EINVAL;
 	if (r == 0)
 		return 0;
 	why = account_password_check(*ret, *ret_len);
 	if (why) {
-		api_reply_error(call->c, 400, "invalid_request", "%s", why);
+		api_reply_err(call->c, ERR_INVALID, "%s", why);
 		return -EINVAL;
 	}
 	return 1;
@@ -158,7 +159,7 @@ role_field(struct api_call *call, enum role *role)
 	else if (streq(s, "user"))
 		*role = ROLE_USER;
 	else {
-		api_reply_error(call->c, 400, "invalid_request", "'role' must be admin or user");
+		api_reply_err(call->c, ERR_INVALID, "'role' must be admin or user");
 		return -EINVAL;
 	}
 	return 1;
@@ -177,9 +178,8 @@ caps_field(struct api_call *call, struct account *a)
 	if (!caps)
 		return 0;
 	if (!json_is_object(caps)) {
-		api_reply_error(
-		        call->c, 400, "invalid_request",
-		        "'caps' must be an object of max_sandboxes, max_cpus, max_memory_mb");
+		api_reply_err(call->c, ERR_INVALID,
+		              "'caps' must be an object of max_sandboxes, max_cpus, max_memory_mb");
 		return -EINVAL;
 	}
 	json_object_foreach (caps, key, v) {
@@ -187,8 +187,7 @@ caps_field(struct api_call *call, struct account *a)
 		while (i < ARRAY_SIZE(names) && !streq(key, names[i]))
 			i++;
 		if (i == ARRAY_SIZE(names)) {
-			api_reply_error(call->c, 400, "invalid_request", "unknown field 'caps.%s'",
-			                key);
+			api_reply_err(call->c, ERR_INVALID, "unknown field 'caps.%s'", key);
 			return -EINVAL;
 		}
 		if (json_is_null(v)) {
@@ -197,10 +196,10 @@ caps_field(struct api_call *call, struct account *a)
 		           json_integer_value(v) <= CAP_MAX) {
 			*fields[i] = json_integer_value(v);
 		} else {
-			api_reply_error(call->c, 400, "invalid_request",
-			                "'caps.%s' must be a number from 0 (no cap) to %u, or null "
-			                "(the server's default)",
-			                key, CAP_MAX);
+			api_reply_err(call->c, ERR_INVALID,
+			              "'caps.%s' must be a number from 0 (no cap) to %u, or null "
+			              "(the server's default)",
+			              key, CAP_MAX);
 			return -EINVAL;
 		}
 	}
@@ -219,7 +218,7 @@ require_admin(struct api_call *call)
 {
 	if (call->who.role == ROLE_ADMIN)
 		return true;
-	api_reply_error(call->c, 403, "refused", "only an admin may manage users");
+	api_reply_err(call->c, ERR_REFUSED, "only an admin may manage users");
 	return false;
 }
 
@@ -228,8 +227,8 @@ require_user(struct api_call *call)
 {
 	if (!call->who.operator)
 		return true;
-	api_reply_error(call->c, 403, "refused",
-	                "API keys belong to user accounts; the operator uses its token");
+	api_reply_err(call->c, ERR_REFUSED,
+	              "API keys belong to user accounts; the operator uses its token");
 	return false;
 }
 
@@ -290,10 +289,10 @@ pending_start(struct api_call *call, struct pending *p, enum pw_op op, const cha
 	if (r < 0) {
 		free(p);
 		if (r == -EBUSY)
-			api_reply_error_headers(call->c, 503, "unavailable", "Retry-After: 1\r\n",
-			                        "too many logins at once; retry");
+			api_reply_err_headers(call->c, ERR_UNAVAILABLE, "Retry-After: 1\r\n",
+			                      "too many logins at once; retry");
 		else
-			api_reply_error(call->c, 500, "internal", "out of memory");
+			api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return r;
 	}
 	conn_on_close(call->c, pending_gone, p);
@@ -307,7 +306,7 @@ login_failed(struct pending *p)
 {
 	/* counted as a failure already, when it began */
 	log_info("login: failed for '%s' from %s", p->a.email, p->peer);
-	api_reply_error(p->c, 401, "unauthorized", WRONG_LOGIN);
+	api_reply_err(p->c, ERR_UNAUTHORIZED, WRONG_LOGIN);
 }
 
 static void
@@ -347,7 +346,7 @@ login_finish(struct pending *p, struct pw_job *j)
 	explicit_bzero(ses.cookie, sizeof(ses.cookie));
 	if (!hdr) {
 		json_decref(body);
-		api_reply_error(p->c, 500, "internal", "out of memory");
+		api_reply_err(p->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	api_reply_json_headers(p->c, 200, body, hdr);
@@ -370,7 +369,7 @@ api_auth_login(struct api_call *call)
 		return;
 	p = calloc(1, sizeof(*p));
 	if (!p) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	if (email_field(call, p->a.email) < 0) {
@@ -380,7 +379,7 @@ api_auth_login(struct api_call *call)
 	r = string_field(call, "password", &pw, &pwlen);
 	if (r <= 0) {
 		if (r == 0)
-			api_reply_error(call->c, 400, "invalid_request", "'password' is required");
+			api_reply_err(call->c, ERR_INVALID, "'password' is required");
 		free(p);
 		return;
 	}
@@ -391,8 +390,8 @@ api_auth_login(struct api_call *call)
 	if (wait > 0) {
 		_cleanup_free_ char *hdr = strdup_printf("Retry-After: %u\r\n", wait);
 		free(p);
-		api_reply_error_headers(call->c, 429, "rate_limited", hdr,
-		                        "too many failed logins; retry in %u seconds", wait);
+		api_reply_err_headers(call->c, ERR_RATE_LIMITED, hdr,
+		                      "too many failed logins; retry in %u seconds", wait);
 		return;
 	}
 	r = account_get_by_email(call->d->store, p->a.email, &p->a, hash);
@@ -448,8 +447,8 @@ create_finish(struct pending *p, struct pw_job *j)
 	int r;
 
 	if (j->result < 0) {
-		api_reply_error(p->c, 500, "internal", "hashing the password failed: %s",
-		                strerror(-j->result));
+		api_reply_err(p->c, ERR_INTERNAL, "hashing the password failed: %s",
+		              strerror(-j->result));
 		return;
 	}
 	/* one transaction: a user is never left made without the caps asked for */
@@ -467,9 +466,9 @@ create_finish(struct pending *p, struct pw_job *j)
 	if (r < 0)
 		store_rollback(p->d->store);
 	if (r == -EEXIST) {
-		api_reply_error(p->c, 409, "conflict",
-		                "the email '%s' already has an account; log in, or choose another",
-		                p->a.email);
+		api_reply_err(p->c, ERR_CONFLICT,
+		              "the email '%s' already has an account; log in, or choose another",
+		              p->a.email);
 		return;
 	}
 	if (r < 0) {
@@ -501,7 +500,7 @@ create_account(struct api_call *call, bool by_admin)
 		return;
 	p = calloc(1, sizeof(*p));
 	if (!p) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	p->a = (struct account){
@@ -516,10 +515,10 @@ create_account(struct api_call *call, bool by_admin)
 	r = account_get_by_email(call->d->store, p->a.email, &existing, NULL);
 	if (r != -ENOENT) {
 		if (r == 0)
-			api_reply_error(call->c, 409, "conflict",
-			                "the email '%s' already has an account; log in, or choose "
-			                "another",
-			                p->a.email);
+			api_reply_err(call->c, ERR_CONFLICT,
+			              "the email '%s' already has an account; log in, or choose "
+			              "another",
+			              p->a.email);
 		else
 			reply_store_failed(call->c, r);
 		free(p);
@@ -543,8 +542,8 @@ api_auth_register(struct api_call *call)
 	wait = ratelimit_check(accts->register_by_peer, peer, now_unix_ms());
 	if (wait > 0) {
 		_cleanup_free_ char *hdr = strdup_printf("Retry-After: %u\r\n", wait);
-		api_reply_error_headers(
-		        call->c, 429, "rate_limited", hdr,
+		api_reply_err_headers(
+		        call->c, ERR_RATE_LIMITED, hdr,
 		        "too many registrations from this address; retry in %u seconds", wait);
 		return;
 	}
@@ -578,7 +577,7 @@ api_key_list(struct api_call *call)
 		return;
 	keys = json_array();
 	if (!keys) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	r = account_key_list(call->d->store, call->who.user_id, add_key, keys);
@@ -606,26 +605,26 @@ api_key_create(struct api_call *call)
 	r = string_field(call, "name", &name, &n);
 	if (r <= 0) {
 		if (r == 0)
-			api_reply_error(call->c, 400, "invalid_request",
-			                "'name' is required: say where the key will be used");
+			api_reply_err(call->c, ERR_INVALID,
+			              "'name' is required: say where the key will be used");
 		return;
 	}
 	if (n == 0 || n > ACCOUNT_KEY_NAME_MAX || strlen(name) != n) {
-		api_reply_error(call->c, 400, "invalid_request",
-		                "'name' must be 1 to %d bytes long", ACCOUNT_KEY_NAME_MAX);
+		api_reply_err(call->c, ERR_INVALID, "'name' must be 1 to %d bytes long",
+		              ACCOUNT_KEY_NAME_MAX);
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f) {
-			api_reply_error(call->c, 400, "invalid_request",
-			                "'name' may not hold control characters");
+			api_reply_err(call->c, ERR_INVALID,
+			              "'name' may not hold control characters");
 			return;
 		}
 	r = account_key_create(call->d->store, call->who.user_id, name, now_unix_ms(), &k);
 	if (r == -EDQUOT) {
-		api_reply_error(call->c, 403, "refused",
-		                "a user has at most %d API keys; delete one you no longer use",
-		                ACCOUNT_KEYS_MAX);
+		api_reply_err(call->c, ERR_REFUSED,
+		              "a user has at most %d API keys; delete one you no longer use",
+		              ACCOUNT_KEYS_MAX);
 		return;
 	}
 	if (r < 0) {
@@ -653,7 +652,7 @@ api_key_delete(struct api_call *call)
 	            ? account_key_delete(call->d->store, call->who.user_id, call->ref)
 	            : -ENOENT;
 	if (r == -ENOENT) {
-		api_reply_error(call->c, 404, "not_found", "no API key '%s'", call->ref);
+		api_reply_err(call->c, ERR_NOT_FOUND, "no API key '%s'", call->ref);
 		return;
 	}
 	if (r < 0) {
@@ -693,7 +692,7 @@ api_user_list(struct api_call *call)
 		return;
 	l.users = json_array();
 	if (!l.users) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	r = account_list(call->d->store, add_user, &l);
@@ -719,7 +718,7 @@ target_user(struct api_call *call, struct account *ret)
 	int r = account_get(call->d->store, call->ref, ret);
 
 	if (r == -ENOENT)
-		api_reply_error(call->c, 404, "not_found", "no user '%s'", call->ref);
+		api_reply_err(call->c, ERR_NOT_FOUND, "no user '%s'", call->ref);
 	else if (r < 0)
 		reply_store_failed(call->c, r);
 	return r;
@@ -760,7 +759,7 @@ patch_apply(struct sandboxd *d, struct conn *c, const struct principal *who, str
 	if (r < 0)
 		store_rollback(d->store);
 	if (r == -ENOENT) {
-		api_reply_error(c, 404, "not_found", "no user '%s'", a->id);
+		api_reply_err(c, ERR_NOT_FOUND, "no user '%s'", a->id);
 		return;
 	}
 	if (r < 0) {
@@ -780,8 +779,8 @@ static void
 patch_finish(struct pending *p, struct pw_job *j)
 {
 	if (j->result < 0) {
-		api_reply_error(p->c, 500, "internal", "hashing the password failed: %s",
-		                strerror(-j->result));
+		api_reply_err(p->c, ERR_INTERNAL, "hashing the password failed: %s",
+		              strerror(-j->result));
 		return;
 	}
 	patch_apply(p->d, p->c, &p->who, &p->a, p->changes, j->hash);
@@ -809,8 +808,7 @@ api_user_patch(struct api_call *call)
 	disabled = json_object_get(call->body, "disabled");
 	if (disabled) {
 		if (!json_is_boolean(disabled)) {
-			api_reply_error(call->c, 400, "invalid_request",
-			                "'disabled' must be true or false");
+			api_reply_err(call->c, ERR_INVALID, "'disabled' must be true or false");
 			return;
 		}
 		a.disabled = json_is_true(disabled);
@@ -829,9 +827,9 @@ api_user_patch(struct api_call *call)
 	/* an admin cannot lock themselves out; another admin or the operator can */
 	if (streq(a.id, call->who.user_id) && (((changes & CHANGE_ROLE) && a.role != ROLE_ADMIN) ||
 	                                       ((changes & CHANGE_DISABLED) && a.disabled))) {
-		api_reply_error(call->c, 403, "refused",
-		                "you cannot demote or disable your own account; ask another admin "
-		                "or use the operator token");
+		api_reply_err(call->c, ERR_REFUSED,
+		              "you cannot demote or disable your own account; ask another admin "
+		              "or use the operator token");
 		return;
 	}
 	if (!(changes & CHANGE_PASSWORD)) {
@@ -840,7 +838,7 @@ api_user_patch(struct api_call *call)
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	p->a = a;
@@ -861,9 +859,9 @@ api_user_delete(struct api_call *call)
 	if (!require_admin(call) || target_user(call, &a) < 0)
 		return;
 	if (streq(a.id, call->who.user_id)) {
-		api_reply_error(call->c, 403, "refused",
-		                "you cannot delete your own account; ask another admin or use the "
-		                "operator token");
+		api_reply_err(call->c, ERR_REFUSED,
+		              "you cannot delete your own account; ask another admin or use the "
+		              "operator token");
 		return;
 	}
 	/* every sandbox in memory is one not terminated, and creates waiting for an image
@@ -873,10 +871,10 @@ api_user_delete(struct api_call *call)
 			owned++;
 	api_usage(call->d, a.email, &u);
 	if (owned > 0 || u.sandboxes > 0) {
-		api_reply_error(call->c, 409, "conflict",
-		                "user '%s' still owns %u sandboxes that are not terminated; delete "
-		                "them first",
-		                a.email, MAX(owned, u.sandboxes));
+		api_reply_err(call->c, ERR_CONFLICT,
+		              "user '%s' still owns %u sandboxes that are not terminated; delete "
+		              "them first",
+		              a.email, MAX(owned, u.sandboxes));
 		return;
 	}
 	r = account_delete(call->d->store, a.id);

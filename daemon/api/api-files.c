@@ -57,15 +57,15 @@ begin(struct api_call *call)
 	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
 	                            sizeof(value))) > 0) {
 		if (!streq(key, "path") || have) {
-			api_reply_error(call->c, 400, "invalid_request",
-			                "the only query parameter is path=<absolute path>");
+			api_reply_err(call->c, ERR_INVALID,
+			              "the only query parameter is path=<absolute path>");
 			return NULL;
 		}
 		have = true;
 	}
 	if (r < 0 || !have || !request_path_valid(value)) {
-		api_reply_error(call->c, 400, "invalid_request",
-		                "path must be an absolute guest path without '..' or NUL");
+		api_reply_err(call->c, ERR_INVALID,
+		              "path must be an absolute guest path without '..' or NUL");
 		return NULL;
 	}
 	if (!api_sandbox_agent(call, &sb))
@@ -73,7 +73,7 @@ begin(struct api_call *call)
 	op = calloc(1, sizeof(*op));
 	if (!op || !(op->path = strdup(value))) {
 		free(op);
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
 	op->d = call->d;
@@ -101,34 +101,33 @@ reply_failure(struct file_op *op, const struct agent_result *res)
 		return false;
 	switch (res->err) {
 	case ENOENT:
-		api_reply_error(op->c, 404, "not_found", "'%s': no such file or directory",
-		                op->path);
+		api_reply_err(op->c, ERR_NOT_FOUND, "'%s': no such file or directory", op->path);
 		break;
 	case ENOTEMPTY:
 	case EEXIST:
-		api_reply_error(op->c, 409, "conflict", "'%s': directory not empty", op->path);
+		api_reply_err(op->c, ERR_CONFLICT, "'%s': directory not empty", op->path);
 		break;
 	case EFBIG:
-		api_reply_error(op->c, 400, "invalid_request", "'%s' is larger than %u bytes",
-		                op->path, API_FILE_MAX);
+		api_reply_err(op->c, ERR_INVALID, "'%s' is larger than %u bytes", op->path,
+		              API_FILE_MAX);
 		break;
 	case EISDIR:
 	case ENOTDIR:
 	case EINVAL:
 	case ENAMETOOLONG:
 	case ELOOP:
-		api_reply_error(op->c, 400, "invalid_request", "'%s': %s", op->path, m);
+		api_reply_err(op->c, ERR_INVALID, "'%s': %s", op->path, m);
 		break;
 	case EACCES:
 	case EPERM:
 	case EROFS:
-		api_reply_error(op->c, 403, "refused", "'%s': %s", op->path, m);
+		api_reply_err(op->c, ERR_REFUSED, "'%s': %s", op->path, m);
 		break;
 	case ECONNRESET:
-		api_reply_error(op->c, 503, "unavailable", "the sandbox stopped: %s", m);
+		api_reply_err(op->c, ERR_UNAVAILABLE, "the sandbox stopped: %s", m);
 		break;
 	default:
-		api_reply_error(op->c, 500, "internal", "'%s': %s", op->path, m);
+		api_reply_err(op->c, ERR_INTERNAL, "'%s': %s", op->path, m);
 	}
 	return true;
 }
@@ -145,8 +144,8 @@ static void
 started(struct api_call *call, struct file_op *op)
 {
 	if (!op->req) {
-		api_reply_error(call->c, 503, "unavailable",
-		                "the sandbox's agent cannot take this now; try again");
+		api_reply_err(call->c, ERR_UNAVAILABLE,
+		              "the sandbox's agent cannot take this now; try again");
 		finish(op);
 		return;
 	}
@@ -170,9 +169,8 @@ read_done(void *data, const struct agent_result *res)
 	op->req = NULL;
 	if (op->c && !reply_failure(op, res)) {
 		if (res->size != op->data.len) {
-			api_reply_error(op->c, 500, "internal",
-			                "'%s': the guest sent %zu of %llu bytes", op->path,
-			                op->data.len, (unsigned long long)res->size);
+			api_reply_err(op->c, ERR_INTERNAL, "'%s': the guest sent %zu of %llu bytes",
+			              op->path, op->data.len, (unsigned long long)res->size);
 		} else {
 			conn_reply(op->c, 200, "application/octet-stream", op->data.data,
 			           op->data.len, NULL);
@@ -217,9 +215,8 @@ api_file_write(struct api_call *call)
 	struct file_op *op;
 
 	if (ct && strncmp(ct, "application/octet-stream", 24) != 0) {
-		api_reply_error(
-		        call->c, 400, "invalid_request",
-		        "a file body must be sent as Content-Type: application/octet-stream");
+		api_reply_err(call->c, ERR_INVALID,
+		              "a file body must be sent as Content-Type: application/octet-stream");
 		return;
 	}
 	op = begin(call);

@@ -14,8 +14,8 @@ may_manage(struct api_call *call)
 {
 	if (call->who.operator|| call->who.role == ROLE_ADMIN)
 		return true;
-	api_reply_error(call->c, 403, "refused",
-	                "installing and removing images is for the operator of this sandboxd");
+	api_reply_err(call->c, ERR_REFUSED,
+	              "installing and removing images is for the operator of this sandboxd");
 	return false;
 }
 
@@ -46,14 +46,13 @@ static void
 install_done(struct image_waiter *w, const struct image *img, int error, const char *why)
 {
 	struct install_wait *iw = w->data;
-	struct api_err err;
+	struct err err = {};
 
 	conn_on_close(iw->c, NULL, NULL);
 	if (img) {
 		api_reply_json(iw->c, 200, image_to_json(iw->d, img));
 	} else {
-		images_install_error(error, why, &err);
-		api_reply_error(iw->c, err.status, err.code, "%s", err.message);
+		api_reply_failure(iw->c, images_install_error(error, why, &err), &err);
 	}
 	free(iw);
 }
@@ -63,7 +62,7 @@ api_image_install(struct api_call *call)
 {
 	static const char *const fields[] = { "image", NULL };
 	char key[32], value[16];
-	struct api_err err;
+	struct err err = {};
 	const char *name;
 	bool wait = true;
 	size_t pos = 0;
@@ -74,34 +73,36 @@ api_image_install(struct api_call *call)
 	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
 	                            sizeof(value))) > 0) {
 		if (!streq(key, "wait") || (!streq(value, "true") && !streq(value, "false"))) {
-			api_reply_error(call->c, 400, "invalid_request",
-			                "the only query parameter is wait=true|false");
+			api_reply_err(call->c, ERR_INVALID,
+			              "the only query parameter is wait=true|false");
 			return;
 		}
 		wait = streq(value, "true");
 	}
 	if (r < 0) {
-		api_reply_error(call->c, 400, "invalid_request", "the query string is malformed");
+		api_reply_err(call->c, ERR_INVALID, "the query string is malformed");
 		return;
 	}
-	if (request_check_fields(call->body, fields, &err) < 0) {
-		api_reply_api_err(call, &err);
+	r = request_check_fields(call->body, fields, &err);
+	if (r < 0) {
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	name = json_string_value(json_object_get(call->body, "image"));
 	if (!name) {
-		api_reply_error(call->c, 400, "invalid_request",
-		                "'image' must be an image reference such as python:3.13-slim");
+		api_reply_err(call->c, ERR_INVALID,
+		              "'image' must be an image reference such as python:3.13-slim");
 		return;
 	}
-	if (images_check(call->d, name, &err) < 0) {
-		api_reply_api_err(call, &err);
+	r = images_check(call->d, name, &err);
+	if (r < 0) {
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	if (wait) {
 		struct install_wait *iw = calloc(1, sizeof(*iw));
 		if (!iw) {
-			api_reply_error(call->c, 500, "internal", "out of memory");
+			api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 			return;
 		}
 		list_init(&iw->w.link);
@@ -118,7 +119,7 @@ api_image_install(struct api_call *call)
 		r = images_install(call->d, name, NULL, &err);
 	}
 	if (r < 0) {
-		api_reply_api_err(call, &err);
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	if (r > 0)
@@ -131,12 +132,14 @@ api_image_install(struct api_call *call)
 void
 api_image_remove(struct api_call *call)
 {
-	struct api_err err;
+	struct err err = {};
+	int r;
 
 	if (!may_manage(call))
 		return;
-	if (images_remove(call->d, call->ref, &err) < 0) {
-		api_reply_api_err(call, &err);
+	r = images_remove(call->d, call->ref, &err);
+	if (r < 0) {
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	conn_reply(call->c, 204, NULL, NULL, 0, NULL);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <jansson.h>
+#include "api-error.h"
 #include "api.h"
 #include "auth.h"
 #include "http.h"
@@ -46,7 +47,6 @@ struct sandbox *api_lookup_ended(struct api_call *call);
 void api_reply_not_found(struct api_call *call);
 /* For a ref that names no live sandbox: 409 when it is a terminated one, else 404. */
 void api_reply_absent(struct api_call *call);
-void api_reply_api_err(struct api_call *call, const struct api_err *err);
 /* The connected agent of a running sandbox the caller may see; otherwise answers (404, 409,
  * 501 or 503) and returns NULL. */
 struct agent *api_sandbox_agent(struct api_call *call, struct sandbox **ret_sb);

@@ -32,7 +32,7 @@ api_node_get(struct api_call *call)
 	if (!images || !names) {
 		json_decref(images);
 		json_decref(names);
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	json_array_foreach (json_object_get(images, "images"), i, v)

@@ -37,19 +37,19 @@ api_sandbox_agent(struct api_call *call, struct sandbox **ret_sb)
 		return NULL;
 	}
 	if (sb->state != SANDBOX_RUNNING) {
-		api_reply_error(call->c, 409, "conflict", "sandbox '%s' is %s; it must be running",
-		                sb->id, sandbox_state_to_string(sb->state));
+		api_reply_err(call->c, ERR_CONFLICT, "sandbox '%s' is %s; it must be running",
+		              sb->id, sandbox_state_to_string(sb->state));
 		return NULL;
 	}
 	a = b && b->ops->agent ? b->ops->agent(b, sb) : NULL;
 	if (!a) {
-		api_reply_error(call->c, 501, "unsupported",
-		                "this server's backend runs no processes or files");
+		api_reply_err(call->c, ERR_UNSUPPORTED,
+		              "this server's backend runs no processes or files");
 		return NULL;
 	}
 	if (!agent_ready(a)) {
-		api_reply_error(call->c, 503, "unavailable",
-		                "the agent of sandbox '%s' is reconnecting; try again", sb->id);
+		api_reply_err(call->c, ERR_UNAVAILABLE,
+		              "the agent of sandbox '%s' is reconnecting; try again", sb->id);
 		return NULL;
 	}
 	lifecycle_touch(sb);
@@ -68,8 +68,8 @@ sandbox_proc(struct api_call *call, struct sandbox **ret_sb)
 		return NULL;
 	if (parse_u64(call->sub, &pid) < 0 || pid == 0 || pid > UINT32_MAX ||
 	    !(p = proc_find(sb, (uint32_t)pid))) {
-		api_reply_error(call->c, 404, "not_found", "process '%s' not found in sandbox '%s'",
-		                call->sub, call->ref);
+		api_reply_err(call->c, ERR_NOT_FOUND, "process '%s' not found in sandbox '%s'",
+		              call->sub, call->ref);
 		return NULL;
 	}
 	*ret_sb = sb;
@@ -155,13 +155,13 @@ reply_exec_error(struct conn *c, const struct agent_result *res)
 	case EISDIR:
 	case E2BIG:
 	case EINVAL:
-		api_reply_error(c, 400, "invalid_request", "%s", msg);
+		api_reply_err(c, ERR_INVALID, "%s", msg);
 		break;
 	case ECONNRESET:
-		api_reply_error(c, 503, "unavailable", "the sandbox stopped: %s", msg);
+		api_reply_err(c, ERR_UNAVAILABLE, "the sandbox stopped: %s", msg);
 		break;
 	default:
-		api_reply_error(c, 500, "internal", "starting the process failed: %s", msg);
+		api_reply_err(c, ERR_INTERNAL, "starting the process failed: %s", msg);
 	}
 }
 
@@ -261,8 +261,7 @@ run_exited(struct proc_reader *r, int code)
 		k |= buf_printf(&out, "\",\"truncated\":%s,\"timed_out\":%s}",
 		                op->truncated ? "true" : "false", op->timed_out ? "true" : "false");
 		if (k < 0)
-			api_reply_error(op->c, 500, "internal",
-			                "the output does not fit in memory");
+			api_reply_err(op->c, ERR_INTERNAL, "the output does not fit in memory");
 		else
 			conn_reply(op->c, 200, "application/json", out.data, out.len, NULL);
 		op->c = NULL;
@@ -310,8 +309,8 @@ run_started(void *data, const struct agent_result *res)
 	if (r < 0) {
 		(void)agent_signal(op->agent, res->pid, SIGKILL);
 		if (op->c)
-			api_reply_error(op->c, 500, "internal", "could not follow the process: %s",
-			                strerror(-r));
+			api_reply_err(op->c, ERR_INTERNAL, "could not follow the process: %s",
+			              strerror(-r));
 		op->c = NULL;
 		run_free(op);
 		return;
@@ -359,14 +358,14 @@ api_process_run(struct api_call *call)
 	struct sandbox *sb = NULL;
 	struct agent *a = api_sandbox_agent(call, &sb);
 	struct run_op *op;
-	struct api_err err;
+	struct err err = {};
 	int r;
 
 	if (!a)
 		return;
 	op = calloc(1, sizeof(*op));
 	if (!op) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	op->d = call->d;
@@ -378,15 +377,14 @@ api_process_run(struct api_call *call)
 	buf_init(&op->out[2], RUN_STREAM_MAX);
 	r = request_decode_exec(call->body, false, &op->x, &err);
 	if (r < 0) {
-		api_reply_api_err(call, &err);
+		api_reply_failure(call->c, r, &err);
 		op->c = NULL;
 		run_free(op);
 		return;
 	}
 	op->req = start_exec(a, sb, &op->x, false, false, run_started, op);
 	if (!op->req) {
-		api_reply_error(call->c, 503, "unavailable",
-		                "the sandbox's agent is not connected");
+		api_reply_err(call->c, ERR_UNAVAILABLE, "the sandbox's agent is not connected");
 		op->c = NULL;
 		run_free(op);
 		return;
@@ -439,8 +437,8 @@ start_done(void *data, const struct agent_result *res)
 	if (r < 0) {
 		(void)agent_signal(op->agent, res->pid, SIGKILL);
 		if (op->c)
-			api_reply_error(op->c, 500, "internal", "could not follow the process: %s",
-			                strerror(-r));
+			api_reply_err(op->c, ERR_INTERNAL, "could not follow the process: %s",
+			              strerror(-r));
 		start_op_free(op);
 		return;
 	}
@@ -464,28 +462,29 @@ api_process_create(struct api_call *call)
 	struct sandbox *sb = NULL;
 	struct agent *a = api_sandbox_agent(call, &sb);
 	struct start_op *op;
-	struct api_err err;
+	struct err err = {};
+	int r;
 
 	if (!a)
 		return;
 	op = calloc(1, sizeof(*op));
 	if (!op) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	op->d = call->d;
 	op->c = call->c;
 	op->sb = sb;
 	op->agent = a;
-	if (request_decode_exec(call->body, true, &op->x, &err) < 0) {
-		api_reply_api_err(call, &err);
+	r = request_decode_exec(call->body, true, &op->x, &err);
+	if (r < 0) {
+		api_reply_failure(call->c, r, &err);
 		op->c = NULL;
 		start_op_free(op);
 		return;
 	}
 	if (!start_exec(a, sb, &op->x, op->x.tty, op->x.keep, start_done, op)) {
-		api_reply_error(call->c, 503, "unavailable",
-		                "the sandbox's agent is not connected");
+		api_reply_err(call->c, ERR_UNAVAILABLE, "the sandbox's agent is not connected");
 		op->c = NULL;
 		start_op_free(op);
 		return;
@@ -535,19 +534,17 @@ api_process_stdin(struct api_call *call)
 	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
 	                            sizeof(value))) > 0) {
 		if (!streq(key, "close") || (!streq(value, "1") && !streq(value, "0"))) {
-			api_reply_error(call->c, 400, "invalid_request",
-			                "the only query parameter is close=1");
+			api_reply_err(call->c, ERR_INVALID, "the only query parameter is close=1");
 			return;
 		}
 		eof = streq(value, "1");
 	}
 	if (!p->running) {
-		api_reply_error(call->c, 409, "conflict", "process %u has exited", p->pid);
+		api_reply_err(call->c, ERR_CONFLICT, "process %u has exited", p->pid);
 		return;
 	}
 	if (agent_stdin(p->agent, p->pid, call->req->body.data, call->req->body.len, eof) < 0) {
-		api_reply_error(call->c, 503, "unavailable",
-		                "the sandbox's agent is not connected");
+		api_reply_err(call->c, ERR_UNAVAILABLE, "the sandbox's agent is not connected");
 		return;
 	}
 	conn_reply(call->c, 204, NULL, NULL, 0, NULL);
@@ -585,18 +582,17 @@ api_process_signal(struct api_call *call)
 	v = json_object_get(call->body, "signal");
 	if (json_object_size(call->body) != 1 || !json_is_string(v) ||
 	    (signo = signal_number(json_string_value(v))) < 0) {
-		api_reply_error(call->c, 400, "invalid_request",
-		                "the body must be {\"signal\": one of INT, TERM, KILL, HUP, QUIT, "
-		                "USR1, USR2, WINCH}");
+		api_reply_err(call->c, ERR_INVALID,
+		              "the body must be {\"signal\": one of INT, TERM, KILL, HUP, QUIT, "
+		              "USR1, USR2, WINCH}");
 		return;
 	}
 	if (!p->running) {
-		api_reply_error(call->c, 409, "conflict", "process %u has exited", p->pid);
+		api_reply_err(call->c, ERR_CONFLICT, "process %u has exited", p->pid);
 		return;
 	}
 	if (agent_signal(p->agent, p->pid, signo) < 0) {
-		api_reply_error(call->c, 503, "unavailable",
-		                "the sandbox's agent is not connected");
+		api_reply_err(call->c, ERR_UNAVAILABLE, "the sandbox's agent is not connected");
 		return;
 	}
 	conn_reply(call->c, 204, NULL, NULL, 0, NULL);
@@ -711,7 +707,7 @@ api_process_output(struct api_call *call)
 		return;
 	s = calloc(1, sizeof(*s));
 	if (!s) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	s->c = call->c;
@@ -1019,8 +1015,8 @@ api_process_attach(struct api_call *call)
 	 * applies to handshakes, and an Upgrade header alone must not skip it */
 	if (!call->req->upgrade || !upgrade ||
 	    (strcasecmp(upgrade, "websocket") && strcasecmp(upgrade, "sbx-stream/1"))) {
-		api_reply_error(call->c, 400, "invalid_request",
-		                "attach needs 'Upgrade: sbx-stream/1' or a WebSocket handshake");
+		api_reply_err(call->c, ERR_INVALID,
+		              "attach needs 'Upgrade: sbx-stream/1' or a WebSocket handshake");
 		return;
 	}
 	ws = strcasecmp(upgrade, "websocket") == 0;
@@ -1028,8 +1024,8 @@ api_process_attach(struct api_call *call)
 		const char *key = http_req_header(call->req, "sec-websocket-key");
 		const char *version = http_req_header(call->req, "sec-websocket-version");
 		if (!key || !version || !streq(version, "13") || ws_accept(key, accept) < 0) {
-			api_reply_error(
-			        call->c, 400, "invalid_request",
+			api_reply_err(
+			        call->c, ERR_INVALID,
 			        "a WebSocket handshake needs Sec-WebSocket-Key and version 13");
 			return;
 		}
@@ -1039,7 +1035,7 @@ api_process_attach(struct api_call *call)
 		return;
 	at = calloc(1, sizeof(*at));
 	if (!at) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	at->c = call->c;
@@ -1057,7 +1053,7 @@ api_process_attach(struct api_call *call)
 	list_init(&at->reader.link);
 	if (ws && wslay_event_context_server_init(&at->ctx, &ws_callbacks, at) != 0) {
 		attach_free(at);
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	if (ws)

@@ -20,7 +20,7 @@ void
 api_reply_not_found(struct api_call *call)
 {
 	/* the same bytes whether it never existed or belongs to someone else */
-	api_reply_error(call->c, 404, "not_found", "sandbox '%s' not found", call->ref);
+	api_reply_err(call->c, ERR_NOT_FOUND, "sandbox '%s' not found", call->ref);
 }
 
 void
@@ -29,17 +29,11 @@ api_reply_absent(struct api_call *call)
 	struct sandbox *ended = api_lookup_ended(call);
 
 	if (ended) {
-		api_reply_error(call->c, 409, "conflict", "sandbox '%s' is terminated", ended->id);
+		api_reply_err(call->c, ERR_CONFLICT, "sandbox '%s' is terminated", ended->id);
 		sandbox_free(ended);
 	} else {
 		api_reply_not_found(call);
 	}
-}
-
-void
-api_reply_api_err(struct api_call *call, const struct api_err *err)
-{
-	api_reply_error(call->c, err->status, err->code, "%s", err->message);
 }
 
 static void
@@ -131,8 +125,8 @@ reply_done(struct conn *c, enum wait_kind kind, struct sandbox *sb)
 		break;
 	case WAIT_DELETE:
 		if (sb->state == SANDBOX_FAILED)
-			api_reply_error(c, 500, "internal", "sandbox '%s' could not be ended: %s",
-			                sb->id, sb->reason ? sb->reason : "unknown error");
+			api_reply_err(c, ERR_INTERNAL, "sandbox '%s' could not be ended: %s",
+			              sb->id, sb->reason ? sb->reason : "unknown error");
 		else
 			conn_reply(c, 204, NULL, NULL, 0, NULL);
 		break;
@@ -163,7 +157,7 @@ wait_for(struct api_call *call, struct sandbox *sb, enum wait_kind kind)
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	p->c = call->c;
@@ -216,28 +210,28 @@ api_sandbox_list(struct api_call *call)
 	const char *owner = api_owner_filter(call);
 	json_t *filter = json_object();
 	char key[64], value[512];
-	struct api_err err;
+	struct err err = {};
 	size_t pos = 0;
 	int r;
 
 	if (!filter) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
 	                            sizeof(value))) > 0) {
 		if (!streq(key, "label")) {
-			api_reply_error(call->c, 400, "invalid_request",
-			                "unknown query parameter '%s'", key);
+			api_reply_err(call->c, ERR_INVALID, "unknown query parameter '%s'", key);
 			goto out;
 		}
-		if (request_add_label_filter(filter, value, &err) < 0) {
-			api_reply_api_err(call, &err);
+		r = request_add_label_filter(filter, value, &err);
+		if (r < 0) {
+			api_reply_failure(call->c, r, &err);
 			goto out;
 		}
 	}
 	if (r < 0) {
-		api_reply_error(call->c, 400, "invalid_request", "the query string is malformed");
+		api_reply_err(call->c, ERR_INVALID, "the query string is malformed");
 		goto out;
 	}
 	/* the whole list, as an admin sees it, is kept until any sandbox changes */
@@ -255,7 +249,7 @@ api_sandbox_list(struct api_call *call)
 		}
 	}
 	if (build_list(d, owner, filter, &out) < 0) {
-		api_reply_error(call->c, 500, "internal", "the list does not fit in memory");
+		api_reply_err(call->c, ERR_INTERNAL, "the list does not fit in memory");
 		goto out;
 	}
 	conn_reply(call->c, 200, "application/json", out.data, out.len, NULL);
@@ -320,28 +314,27 @@ check_caps(struct api_call *call, const char *owner, const struct user_caps *cap
 
 	api_usage(call->d, owner, &u);
 	if (caps->max_sandboxes && u.sandboxes + 1 > caps->max_sandboxes) {
-		api_reply_error(call->c, 403, "refused",
-		                "cap reached: at most %u active sandbox%s per user (%s %s %u; "
-		                "pending, starting, running, stopping and suspended ones count); "
-		                "stop or delete one first",
-		                caps->max_sandboxes, caps->max_sandboxes == 1 ? "" : "es",
-		                who ?: "", has, u.sandboxes);
+		api_reply_err(call->c, ERR_REFUSED,
+		              "cap reached: at most %u active sandbox%s per user (%s %s %u; "
+		              "pending, starting, running, stopping and suspended ones count); "
+		              "stop or delete one first",
+		              caps->max_sandboxes, caps->max_sandboxes == 1 ? "" : "es", who ?: "",
+		              has, u.sandboxes);
 		return -EPERM;
 	}
 	if (caps->max_cpus && u.cpus + adding->cpus > caps->max_cpus) {
-		api_reply_error(call->c, 403, "refused",
-		                "cap reached: at most %u cpu%s across a user's active sandboxes "
-		                "(%s %s %u, this asks for %u more)",
-		                caps->max_cpus, caps->max_cpus == 1 ? "" : "s", who ?: "", uses,
-		                u.cpus, adding->cpus);
+		api_reply_err(call->c, ERR_REFUSED,
+		              "cap reached: at most %u cpu%s across a user's active sandboxes "
+		              "(%s %s %u, this asks for %u more)",
+		              caps->max_cpus, caps->max_cpus == 1 ? "" : "s", who ?: "", uses,
+		              u.cpus, adding->cpus);
 		return -EPERM;
 	}
 	if (caps->max_memory_mb && u.memory_mb + adding->memory_mb > caps->max_memory_mb) {
-		api_reply_error(call->c, 403, "refused",
-		                "cap reached: at most %u MiB of memory across a user's active "
-		                "sandboxes (%s %s %u MiB, this asks for %u MiB more)",
-		                caps->max_memory_mb, who ?: "", uses, u.memory_mb,
-		                adding->memory_mb);
+		api_reply_err(call->c, ERR_REFUSED,
+		              "cap reached: at most %u MiB of memory across a user's active "
+		              "sandboxes (%s %s %u MiB, this asks for %u MiB more)",
+		              caps->max_memory_mb, who ?: "", uses, u.memory_mb, adding->memory_mb);
 		return -EPERM;
 	}
 	return 0;
@@ -362,9 +355,9 @@ check_launch(struct api_call *call, const struct sandbox *adding, bool create)
 	if (call->who.role != ROLE_ADMIN)
 		return check_caps(call, call->who.name, &call->who.caps, adding, true);
 	if (create) {
-		api_reply_error(call->c, 403, "refused",
-		                "an admin supervises sandboxes and cannot launch one; sign in "
-		                "with a user account to launch");
+		api_reply_err(call->c, ERR_REFUSED,
+		              "an admin supervises sandboxes and cannot launch one; sign in "
+		              "with a user account to launch");
 		return -EPERM;
 	}
 	/* an admin starting someone's stopped sandbox again: within its owner's caps (the
@@ -382,11 +375,11 @@ static void
 create_now(struct api_call *call, struct sandbox *sb, bool wait)
 {
 	_cleanup_(sandbox_freep) struct sandbox *owned = sb;
-	struct api_err err = { 0 };
+	struct err err = {};
 	int r = lifecycle_create(call->d, sb, &err);
 
 	if (r < 0) {
-		api_reply_api_err(call, &err);
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	/* the registry owns it now */
@@ -425,14 +418,13 @@ create_wait_image(struct image_waiter *w, const struct image *img, int error, co
 {
 	struct create_wait *cw = w->data;
 	struct api_call call = { .d = cw->d, .c = cw->c };
-	struct api_err err;
+	struct err err = {};
 
 	conn_on_close(cw->c, NULL, NULL);
 	if (img) {
 		create_now(&call, TAKE_PTR(cw->sb), true);
 	} else {
-		images_install_error(error, why, &err);
-		api_reply_api_err(&call, &err);
+		api_reply_failure(call.c, images_install_error(error, why, &err), &err);
 	}
 	create_wait_free(cw);
 }
@@ -441,12 +433,12 @@ static void
 wait_for_image(struct api_call *call, struct sandbox *sb)
 {
 	struct create_wait *cw = calloc(1, sizeof(*cw));
-	struct api_err err;
+	struct err err = {};
 	int r;
 
 	if (!cw) {
 		sandbox_free(sb);
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	list_init(&cw->w.link);
@@ -466,7 +458,7 @@ wait_for_image(struct api_call *call, struct sandbox *sb)
 	}
 	if (r < 0) {
 		create_wait_free(cw);
-		api_reply_api_err(call, &err);
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	list_push_back(&call->d->create_waits, &cw->link);
@@ -477,33 +469,31 @@ void
 api_sandbox_create(struct api_call *call)
 {
 	_cleanup_(sandbox_freep) struct sandbox *sb = sandbox_new();
-	struct api_err err = { 0 };
+	struct err err = {};
 	char hex[17];
 	bool wait = true;
 	int r;
 
 	if (!sb || random_hex(hex, 8) < 0) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	snprintf(sb->id, sizeof(sb->id), "sbx_%s", hex);
 	sb->owner = strdup(call->who.name); /* from the credential, never from the body */
 	if (!sb->owner) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	r = request_decode_create(&call->d->policy, call->body, sb, &wait, &err);
 	if (r < 0) {
-		if (r == -ENOMEM)
-			api_err_set(&err, 500, "internal", "out of memory");
-		api_reply_api_err(call, &err);
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	if (check_launch(call, sb, true) < 0)
 		return;
 	r = images_check(call->d, sb->image, &err);
 	if (r < 0) {
-		api_reply_api_err(call, &err);
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	if (wait && needs_install(call->d, sb->image)) {
@@ -540,7 +530,7 @@ api_sandbox_patch(struct api_call *call)
 {
 	struct sandbox_patch patch = { 0 };
 	struct sandbox *sb = api_lookup_live(call);
-	struct api_err err;
+	struct err err = {};
 	char *old_name;
 	json_t *old_labels, *old_network, *fields;
 	uint64_t old_idle;
@@ -549,8 +539,8 @@ api_sandbox_patch(struct api_call *call)
 	if (!sb) {
 		struct sandbox *ended = api_lookup_ended(call);
 		if (ended) {
-			api_reply_error(call->c, 409, "conflict",
-			                "sandbox '%s' is terminated and cannot change", ended->id);
+			api_reply_err(call->c, ERR_CONFLICT,
+			              "sandbox '%s' is terminated and cannot change", ended->id);
 			sandbox_free(ended);
 		} else {
 			api_reply_not_found(call);
@@ -559,15 +549,12 @@ api_sandbox_patch(struct api_call *call)
 	}
 	r = request_decode_patch(&call->d->policy, call->body, &patch, &err);
 	if (r < 0) {
-		if (r == -ENOMEM)
-			api_err_set(&err, 500, "internal", "out of memory");
-		api_reply_api_err(call, &err);
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	if (patch.set_name && patch.name && !(sb->name && streq(sb->name, patch.name)) &&
 	    registry_find_name(&call->d->reg, patch.name, sb->owner)) {
-		api_reply_error(call->c, 409, "conflict", "the name '%s' is already in use",
-		                patch.name);
+		api_reply_err(call->c, ERR_CONFLICT, "the name '%s' is already in use", patch.name);
 		sandbox_patch_done(&patch);
 		return;
 	}
@@ -577,8 +564,8 @@ api_sandbox_patch(struct api_call *call)
 	}
 	if (patch.network && !backend_updates_network(call->d)) {
 		/* changing a running sandbox's network needs host egress enforcement */
-		api_reply_error(call->c, 501, "unsupported",
-		                "this server cannot change a sandbox's network policy");
+		api_reply_err(call->c, ERR_UNSUPPORTED,
+		              "this server cannot change a sandbox's network policy");
 		sandbox_patch_done(&patch);
 		return;
 	}
@@ -624,9 +611,9 @@ api_sandbox_patch(struct api_call *call)
 		sb->idle_timeout_secs = old_idle;
 		(void)sandbox_refresh_json(sb);
 		sandbox_patch_done(&patch);
-		api_reply_error(call->c, r == -EEXIST ? 409 : 500,
-		                r == -EEXIST ? "conflict" : "internal", "could not update '%s': %s",
-		                sb->id, r == -EEXIST ? "the name is in use" : strerror(-r));
+		api_reply_err(call->c, r == -EEXIST ? ERR_CONFLICT : ERR_INTERNAL,
+		              "could not update '%s': %s", sb->id,
+		              r == -EEXIST ? "the name is in use" : strerror(-r));
 		return;
 	}
 	if (sb->name != old_name)
@@ -658,7 +645,8 @@ void
 api_sandbox_delete(struct api_call *call)
 {
 	struct sandbox *sb = api_lookup_live(call);
-	struct api_err err;
+	struct err err = {};
+	int r;
 
 	if (!sb) {
 		struct sandbox *ended = api_lookup_ended(call);
@@ -671,8 +659,9 @@ api_sandbox_delete(struct api_call *call)
 		}
 		return;
 	}
-	if (lifecycle_delete(call->d, sb, "deleted", &err) < 0) {
-		api_reply_api_err(call, &err);
+	r = lifecycle_delete(call->d, sb, "deleted", &err);
+	if (r < 0) {
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	wait_for(call, sb, WAIT_DELETE);
@@ -682,11 +671,11 @@ static void
 stop_or_start(struct api_call *call, bool stop)
 {
 	struct sandbox *sb = api_lookup_live(call);
-	struct api_err err;
+	struct err err = {};
 	int r;
 
 	if (call->body && json_object_size(call->body) > 0) {
-		api_reply_error(call->c, 400, "invalid_request", "unknown field in the body");
+		api_reply_err(call->c, ERR_INVALID, "unknown field in the body");
 		return;
 	}
 	if (!sb) {
@@ -697,7 +686,7 @@ stop_or_start(struct api_call *call, bool stop)
 		return;
 	r = stop ? lifecycle_stop(call->d, sb, &err) : lifecycle_start(call->d, sb, &err);
 	if (r < 0) {
-		api_reply_api_err(call, &err);
+		api_reply_failure(call->c, r, &err);
 		return;
 	}
 	wait_for(call, sb, stop ? WAIT_STOP : WAIT_START);
@@ -748,8 +737,7 @@ api_sandbox_events(struct api_call *call)
 	sandbox_free(ended);
 	if (r < 0) {
 		json_decref(arr);
-		api_reply_error(call->c, 500, "internal", "could not read the events: %s",
-		                strerror(-r));
+		api_reply_err(call->c, ERR_INTERNAL, "could not read the events: %s", strerror(-r));
 		return;
 	}
 	api_reply_json(call->c, 200,
@@ -839,27 +827,27 @@ api_events_stream(struct api_call *call)
 	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
 	                            sizeof(value))) > 0) {
 		if (!streq(key, "since") || parse_u64(value, &since) < 0) {
-			api_reply_error(call->c, 400, "invalid_request",
-			                "the only query parameter is since=<event seq>");
+			api_reply_err(call->c, ERR_INVALID,
+			              "the only query parameter is since=<event seq>");
 			return;
 		}
 		replay = true;
 	}
 	if (r < 0) {
-		api_reply_error(call->c, 400, "invalid_request", "the query string is malformed");
+		api_reply_err(call->c, ERR_INVALID, "the query string is malformed");
 		return;
 	}
 	if (last) {
 		if (parse_u64(last, &since) < 0) {
-			api_reply_error(call->c, 400, "invalid_request",
-			                "Last-Event-ID must be an event sequence number");
+			api_reply_err(call->c, ERR_INVALID,
+			              "Last-Event-ID must be an event sequence number");
 			return;
 		}
 		replay = true;
 	}
 	s = calloc(1, sizeof(*s));
 	if (!s) {
-		api_reply_error(call->c, 500, "internal", "out of memory");
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	s->c = call->c;

@@ -1,8 +1,6 @@
 /* api.c: API v1 routing, the request guard, authentication and the discovery handlers. */
-#include <stdarg.h>
 #include <strings.h>
 #include "api-internal.h"
-#include "log.h"
 #include "sandboxd.h"
 #include "server.h"
 #include "util.h"
@@ -176,7 +174,7 @@ api_reply_json_headers(struct conn *c, int status, json_t *body, const char *hea
 
 	json_decref(body);
 	if (!text) {
-		api_reply_error(c, 500, "internal", "out of memory");
+		api_reply_err(c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	conn_reply(c, status, "application/json", text, strlen(text), headers);
@@ -187,62 +185,6 @@ void
 api_reply_json(struct conn *c, int status, json_t *body)
 {
 	api_reply_json_headers(c, status, body, NULL);
-}
-
-static void
-reply_error_v(struct conn *c, int status, const char *code, const char *headers, const char *fmt,
-              va_list ap)
-{
-	char message[512];
-	_cleanup_free_ char *hdrs = NULL;
-	json_t *body;
-	char *text;
-
-	vsnprintf(message, sizeof(message), fmt, ap);
-	/* messages quote what the client sent (a ref, a field name): keep them safe to show a
-	 * person on a terminal or a page */
-	for (char *p = message; *p; p++)
-		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
-			*p = '?';
-	/* 5xx is logged: 500 is a bug, 501 and 503 are what this server cannot do now */
-	if (status == 500)
-		log_error("answering %d %s: %s", status, code, message);
-	else if (status > 500)
-		log_info("answering %d %s: %s", status, code, message);
-	if (status == 401)
-		headers = "WWW-Authenticate: Bearer realm=\"sandboxd\"\r\n";
-	body = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", message);
-	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-	json_decref(body);
-	if (!text) {
-		static const char oom[] =
-		        "{\"error\":{\"code\":\"internal\",\"message\":\"out of memory\"}}";
-		conn_reply(c, 500, "application/json", oom, sizeof(oom) - 1, NULL);
-		return;
-	}
-	conn_reply(c, status, "application/json", text, strlen(text), headers);
-	free(text);
-}
-
-void
-api_reply_error(struct conn *c, int status, const char *code, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	reply_error_v(c, status, code, NULL, fmt, ap);
-	va_end(ap);
-}
-
-void
-api_reply_error_headers(struct conn *c, int status, const char *code, const char *headers,
-                        const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	reply_error_v(c, status, code, headers, fmt, ap);
-	va_end(ap);
 }
 
 static bool
@@ -264,30 +206,30 @@ parse_body(struct api_call *call, const struct route *rt)
 		return 0; /* the handler takes req->body as it is */
 	if (req->body.len == 0) {
 		if (rt->flags & ROUTE_JSON) {
-			api_reply_error(call->c, 400, "invalid_request",
-			                "this request needs a JSON object body");
+			api_reply_err(call->c, ERR_INVALID,
+			              "this request needs a JSON object body");
 			return -EINVAL;
 		}
 		return 0;
 	}
 	if (!(rt->flags & (ROUTE_JSON | ROUTE_JSON_OPT))) {
-		api_reply_error(call->c, 400, "invalid_request", "this request takes no body");
+		api_reply_err(call->c, ERR_INVALID, "this request takes no body");
 		return -EINVAL;
 	}
 	if (!content_type_is(http_req_header(req, "content-type"), "application/json")) {
-		api_reply_error(call->c, 400, "invalid_request",
-		                "the body must be sent as Content-Type: application/json");
+		api_reply_err(call->c, ERR_INVALID,
+		              "the body must be sent as Content-Type: application/json");
 		return -EINVAL;
 	}
 	call->body = json_loadb(req->body.data, req->body.len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!call->body) {
-		api_reply_error(call->c, 400, "invalid_request",
-		                "the body is not valid JSON: %s (line %d, column %d)", jerr.text,
-		                jerr.line, jerr.column);
+		api_reply_err(call->c, ERR_INVALID,
+		              "the body is not valid JSON: %s (line %d, column %d)", jerr.text,
+		              jerr.line, jerr.column);
 		return -EINVAL;
 	}
 	if (!json_is_object(call->body)) {
-		api_reply_error(call->c, 400, "invalid_request", "the body must be a JSON object");
+		api_reply_err(call->c, ERR_INVALID, "the body must be a JSON object");
 		return -EINVAL;
 	}
 	return 0;
@@ -304,7 +246,7 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 
 	/* the guard first: a rebound or cross-origin request learns nothing, not even 401 */
 	if (auth_check_origin(d, req, &why) < 0) {
-		api_reply_error(c, 403, "forbidden_origin", "%s", why);
+		api_reply_err(c, ERR_FORBIDDEN_ORIGIN, "%s", why);
 		return;
 	}
 	/* the dashboard's page and assets: public, everything else is under /v1 */
@@ -314,51 +256,51 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 	if (rt && (rt->flags & ROUTE_REGISTRATION) && !d->opts->registration) {
 		/* registration is off: the path answers as one that does not exist, credential
 		 * or not */
-		api_reply_error(c, 404, "not_found", "no such API path");
+		api_reply_err(c, ERR_NOT_FOUND, "no such API path");
 		return;
 	}
 	if (!rt || !(rt->flags & ROUTE_PUBLIC)) {
 		int r = auth_authenticate(d, c, req, &call.who);
 		if (r == -EIO) {
-			api_reply_error(c, 503, "unavailable",
-			                "the accounts cannot be read right now; retry");
+			api_reply_err(c, ERR_UNAVAILABLE,
+			              "the accounts cannot be read right now; retry");
 			return;
 		}
 		if (r < 0) {
-			api_reply_error(c, 401, "unauthorized",
-			                "a valid credential is required: send 'Authorization: "
-			                "Bearer <token>'");
+			api_reply_err(c, ERR_UNAUTHORIZED,
+			              "a valid credential is required: send 'Authorization: "
+			              "Bearer <token>'");
 			return;
 		}
 		/* revoking this credential, or ending this user, closes this connection */
 		conn_set_credential(c, call.who.cred, call.who.name);
 		if (rt && auth_check_csrf(req, &call.who) < 0) {
-			api_reply_error(c, 403, "refused",
-			                "missing or wrong CSRF token; reload the page");
+			api_reply_err(c, ERR_REFUSED,
+			              "missing or wrong CSRF token; reload the page");
 			return;
 		}
 	} else {
 		conn_set_credential(c, NULL, NULL);
 	}
 	if (err < 0) {
-		api_reply_error(c, 400, "invalid_request", "%s",
-		                err == -E2BIG ? "a path segment is longer than 255 bytes"
-		                              : "the path has an invalid escape");
+		api_reply_err(c, ERR_INVALID, "%s",
+		              err == -E2BIG ? "a path segment is longer than 255 bytes"
+		                            : "the path has an invalid escape");
 		return;
 	}
 	if (!rt) {
 		if (allow.len) {
 			_cleanup_free_ char *hdr = strdup_printf("Allow: %s\r\n", allow.data);
-			api_reply_error_headers(c, 405, "invalid_request", hdr,
-			                        "%s is not allowed on this path; use %s",
-			                        http_method_str(req->method), allow.data);
+			api_reply_err_headers(c, ERR_METHOD, hdr,
+			                      "%s is not allowed on this path; use %s",
+			                      http_method_str(req->method), allow.data);
 		} else {
-			api_reply_error(c, 404, "not_found", "no such API path");
+			api_reply_err(c, ERR_NOT_FOUND, "no such API path");
 		}
 		return;
 	}
 	if (req->upgrade && !(rt->flags & ROUTE_UPGRADE)) {
-		api_reply_error(c, 400, "invalid_request", "this path does not upgrade");
+		api_reply_err(c, ERR_INVALID, "this path does not upgrade");
 		return;
 	}
 	call.feature = rt->feature;
@@ -378,8 +320,7 @@ api_owner_filter(const struct api_call *call)
 static void
 api_unsupported(struct api_call *call)
 {
-	api_reply_error(call->c, 501, "unsupported", "this server does not offer %s yet",
-	                call->feature);
+	api_reply_err(call->c, ERR_UNSUPPORTED, "this server does not offer %s yet", call->feature);
 }
 
 static void

@@ -1,6 +1,6 @@
 /* api.h: API v1: routing, authentication, the request guard and the handlers' shared
  * helpers. Errors become an HTTP status and {"error":{"code","message"}} in exactly one
- * place: api_reply_error(). */
+ * place: api-error.c, by their kind (api-error.h). */
 #pragma once
 
 #include <jansson.h>
@@ -18,12 +18,11 @@ void api_handle(struct sandboxd *d, struct conn *c, struct http_request *req);
 /* How many body bytes a request may carry (http_body_limit_fn). */
 uint64_t api_body_limit(const struct http_request *req, void *data);
 
-/* The one place that formats an error. Logs 5xx (a bug or an outage); 4xx is the client's. */
+/* The HTTP server's protocol errors (a malformed or late request), by the status and code it
+ * chose: answered as the kind of api-error.c's table that has both (internal if none does).
+ * Everything else answers by kind (api-error.h). */
 void api_reply_error(struct conn *c, int status, const char *code, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
-/* The same, with extra response headers ("Name: value\r\n"...). */
-void api_reply_error_headers(struct conn *c, int status, const char *code, const char *headers,
-                             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Replies with a JSON value (stolen). */
 void api_reply_json(struct conn *c, int status, json_t *body);
 /* The same, with extra response headers ("Name: value\r\n"...; NULL: none). */

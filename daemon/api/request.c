@@ -70,15 +70,13 @@ label_value_valid(const char *v)
 }
 
 int
-request_check_fields(const json_t *obj, const char *const *allowed, struct api_err *err)
+request_check_fields(const json_t *obj, const char *const *allowed, struct err *err)
 {
 	const char *key;
 	json_t *v;
 
-	if (!json_is_object(obj)) {
-		api_err_set(err, 400, "invalid_request", "the body must be a JSON object");
-		return -EINVAL;
-	}
+	if (!json_is_object(obj))
+		return err_set(err, -EINVAL, ERR_INVALID, "the body must be a JSON object");
 	json_object_foreach ((json_t *)obj, key, v) {
 		bool ok = false;
 		for (size_t i = 0; allowed[i]; i++)
@@ -89,8 +87,8 @@ request_check_fields(const json_t *obj, const char *const *allowed, struct api_e
 		if (!ok) {
 			struct buf b = BUF_INIT(128);
 			(void)buf_put_quoted(&b, key, strlen(key), 64);
-			api_err_set(err, 400, "invalid_request", "unknown field %s",
-			            b.data ? b.data : "");
+			err_set(err, -EINVAL, ERR_INVALID, "unknown field %s",
+			        b.data ? b.data : "");
 			buf_free(&b);
 			return -EINVAL;
 		}
@@ -102,27 +100,24 @@ request_check_fields(const json_t *obj, const char *const *allowed, struct api_e
  * *ret as it is. max 0 means unbounded. */
 static int
 get_uint(const json_t *obj, const char *field, uint64_t min, uint64_t max, uint64_t *ret,
-         struct api_err *err)
+         struct err *err)
 {
 	json_t *v = json_object_get(obj, field);
 	json_int_t n;
 
 	if (!v || json_is_null(v))
 		return 0;
-	if (!json_is_integer(v)) {
-		api_err_set(err, 400, "invalid_request", "'%s' must be an integer", field);
-		return -EINVAL;
-	}
+	if (!json_is_integer(v))
+		return err_set(err, -EINVAL, ERR_INVALID, "'%s' must be an integer", field);
 	n = json_integer_value(v);
 	if (n < 0 || (uint64_t)n < min || (max && (uint64_t)n > max)) {
 		if (max)
-			api_err_set(err, 400, "invalid_request",
-			            "'%s' is %lld; this server allows %llu to %llu", field,
-			            (long long)n, (unsigned long long)min, (unsigned long long)max);
+			err_set(err, -EINVAL, ERR_INVALID,
+			        "'%s' is %lld; this server allows %llu to %llu", field,
+			        (long long)n, (unsigned long long)min, (unsigned long long)max);
 		else
-			api_err_set(err, 400, "invalid_request",
-			            "'%s' is %lld; it must be at least %llu", field, (long long)n,
-			            (unsigned long long)min);
+			err_set(err, -EINVAL, ERR_INVALID, "'%s' is %lld; it must be at least %llu",
+			        field, (long long)n, (unsigned long long)min);
 		return -EINVAL;
 	}
 	*ret = (uint64_t)n;
@@ -136,35 +131,27 @@ secs_max(uint64_t policy_max)
 }
 
 static int
-decode_labels(const json_t *v, json_t **ret, struct api_err *err)
+decode_labels(const json_t *v, json_t **ret, struct err *err)
 {
 	const char *k;
 	json_t *val, *out;
 
-	if (!json_is_object(v)) {
-		api_err_set(err, 400, "invalid_request", "'labels' must be an object of strings");
-		return -EINVAL;
-	}
-	if (json_object_size(v) > REQUEST_MAX_LABELS) {
-		api_err_set(err, 400, "invalid_request", "at most %d labels", REQUEST_MAX_LABELS);
-		return -EINVAL;
-	}
+	if (!json_is_object(v))
+		return err_set(err, -EINVAL, ERR_INVALID, "'labels' must be an object of strings");
+	if (json_object_size(v) > REQUEST_MAX_LABELS)
+		return err_set(err, -EINVAL, ERR_INVALID, "at most %d labels", REQUEST_MAX_LABELS);
 	json_object_foreach ((json_t *)v, k, val) {
-		if (!label_key_valid(k)) {
-			api_err_set(
-			        err, 400, "invalid_request",
+		if (!label_key_valid(k))
+			return err_set(
+			        err, -EINVAL, ERR_INVALID,
 			        "label key '%.64s' is invalid: use lowercase letters, digits and "
 			        "._/- (at most 63, starting with a letter or digit)",
 			        k);
-			return -EINVAL;
-		}
-		if (!json_is_string(val) || !label_value_valid(json_string_value(val))) {
-			api_err_set(
-			        err, 400, "invalid_request",
+		if (!json_is_string(val) || !label_value_valid(json_string_value(val)))
+			return err_set(
+			        err, -EINVAL, ERR_INVALID,
 			        "label '%s' must be a printable string of at most 253 characters",
 			        k);
-			return -EINVAL;
-		}
 	}
 	out = json_deep_copy(v);
 	if (!out)
@@ -174,53 +161,39 @@ decode_labels(const json_t *v, json_t **ret, struct api_err *err)
 }
 
 static int
-decode_env(const json_t *v, struct sandbox *sb, struct api_err *err)
+decode_env(const json_t *v, struct sandbox *sb, struct err *err)
 {
 	const char *k;
 	json_t *val;
 	size_t total = 0;
 
-	if (!json_is_object(v)) {
-		api_err_set(err, 400, "invalid_request", "'env' must be an object of strings");
-		return -EINVAL;
-	}
-	if (json_object_size(v) > REQUEST_MAX_ENV) {
-		api_err_set(err, 400, "invalid_request", "at most %d environment variables",
-		            REQUEST_MAX_ENV);
-		return -EINVAL;
-	}
+	if (!json_is_object(v))
+		return err_set(err, -EINVAL, ERR_INVALID, "'env' must be an object of strings");
+	if (json_object_size(v) > REQUEST_MAX_ENV)
+		return err_set(err, -EINVAL, ERR_INVALID, "at most %d environment variables",
+		               REQUEST_MAX_ENV);
 	/* every name is checked before any is stored: one bad name changes nothing */
 	json_object_foreach ((json_t *)v, k, val) {
-		if (!env_name_valid(k)) {
-			api_err_set(err, 400, "invalid_request",
-			            "environment name '%.64s' is invalid: it must match "
-			            "^[A-Za-z_][A-Za-z0-9_]*$",
-			            k);
-			return -EINVAL;
-		}
-		if (env_name_reserved(k)) {
-			api_err_set(err, 403, "refused",
-			            "environment name '%s' is reserved and cannot be set", k);
-			return -EPERM;
-		}
-		if (!json_is_string(val)) {
-			api_err_set(err, 400, "invalid_request",
-			            "environment variable '%s' must be a string", k);
-			return -EINVAL;
-		}
-		if (json_string_length(val) > REQUEST_MAX_ENV_VALUE) {
-			api_err_set(err, 400, "invalid_request",
-			            "environment variable '%s' is longer than %u bytes", k,
-			            REQUEST_MAX_ENV_VALUE);
-			return -EINVAL;
-		}
+		if (!env_name_valid(k))
+			return err_set(err, -EINVAL, ERR_INVALID,
+			               "environment name '%.64s' is invalid: it must match "
+			               "^[A-Za-z_][A-Za-z0-9_]*$",
+			               k);
+		if (env_name_reserved(k))
+			return err_set(err, -EPERM, ERR_REFUSED,
+			               "environment name '%s' is reserved and cannot be set", k);
+		if (!json_is_string(val))
+			return err_set(err, -EINVAL, ERR_INVALID,
+			               "environment variable '%s' must be a string", k);
+		if (json_string_length(val) > REQUEST_MAX_ENV_VALUE)
+			return err_set(err, -EINVAL, ERR_INVALID,
+			               "environment variable '%s' is longer than %u bytes", k,
+			               REQUEST_MAX_ENV_VALUE);
 		total += json_string_length(val);
 	}
-	if (total > 8 * REQUEST_MAX_ENV_VALUE) {
-		api_err_set(err, 400, "invalid_request", "the environment is larger than %u bytes",
-		            8 * REQUEST_MAX_ENV_VALUE);
-		return -EINVAL;
-	}
+	if (total > 8 * REQUEST_MAX_ENV_VALUE)
+		return err_set(err, -EINVAL, ERR_INVALID, "the environment is larger than %u bytes",
+		               8 * REQUEST_MAX_ENV_VALUE);
 	sb->env = calloc(json_object_size(v) + 1, sizeof(*sb->env));
 	if (!sb->env)
 		return -ENOMEM;
@@ -245,29 +218,26 @@ is_unset(const json_t *v)
 }
 
 static int
-decode_name(const json_t *v, char **ret, struct api_err *err)
+decode_name(const json_t *v, char **ret, struct err *err)
 {
 	const char *s;
 
-	if (!json_is_string(v)) {
-		api_err_set(err, 400, "invalid_request", "'name' must be a string");
-		return -EINVAL;
-	}
+	if (!json_is_string(v))
+		return err_set(err, -EINVAL, ERR_INVALID, "'name' must be a string");
 	s = json_string_value(v);
-	if (!sandbox_name_valid(s)) {
-		api_err_set(err, 400, "invalid_request",
-		            "name '%.64s' is invalid: use 1 to 63 lowercase letters, digits and -, "
-		            "starting with a letter or digit",
-		            s);
-		return -EINVAL;
-	}
+	if (!sandbox_name_valid(s))
+		return err_set(
+		        err, -EINVAL, ERR_INVALID,
+		        "name '%.64s' is invalid: use 1 to 63 lowercase letters, digits and -, "
+		        "starting with a letter or digit",
+		        s);
 	*ret = strdup(s);
 	return *ret ? 0 : -ENOMEM;
 }
 
 int
 request_decode_create(const struct policy *p, const json_t *body, struct sandbox *sb,
-                      bool *ret_wait, struct api_err *err)
+                      bool *ret_wait, struct err *err)
 {
 	static const char *const fields[] = {
 		"name",    "image",   "cpus",        "memory_mb",           "disk_mb",
@@ -284,10 +254,8 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 	if (r < 0)
 		return r;
 	v = json_object_get(body, "wait");
-	if (!is_unset(v) && !json_is_boolean(v)) {
-		api_err_set(err, 400, "invalid_request", "'wait' must be true or false");
-		return -EINVAL;
-	}
+	if (!is_unset(v) && !json_is_boolean(v))
+		return err_set(err, -EINVAL, ERR_INVALID, "'wait' must be true or false");
 	*ret_wait = !v || !json_is_false(v);
 
 	v = json_object_get(body, "name");
@@ -297,12 +265,11 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 	if (is_unset(v)) {
 		sb->image = strdup(p->default_image);
 	} else {
-		if (!json_is_string(v) || !image_ref_valid(json_string_value(v))) {
-			api_err_set(err, 400, "invalid_request",
-			            "'image' must be an image reference such as python:3.13-slim "
-			            "(lowercase; letters, digits and ._-/:@)");
-			return -EINVAL;
-		}
+		if (!json_is_string(v) || !image_ref_valid(json_string_value(v)))
+			return err_set(
+			        err, -EINVAL, ERR_INVALID,
+			        "'image' must be an image reference such as python:3.13-slim "
+			        "(lowercase; letters, digits and ._-/:@)");
 		sb->image = strdup(json_string_value(v));
 	}
 	if (!sb->image)
@@ -334,21 +301,17 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 		return r;
 	v = json_object_get(body, "volumes");
 	if (!is_unset(v)) {
-		if (!json_is_array(v)) {
-			api_err_set(err, 400, "invalid_request", "'volumes' must be an array");
-			return -EINVAL;
-		}
-		if (json_array_size(v) > 0) {
-			api_err_set(err, 501, "unsupported", "this server does not offer volumes");
-			return -EOPNOTSUPP;
-		}
+		if (!json_is_array(v))
+			return err_set(err, -EINVAL, ERR_INVALID, "'volumes' must be an array");
+		if (json_array_size(v) > 0)
+			return err_set(err, -EOPNOTSUPP, ERR_UNSUPPORTED,
+			               "this server does not offer volumes");
 	}
 	if (!is_unset(json_object_get(body, "snapshot_id")) ||
 	    !is_unset(json_object_get(body, "snapshot_every_secs")) ||
-	    !is_unset(json_object_get(body, "snapshot_keep"))) {
-		api_err_set(err, 501, "unsupported", "this server does not offer snapshots");
-		return -EOPNOTSUPP;
-	}
+	    !is_unset(json_object_get(body, "snapshot_keep")))
+		return err_set(err, -EOPNOTSUPP, ERR_UNSUPPORTED,
+		               "this server does not offer snapshots");
 	/* the network last: its 403 should not hide a 400 elsewhere in the body */
 	json_decref(sb->network);
 	sb->network = NULL;
@@ -362,7 +325,7 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 
 int
 request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_patch *ret,
-                     struct api_err *err)
+                     struct err *err)
 {
 	static const char *const fields[] = { "network", "name", "labels", "idle_timeout_secs",
 		                              NULL };
@@ -394,9 +357,8 @@ request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_
 		                  &patch.idle_timeout_secs, err)) < 0)
 			goto fail;
 		if (json_is_null(v)) {
-			api_err_set(err, 400, "invalid_request",
+			r = err_set(err, -EINVAL, ERR_INVALID,
 			            "'idle_timeout_secs' must be an integer (0: none)");
-			r = -EINVAL;
 			goto fail;
 		}
 	}
@@ -420,23 +382,19 @@ sandbox_patch_done(struct sandbox_patch *patch)
 }
 
 int
-request_add_label_filter(json_t *filter, const char *kv, struct api_err *err)
+request_add_label_filter(json_t *filter, const char *kv, struct err *err)
 {
 	const char *eq = strchr(kv, '=');
 	_cleanup_free_ char *key = NULL;
 
-	if (!eq) {
-		api_err_set(err, 400, "invalid_request", "label filter '%.64s' must be key=value",
-		            kv);
-		return -EINVAL;
-	}
+	if (!eq)
+		return err_set(err, -EINVAL, ERR_INVALID, "label filter '%.64s' must be key=value",
+		               kv);
 	key = strndup(kv, (size_t)(eq - kv));
 	if (!key)
 		return -ENOMEM;
-	if (!label_key_valid(key) || !label_value_valid(eq + 1)) {
-		api_err_set(err, 400, "invalid_request", "label filter '%.64s' is invalid", kv);
-		return -EINVAL;
-	}
+	if (!label_key_valid(key) || !label_value_valid(eq + 1))
+		return err_set(err, -EINVAL, ERR_INVALID, "label filter '%.64s' is invalid", kv);
 	return json_object_set_new(filter, key, json_string(eq + 1)) < 0 ? -ENOMEM : 0;
 }
 
@@ -473,23 +431,21 @@ exec_request_done(struct exec_request *x)
 }
 
 static int
-get_bool(const json_t *obj, const char *field, bool *ret, struct api_err *err)
+get_bool(const json_t *obj, const char *field, bool *ret, struct err *err)
 {
 	json_t *v = json_object_get(obj, field);
 
 	if (is_unset(v))
 		return 0;
-	if (!json_is_boolean(v)) {
-		api_err_set(err, 400, "invalid_request", "'%s' must be true or false", field);
-		return -EINVAL;
-	}
+	if (!json_is_boolean(v))
+		return err_set(err, -EINVAL, ERR_INVALID, "'%s' must be true or false", field);
 	*ret = json_is_true(v);
 	return 0;
 }
 
 int
 request_decode_exec(const json_t *body, bool process_fields, struct exec_request *ret,
-                    struct api_err *err)
+                    struct err *err)
 {
 	static const char *const run_fields[] = { "argv",  "env",          "cwd",
 		                                  "stdin", "timeout_secs", NULL };
@@ -507,9 +463,8 @@ request_decode_exec(const json_t *body, bool process_fields, struct exec_request
 		goto fail;
 	a = json_object_get(body, "argv");
 	if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > 4096) {
-		api_err_set(err, 400, "invalid_request",
+		r = err_set(err, -EINVAL, ERR_INVALID,
 		            "'argv' must be a non-empty array of strings (the program first)");
-		r = -EINVAL;
 		goto fail;
 	}
 	x.argv = calloc(json_array_size(a) + 1, sizeof(char *));
@@ -517,10 +472,9 @@ request_decode_exec(const json_t *body, bool process_fields, struct exec_request
 		goto oom;
 	json_array_foreach (a, i, v) {
 		if (!json_is_string(v) || (i == 0 && json_string_length(v) == 0)) {
-			api_err_set(
-			        err, 400, "invalid_request",
+			r = err_set(
+			        err, -EINVAL, ERR_INVALID,
 			        "'argv' must be a non-empty array of strings (the program first)");
-			r = -EINVAL;
 			goto fail;
 		}
 		total += json_string_length(v) + 1;
@@ -548,17 +502,15 @@ request_decode_exec(const json_t *body, bool process_fields, struct exec_request
 			goto oom;
 	}
 	if (total > (768u << 10)) {
-		api_err_set(err, 400, "invalid_request",
+		r = err_set(err, -EINVAL, ERR_INVALID,
 		            "argv and env together are larger than 768 KiB");
-		r = -EINVAL;
 		goto fail;
 	}
 	v = json_object_get(body, "cwd");
 	if (!is_unset(v)) {
 		if (!json_is_string(v) || !request_path_valid(json_string_value(v))) {
-			api_err_set(err, 400, "invalid_request",
+			r = err_set(err, -EINVAL, ERR_INVALID,
 			            "'cwd' must be an absolute path without '..'");
-			r = -EINVAL;
 			goto fail;
 		}
 		if (!(x.cwd = strdup(json_string_value(v))))
@@ -568,8 +520,7 @@ request_decode_exec(const json_t *body, bool process_fields, struct exec_request
 	if (!is_unset(v)) {
 		if (!json_is_string(v) ||
 		    base64_decode(&x.stdin_data, json_string_value(v), json_string_length(v)) < 0) {
-			api_err_set(err, 400, "invalid_request", "'stdin' must be base64");
-			r = -EINVAL;
+			r = err_set(err, -EINVAL, ERR_INVALID, "'stdin' must be base64");
 			goto fail;
 		}
 		x.has_stdin = true;
@@ -588,8 +539,7 @@ request_decode_exec(const json_t *body, bool process_fields, struct exec_request
 	*ret = x;
 	return 0;
 oom:
-	r = -ENOMEM;
-	api_err_set(err, 500, "internal", "out of memory");
+	r = err_set(err, -ENOMEM, ERR_INTERNAL, "out of memory");
 fail:
 	exec_request_done(&x);
 	return r;

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include "buf.h"
+#include "error.h"
 #include "policy.h"
 #include "sandbox.h"
 
@@ -17,7 +18,7 @@
 /* Fills sb (name, image, resources, env, network, labels, timeouts) from a create body.
  * *ret_wait is false when the body says "wait": false. */
 int request_decode_create(const struct policy *p, const json_t *body, struct sandbox *sb,
-                          bool *ret_wait, struct api_err *err);
+                          bool *ret_wait, struct err *err);
 
 struct sandbox_patch {
 	bool set_name;
@@ -28,16 +29,16 @@ struct sandbox_patch {
 	uint64_t idle_timeout_secs;
 };
 int request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_patch *ret,
-                         struct api_err *err);
+                         struct err *err);
 void sandbox_patch_done(struct sandbox_patch *patch);
 
 /* Refuses a body that is not an object, or has a member not named in allowed
  * (NULL-terminated): 400 "unknown field \"NAME\"" (the name quoted and cut to be safe to
  * show). The one check of unknown fields for every JSON body of the API. */
-int request_check_fields(const json_t *obj, const char *const *allowed, struct api_err *err);
+int request_check_fields(const json_t *obj, const char *const *allowed, struct err *err);
 
 /* "k=v" from ?label= into filter (an object). */
-int request_add_label_filter(json_t *filter, const char *kv, struct api_err *err);
+int request_add_label_filter(json_t *filter, const char *kv, struct err *err);
 
 bool env_name_valid(const char *name);
 bool env_name_reserved(const char *name);
@@ -57,7 +58,7 @@ struct exec_request {
 	bool keep;
 };
 int request_decode_exec(const json_t *body, bool process_fields, struct exec_request *ret,
-                        struct api_err *err);
+                        struct err *err);
 void exec_request_done(struct exec_request *x);
 
 /* A guest path in the API: absolute, no NUL, no ".." segment, not empty, at most 4096 bytes. */

@@ -2,6 +2,7 @@
  * answered on the API's own listeners without a credential: "/" and "/index.html" (the page)
  * and "/assets/<name>". The API's Host/Origin guard has run before. */
 #include <string.h>
+#include "api-error.h"
 #include "api.h"
 #include "macro.h"
 #include "server.h"
@@ -43,18 +44,18 @@ web_serve(struct sandboxd *d _unused_, struct conn *c, const struct http_request
 		return false;
 
 	if (req->method != HTTP_GET && req->method != HTTP_HEAD) {
-		api_reply_error_headers(c, 405, "invalid_request", "Allow: GET, HEAD\r\n",
-		                        "%s is not allowed on this path; use GET or HEAD",
-		                        http_method_str(req->method));
+		api_reply_err_headers(c, ERR_METHOD, "Allow: GET, HEAD\r\n",
+		                      "%s is not allowed on this path; use GET or HEAD",
+		                      http_method_str(req->method));
 		return true;
 	}
 	if (req->upgrade) {
-		api_reply_error(c, 400, "invalid_request", "this path does not upgrade");
+		api_reply_err(c, ERR_INVALID, "this path does not upgrade");
 		return true;
 	}
 	a = find_asset(name);
 	if (!a) {
-		api_reply_error(c, 404, "not_found", "no such dashboard file; open / for the page");
+		api_reply_err(c, ERR_NOT_FOUND, "no such dashboard file; open / for the page");
 		return true;
 	}
 	/* kept by the browser and asked about again on each visit: unchanged is a bodiless 304

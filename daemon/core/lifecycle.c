@@ -98,7 +98,7 @@ static void
 start_when_image_ready(struct sandboxd *d, struct sandbox *sb)
 {
 	struct image_wait *iw;
-	struct api_err err;
+	struct err err = {};
 	int r;
 
 	if (!d->backend->ops->boots_images || images_installed(d, sb->image)) {
@@ -128,20 +128,18 @@ start_when_image_ready(struct sandboxd *d, struct sandbox *sb)
 }
 
 int
-lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
+lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err)
 {
 	json_t *data;
 	int r;
 
-	if (!d->backend) {
-		api_err_set(err, 501, "unsupported",
-		            "this sandboxd has no VM backend built in, so it cannot run sandboxes");
-		return -EOPNOTSUPP;
-	}
-	if (sb->name && registry_find_name(&d->reg, sb->name, sb->owner)) {
-		api_err_set(err, 409, "conflict", "the name '%s' is already in use", sb->name);
-		return -EEXIST;
-	}
+	if (!d->backend)
+		return err_set(
+		        err, -EOPNOTSUPP, ERR_UNSUPPORTED,
+		        "this sandboxd has no VM backend built in, so it cannot run sandboxes");
+	if (sb->name && registry_find_name(&d->reg, sb->name, sb->owner))
+		return err_set(err, -EEXIST, ERR_CONFLICT, "the name '%s' is already in use",
+		               sb->name);
 	free(sb->backend);
 	sb->backend = strdup(d->backend->ops->name);
 	if (!sb->backend)
@@ -158,20 +156,16 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
 		json_object_set_new(data, "env_names", names ? names : json_array());
 	}
 	r = data ? sandbox_commit(d, sb, true, "created", data) : -ENOMEM;
-	if (r == -EEXIST) {
-		api_err_set(err, 409, "conflict", "the name '%s' is already in use", sb->name);
-		return r;
-	}
-	if (r < 0) {
-		api_err_set(err, 500, "internal", "could not record the sandbox: %s", strerror(-r));
-		return r;
-	}
+	if (r == -EEXIST)
+		return err_set(err, r, ERR_CONFLICT, "the name '%s' is already in use", sb->name);
+	if (r < 0)
+		return err_set(err, r, ERR_INTERNAL, "could not record the sandbox: %s",
+		               strerror(-r));
 	r = registry_add(&d->reg, sb);
 	if (r < 0) {
 		/* the row exists; fail it so it is not taken for a live one later */
 		(void)sandbox_set_state(d, sb, SANDBOX_FAILED, "sandboxd ran out of memory");
-		api_err_set(err, 500, "internal", "out of memory");
-		return r;
+		return err_set(err, r, ERR_INTERNAL, "out of memory");
 	}
 	log_info("sandbox '%s': created for '%s' (image '%s', %u cpus, %u MiB)", sb->id, sb->owner,
 	         sb->image, sb->cpus, sb->memory_mb);
@@ -208,33 +202,29 @@ static const struct move move_start = {
 };
 
 static int
-move(struct sandboxd *d, struct sandbox *sb, const struct move *m, struct api_err *err)
+move(struct sandboxd *d, struct sandbox *sb, const struct move *m, struct err *err)
 {
 	lifecycle_touch(sb);
 	if (m->done & STATE_BIT(sb->state))
 		return 0; /* already there, or on its way */
-	if (!(m->from & STATE_BIT(sb->state))) {
-		api_err_set(err, 409, "conflict", "sandbox '%s' is %s; %s", sb->id,
-		            sandbox_state_to_string(sb->state), m->refusal);
-		return -EBUSY;
-	}
-	if (!backend_for(d, sb)) {
-		api_err_set(err, 503, "unavailable",
-		            "the backend '%s' of sandbox '%s' is not available", sb->backend,
-		            sb->id);
-		return -ENODEV;
-	}
+	if (!(m->from & STATE_BIT(sb->state)))
+		return err_set(err, -EBUSY, ERR_CONFLICT, "sandbox '%s' is %s; %s", sb->id,
+		               sandbox_state_to_string(sb->state), m->refusal);
+	if (!backend_for(d, sb))
+		return err_set(err, -ENODEV, ERR_UNAVAILABLE,
+		               "the backend '%s' of sandbox '%s' is not available", sb->backend,
+		               sb->id);
 	return begin(d, sb, m->op, m->via);
 }
 
 int
-lifecycle_stop(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
+lifecycle_stop(struct sandboxd *d, struct sandbox *sb, struct err *err)
 {
 	return move(d, sb, &move_stop, err);
 }
 
 int
-lifecycle_start(struct sandboxd *d, struct sandbox *sb, struct api_err *err)
+lifecycle_start(struct sandboxd *d, struct sandbox *sb, struct err *err)
 {
 	return move(d, sb, &move_start, err);
 }
@@ -249,7 +239,7 @@ terminated(struct sandboxd *d, struct sandbox *sb, const char *why)
 }
 
 int
-lifecycle_delete(struct sandboxd *d, struct sandbox *sb, const char *why, struct api_err *err)
+lifecycle_delete(struct sandboxd *d, struct sandbox *sb, const char *why, struct err *err)
 {
 	struct backend *b = backend_for(d, sb);
 	char *reason;
@@ -263,10 +253,8 @@ lifecycle_delete(struct sandboxd *d, struct sandbox *sb, const char *why, struct
 		return 0;
 	}
 	reason = strdup(why);
-	if (!reason) {
-		api_err_set(err, 500, "internal", "out of memory");
-		return -ENOMEM;
-	}
+	if (!reason)
+		return err_set(err, -ENOMEM, ERR_INTERNAL, "out of memory");
 	proc_clear(sb);
 	/* the reason is recorded when the destroy completes */
 	free(sb->pending_reason);
@@ -276,9 +264,8 @@ lifecycle_delete(struct sandboxd *d, struct sandbox *sb, const char *why, struct
 	if (r < 0) {
 		sb->op = SANDBOX_OP_NONE;
 		log_error("sandbox '%s': destroy failed: %s", sb->id, strerror(-r));
-		api_err_set(err, 500, "internal", "could not end sandbox '%s': %s", sb->id,
-		            strerror(-r));
-		return r;
+		return err_set(err, r, ERR_INTERNAL, "could not end sandbox '%s': %s", sb->id,
+		               strerror(-r));
 	}
 	return 0;
 }
@@ -540,7 +527,7 @@ lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms)
 	LIST_FOREACH_SAFE (n, tmp, &d->reg.all) {
 		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
 		int64_t exp = sandbox_expires_at(sb);
-		struct api_err err;
+		struct err err = {};
 
 		if (sb->op == SANDBOX_OP_DESTROY || sb->state == SANDBOX_TERMINATED)
 			continue;

@@ -3,7 +3,7 @@
  * their lifetime or idle timeout. Every state change goes through sandbox_set_state(). */
 #pragma once
 
-#include "policy.h"
+#include "error.h"
 #include "sandbox.h"
 
 struct sandboxd;
@@ -11,13 +11,13 @@ struct sandboxd;
 /* Persists a new pending sandbox (with its "created" event), adds it to the registry and
  * starts it. On success the registry owns sb; on failure the caller still does and nothing
  * was written. */
-int lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct api_err *err);
+int lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err);
 /* running/suspended -> stopping -> stopped (the writable layer is kept). */
-int lifecycle_stop(struct sandboxd *d, struct sandbox *sb, struct api_err *err);
+int lifecycle_stop(struct sandboxd *d, struct sandbox *sb, struct err *err);
 /* stopped -> starting -> running, booting the same writable layer (restart mode). */
-int lifecycle_start(struct sandboxd *d, struct sandbox *sb, struct api_err *err);
+int lifecycle_start(struct sandboxd *d, struct sandbox *sb, struct err *err);
 /* Ends the sandbox and discards its disk; why is recorded as the reason. Idempotent. */
-int lifecycle_delete(struct sandboxd *d, struct sandbox *sb, const char *why, struct api_err *err);
+int lifecycle_delete(struct sandboxd *d, struct sandbox *sb, const char *why, struct err *err);
 
 /* Called by the backend, on the loop, when the operation under way (sb->op) finished.
  * error is 0 or -errno; reason says what went wrong, for the sandbox's record. */

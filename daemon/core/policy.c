@@ -1,5 +1,4 @@
 /* policy.c: embedded defaults and the "tighten, never loosen" checks; see policy.h. */
-#include <stdarg.h>
 #include "policy.h"
 #include "util.h"
 
@@ -91,18 +90,6 @@ policy_cap_network(struct policy *p, enum net_mode enforceable)
 		json_array_clear(p->network.default_allow);
 	if (p->network.default_mode == NET_NONE)
 		json_array_clear(p->network.default_deny);
-}
-
-void
-api_err_set(struct api_err *e, int status, const char *code, const char *fmt, ...)
-{
-	va_list ap;
-
-	e->status = status;
-	e->code = code;
-	va_start(ap, fmt);
-	vsnprintf(e->message, sizeof(e->message), fmt, ap);
-	va_end(ap);
 }
 
 json_t *

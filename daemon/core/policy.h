@@ -1,5 +1,5 @@
 /* policy.h: what the server allows. A request may tighten the policy, never loosen it, and
- * is never clamped silently: out of limits is 400, above the network ceiling is 403.
+ * is never clamped silently: out of limits is invalid, above the network ceiling refused.
  * The embedded defaults are used until the operator's policy file (--policy) is read. */
 #pragma once
 
@@ -59,15 +59,6 @@ bool policy_image_allowed(const struct policy *p, const char *image);
 
 /* Lowers the ceiling to what the backend can enforce (never raises it). */
 void policy_cap_network(struct policy *p, enum net_mode enforceable);
-
-/* An error for the API: HTTP status, code and a message safe to show a person. */
-struct api_err {
-	int status;
-	const char *code;
-	char message[256];
-};
-void api_err_set(struct api_err *e, int status, const char *code, const char *fmt, ...)
-        __attribute__((format(printf, 4, 5)));
 
 /* The "network" object for /v1/capabilities. */
 json_t *policy_network_json(const struct policy *p);

@@ -433,52 +433,43 @@ images_collect_old_disks(struct sandboxd *d)
 /* ---- checks ---- */
 
 int
-images_check(struct sandboxd *d, const char *name, struct api_err *err)
+images_check(struct sandboxd *d, const char *name, struct err *err)
 {
 	struct image *img = find(d, name);
 	_cleanup_free_ char *why = NULL;
 	struct oci_ref ref;
 
-	if (!image_ref_valid(name)) {
-		api_err_set(err, 400, "invalid_request",
-		            "'%s' is not an image reference (such as python:3.13-slim)", name);
-		return -EINVAL;
-	}
-	if (!policy_image_allowed(&d->policy, name)) {
-		api_err_set(err, 403, "refused", "image \"%s\" is not one this server permits",
-		            name);
-		return -EPERM;
-	}
+	if (!image_ref_valid(name))
+		return err_set(err, -EINVAL, ERR_INVALID,
+		               "'%s' is not an image reference (such as python:3.13-slim)", name);
+	if (!policy_image_allowed(&d->policy, name))
+		return err_set(err, -EPERM, ERR_REFUSED,
+		               "image \"%s\" is not one this server permits", name);
 	if ((img && img->builtin) || image_is_base(name))
 		return 0;
-	if (oci_ref_parse(name, &ref, &why) < 0) {
-		api_err_set(err, 400, "invalid_request", "image '%s': %s", name,
-		            why ? why : "not a valid reference");
-		return -EINVAL;
-	}
+	if (oci_ref_parse(name, &ref, &why) < 0)
+		return err_set(err, -EINVAL, ERR_INVALID, "image '%s': %s", name,
+		               why ? why : "not a valid reference");
 	oci_ref_done(&ref);
 	return 0;
 }
 
-void
-images_install_error(int error, const char *why, struct api_err *err)
+int
+images_install_error(int error, const char *why, struct err *err)
 {
 	const char *m = why ? why : strerror(-error);
 
 	switch (error) {
 	case -EINVAL:
-		api_err_set(err, 400, "invalid_request", "%s", m);
-		break;
+		return err_set(err, error, ERR_INVALID, "%s", m);
 	case -ENOENT:
 	case -EACCES:
 	case -EPERM:
-		api_err_set(err, 404, "not_found", "%s", m);
-		break;
+		return err_set(err, error, ERR_NOT_FOUND, "%s", m);
 	case -ENOMEM:
-		api_err_set(err, 500, "internal", "%s", m);
-		break;
+		return err_set(err, error, ERR_INTERNAL, "%s", m);
 	default: /* the network, a registry that sent bad content, a full disk */
-		api_err_set(err, 503, "unavailable", "%s", m);
+		return err_set(err, error, ERR_UNAVAILABLE, "%s", m);
 	}
 }
 
@@ -800,7 +791,7 @@ job_start(struct sandboxd *d, struct image *img)
 }
 
 int
-images_install(struct sandboxd *d, const char *name, struct image_waiter *w, struct api_err *err)
+images_install(struct sandboxd *d, const char *name, struct image_waiter *w, struct err *err)
 {
 	struct images *im = images_of(d);
 	struct image *img = find(d, name);
@@ -818,10 +809,8 @@ images_install(struct sandboxd *d, const char *name, struct image_waiter *w, str
 	if (!img || !img->job) {
 		if (!img) {
 			img = image_new(name);
-			if (!img) {
-				api_err_set(err, 500, "internal", "out of memory");
-				return -ENOMEM;
-			}
+			if (!img)
+				return err_set(err, -ENOMEM, ERR_INTERNAL, "out of memory");
 			list_push_back(&im->all, &img->link);
 		}
 		img->state = IMAGE_INSTALLING;
@@ -829,8 +818,8 @@ images_install(struct sandboxd *d, const char *name, struct image_waiter *w, str
 		img->progress = json_array();
 		r = img->progress ? job_start(d, img) : -ENOMEM;
 		if (r < 0) {
-			api_err_set(err, 500, "internal", "cannot start installing '%s': %s", name,
-			            strerror(-r));
+			err_set(err, r, ERR_INTERNAL, "cannot start installing '%s': %s", name,
+			        strerror(-r));
 			list_remove(&img->link);
 			image_free(img);
 			return r;
@@ -972,53 +961,38 @@ installs_under_way(struct sandboxd *d)
 }
 
 int
-images_remove(struct sandboxd *d, const char *name, struct api_err *err)
+images_remove(struct sandboxd *d, const char *name, struct err *err)
 {
 	struct image *img = find(d, name);
 	_cleanup_free_ char *ref = NULL;
 	unsigned users;
 
-	if (!img) {
-		api_err_set(err, 404, "not_found", "image '%s' is not installed", name);
-		return -ENOENT;
-	}
-	if (img->job) {
-		api_err_set(err, 409, "conflict", "image '%s' is being installed", name);
-		return -EBUSY;
-	}
+	if (!img)
+		return err_set(err, -ENOENT, ERR_NOT_FOUND, "image '%s' is not installed", name);
+	if (img->job)
+		return err_set(err, -EBUSY, ERR_CONFLICT, "image '%s' is being installed", name);
 	if (installs_under_way(d)) {
 		/* another name may be building this very disk (two spellings of one image) */
-		api_err_set(err, 409, "conflict",
-		            "an image is being installed; remove '%s' once it is done", name);
-		return -EBUSY;
+		return err_set(err, -EBUSY, ERR_CONFLICT,
+		               "an image is being installed; remove '%s' once it is done", name);
 	}
-	if (img->builtin) {
-		api_err_set(err, 409, "conflict", "image '%s' is built in (sandboxd setup made it)",
-		            name);
-		return -EBUSY;
-	}
-	if (streq(name, d->policy.default_image)) {
-		api_err_set(err, 409, "conflict", "image '%s' is the default image; it is kept",
-		            name);
-		return -EBUSY;
-	}
+	if (img->builtin)
+		return err_set(err, -EBUSY, ERR_CONFLICT,
+		               "image '%s' is built in (sandboxd setup made it)", name);
+	if (streq(name, d->policy.default_image))
+		return err_set(err, -EBUSY, ERR_CONFLICT,
+		               "image '%s' is the default image; it is kept", name);
 	for (size_t i = 0; i < d->policy.n_pools; i++)
-		if (d->policy.pools[i].image && streq(name, d->policy.pools[i].image)) {
-			api_err_set(err, 409, "conflict",
-			            "image '%s' has a pool in the policy; it is kept", name);
-			return -EBUSY;
-		}
+		if (d->policy.pools[i].image && streq(name, d->policy.pools[i].image))
+			return err_set(err, -EBUSY, ERR_CONFLICT,
+			               "image '%s' has a pool in the policy; it is kept", name);
 	users = users_of(d, name);
-	if (users) {
-		api_err_set(err, 409, "conflict", "image '%s' is used by %u sandbox(es)", name,
-		            users);
-		return -EBUSY;
-	}
+	if (users)
+		return err_set(err, -EBUSY, ERR_CONFLICT, "image '%s' is used by %u sandbox(es)",
+		               name, users);
 	ref = image_ref_path(d->opts->state_dir, name);
-	if (!ref || (unlink(ref) < 0 && errno != ENOENT)) {
-		api_err_set(err, 500, "internal", "cannot remove the record of '%s'", name);
-		return -EIO;
-	}
+	if (!ref || (unlink(ref) < 0 && errno != ENOENT))
+		return err_set(err, -EIO, ERR_INTERNAL, "cannot remove the record of '%s'", name);
 	list_remove(&img->link);
 	if (img->disk && !disk_in_use(d, img->disk, img))
 		(void)unlink(img->disk);

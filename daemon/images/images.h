@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include "error.h"
 #include "list.h"
 #include "policy.h"
 
@@ -58,19 +59,20 @@ void images_collect_old_disks(struct sandboxd *d);
 /* The installed image called name, or NULL. */
 const struct image *images_installed(struct sandboxd *d, const char *name);
 
-/* Whether a request may name this image: well formed (400) and permitted by the policy's
- * images list (403). */
-int images_check(struct sandboxd *d, const char *name, struct api_err *err);
+/* Whether a request may name this image: well formed (else invalid) and permitted by the
+ * policy's images list (else refused). */
+int images_check(struct sandboxd *d, const char *name, struct err *err);
 
 /* Starts installing name unless it is installed or being installed, and joins w (may be
  * NULL) to it. Returns 1 when it is installed already (w is not called), 0 when w will be
  * called, -errno when no install could begin (err says why). */
-int images_install(struct sandboxd *d, const char *name, struct image_waiter *w,
-                   struct api_err *err);
+int images_install(struct sandboxd *d, const char *name, struct image_waiter *w, struct err *err);
 void image_waiter_cancel(struct image_waiter *w);
 
-/* The HTTP answer for an install that failed with error. */
-void images_install_error(int error, const char *why, struct api_err *err);
+/* What an install that failed with error (and why, if it said) means to the one who asked:
+ * a name that is invalid, an image the registry does not have or will not show (not found),
+ * or one that could not be fetched now (unavailable). Fills err and returns error. */
+int images_install_error(int error, const char *why, struct err *err);
 
 /* The API object {image, digest, state, size_bytes, default, in_use, ...}. */
 json_t *image_to_json(struct sandboxd *d, const struct image *img);
@@ -78,6 +80,6 @@ json_t *image_to_json(struct sandboxd *d, const struct image *img);
 json_t *images_get_json(struct sandboxd *d, const char *name);
 /* Every image, the default one included when it is not installed (state "absent"). */
 json_t *images_list_json(struct sandboxd *d);
-/* Removes an installed image: 404 when there is none, 409 while a sandbox uses it, for the
- * default image, a built-in one, or one being installed. */
-int images_remove(struct sandboxd *d, const char *name, struct api_err *err);
+/* Removes an installed image: not found when there is none, a conflict while a sandbox uses
+ * it, for the default image, a built-in one, or one being installed. */
+int images_remove(struct sandboxd *d, const char *name, struct err *err);

@@ -368,10 +368,9 @@ netpolicy_allows(const json_t *net, const char *host, const char **ret_reason)
 }
 
 /* One of the server's own lists, normalised; a bad entry there is the server's fault (the
- * policy file's loader checks them), so 500. */
+ * policy file's loader checks them), so internal. */
 static int
-policy_list(const json_t *names, const char *what, name_t **ret_v, size_t *ret_n,
-            struct api_err *err)
+policy_list(const json_t *names, const char *what, name_t **ret_v, size_t *ret_n, struct err *err)
 {
 	_cleanup_free_ char *why = NULL;
 	int r;
@@ -383,13 +382,13 @@ policy_list(const json_t *names, const char *what, name_t **ret_v, size_t *ret_n
 	}
 	r = collect(names, ret_v, ret_n, &why);
 	if (r == -EINVAL)
-		api_err_set(err, 500, "internal", "the server's network %s: %s", what, why);
+		err_set(err, r, ERR_INTERNAL, "the server's network %s: %s", what, why);
 	return r;
 }
 
 /* may_allow as normal-form entries, "*" kept as itself. */
 static int
-policy_may_allow(const json_t *names, name_t **ret_v, size_t *ret_n, struct api_err *err)
+policy_may_allow(const json_t *names, name_t **ret_v, size_t *ret_n, struct err *err)
 {
 	_cleanup_free_ name_t *v = NULL;
 	size_t i, n = json_array_size(names);
@@ -409,8 +408,8 @@ policy_may_allow(const json_t *names, name_t **ret_v, size_t *ret_n, struct api_
 		}
 		r = s ? netpolicy_normalise_name(s, v[i], &why) : -EINVAL;
 		if (r == -EINVAL)
-			api_err_set(err, 500, "internal", "the server's network may_allow: %s",
-			            why ? why : "an entry is not a string");
+			err_set(err, r, ERR_INTERNAL, "the server's network may_allow: %s",
+			        why ? why : "an entry is not a string");
 		if (r < 0)
 			return r;
 	}
@@ -433,21 +432,20 @@ granted(const name_t *def, size_t ndef, const name_t *may, size_t nmay, const ch
 	return false;
 }
 
-/* A request's list, or a 400 naming the field. */
+/* A request's list, or an invalid request naming the field. */
 static int
-request_list(const json_t *names, const char *field, name_t **ret_v, size_t *ret_n,
-             struct api_err *err)
+request_list(const json_t *names, const char *field, name_t **ret_v, size_t *ret_n, struct err *err)
 {
 	_cleanup_free_ char *why = NULL;
 	int r = collect(names, ret_v, ret_n, &why);
 
 	if (r == -EINVAL)
-		api_err_set(err, 400, "invalid_request", "'network.%s' %s", field, why);
+		err_set(err, r, ERR_INVALID, "'network.%s' %s", field, why);
 	return r;
 }
 
 int
-netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, struct api_err *err)
+netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, struct err *err)
 {
 	_cleanup_free_ name_t *allow = NULL, *deny = NULL, *def_allow = NULL, *def_deny = NULL,
 	                      *may = NULL, *all_deny = NULL;
@@ -459,18 +457,15 @@ netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, struc
 	int r;
 
 	if (req && !json_is_null(req)) {
-		if (!json_is_object(req)) {
-			api_err_set(err, 400, "invalid_request", "'network' must be an object");
-			return -EINVAL;
-		}
+		if (!json_is_object(req))
+			return err_set(err, -EINVAL, ERR_INVALID, "'network' must be an object");
 		json_object_foreach ((json_t *)req, key, v) {
 			if (!streq(key, "mode") && !streq(key, "allow") && !streq(key, "deny")) {
 				char s[SHOWN_MAX + 4];
 
 				shown(key, s);
-				api_err_set(err, 400, "invalid_request",
-				            "unknown field 'network.%s'", s);
-				return -EINVAL;
+				return err_set(err, -EINVAL, ERR_INVALID,
+				               "unknown field 'network.%s'", s);
 			}
 		}
 		jmode = json_object_get(req, "mode");
@@ -478,53 +473,45 @@ netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, struc
 		jdeny = json_object_get(req, "deny");
 	}
 	if (jmode && !json_is_null(jmode)) {
-		if (!json_is_string(jmode)) {
-			api_err_set(err, 400, "invalid_request", "'network.mode' must be a string");
-			return -EINVAL;
-		}
+		if (!json_is_string(jmode))
+			return err_set(err, -EINVAL, ERR_INVALID,
+			               "'network.mode' must be a string");
 		mode = net_mode_from_string(json_string_value(jmode));
 		if (mode == _NET_MODE_INVALID) {
 			char s[SHOWN_MAX + 4];
 
 			shown(json_string_value(jmode), s);
-			api_err_set(err, 400, "invalid_request",
-			            "unknown network mode '%.32s': use none, allowlist or open", s);
-			return -EINVAL;
+			return err_set(err, -EINVAL, ERR_INVALID,
+			               "unknown network mode '%.32s': use none, allowlist or open",
+			               s);
 		}
 	}
 	if (json_is_null(jallow))
 		jallow = NULL;
 	if (json_is_null(jdeny))
 		jdeny = NULL;
-	if (jallow && mode != NET_ALLOWLIST) {
-		api_err_set(err, 400, "invalid_request",
-		            "'network.allow' goes only with mode allowlist");
-		return -EINVAL;
-	}
-	if (jdeny && mode == NET_NONE) {
-		api_err_set(err, 400, "invalid_request",
-		            "'network.deny' has no meaning with mode none");
-		return -EINVAL;
-	}
-	/* what is malformed is 400 before what the policy refuses is 403 */
+	if (jallow && mode != NET_ALLOWLIST)
+		return err_set(err, -EINVAL, ERR_INVALID,
+		               "'network.allow' goes only with mode allowlist");
+	if (jdeny && mode == NET_NONE)
+		return err_set(err, -EINVAL, ERR_INVALID,
+		               "'network.deny' has no meaning with mode none");
+	/* what is malformed is invalid before what the policy refuses is refused */
 	if (jallow && (r = request_list(jallow, "allow", &allow, &nallow, err)) < 0)
 		return r;
 	if (jdeny && (r = request_list(jdeny, "deny", &deny, &ndeny, err)) < 0)
 		return r;
-	if (mode > p->network.ceiling) {
-		api_err_set(err, 403, "refused",
-		            "network mode '%s' is above this server's ceiling '%s'",
-		            net_mode_to_string(mode), net_mode_to_string(p->network.ceiling));
-		return -EPERM;
-	}
+	if (mode > p->network.ceiling)
+		return err_set(err, -EPERM, ERR_REFUSED,
+		               "network mode '%s' is above this server's ceiling '%s'",
+		               net_mode_to_string(mode), net_mode_to_string(p->network.ceiling));
 	/* An empty list would serve a sandbox that reaches nothing while it asked for an
 	 * allowlist; null (or no key) is how a request asks for the default list. */
-	if (jallow && nallow == 0) {
-		api_err_set(err, 403, "refused",
-		            "'network.allow' is empty, which would reach nothing: use mode none, "
-		            "or leave 'allow' out (or null) for the default list");
-		return -EPERM;
-	}
+	if (jallow && nallow == 0)
+		return err_set(
+		        err, -EPERM, ERR_REFUSED,
+		        "'network.allow' is empty, which would reach nothing: use mode none, "
+		        "or leave 'allow' out (or null) for the default list");
 
 	r = policy_list(p->network.default_allow, "default allow list", &def_allow, &ndef_allow,
 	                err);
@@ -541,15 +528,15 @@ netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, struc
 		if (granted(def_allow, ndef_allow, may, nmay, allow[i]))
 			continue;
 		if (allow[i][0] == '*')
-			api_err_set(err, 403, "refused",
-			            "'network.allow': wildcard '%s' is refused: this server's "
-			            "may_allow holds neither '*' nor an equal or broader wildcard",
-			            allow[i]);
+			err_set(err, -EPERM, ERR_REFUSED,
+			        "'network.allow': wildcard '%s' is refused: this server's "
+			        "may_allow holds neither '*' nor an equal or broader wildcard",
+			        allow[i]);
 		else
-			api_err_set(err, 403, "refused",
-			            "'network.allow': '%s' is neither in this server's default "
-			            "allow list nor within its may_allow",
-			            allow[i]);
+			err_set(err, -EPERM, ERR_REFUSED,
+			        "'network.allow': '%s' is neither in this server's default "
+			        "allow list nor within its may_allow",
+			        allow[i]);
 		return -EPERM;
 	}
 
@@ -569,13 +556,12 @@ netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, struc
 		if (ndeny > 0)
 			memcpy(all_deny + ndef_deny, deny, ndeny * sizeof(name_t));
 		nall_deny = sort_unique(all_deny, ndef_deny + ndeny);
-		if (nall_deny > NETPOLICY_LIST_MAX) {
-			api_err_set(err, 400, "invalid_request",
-			            "'network.deny' with this server's default deny list holds %zu "
-			            "names, over the limit of %d",
-			            nall_deny, NETPOLICY_LIST_MAX);
-			return -EINVAL;
-		}
+		if (nall_deny > NETPOLICY_LIST_MAX)
+			return err_set(
+			        err, -EINVAL, ERR_INVALID,
+			        "'network.deny' with this server's default deny list holds %zu "
+			        "names, over the limit of %d",
+			        nall_deny, NETPOLICY_LIST_MAX);
 	}
 
 	out = json_pack("{s:s, s:o, s:o}", "mode", net_mode_to_string(mode), "allow",

@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include "error.h"
 #include "policy.h"
 
 #define NETPOLICY_NAME_MAX 253 /* a DNS name */
@@ -17,9 +18,9 @@
 /* Normalises one list entry: lowercase, a trailing dot stripped. An entry is a DNS name
  * ("example.com") or a wildcard of one leading label ("*.example.com", which matches every
  * name below example.com and not example.com itself). Refused (-EINVAL, *ret_error says
- * why, for a 400): a scheme ("https://"), a port, a path, a user, an IP literal (v4 or v6),
- * a bare "*", a "*" anywhere but the whole first label, empty labels, labels over 63 bytes
- * or characters outside [a-z0-9-_], a name over 253 bytes. out gets the normal form
+ * why, for an invalid request): a scheme ("https://"), a port, a path, a user, an IP literal (v4 or
+ * v6), a bare "*", a "*" anywhere but the whole first label, empty labels, labels over 63 bytes or
+ * characters outside [a-z0-9-_], a name over 253 bytes. out gets the normal form
  * (NETPOLICY_NAME_MAX + 1 bytes). */
 int netpolicy_normalise_name(const char *in, char out[static NETPOLICY_NAME_MAX + 1],
                              char **ret_error);
@@ -51,10 +52,10 @@ bool netpolicy_allows(const json_t *net, const char *host, const char **ret_reas
  * an allow list grants nothing. */
 
 /* Resolves a request's "network" value against the policy into a normalised
- * {mode, allow, deny}; NULL or absent means the policy's default. The rules (docs/api.md,
- * "The network"): an unknown mode or a malformed name is 400; a mode above the ceiling is 403;
- * "allow": [] is 403 (it would be silently "nothing"); "allow": null or absent means the
+ * {mode, allow, deny}; NULL or absent means the policy's default. The rules (docs/api.md):
+ * an unknown mode or a malformed name is invalid; a mode above the ceiling is refused;
+ * "allow": [] is refused (it would be silently "nothing"); "allow": null or absent means the
  * default list; every name added to allow must be in the default allow list or within
  * may_allow (a wildcard only by "*" or an equal or broader wildcard there); deny may name
  * anything (it only tightens). Never clamps: what cannot be granted is refused. */
-int netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, struct api_err *err);
+int netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, struct err *err);

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "api-error.h"
 #include "netpolicy.h"
 #include "util.h"
 
@@ -535,7 +536,7 @@ test_resolve(void **state)
 	for (size_t i = 0; i < ARRAY_SIZE(resolve_cases); i++) {
 		const struct resolve_case *c = &resolve_cases[i];
 		json_t *req = c->req ? parse(c->req) : NULL, *out = NULL;
-		struct api_err err = { 0 };
+		struct err err = {};
 		int r = netpolicy_resolve(&policies[c->policy], req, &out, &err);
 		char what[512];
 
@@ -543,20 +544,22 @@ test_resolve(void **state)
 		         c->req ? c->req : "(absent)");
 		if (c->want) {
 			if (r < 0)
-				fail_msg("%s: refused %d %s: %s", what, err.status, err.code,
-				         err.message);
-			assert_int_equal(err.status, 0);
+				fail_msg("%s: refused %d %s: %s", what, api_error_status(err.kind),
+				         api_error_code(err.kind), err.message);
+			assert_int_equal(err.kind, ERR_NONE);
 			assert_json_equal(out, c->want, what);
 		} else {
 			if (r >= 0)
 				fail_msg("%s: accepted, want %d %s", what, c->status, c->code);
 			assert_int_equal(r, c->status == 403 ? -EPERM : -EINVAL);
 			assert_null(out);
-			if (err.status != c->status || !streq(err.code, c->code) ||
+			/* what the API answers for it */
+			if (api_error_status(err.kind) != c->status ||
+			    !streq(api_error_code(err.kind), c->code) ||
 			    !strstr(err.message, c->message))
 				fail_msg("%s: got %d %s '%s', want %d %s '...%s...'", what,
-				         err.status, err.code, err.message, c->status, c->code,
-				         c->message);
+				         api_error_status(err.kind), api_error_code(err.kind),
+				         err.message, c->status, c->code, c->message);
 		}
 		json_decref(out);
 		json_decref(req);
@@ -569,7 +572,7 @@ static void
 test_resolve_then_allows(void **state)
 {
 	json_t *req = parse("{\"allow\":[\"*.github.com\"]}"), *net = NULL;
-	struct api_err err = { 0 };
+	struct err err = {};
 
 	(void)state;
 	assert_int_equal(netpolicy_resolve(&policies[P_OPEN], req, &net, &err), 0);
@@ -585,7 +588,7 @@ static void
 test_resolve_deny_limit(void **state)
 {
 	json_t *req = json_pack("{s:s, s:[]}", "mode", "open", "deny"), *deny, *net = NULL;
-	struct api_err err = { 0 };
+	struct err err = {};
 	char name[32];
 
 	(void)state;
@@ -597,7 +600,7 @@ test_resolve_deny_limit(void **state)
 	/* 256 of the request's own and the server's one */
 	assert_int_equal(netpolicy_resolve(&policies[P_OPEN], req, &net, &err), -EINVAL);
 	assert_null(net);
-	assert_int_equal(err.status, 400);
+	assert_int_equal(err.kind, ERR_INVALID);
 	assert_non_null(strstr(err.message, "holds 257 names, over the limit of 256"));
 	/* the server's own entry named again is no extra */
 	json_array_set_new(deny, 0, json_string("evil.github.com"));
@@ -613,14 +616,14 @@ static void
 test_resolve_bad_policy(void **state)
 {
 	struct policy p;
-	struct api_err err = { 0 };
+	struct err err = {};
 	json_t *net = NULL;
 
 	(void)state;
 	set_network(&p, NET_ALLOWLIST, NET_OPEN, "[\"https://x.com\"]", "[]", "[]");
 	assert_int_equal(netpolicy_resolve(&p, NULL, &net, &err), -EINVAL);
 	assert_null(net);
-	assert_int_equal(err.status, 500);
+	assert_int_equal(err.kind, ERR_INTERNAL);
 	assert_non_null(strstr(err.message, "default allow list: entry 0: 'https://x.com'"));
 	policy_done(&p);
 }
