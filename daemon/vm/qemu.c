@@ -37,6 +37,7 @@
 #include "loop.h"
 #include "qmp.h"
 #include "qemu.h"
+#include "qemu-argv.h"
 #include "util.h"
 
 #define UID_FIRST 61000u /* VMM uids: ranges of UID_SLOTS from here, one range per sandboxd */
@@ -324,12 +325,7 @@ vm_fail(struct vm *vm, const char *fmt, ...)
 	vm_free(vm);
 }
 
-/* ---- QEMU's command line and start ---- */
-
-static const char *const cmdline_base =
-        "console=ttyS0 quiet panic=-1 reboot=t tsc=reliable cryptomgr.notests init_on_alloc=0 "
-        "initcall_blacklist=crypto_kdf108_init,init_kprobe_trace,load_system_certificate_list,"
-        "cubictcp_register";
+/* ---- QEMU's start (its command line: qemu-argv.c) ---- */
 
 /* A listening unix socket at path, bound by sandboxd and handed to QEMU. */
 static int
@@ -355,60 +351,29 @@ listen_at(const char *path, uid_t owner)
 	return fd;
 }
 
-enum {
-	FD_KERNEL = 3,
-	FD_INITRD,
-	FD_AGENT,
-	FD_QMP,
-	FD_CONSOLE,
-	FD_ROOT,
-	FD_BLANK,
-	FD_UPPER,
-	FD_TAP, /* the tap with egress, else /dev/null */
-	FD_LOG,
-	FD_COUNT = FD_LOG - FD_KERNEL + 1,
-};
-
+/* What a VMM is started with: its descriptors, each at its enum qemu_fd number minus
+ * QEMU_FD_KERNEL until the child places them, and its command line. */
 struct launch {
-	int fds[FD_COUNT]; /* index fd - FD_KERNEL */
-	char *argv[96];
-	size_t argc;
-	char *strings[24];
-	size_t nstrings;
+	int fds[QEMU_FD_COUNT];
+	char **argv;
 };
 
 static void
 launch_done(struct launch *l)
 {
-	for (size_t i = 0; i < FD_COUNT; i++)
+	for (size_t i = 0; i < QEMU_FD_COUNT; i++)
 		safe_close(l->fds[i]);
-	for (size_t i = 0; i < l->nstrings; i++)
-		free(l->strings[i]);
-}
-
-static void
-arg(struct launch *l, const char *a)
-{
-	if (l->argc < ARRAY_SIZE(l->argv) - 1)
-		l->argv[l->argc++] = (char *)a;
-}
-
-static const char *
-keep(struct launch *l, char *s)
-{
-	if (s && l->nstrings < ARRAY_SIZE(l->strings))
-		l->strings[l->nstrings++] = s;
-	return s ? s : "";
+	l->argv = qemu_argv_free(l->argv);
 }
 
 static int
-open_into(struct launch *l, int slot, const char *path, int flags)
+open_into(struct launch *l, enum qemu_fd at, const char *path, int flags)
 {
 	int fd = open(path, flags | O_CLOEXEC, 0600);
 
 	if (fd < 0)
 		return negative_errno();
-	l->fds[slot - FD_KERNEL] = fd;
+	l->fds[at - QEMU_FD_KERNEL] = fd;
 	return 0;
 }
 
@@ -515,21 +480,22 @@ exec_vmm(struct vm *vm, struct launch *l, uid_t uid)
 		_exit(126);
 	if (vm->q->cgroups)
 		(void)cgroup_enter(vm->cgroup);
-	/* move the fds to 3.. without clobbering each other: first above them all, then down */
-	for (int i = 0; i < FD_COUNT; i++) {
+	/* move the fds to their numbers without clobbering each other: first above them all,
+	 * then down */
+	for (int i = 0; i < QEMU_FD_COUNT; i++) {
 		int high = fcntl(l->fds[i], F_DUPFD, 64);
 		if (high < 0)
 			_exit(126);
 		l->fds[i] = high;
 	}
-	for (int i = 0; i < FD_COUNT; i++)
-		if (dup2(l->fds[i], FD_KERNEL + i) < 0)
+	for (int i = 0; i < QEMU_FD_COUNT; i++)
+		if (dup2(l->fds[i], QEMU_FD_KERNEL + i) < 0)
 			_exit(126);
 	devnull = open("/dev/null", O_RDWR);
-	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(FD_LOG, 2) < 0)
+	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(QEMU_FD_LOG, 2) < 0)
 		_exit(126);
-	if (syscall(SYS_close_range, FD_LOG + 1, ~0U, 0) < 0)
-		for (int fd = FD_LOG + 1; fd < 4096; fd++)
+	if (syscall(SYS_close_range, QEMU_FD_END, ~0U, 0) < 0)
+		for (int fd = QEMU_FD_END; fd < 4096; fd++)
 			close(fd);
 	if (vm->q->root) {
 		if (enter_jail(vm->jail, streq(vm->q->accel, "kvm"), uid) < 0)
@@ -553,6 +519,9 @@ spawn_qemu(struct vm *vm, const struct vm_launch *vl, bool fresh_layer)
 {
 	struct qemu *q = vm->q;
 	struct sandbox *sb = vm->sb;
+	const struct qemu_machine machine = { .qemu_bin = q->qemu_bin,
+		                              .accel = q->accel,
+		                              .tsc_khz = q->tsc_khz };
 	struct launch l;
 	bool net = vl->has_net;
 	_cleanup_free_ char *blank = NULL, *upper = vm_path(vm, "upper.qcow2");
@@ -566,7 +535,7 @@ spawn_qemu(struct vm *vm, const struct vm_launch *vl, bool fresh_layer)
 	if (!vl->root_disk || vl->slot >= UID_SLOTS - 1)
 		return -EINVAL;
 	memset(&l, 0, sizeof(l));
-	for (size_t i = 0; i < FD_COUNT; i++)
+	for (size_t i = 0; i < QEMU_FD_COUNT; i++)
 		l.fds[i] = -1;
 	if (!upper || !agent_sock || !qmp_sock || !console || !qlog)
 		return -ENOMEM;
@@ -588,34 +557,35 @@ spawn_qemu(struct vm *vm, const struct vm_launch *vl, bool fresh_layer)
 	/* the VMM may write its layer and its logs; nothing else of the state is its own */
 	if (q->root && (chown(upper, uid, uid) < 0 || chmod(upper, 0600) < 0))
 		return negative_errno();
-	if ((r = open_into(&l, FD_KERNEL, q->bundle.kernel, O_RDONLY)) < 0 ||
-	    (r = open_into(&l, FD_INITRD, q->bundle.initrd, O_RDONLY)) < 0 ||
-	    (r = open_into(&l, FD_ROOT, vl->root_disk, O_RDONLY)) < 0 ||
-	    (r = open_into(&l, FD_BLANK, blank, O_RDONLY)) < 0 ||
-	    (r = open_into(&l, FD_UPPER, upper, O_RDWR)) < 0 ||
-	    (r = open_into(&l, FD_CONSOLE, console, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)) < 0 ||
-	    (r = open_into(&l, FD_LOG, qlog, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)) < 0)
+	if ((r = open_into(&l, QEMU_FD_KERNEL, q->bundle.kernel, O_RDONLY)) < 0 ||
+	    (r = open_into(&l, QEMU_FD_INITRD, q->bundle.initrd, O_RDONLY)) < 0 ||
+	    (r = open_into(&l, QEMU_FD_ROOT, vl->root_disk, O_RDONLY)) < 0 ||
+	    (r = open_into(&l, QEMU_FD_BLANK, blank, O_RDONLY)) < 0 ||
+	    (r = open_into(&l, QEMU_FD_UPPER, upper, O_RDWR)) < 0 ||
+	    (r = open_into(&l, QEMU_FD_CONSOLE, console, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)) <
+	            0 ||
+	    (r = open_into(&l, QEMU_FD_LOG, qlog, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)) < 0)
 		goto out;
 	if (net) {
 		/* the core's tap, a copy of which the VMM holds */
-		l.fds[FD_TAP - FD_KERNEL] = fcntl(vl->net.tap_fd, F_DUPFD_CLOEXEC, 0);
-		if (l.fds[FD_TAP - FD_KERNEL] < 0) {
+		l.fds[QEMU_FD_TAP - QEMU_FD_KERNEL] = fcntl(vl->net.tap_fd, F_DUPFD_CLOEXEC, 0);
+		if (l.fds[QEMU_FD_TAP - QEMU_FD_KERNEL] < 0) {
 			r = negative_errno();
 			goto out;
 		}
-	} else if ((r = open_into(&l, FD_TAP, "/dev/null", O_RDONLY)) < 0) {
+	} else if ((r = open_into(&l, QEMU_FD_TAP, "/dev/null", O_RDONLY)) < 0) {
 		goto out;
 	}
-	if ((l.fds[FD_AGENT - FD_KERNEL] = listen_at(agent_sock, uid)) < 0 ||
-	    (l.fds[FD_QMP - FD_KERNEL] = listen_at(qmp_sock, uid)) < 0) {
+	if ((l.fds[QEMU_FD_AGENT - QEMU_FD_KERNEL] = listen_at(agent_sock, uid)) < 0 ||
+	    (l.fds[QEMU_FD_QMP - QEMU_FD_KERNEL] = listen_at(qmp_sock, uid)) < 0) {
 		r = -EADDRNOTAVAIL;
 		goto out;
 	}
 	if (q->root) {
 		/* the VMM writes the logs through the fds it is given, and re-opens them as itself
 		 */
-		if (fchown(l.fds[FD_CONSOLE - FD_KERNEL], uid, uid) < 0 ||
-		    fchown(l.fds[FD_LOG - FD_KERNEL], uid, uid) < 0) {
+		if (fchown(l.fds[QEMU_FD_CONSOLE - QEMU_FD_KERNEL], uid, uid) < 0 ||
+		    fchown(l.fds[QEMU_FD_LOG - QEMU_FD_KERNEL], uid, uid) < 0) {
 			r = negative_errno();
 			goto out;
 		}
@@ -625,93 +595,9 @@ spawn_qemu(struct vm *vm, const struct vm_launch *vl, bool fresh_layer)
 		if (cgroup_create(vm->cgroup, mem, vl->cpus, 256) < 0)
 			log_warning("sandbox '%s': no cgroup limits for its VMM", sb->id);
 	}
-
-	arg(&l, q->qemu_bin);
-	arg(&l, "-M");
-	arg(&l, keep(&l, strdup_printf("microvm,accel=%s,x-option-roms=off,pit=off,pic=off,rtc=on",
-	                               q->accel)));
-	arg(&l, "-cpu");
-	arg(&l, streq(q->accel, "kvm") ? "host" : "max");
-	arg(&l, "-m");
-	arg(&l, keep(&l, strdup_printf("%u", vl->memory_mb)));
-	arg(&l, "-smp");
-	arg(&l, keep(&l, strdup_printf("%u", vl->cpus)));
-	arg(&l, "-nodefaults");
-	arg(&l, "-no-user-config");
-	arg(&l, "-display");
-	arg(&l, "none");
-	arg(&l, "-no-reboot");
-	arg(&l, "-name");
-	arg(&l, keep(&l, strdup_printf("%s,process=qemu-sbx-%.6s", vl->id, vl->id + 4)));
-	arg(&l, "-kernel");
-	arg(&l, "/proc/self/fd/3");
-	arg(&l, "-initrd");
-	arg(&l, "/proc/self/fd/4");
-	arg(&l, "-append");
-	{
-		char tsc[32] = "", netarg[64] = "";
-		if (streq(q->accel, "tcg") && q->tsc_khz)
-			snprintf(tsc, sizeof(tsc), " tsc_early_khz=%u", q->tsc_khz);
-		if (net) {
-			char g[INET_ADDRSTRLEN], h[INET_ADDRSTRLEN];
-			inet_ntop(AF_INET, &vl->net.guest_addr, g, sizeof(g));
-			inet_ntop(AF_INET, &vl->net.host_addr, h, sizeof(h));
-			/* sandbox-guestd configures its interface from this */
-			snprintf(netarg, sizeof(netarg), " sandbox.net=%s/30,%s", g, h);
-		}
-		arg(&l, keep(&l, strdup_printf("%s%s%s", cmdline_base, tsc, netarg)));
-	}
-	arg(&l, "-chardev");
-	arg(&l, "socket,id=ag,fd=5,server=on,wait=off");
-	arg(&l, "-device");
-	arg(&l, "virtio-serial-device");
-	arg(&l, "-device");
-	arg(&l, "virtserialport,chardev=ag,name=agent");
-	arg(&l, "-chardev");
-	arg(&l, "socket,id=qmp,fd=6,server=on,wait=off");
-	arg(&l, "-mon");
-	arg(&l, "chardev=qmp,mode=control");
-	arg(&l, "-add-fd");
-	arg(&l, "fd=7,set=7");
-	arg(&l, "-chardev");
-	arg(&l, "file,id=con,path=/dev/fdset/7");
-	arg(&l, "-serial");
-	arg(&l, "chardev:con");
-	arg(&l, "-add-fd");
-	arg(&l, "fd=8,set=8,opaque=root");
-	arg(&l, "-blockdev");
-	arg(&l, "driver=file,node-name=rootf,filename=/dev/fdset/8,read-only=on");
-	arg(&l, "-blockdev");
-	arg(&l, "driver=raw,node-name=root,file=rootf,read-only=on");
-	arg(&l, "-device");
-	arg(&l, "virtio-blk-device,drive=root");
-	arg(&l, "-add-fd");
-	arg(&l, "fd=9,set=9,opaque=blank");
-	arg(&l, "-blockdev");
-	arg(&l, "driver=file,node-name=blankf,filename=/dev/fdset/9,read-only=on");
-	arg(&l, "-blockdev");
-	arg(&l, "driver=raw,node-name=blank,file=blankf,read-only=on");
-	arg(&l, "-add-fd");
-	arg(&l, "fd=10,set=10,opaque=upper");
-	arg(&l, "-blockdev");
-	arg(&l, "driver=file,node-name=upperf,filename=/dev/fdset/10");
-	arg(&l, "-blockdev");
-	arg(&l, "driver=qcow2,node-name=upper,file=upperf,backing=blank");
-	arg(&l, "-device");
-	arg(&l, "virtio-blk-device,drive=upper");
-	if (net) {
-		uint32_t g = ntohl(vl->net.guest_addr);
-		arg(&l, "-netdev");
-		arg(&l, "tap,id=net0,fd=11");
-		arg(&l, "-device");
-		arg(&l,
-		    keep(&l, strdup_printf(
-		                     "virtio-net-device,netdev=net0,mac=52:54:%02x:%02x:%02x:%02x",
-		                     g >> 24, (g >> 16) & 0xff, (g >> 8) & 0xff, g & 0xff)));
-	}
-	arg(&l, "-sandbox");
-	arg(&l, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
-	l.argv[l.argc] = NULL;
+	r = qemu_argv_build(&machine, vl, &l.argv);
+	if (r < 0)
+		goto out;
 
 	pid = fork_vmm(q->root);
 	if (pid < 0) {
@@ -1041,7 +927,7 @@ kvm_boots(struct qemu *q)
 	sock = strdup_printf("%s/agent.sock", dir);
 	kernel = strdup_printf("%s", q->bundle.kernel);
 	initrd = strdup_printf("%s", q->bundle.initrd);
-	append = strdup_printf("%s", cmdline_base);
+	append = strdup_printf("%s", qemu_cmdline_base);
 	if (!sock || !kernel || !initrd || !append || strlen(sock) >= sizeof(sa.sun_path))
 		goto out;
 	pid = fork();
