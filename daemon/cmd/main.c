@@ -277,7 +277,11 @@ run(struct sandboxd *d)
 		return r;
 	}
 	if (backend_table_size > 0) {
-		r = backend_create(d, d->opts->backend, &d->backend);
+		struct backend_config cfg;
+		lifecycle_backend_config(d, &cfg);
+		r = backend_create(d->opts->backend, &cfg, &d->backend);
+		if (r >= 0)
+			r = lifecycle_backend_started(d);
 		if (r < 0) {
 			/* a missing bundle or QEMU was explained, with what to do */
 			if (r != -ENOENT)
@@ -417,6 +421,9 @@ out:
 	 * one to be taken back by the next sandboxd) */
 	LIST_FOREACH (n, &d.reg.all)
 		proc_clear(list_entry(n, struct sandbox, by_created));
+	/* the egress worker goes first; the backend lets its VMs run on, with their table
+	 * entries, for the next sandboxd to take back */
+	egress_stop(&d);
 	d.backend = backend_free(d.backend);
 	images_free(&d);
 	registry_done(&d.reg);

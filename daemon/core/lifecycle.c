@@ -4,9 +4,11 @@
  * stop kept, so files survive and memory and processes do not; the first start provisions a
  * fresh layer. Which one runs is chosen here (SANDBOX_OP_RESTART vs SANDBOX_OP_START), and
  * the backend implements each. */
+#include <net/if.h>
 #include "events.h"
 #include "lifecycle.h"
 #include "agent.h"
+#include "egress.h"
 #include "images.h"
 #include "log.h"
 #include "proc.h"
@@ -40,6 +42,109 @@ fail(struct sandboxd *d, struct sandbox *sb, const char *fmt, ...)
 		(void)sandbox_set_state(d, sb, SANDBOX_FAILED, reason);
 }
 
+/* Takes a slot for sb's VM (see struct vm_launch), unless it holds one or the backend uses
+ * none: the lowest that no sandbox holds, below the backend's count and, with egress, the
+ * number of links in --egress-subnet. */
+static int
+slot_take(struct sandboxd *d, struct sandbox *sb)
+{
+	unsigned n = d->backend->slots;
+	_cleanup_free_ bool *used = NULL;
+	struct list_node *it;
+
+	if (n == 0 || sb->has_slot)
+		return 0;
+	if (egress_enabled(d))
+		n = MIN(n, egress_slots(d));
+	used = calloc(n, sizeof(*used));
+	if (!used)
+		return -ENOMEM;
+	LIST_FOREACH (it, &d->reg.all) {
+		const struct sandbox *o = list_entry(it, struct sandbox, by_created);
+		if (o->has_slot && o->slot < n)
+			used[o->slot] = true;
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (!used[i]) {
+			sb->has_slot = true;
+			sb->slot = i;
+			return 0;
+		}
+	return -EUSERS;
+}
+
+/* sb's VM is gone (or never came up): its policy leaves the worker and the table (its tap
+ * went with its VMM), and its slot is free again. Idempotent. */
+static void
+vm_gone(struct sandboxd *d, struct sandbox *sb)
+{
+	egress_detach(d, sb);
+	sb->has_slot = false;
+}
+
+/* What sb's VM is launched with, but for its network. */
+static void
+launch_fill(const struct sandbox *sb, const struct image *img, struct vm_launch *ret)
+{
+	*ret = (struct vm_launch){
+		.id = sb->id,
+		.hostname = sb->name ? sb->name : sb->id,
+		.root_disk = img ? img->disk : NULL,
+		.env = img ? img->env : NULL,
+		.cpus = sb->cpus,
+		.memory_mb = sb->memory_mb,
+		.disk_mb = sb->disk_mb,
+		.slot = sb->slot,
+		.net = { .tap_fd = -1 },
+	};
+}
+
+/* Boots sb's VM (a start or a restart) on its image's disk, in a slot, and with egress on the
+ * link of that slot, whose tap is made here and handed over. */
+static int
+boot(struct sandboxd *d, struct backend *b, struct sandbox *sb, enum sandbox_op op)
+{
+	const struct image *img = NULL;
+	_cleanup_close_ int tap = -1;
+	struct egress_link link;
+	struct vm_launch l;
+	int r;
+
+	if (b->ops->boots_images) {
+		img = images_installed(d, sb->image);
+		if (!img) {
+			log_warning("sandbox '%s': image '%s' is not installed", sb->id, sb->image);
+			return -ENOENT; /* it is installed first: only a removal can race this */
+		}
+	}
+	r = slot_take(d, sb);
+	if (r < 0)
+		return r;
+	launch_fill(sb, img, &l);
+	if (egress_enabled(d) && sb->has_slot) {
+		if ((r = egress_link_for_slot(d, sb->slot, &link)) < 0 ||
+		    (r = egress_tap_open(&link, &tap)) < 0) {
+			log_error("sandbox '%s': cannot create its network device: %s", sb->id,
+			          strerror(-r));
+			vm_gone(d, sb);
+			return r;
+		}
+		l.has_net = true;
+		l.net = (struct vm_net){ .tap_fd = tap,
+			                 .guest_addr = link.guest_addr,
+			                 .host_addr = link.host_addr };
+	}
+	r = op == SANDBOX_OP_START ? b->ops->start(b, sb, &l) : b->ops->restart(b, sb, &l);
+	if (r < 0) {
+		vm_gone(d, sb);
+		return r;
+	}
+	/* the worker knows its policy before the guest can send anything */
+	if (l.has_net)
+		egress_attach(d, sb, &link);
+	return 0;
+}
+
 static int
 begin(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op, enum sandbox_state via)
 {
@@ -54,10 +159,8 @@ begin(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op, enum sandbox_s
 	sb->op = op;
 	switch (op) {
 	case SANDBOX_OP_START:
-		r = b->ops->start(b, sb);
-		break;
 	case SANDBOX_OP_RESTART:
-		r = b->ops->restart(b, sb);
+		r = boot(d, b, sb, op);
 		break;
 	case SANDBOX_OP_STOP:
 		r = b->ops->stop(b, sb);
@@ -270,21 +373,27 @@ lifecycle_delete(struct sandboxd *d, struct sandbox *sb, const char *why, struct
 	return 0;
 }
 
-void
-lifecycle_backend_done(struct sandboxd *d, struct sandbox *sb, int error, const char *reason)
+/* The backend's done event: the operation under way (sb->op) finished. error is 0 or
+ * -errno; reason says what went wrong, for the sandbox's record. */
+static void
+on_backend_done(void *ctx, struct sandbox *sb, int error, const char *reason)
 {
+	struct sandboxd *d = ctx;
 	enum sandbox_op op = sb->op;
 
 	sb->op = SANDBOX_OP_NONE;
 	switch (op) {
 	case SANDBOX_OP_START:
 	case SANDBOX_OP_RESTART:
-		if (error < 0)
+		if (error < 0) {
+			vm_gone(d, sb);
 			fail(d, sb, "%s", reason ? reason : strerror(-error));
-		else
+		} else {
 			(void)sandbox_set_state(d, sb, SANDBOX_RUNNING, NULL);
+		}
 		break;
 	case SANDBOX_OP_STOP:
+		vm_gone(d, sb);
 		if (error < 0)
 			fail(d, sb, "stopping failed: %s", reason ? reason : strerror(-error));
 		else
@@ -307,6 +416,7 @@ lifecycle_backend_done(struct sandboxd *d, struct sandbox *sb, int error, const 
 			fail(d, sb, "could not be removed: %s", reason ? reason : strerror(-error));
 		} else {
 			_cleanup_free_ char *why = TAKE_PTR(sb->pending_reason);
+			vm_gone(d, sb);
 			terminated(d, sb, why ? why : "deleted");
 		}
 		break;
@@ -317,9 +427,14 @@ lifecycle_backend_done(struct sandboxd *d, struct sandbox *sb, int error, const 
 	}
 }
 
-void
-lifecycle_backend_lost(struct sandboxd *d, struct sandbox *sb, const char *reason)
+/* The backend's lost event: sb's VM ended on its own. The backend frees the VM's agent only
+ * after this returns. */
+static void
+on_backend_lost(void *ctx, struct sandbox *sb, const char *reason)
 {
+	struct sandboxd *d = ctx;
+
+	vm_gone(d, sb);
 	if (sb->op == SANDBOX_OP_DESTROY)
 		return; /* it is being ended anyway */
 	fail(d, sb, "%s", reason);
@@ -357,9 +472,12 @@ adopt_done(void *data, const struct agent_result *res)
 	free(a);
 }
 
-void
-lifecycle_agent_ready(struct sandboxd *d, struct sandbox *sb)
+/* The backend's agent_ready event: the agent of a running sandbox (re)connected. The first
+ * time after sandboxd started, the processes the guest kept are listed and followed again. */
+static void
+on_agent_ready(void *ctx, struct sandbox *sb)
 {
+	struct sandboxd *d = ctx;
 	struct backend *b = backend_for(d, sb);
 	struct agent *agent = b && b->ops->agent ? b->ops->agent(b, sb) : NULL;
 	struct adopt_ps *a;
@@ -393,6 +511,50 @@ lifecycle_touch(struct sandbox *sb)
 	sb->last_active = now_unix_ms();
 }
 
+/* Takes back a VM found running after a restart of sandboxd, but only on the network it was
+ * started with: turning egress on or off between runs ends the sandboxes started the other
+ * way, and one whose tap is gone, or whose link is not in --egress-subnet any more, is not
+ * taken back either. Those are ended (nothing is left running that no policy governs) and
+ * their sandbox fails. */
+static int
+take_back(struct sandboxd *d, struct backend *b, struct sandbox *sb, const struct backend_found *f)
+{
+	bool net = egress_enabled(d);
+	struct egress_link link;
+	struct vm_launch l;
+
+	if (!b->ops->adopt)
+		return 0;
+	if (f->net != net) {
+		log_warning("sandbox '%s': started with egress %s, now it is %s: not taken back",
+		            sb->id, f->net ? "on" : "off", f->net ? "off" : "on");
+		b->ops->abandon(b, sb);
+		return -EPROTO;
+	}
+	if (net) {
+		if (!f->has_slot || egress_link_for_slot(d, f->slot, &link) < 0 ||
+		    if_nametoindex(link.tap) == 0) {
+			log_warning("sandbox '%s': its network device is gone: not taken back",
+			            sb->id);
+			b->ops->abandon(b, sb);
+			return -ENODEV;
+		}
+		/* booted on another --egress-subnet: its guest would send from an address the
+		 * table and the worker no longer know */
+		if (link.guest_addr != f->guest_addr) {
+			log_warning(
+			        "sandbox '%s': its link is not in --egress-subnet any more: not "
+			        "taken back",
+			        sb->id);
+			b->ops->abandon(b, sb);
+			return -EADDRNOTAVAIL;
+		}
+		egress_attach(d, sb, &link);
+	}
+	launch_fill(sb, images_installed(d, sb->image), &l);
+	return b->ops->adopt(b, sb, &l);
+}
+
 struct recover_counts {
 	struct sandboxd *d;
 	unsigned taken_back, failed, kept;
@@ -403,6 +565,7 @@ static void
 recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 {
 	struct backend *b = backend_for(d, sb);
+	struct backend_found found;
 	enum backend_status st;
 	int r;
 
@@ -415,18 +578,24 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 		c->failed++;
 		return;
 	}
-	r = b->ops->status(b, sb, &st);
+	r = b->ops->status(b, sb, &found);
 	if (r < 0) {
 		fail(d, sb, "its VM could not be checked after a restart: %s", strerror(-r));
 		c->failed++;
 		return;
+	}
+	st = found.status;
+	/* a VMM runs in that slot, whatever becomes of its sandbox */
+	if (st == BACKEND_RUNNING && found.has_slot) {
+		sb->has_slot = true;
+		sb->slot = found.slot;
 	}
 	switch (sb->state) {
 	case SANDBOX_PENDING:
 	case SANDBOX_STARTING:
 		if (st == BACKEND_RUNNING) {
 			/* its VM came up (or is coming up) meanwhile: supervise it again */
-			r = b->ops->adopt ? b->ops->adopt(b, sb) : 0;
+			r = take_back(d, b, sb, &found);
 			if (r < 0) {
 				fail(d, sb, "its VM could not be taken back: %s", strerror(-r));
 				c->failed++;
@@ -444,7 +613,7 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 	case SANDBOX_RUNNING:
 	case SANDBOX_SUSPENDED:
 		if (st == BACKEND_RUNNING) {
-			r = b->ops->adopt ? b->ops->adopt(b, sb) : 0;
+			r = take_back(d, b, sb, &found);
 			if (r < 0) {
 				fail(d, sb, "its VM could not be taken back: %s", strerror(-r));
 				c->failed++;
@@ -462,8 +631,8 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 			c->kept++;
 		} else if (st == BACKEND_RUNNING) {
 			/* supervise it again; the stop goes on once its agent answers, so the
-			 * guest still syncs its disk (lifecycle_agent_ready) */
-			r = b->ops->adopt ? b->ops->adopt(b, sb) : 0;
+			 * guest still syncs its disk (on_agent_ready) */
+			r = take_back(d, b, sb, &found);
 			if (r < 0)
 				fail(d, sb, "stopping failed after a restart: %s", strerror(-r));
 			c->taken_back++;
@@ -537,4 +706,43 @@ lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms)
 		         now_ms - sb->last_active >= (int64_t)sb->idle_timeout_secs * 1000)
 			(void)lifecycle_delete(d, sb, "it was idle past its idle timeout", &err);
 	}
+}
+
+void
+lifecycle_backend_config(struct sandboxd *d, struct backend_config *ret)
+{
+	static const struct backend_events events = {
+		.done = on_backend_done,
+		.agent_ready = on_agent_ready,
+		.lost = on_backend_lost,
+	};
+	const struct options *o = d->opts;
+
+	*ret = (struct backend_config){
+		.loop = d->loop,
+		.events = &events,
+		.ctx = d,
+		.state_dir = o->state_dir,
+		.accel = o->accel,
+		.kernel = o->kernel,
+		.initrd = o->initrd,
+		.agent = o->agent,
+		.boot_timeout_secs = o->boot_timeout_secs,
+		.stop_timeout_secs = o->stop_timeout_secs,
+		.egress = o->egress && geteuid() == 0,
+	};
+}
+
+int
+lifecycle_backend_started(struct sandboxd *d)
+{
+	struct backend *b = d->backend;
+	int r;
+
+	if (b->builtin_disk && (r = images_add_builtin(d, "busybox", b->builtin_disk)) < 0)
+		return r;
+	/* the worker runs as the backend's spare uid, which none of its VMMs gets */
+	if (b->cfg.egress && b->spare_uid && (r = egress_start(d, b->spare_uid)) < 0)
+		return r;
+	return 0;
 }

@@ -6,6 +6,7 @@
 #include "error.h"
 #include "sandbox.h"
 
+struct backend_config;
 struct sandboxd;
 
 /* Persists a new pending sandbox (with its "created" event), adds it to the registry and
@@ -19,15 +20,12 @@ int lifecycle_start(struct sandboxd *d, struct sandbox *sb, struct err *err);
 /* Ends the sandbox and discards its disk; why is recorded as the reason. Idempotent. */
 int lifecycle_delete(struct sandboxd *d, struct sandbox *sb, const char *why, struct err *err);
 
-/* Called by the backend, on the loop, when the operation under way (sb->op) finished.
- * error is 0 or -errno; reason says what went wrong, for the sandbox's record. */
-void lifecycle_backend_done(struct sandboxd *d, struct sandbox *sb, int error, const char *reason);
-/* Called by the backend each time the agent of a running sandbox (re)connects. The first
- * time after sandboxd started, the processes the guest kept are listed and followed again. */
-void lifecycle_agent_ready(struct sandboxd *d, struct sandbox *sb);
-/* Called by the backend when a sandbox's VM ended on its own. The backend frees the VM's
- * agent only after this returns. */
-void lifecycle_backend_lost(struct sandboxd *d, struct sandbox *sb, const char *reason);
+/* At startup, the backend is created with this config: the events of the lifecycle (ctx is
+ * d) and the options it needs. */
+void lifecycle_backend_config(struct sandboxd *d, struct backend_config *ret);
+/* Once it was (d->backend): adds the root disk it brings as the image "busybox", and starts
+ * egress (as root with --egress on) as its spare uid. -errno (egress said why). */
+int lifecycle_backend_started(struct sandboxd *d);
 
 /* At startup: loads the live rows and takes back what the backend still runs. */
 int lifecycle_recover(struct sandboxd *d);

@@ -75,6 +75,8 @@ struct sandbox {
 	enum sandbox_op op;
 	char *pending_reason; /* recorded when the destroy under way completes */
 	void *backend_data;   /* owned by the backend */
+	bool has_slot;        /* its VM holds a slot (struct vm_launch) while it runs */
+	unsigned slot;
 
 	/* serialised API object, rebuilt after each change (list responses concatenate these) */
 	char *json;

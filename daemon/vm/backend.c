@@ -4,12 +4,12 @@
 #include "util.h"
 
 int
-backend_create(struct sandboxd *d, const char *name, struct backend **ret)
+backend_create(const char *name, const struct backend_config *cfg, struct backend **ret)
 {
 	for (size_t i = 0; i < backend_table_size; i++) {
 		if (name && !streq(name, backend_table[i].name))
 			continue;
-		return backend_table[i].create(d, ret);
+		return backend_table[i].create(cfg, ret);
 	}
 	return -ENOENT;
 }

@@ -1,29 +1,43 @@
-/* backend.h: what runs sandboxes. sandboxd drives every backend through these operations,
- * five lifecycle callbacks (start, stop, restart, status, destroy) plus
- * the guest agent that process and file operations go through. The product links the microVM
- * backend; the test tree links a fake one that says so in its name. Nothing else in sandboxd knows
- * how a sandbox runs.
+/* backend.h: what runs sandboxes. sandboxd drives every backend through these operations: the
+ * five of a sandbox's life (start, restart, stop, status, destroy) plus the guest agent that
+ * process and file operations go through. The product links the microVM backend; the test tree
+ * links a fake one that says so in its name. Nothing else in sandboxd knows how a sandbox runs.
+ *
+ * A backend sits below the core: it is handed what it needs (a backend_config when it is
+ * created, a vm_launch for each boot) and reports through the backend_events it was given. It
+ * calls nothing of the core, the images or egress (tests/lint/check-vm-calls.sh checks).
  *
  * Contract for the asynchronous operations (start, restart, stop, destroy): the call returns
  * 0 once the operation is under way, or -errno if it could not begin (nothing was left
- * behind). An operation under way completes exactly once, on the loop, through
- * lifecycle_backend_done(). destroy may be called while another operation is under way: the
- * backend cancels that one (it never completes) and completes only the destroy. */
+ * behind). An operation under way completes exactly once, on the loop, through the done
+ * event. destroy may be called while another operation is under way: the backend cancels that
+ * one (it never completes) and completes only the destroy. */
 #pragma once
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "policy.h"
 #include "sandbox.h"
 
-struct sandboxd;
 struct backend;
+struct loop;
 
 enum backend_status {
 	BACKEND_RUNNING, /* the VM runs and answers */
 	BACKEND_STOPPED, /* no VM, but its writable layer is kept */
 	BACKEND_GONE,    /* nothing of it exists */
+};
+
+/* What status() found of a sandbox. For a running VM, also what the launch it was started
+ * with said, so that the core can check that it may take it back. */
+struct backend_found {
+	enum backend_status status;
+	bool has_slot; /* running in a slot (a backend without slots: false) */
+	unsigned slot;
+	bool net;            /* it was given a tap */
+	uint32_t guest_addr; /* with net: its guest's address (network order) */
 };
 
 /* What a backend can do, for /v1/capabilities. */
@@ -39,6 +53,60 @@ struct backend_caps {
 	enum net_mode egress;
 };
 
+/* How a backend reports to whoever created it, always on the loop; ctx is the config's. */
+struct backend_events {
+	/* The operation under way on sb (sb->op) finished: error is 0 or -errno, reason says
+	 * what went wrong, for the sandbox's record. */
+	void (*done)(void *ctx, struct sandbox *sb, int error, const char *reason);
+	/* The agent of a running sandbox (re)connected. */
+	void (*agent_ready)(void *ctx, struct sandbox *sb);
+	/* A sandbox's VM ended on its own (no operation asked for it). The backend frees the
+	 * VM's agent only after this returns. */
+	void (*lost)(void *ctx, struct sandbox *sb, const char *reason);
+};
+
+/* What a backend is told when it is created. The strings are borrowed: they outlive it. */
+struct backend_config {
+	struct loop *loop;
+	const struct backend_events *events;
+	void *ctx;
+	const char *state_dir;
+	const char *accel;  /* auto (or NULL), kvm, tcg */
+	const char *kernel; /* the operator's guest kernel and initramfs, or NULL */
+	const char *initrd;
+	const char *agent;          /* sandbox-guestd, or NULL: beside sandboxd */
+	unsigned boot_timeout_secs; /* 0: the backend's default */
+	unsigned stop_timeout_secs; /* how long a guest has to power off before QEMU is asked
+	                             * to quit (0: at once) */
+	/* the core runs egress for its VMs: each is launched with a tap, and what it enforces
+	 * is an allowlist */
+	bool egress;
+};
+
+/* A VM's network: a tap and the two ends of its link. */
+struct vm_net {
+	int tap_fd;          /* borrowed for the call: the backend hands a copy to its VMM */
+	uint32_t guest_addr; /* network order */
+	uint32_t host_addr;
+};
+
+/* Everything a boot (start or restart) is handed, prepared by the core; borrowed for the
+ * call. adopt is handed the same but for the network (its VM has its tap). */
+struct vm_launch {
+	const char *id;        /* the sandbox's id: its VM's directory and name */
+	const char *hostname;  /* the guest's */
+	const char *root_disk; /* the image's root disk (read-only); NULL without an image */
+	char *const *env;      /* the image's environment, "K=V", NULL-terminated; may be NULL */
+	unsigned cpus;
+	unsigned memory_mb;
+	uint64_t disk_mb; /* the writable layer's size */
+	/* its place among the VMs that run at once (backend->slots): its VMM's uid, and with
+	 * egress its link */
+	unsigned slot;
+	bool has_net; /* with net: a tap */
+	struct vm_net net;
+};
+
 struct backend_ops {
 	const char *name;
 	/* One line for the startup log and `doctor`, e.g. "qemu microvm (tcg)". */
@@ -49,24 +117,28 @@ struct backend_ops {
 	/* Lifecycle (asynchronous, see the contract above). start provisions a new writable
 	 * layer and boots it; restart boots the layer a stop kept; stop shuts the guest down
 	 * cleanly and keeps the layer; destroy ends everything and removes the layer. */
-	int (*start)(struct backend *b, struct sandbox *sb);
-	int (*restart)(struct backend *b, struct sandbox *sb);
+	int (*start)(struct backend *b, struct sandbox *sb, const struct vm_launch *l);
+	int (*restart)(struct backend *b, struct sandbox *sb, const struct vm_launch *l);
 	int (*stop)(struct backend *b, struct sandbox *sb);
 	int (*destroy)(struct backend *b, struct sandbox *sb);
 	/* Synchronous: what exists of this sandbox now (used to take sandboxes back after a
 	 * restart of sandboxd). Must not block for long. */
-	int (*status)(struct backend *b, struct sandbox *sb, enum backend_status *ret);
+	int (*status)(struct backend *b, struct sandbox *sb, struct backend_found *ret);
 	/* Takes back a sandbox whose VM status() found running after a restart of sandboxd:
 	 * supervise it again and reconnect to its agent (asynchronously; a failure is reported
-	 * with lifecycle_backend_lost()). NULL: nothing to do. */
-	int (*adopt)(struct backend *b, struct sandbox *sb);
+	 * with the lost event). NULL: nothing to do. */
+	int (*adopt)(struct backend *b, struct sandbox *sb, const struct vm_launch *l);
+	/* Ends a VM status() found running that the core does not take back (it runs with
+	 * another network than the one it would be given now); its writable layer is kept.
+	 * Required with adopt. */
+	void (*abandon)(struct backend *b, struct sandbox *sb);
 	/* After every stored sandbox was looked at: end what the backend finds running that no
 	 * sandbox took back. NULL: nothing to do. */
 	void (*recovered)(struct backend *b);
 
 	/* Whether its sandboxes boot an image's root disk (images.h): a create then waits for
-	 * the image to be installed, and start finds the disk with images_installed(). false:
-	 * an image name is only a name to it (the fake backend). */
+	 * the image to be installed, and each launch names its disk. false: an image name is
+	 * only a name to it (the fake backend). */
 	bool boots_images;
 
 	/* The connected guest agent of a running sandbox, through which processes and files
@@ -77,14 +149,39 @@ struct backend_ops {
 
 struct backend {
 	const struct backend_ops *ops;
-	struct sandboxd *d;
+	struct backend_config cfg;
 	void *priv;
+	/* Set by its constructor, for the core: */
+	unsigned slots;  /* how many VMs may run at once, each in a slot of its own (0: it
+	                  * needs no slots) */
+	uid_t spare_uid; /* an unprivileged uid that none of its VMMs gets (the egress worker's),
+	                  * or 0 */
+	const char *builtin_disk; /* a root disk it brings, the image "busybox", or NULL */
 };
+
+/* Reports through the events the backend was given. */
+static inline void
+backend_done(struct backend *b, struct sandbox *sb, int error, const char *reason)
+{
+	b->cfg.events->done(b->cfg.ctx, sb, error, reason);
+}
+
+static inline void
+backend_agent_ready(struct backend *b, struct sandbox *sb)
+{
+	b->cfg.events->agent_ready(b->cfg.ctx, sb);
+}
+
+static inline void
+backend_lost(struct backend *b, struct sandbox *sb, const char *reason)
+{
+	b->cfg.events->lost(b->cfg.ctx, sb, reason);
+}
 
 /* A backend a build offers: its name and a constructor that probes the machine. */
 struct backend_entry {
 	const char *name;
-	int (*create)(struct sandboxd *d, struct backend **ret);
+	int (*create)(const struct backend_config *cfg, struct backend **ret);
 };
 
 /* The backends linked into this binary (defined per binary: the product's list, or the test
@@ -92,6 +189,6 @@ struct backend_entry {
 extern const struct backend_entry backend_table[];
 extern const size_t backend_table_size;
 
-/* Creates the named backend (NULL: the default). -ENOENT when not built in. */
-int backend_create(struct sandboxd *d, const char *name, struct backend **ret);
+/* Creates the named backend (NULL: the default) with cfg. -ENOENT when not built in. */
+int backend_create(const char *name, const struct backend_config *cfg, struct backend **ret);
 struct backend *backend_free(struct backend *b);

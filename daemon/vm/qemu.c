@@ -33,14 +33,11 @@
 #include "frame.h"
 #include "tlv.h"
 #include "cgroup.h"
-#include "lifecycle.h"
 #include "log.h"
-#include "options.h"
-#include "images.h"
+#include "loop.h"
 #include "qmp.h"
 #include "qemu.h"
-#include "egress.h"
-#include "sandboxd.h"
+#include "qemu-argv.h"
 #include "util.h"
 
 #define UID_FIRST 61000u /* VMM uids: ranges of UID_SLOTS from here, one range per sandboxd */
@@ -63,7 +60,6 @@ enum vm_phase {
 
 struct qemu {
 	struct backend b;
-	struct sandboxd *d;
 	struct vm_bundle bundle;
 	char accel[8];
 	unsigned tsc_khz;
@@ -73,7 +69,6 @@ struct qemu {
 	bool cgroups;
 	unsigned boot_timeout_ms;
 	unsigned stop_timeout_ms;
-	bool slot_used[UID_SLOTS];
 	struct list_node vms;
 	char *marker; /* "SANDBOXD_STATE_DIR=<dir>" in every VMM's environment */
 	uid_t uid_base;
@@ -90,9 +85,9 @@ struct vm {
 	struct loop_child exited; /* QEMU's exit, ours or an adopted one's */
 	struct loop_timer timer;
 	struct agent *agent;
-	struct qmp *qmp; /* only while asking QEMU to quit */
-	int slot;
-	bool net;            /* it has a tap (egress was on when it started) */
+	struct qmp *qmp;     /* only while asking QEMU to quit */
+	int slot;            /* the launch's, while QEMU runs (its uid) */
+	bool net;            /* it has a tap (the launch had a network) */
 	uint32_t guest_addr; /* with net: the guest's address it booted with (network order) */
 	bool reconnecting;
 	char cgroup[64];
@@ -222,7 +217,7 @@ vm_get(struct qemu *q, struct sandbox *sb)
 	snprintf(vm->cgroup, sizeof(vm->cgroup), "%u/%s", (unsigned)q->uid_base, sb->id);
 	if (vm->dir)
 		snprintf(vm->jail, sizeof(vm->jail), "%s/root", vm->dir);
-	if (!vm->dir || loop_timer_init(q->d->loop, &vm->timer, NULL, vm) < 0) {
+	if (!vm->dir || loop_timer_init(q->b.cfg.loop, &vm->timer, NULL, vm) < 0) {
 		free(vm->dir);
 		free(vm);
 		return NULL;
@@ -233,33 +228,13 @@ vm_get(struct qemu *q, struct sandbox *sb)
 	return vm;
 }
 
+/* Its VMM is gone (or given up): the slot and the link of its launch are no longer its (the
+ * core frees them when it is told). */
 static void
 vm_release_slot(struct vm *vm)
 {
-	/* its VMM is gone (or given up): so is its tap, and its policy goes from the worker */
-	if (vm->net && vm->sb)
-		egress_detach(vm->q->d, vm->sb);
 	vm->net = false;
-	if (vm->slot >= 0 && vm->slot < (int)UID_SLOTS)
-		vm->q->slot_used[vm->slot] = false;
 	vm->slot = -1;
-}
-
-static int
-vm_take_slot(struct vm *vm)
-{
-	/* the last uid is the egress worker's; with egress, a slot is also a /30 */
-	unsigned n = UID_SLOTS - 1;
-
-	if (egress_enabled(vm->q->d))
-		n = MIN(n, egress_slots(vm->q->d));
-	for (unsigned i = 0; i < n; i++)
-		if (!vm->q->slot_used[i]) {
-			vm->q->slot_used[i] = true;
-			vm->slot = (int)i;
-			return 0;
-		}
-	return -EUSERS;
 }
 
 static uid_t
@@ -293,7 +268,7 @@ vm_free(struct vm *vm)
 		vm->sb->backend_data = NULL;
 	free(vm->dir);
 	/* its pidfd and timer may be in the loop's current batch: free after it */
-	if (loop_defer(vm->q->d->loop, free, vm) < 0)
+	if (loop_defer(vm->q->b.cfg.loop, free, vm) < 0)
 		free(vm);
 }
 
@@ -328,7 +303,7 @@ static void vm_fail(struct vm *vm, const char *fmt, ...) _printf_(2, 3);
 static void
 vm_fail(struct vm *vm, const char *fmt, ...)
 {
-	struct sandboxd *d = vm->q->d;
+	struct backend *b = &vm->q->b;
 	struct sandbox *sb = vm->sb;
 	enum vm_phase phase = vm->phase;
 	char reason[1024];
@@ -342,20 +317,15 @@ vm_fail(struct vm *vm, const char *fmt, ...)
 	vm_kill(vm);
 	/* the core lets go of the processes before the agent goes */
 	if (phase == VM_BOOTING || phase == VM_STOPPING)
-		lifecycle_backend_done(d, sb, -EIO, reason);
+		backend_done(b, sb, -EIO, reason);
 	else
-		lifecycle_backend_lost(d, sb, reason);
+		backend_lost(b, sb, reason);
 	vm->agent = agent_free(vm->agent);
 	remove_tree(vm->dir);
 	vm_free(vm);
 }
 
-/* ---- QEMU's command line and start ---- */
-
-static const char *const cmdline_base =
-        "console=ttyS0 quiet panic=-1 reboot=t tsc=reliable cryptomgr.notests init_on_alloc=0 "
-        "initcall_blacklist=crypto_kdf108_init,init_kprobe_trace,load_system_certificate_list,"
-        "cubictcp_register";
+/* ---- QEMU's start (its command line: qemu-argv.c) ---- */
 
 /* A listening unix socket at path, bound by sandboxd and handed to QEMU. */
 static int
@@ -381,60 +351,29 @@ listen_at(const char *path, uid_t owner)
 	return fd;
 }
 
-enum {
-	FD_KERNEL = 3,
-	FD_INITRD,
-	FD_AGENT,
-	FD_QMP,
-	FD_CONSOLE,
-	FD_ROOT,
-	FD_BLANK,
-	FD_UPPER,
-	FD_TAP, /* the tap with egress, else /dev/null */
-	FD_LOG,
-	FD_COUNT = FD_LOG - FD_KERNEL + 1,
-};
-
+/* What a VMM is started with: its descriptors, each at its enum qemu_fd number minus
+ * QEMU_FD_KERNEL until the child places them, and its command line. */
 struct launch {
-	int fds[FD_COUNT]; /* index fd - FD_KERNEL */
-	char *argv[96];
-	size_t argc;
-	char *strings[24];
-	size_t nstrings;
+	int fds[QEMU_FD_COUNT];
+	char **argv;
 };
 
 static void
 launch_done(struct launch *l)
 {
-	for (size_t i = 0; i < FD_COUNT; i++)
+	for (size_t i = 0; i < QEMU_FD_COUNT; i++)
 		safe_close(l->fds[i]);
-	for (size_t i = 0; i < l->nstrings; i++)
-		free(l->strings[i]);
-}
-
-static void
-arg(struct launch *l, const char *a)
-{
-	if (l->argc < ARRAY_SIZE(l->argv) - 1)
-		l->argv[l->argc++] = (char *)a;
-}
-
-static const char *
-keep(struct launch *l, char *s)
-{
-	if (s && l->nstrings < ARRAY_SIZE(l->strings))
-		l->strings[l->nstrings++] = s;
-	return s ? s : "";
+	l->argv = qemu_argv_free(l->argv);
 }
 
 static int
-open_into(struct launch *l, int slot, const char *path, int flags)
+open_into(struct launch *l, enum qemu_fd at, const char *path, int flags)
 {
 	int fd = open(path, flags | O_CLOEXEC, 0600);
 
 	if (fd < 0)
 		return negative_errno();
-	l->fds[slot - FD_KERNEL] = fd;
+	l->fds[at - QEMU_FD_KERNEL] = fd;
 	return 0;
 }
 
@@ -541,21 +480,22 @@ exec_vmm(struct vm *vm, struct launch *l, uid_t uid)
 		_exit(126);
 	if (vm->q->cgroups)
 		(void)cgroup_enter(vm->cgroup);
-	/* move the fds to 3.. without clobbering each other: first above them all, then down */
-	for (int i = 0; i < FD_COUNT; i++) {
+	/* move the fds to their numbers without clobbering each other: first above them all,
+	 * then down */
+	for (int i = 0; i < QEMU_FD_COUNT; i++) {
 		int high = fcntl(l->fds[i], F_DUPFD, 64);
 		if (high < 0)
 			_exit(126);
 		l->fds[i] = high;
 	}
-	for (int i = 0; i < FD_COUNT; i++)
-		if (dup2(l->fds[i], FD_KERNEL + i) < 0)
+	for (int i = 0; i < QEMU_FD_COUNT; i++)
+		if (dup2(l->fds[i], QEMU_FD_KERNEL + i) < 0)
 			_exit(126);
 	devnull = open("/dev/null", O_RDWR);
-	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(FD_LOG, 2) < 0)
+	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(QEMU_FD_LOG, 2) < 0)
 		_exit(126);
-	if (syscall(SYS_close_range, FD_LOG + 1, ~0U, 0) < 0)
-		for (int fd = FD_LOG + 1; fd < 4096; fd++)
+	if (syscall(SYS_close_range, QEMU_FD_END, ~0U, 0) < 0)
+		for (int fd = QEMU_FD_END; fd < 4096; fd++)
 			close(fd);
 	if (vm->q->root) {
 		if (enter_jail(vm->jail, streq(vm->q->accel, "kvm"), uid) < 0)
@@ -575,28 +515,27 @@ exec_vmm(struct vm *vm, struct launch *l, uid_t uid)
 }
 
 static int
-spawn_qemu(struct vm *vm, bool fresh_layer)
+spawn_qemu(struct vm *vm, const struct vm_launch *vl, bool fresh_layer)
 {
 	struct qemu *q = vm->q;
 	struct sandbox *sb = vm->sb;
+	const struct qemu_machine machine = { .qemu_bin = q->qemu_bin,
+		                              .accel = q->accel,
+		                              .tsc_khz = q->tsc_khz };
 	struct launch l;
-	struct egress_link link;
-	bool net = egress_enabled(q->d);
+	bool net = vl->has_net;
 	_cleanup_free_ char *blank = NULL, *upper = vm_path(vm, "upper.qcow2");
 	_cleanup_free_ char *agent_sock = vm_path(vm, "agent.sock"),
 	                    *qmp_sock = vm_path(vm, "qmp.sock");
 	_cleanup_free_ char *console = vm_path(vm, "console.log"), *qlog = vm_path(vm, "qemu.log");
-	const struct image *img = images_installed(q->d, sb->image);
 	uid_t uid;
 	pid_t pid;
 	int r;
 
-	if (!img) {
-		log_warning("sandbox '%s': image '%s' is not installed", sb->id, sb->image);
-		return -ENOENT; /* lifecycle installs it first: only a removal can race this */
-	}
+	if (!vl->root_disk || vl->slot >= UID_SLOTS - 1)
+		return -EINVAL;
 	memset(&l, 0, sizeof(l));
-	for (size_t i = 0; i < FD_COUNT; i++)
+	for (size_t i = 0; i < QEMU_FD_COUNT; i++)
 		l.fds[i] = -1;
 	if (!upper || !agent_sock || !qmp_sock || !console || !qlog)
 		return -ENOMEM;
@@ -605,7 +544,7 @@ spawn_qemu(struct vm *vm, bool fresh_layer)
 		r = negative_errno();
 	if (r < 0)
 		return r;
-	r = bundle_blank_disk(q->d->opts->state_dir, sb->disk_mb, &blank);
+	r = bundle_blank_disk(q->b.cfg.state_dir, vl->disk_mb, &blank);
 	if (r < 0)
 		return r;
 	if (fresh_layer || access(upper, F_OK) < 0) {
@@ -613,136 +552,52 @@ spawn_qemu(struct vm *vm, bool fresh_layer)
 		if (r < 0)
 			return r;
 	}
-	if (vm->slot < 0 && (r = vm_take_slot(vm)) < 0)
-		return r;
+	vm->slot = (int)vl->slot;
 	uid = vm_uid(vm);
 	/* the VMM may write its layer and its logs; nothing else of the state is its own */
 	if (q->root && (chown(upper, uid, uid) < 0 || chmod(upper, 0600) < 0))
 		return negative_errno();
-	if ((r = open_into(&l, FD_KERNEL, q->bundle.kernel, O_RDONLY)) < 0 ||
-	    (r = open_into(&l, FD_INITRD, q->bundle.initrd, O_RDONLY)) < 0 ||
-	    (r = open_into(&l, FD_ROOT, img->disk, O_RDONLY)) < 0 ||
-	    (r = open_into(&l, FD_BLANK, blank, O_RDONLY)) < 0 ||
-	    (r = open_into(&l, FD_UPPER, upper, O_RDWR)) < 0 ||
-	    (r = open_into(&l, FD_CONSOLE, console, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)) < 0 ||
-	    (r = open_into(&l, FD_LOG, qlog, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)) < 0)
+	if ((r = open_into(&l, QEMU_FD_KERNEL, q->bundle.kernel, O_RDONLY)) < 0 ||
+	    (r = open_into(&l, QEMU_FD_INITRD, q->bundle.initrd, O_RDONLY)) < 0 ||
+	    (r = open_into(&l, QEMU_FD_ROOT, vl->root_disk, O_RDONLY)) < 0 ||
+	    (r = open_into(&l, QEMU_FD_BLANK, blank, O_RDONLY)) < 0 ||
+	    (r = open_into(&l, QEMU_FD_UPPER, upper, O_RDWR)) < 0 ||
+	    (r = open_into(&l, QEMU_FD_CONSOLE, console, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)) <
+	            0 ||
+	    (r = open_into(&l, QEMU_FD_LOG, qlog, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND)) < 0)
 		goto out;
 	if (net) {
-		if ((r = egress_link_for_slot(q->d, (unsigned)vm->slot, &link)) < 0 ||
-		    (r = egress_tap_open(&link, &l.fds[FD_TAP - FD_KERNEL])) < 0) {
-			log_error("sandbox '%s': cannot create its network device: %s", sb->id,
-			          strerror(-r));
+		/* the core's tap, a copy of which the VMM holds */
+		l.fds[QEMU_FD_TAP - QEMU_FD_KERNEL] = fcntl(vl->net.tap_fd, F_DUPFD_CLOEXEC, 0);
+		if (l.fds[QEMU_FD_TAP - QEMU_FD_KERNEL] < 0) {
+			r = negative_errno();
 			goto out;
 		}
-	} else if ((r = open_into(&l, FD_TAP, "/dev/null", O_RDONLY)) < 0) {
+	} else if ((r = open_into(&l, QEMU_FD_TAP, "/dev/null", O_RDONLY)) < 0) {
 		goto out;
 	}
-	if ((l.fds[FD_AGENT - FD_KERNEL] = listen_at(agent_sock, uid)) < 0 ||
-	    (l.fds[FD_QMP - FD_KERNEL] = listen_at(qmp_sock, uid)) < 0) {
+	if ((l.fds[QEMU_FD_AGENT - QEMU_FD_KERNEL] = listen_at(agent_sock, uid)) < 0 ||
+	    (l.fds[QEMU_FD_QMP - QEMU_FD_KERNEL] = listen_at(qmp_sock, uid)) < 0) {
 		r = -EADDRNOTAVAIL;
 		goto out;
 	}
 	if (q->root) {
 		/* the VMM writes the logs through the fds it is given, and re-opens them as itself
 		 */
-		if (fchown(l.fds[FD_CONSOLE - FD_KERNEL], uid, uid) < 0 ||
-		    fchown(l.fds[FD_LOG - FD_KERNEL], uid, uid) < 0) {
+		if (fchown(l.fds[QEMU_FD_CONSOLE - QEMU_FD_KERNEL], uid, uid) < 0 ||
+		    fchown(l.fds[QEMU_FD_LOG - QEMU_FD_KERNEL], uid, uid) < 0) {
 			r = negative_errno();
 			goto out;
 		}
 	}
 	if (q->cgroups) {
-		uint64_t mem = ((uint64_t)sb->memory_mb + VMM_OVERHEAD_MB) << 20;
-		if (cgroup_create(vm->cgroup, mem, sb->cpus, 256) < 0)
+		uint64_t mem = ((uint64_t)vl->memory_mb + VMM_OVERHEAD_MB) << 20;
+		if (cgroup_create(vm->cgroup, mem, vl->cpus, 256) < 0)
 			log_warning("sandbox '%s': no cgroup limits for its VMM", sb->id);
 	}
-
-	arg(&l, q->qemu_bin);
-	arg(&l, "-M");
-	arg(&l, keep(&l, strdup_printf("microvm,accel=%s,x-option-roms=off,pit=off,pic=off,rtc=on",
-	                               q->accel)));
-	arg(&l, "-cpu");
-	arg(&l, streq(q->accel, "kvm") ? "host" : "max");
-	arg(&l, "-m");
-	arg(&l, keep(&l, strdup_printf("%u", sb->memory_mb)));
-	arg(&l, "-smp");
-	arg(&l, keep(&l, strdup_printf("%u", sb->cpus)));
-	arg(&l, "-nodefaults");
-	arg(&l, "-no-user-config");
-	arg(&l, "-display");
-	arg(&l, "none");
-	arg(&l, "-no-reboot");
-	arg(&l, "-name");
-	arg(&l, keep(&l, strdup_printf("%s,process=qemu-sbx-%.6s", sb->id, sb->id + 4)));
-	arg(&l, "-kernel");
-	arg(&l, "/proc/self/fd/3");
-	arg(&l, "-initrd");
-	arg(&l, "/proc/self/fd/4");
-	arg(&l, "-append");
-	{
-		char tsc[32] = "", netarg[64] = "";
-		if (streq(q->accel, "tcg") && q->tsc_khz)
-			snprintf(tsc, sizeof(tsc), " tsc_early_khz=%u", q->tsc_khz);
-		if (net) {
-			char g[INET_ADDRSTRLEN], h[INET_ADDRSTRLEN];
-			inet_ntop(AF_INET, &link.guest_addr, g, sizeof(g));
-			inet_ntop(AF_INET, &link.host_addr, h, sizeof(h));
-			/* sandbox-guestd configures its interface from this */
-			snprintf(netarg, sizeof(netarg), " sandbox.net=%s/30,%s", g, h);
-		}
-		arg(&l, keep(&l, strdup_printf("%s%s%s", cmdline_base, tsc, netarg)));
-	}
-	arg(&l, "-chardev");
-	arg(&l, "socket,id=ag,fd=5,server=on,wait=off");
-	arg(&l, "-device");
-	arg(&l, "virtio-serial-device");
-	arg(&l, "-device");
-	arg(&l, "virtserialport,chardev=ag,name=agent");
-	arg(&l, "-chardev");
-	arg(&l, "socket,id=qmp,fd=6,server=on,wait=off");
-	arg(&l, "-mon");
-	arg(&l, "chardev=qmp,mode=control");
-	arg(&l, "-add-fd");
-	arg(&l, "fd=7,set=7");
-	arg(&l, "-chardev");
-	arg(&l, "file,id=con,path=/dev/fdset/7");
-	arg(&l, "-serial");
-	arg(&l, "chardev:con");
-	arg(&l, "-add-fd");
-	arg(&l, "fd=8,set=8,opaque=root");
-	arg(&l, "-blockdev");
-	arg(&l, "driver=file,node-name=rootf,filename=/dev/fdset/8,read-only=on");
-	arg(&l, "-blockdev");
-	arg(&l, "driver=raw,node-name=root,file=rootf,read-only=on");
-	arg(&l, "-device");
-	arg(&l, "virtio-blk-device,drive=root");
-	arg(&l, "-add-fd");
-	arg(&l, "fd=9,set=9,opaque=blank");
-	arg(&l, "-blockdev");
-	arg(&l, "driver=file,node-name=blankf,filename=/dev/fdset/9,read-only=on");
-	arg(&l, "-blockdev");
-	arg(&l, "driver=raw,node-name=blank,file=blankf,read-only=on");
-	arg(&l, "-add-fd");
-	arg(&l, "fd=10,set=10,opaque=upper");
-	arg(&l, "-blockdev");
-	arg(&l, "driver=file,node-name=upperf,filename=/dev/fdset/10");
-	arg(&l, "-blockdev");
-	arg(&l, "driver=qcow2,node-name=upper,file=upperf,backing=blank");
-	arg(&l, "-device");
-	arg(&l, "virtio-blk-device,drive=upper");
-	if (net) {
-		uint32_t g = ntohl(link.guest_addr);
-		arg(&l, "-netdev");
-		arg(&l, "tap,id=net0,fd=11");
-		arg(&l, "-device");
-		arg(&l,
-		    keep(&l, strdup_printf(
-		                     "virtio-net-device,netdev=net0,mac=52:54:%02x:%02x:%02x:%02x",
-		                     g >> 24, (g >> 16) & 0xff, (g >> 8) & 0xff, g & 0xff)));
-	}
-	arg(&l, "-sandbox");
-	arg(&l, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
-	l.argv[l.argc] = NULL;
+	r = qemu_argv_build(&machine, vl, &l.argv);
+	if (r < 0)
+		goto out;
 
 	pid = fork_vmm(q->root);
 	if (pid < 0) {
@@ -753,12 +608,8 @@ spawn_qemu(struct vm *vm, bool fresh_layer)
 		exec_vmm(vm, &l, uid);
 	vm->pid = pid;
 	vm->child = true;
-	if (net) {
-		/* the worker knows its policy before the guest can send anything */
-		vm->net = true;
-		vm->guest_addr = link.guest_addr;
-		egress_attach(q->d, sb, &link);
-	}
+	vm->net = net;
+	vm->guest_addr = net ? vl->net.guest_addr : 0;
 	r = 0;
 out:
 	launch_done(&l);
@@ -819,7 +670,7 @@ static void
 agent_ready_cb(struct agent *a _unused_, bool mounted, const char *version, void *data)
 {
 	struct vm *vm = data;
-	struct sandboxd *d = vm->q->d;
+	struct backend *b = &vm->q->b;
 
 	vm->reconnecting = false;
 	if (vm->phase == VM_BOOTING) {
@@ -832,10 +683,10 @@ agent_ready_cb(struct agent *a _unused_, bool mounted, const char *version, void
 		log_debug("sandbox '%s': agent ready (%s)", vm->sb->id, version);
 		free(vm->sb->runtime_ref);
 		vm->sb->runtime_ref = strdup_printf("qemu:%d", (int)vm->pid);
-		lifecycle_backend_done(d, vm->sb, 0, NULL);
+		backend_done(b, vm->sb, 0, NULL);
 	}
 	if (vm->phase == VM_RUNNING)
-		lifecycle_agent_ready(d, vm->sb);
+		backend_agent_ready(b, vm->sb);
 }
 
 static void
@@ -874,14 +725,12 @@ static const struct agent_events agent_events = {
 };
 
 static int
-vm_connect_agent(struct vm *vm, uint64_t deadline)
+vm_connect_agent(struct vm *vm, const struct vm_launch *l, uint64_t deadline)
 {
 	_cleanup_free_ char *sock = vm_path(vm, "agent.sock");
-	const char *hostname = vm->sb->name ? vm->sb->name : vm->sb->id;
-	const struct image *img = images_installed(vm->q->d, vm->sb->image);
 	struct agent_hello hello = {
-		.env = img ? img->env : NULL,
-		.hostname = hostname,
+		.env = l->env,
+		.hostname = l->hostname,
 		.root_dev = "/dev/vda",
 		.upper_dev = "/dev/vdb",
 		.uid = GUEST_UID,
@@ -893,7 +742,7 @@ vm_connect_agent(struct vm *vm, uint64_t deadline)
 	if (!sock)
 		return -ENOMEM;
 	vm->agent = agent_free(vm->agent);
-	r = agent_new(vm->q->d->loop, sock, &hello, &agent_events, vm, &vm->agent);
+	r = agent_new(vm->q->b.cfg.loop, sock, &hello, &agent_events, vm, &vm->agent);
 	if (r < 0)
 		return r;
 	return agent_connect(vm->agent, deadline);
@@ -947,7 +796,7 @@ vm_quit(struct vm *vm)
 	vm->timer.fn = quit_timeout;
 	(void)loop_timer_arm(&vm->timer, QUIT_WAIT_MS, 0);
 	if (path)
-		r = qmp_new(vm->q->d->loop, path, qmp_ready, NULL, vm, &vm->qmp);
+		r = qmp_new(vm->q->b.cfg.loop, path, qmp_ready, NULL, vm, &vm->qmp);
 	if (r < 0) {
 		log_warning("sandbox '%s': no QEMU monitor (%s); killing QEMU", vm->sb->id,
 		            strerror(-r));
@@ -970,7 +819,6 @@ static void
 vm_exited(struct loop_child *c _unused_, void *data)
 {
 	struct vm *vm = data;
-	struct sandboxd *d = vm->q->d;
 	struct sandbox *sb = vm->sb;
 	int status = 0;
 	char how[64];
@@ -991,7 +839,7 @@ vm_exited(struct loop_child *c _unused_, void *data)
 		vm->agent = agent_free(vm->agent);
 		vm_remove_runtime(vm);
 		vm_release_slot(vm);
-		lifecycle_backend_done(d, sb, 0, NULL);
+		backend_done(&vm->q->b, sb, 0, NULL);
 		return;
 	case VM_DESTROYING:
 		return; /* destroy handles it */
@@ -1014,7 +862,7 @@ vm_exited(struct loop_child *c _unused_, void *data)
 static int
 vm_watch(struct vm *vm)
 {
-	return loop_child_watch(vm->q->d->loop, &vm->exited, vm->pid, vm_exited, vm);
+	return loop_child_watch(vm->q->b.cfg.loop, &vm->exited, vm->pid, vm_exited, vm);
 }
 
 static void
@@ -1027,7 +875,7 @@ boot_timeout(struct loop_timer *t _unused_, void *data)
 }
 
 static int
-vm_boot(struct qemu *q, struct sandbox *sb, bool fresh_layer)
+vm_boot(struct qemu *q, struct sandbox *sb, const struct vm_launch *l, bool fresh_layer)
 {
 	struct vm *vm = vm_get(q, sb);
 	uint64_t deadline;
@@ -1037,7 +885,7 @@ vm_boot(struct qemu *q, struct sandbox *sb, bool fresh_layer)
 		return -ENOMEM;
 	vm->phase = VM_BOOTING;
 	vm->reconnecting = false;
-	r = spawn_qemu(vm, fresh_layer);
+	r = spawn_qemu(vm, l, fresh_layer);
 	if (r < 0) {
 		log_error("sandbox '%s': starting QEMU failed: %s", sb->id, strerror(-r));
 		if (fresh_layer)
@@ -1047,7 +895,7 @@ vm_boot(struct qemu *q, struct sandbox *sb, bool fresh_layer)
 	}
 	deadline = now_mono_ms() + q->boot_timeout_ms;
 	if ((r = vm_watch(vm)) < 0 || (r = write_record(vm)) < 0 ||
-	    (r = vm_connect_agent(vm, deadline)) < 0) {
+	    (r = vm_connect_agent(vm, l, deadline)) < 0) {
 		vm_kill(vm);
 		remove_tree(vm->dir);
 		vm_free(vm);
@@ -1079,7 +927,7 @@ kvm_boots(struct qemu *q)
 	sock = strdup_printf("%s/agent.sock", dir);
 	kernel = strdup_printf("%s", q->bundle.kernel);
 	initrd = strdup_printf("%s", q->bundle.initrd);
-	append = strdup_printf("%s", cmdline_base);
+	append = strdup_printf("%s", qemu_cmdline_base);
 	if (!sock || !kernel || !initrd || !append || strlen(sock) >= sizeof(sa.sun_path))
 		goto out;
 	pid = fork();
@@ -1169,7 +1017,7 @@ out:
 static int
 qemu_pick_accel(struct qemu *q, const char *want)
 {
-	_cleanup_free_ char *cache = strdup_printf("%s/vm/accel", q->d->opts->state_dir);
+	_cleanup_free_ char *cache = strdup_printf("%s/vm/accel", q->b.cfg.state_dir);
 	_cleanup_free_ char *cached = NULL, *key = NULL;
 	struct utsname u;
 	int fd;
@@ -1210,15 +1058,15 @@ qemu_pick_accel(struct qemu *q, const char *want)
 /* ---- backend operations ---- */
 
 static int
-qemu_start(struct backend *b, struct sandbox *sb)
+qemu_start(struct backend *b, struct sandbox *sb, const struct vm_launch *l)
 {
-	return vm_boot(Q(b), sb, true);
+	return vm_boot(Q(b), sb, l, true);
 }
 
 static int
-qemu_restart(struct backend *b, struct sandbox *sb)
+qemu_restart(struct backend *b, struct sandbox *sb, const struct vm_launch *l)
 {
-	return vm_boot(Q(b), sb, false);
+	return vm_boot(Q(b), sb, l, false);
 }
 
 static void
@@ -1258,12 +1106,12 @@ static void
 destroy_finish(struct loop_timer *t _unused_, void *data)
 {
 	struct vm *vm = data;
-	struct sandboxd *d = vm->q->d;
+	struct backend *b = &vm->q->b;
 	struct sandbox *sb = vm->sb;
 
 	remove_tree(vm->dir);
 	vm_free(vm);
-	lifecycle_backend_done(d, sb, 0, NULL);
+	backend_done(b, sb, 0, NULL);
 }
 
 static int
@@ -1282,7 +1130,7 @@ qemu_destroy(struct backend *b, struct sandbox *sb)
 }
 
 static int
-qemu_status(struct backend *b, struct sandbox *sb, enum backend_status *ret)
+qemu_status(struct backend *b, struct sandbox *sb, struct backend_found *ret)
 {
 	struct vm *vm = vm_get(Q(b), sb);
 	_cleanup_free_ char *upper = NULL, *comm_path = NULL, *comm = NULL;
@@ -1304,64 +1152,48 @@ qemu_status(struct backend *b, struct sandbox *sb, enum backend_status *ret)
 			vm->child = false;
 			vm->slot = slot;
 			vm->net = net;
-			Q(b)->slot_used[slot] = true;
-			*ret = BACKEND_RUNNING;
+			*ret = (struct backend_found){ .status = BACKEND_RUNNING,
+				                       .has_slot = true,
+				                       .slot = (unsigned)slot,
+				                       .net = net,
+				                       .guest_addr = vm->guest_addr };
 			return 0;
 		}
 	}
-	*ret = upper && access(upper, F_OK) == 0 ? BACKEND_STOPPED : BACKEND_GONE;
-	if (*ret == BACKEND_GONE)
+	*ret = (struct backend_found){ .status = upper && access(upper, F_OK) == 0 ? BACKEND_STOPPED
+		                                                                   : BACKEND_GONE };
+	if (ret->status == BACKEND_GONE)
 		vm_free(vm);
 	return 0;
 }
 
 static int
-qemu_adopt(struct backend *b _unused_, struct sandbox *sb)
+qemu_adopt(struct backend *b _unused_, struct sandbox *sb, const struct vm_launch *l)
 {
 	struct vm *vm = sb->backend_data;
 	int r;
 
 	if (!vm || vm->pid <= 0)
 		return -ESRCH;
-	/* turning networking on or off between runs ends the sandboxes started without it,
-	 * and one whose network device is gone is not taken back */
-	if (vm->net != egress_enabled(vm->q->d)) {
-		log_warning("sandbox '%s': started with egress %s, now it is %s: not taken back",
-		            sb->id, vm->net ? "on" : "off", vm->net ? "off" : "on");
-		vm->net = false;
-		vm_kill(vm); /* nothing is left running that no policy governs */
-		return -EPROTO;
-	}
-	if (vm->net) {
-		struct egress_link link;
-		if (egress_link_for_slot(vm->q->d, (unsigned)vm->slot, &link) < 0 ||
-		    if_nametoindex(link.tap) == 0) {
-			log_warning("sandbox '%s': its network device is gone: not taken back",
-			            sb->id);
-			vm->net = false;
-			vm_kill(vm);
-			return -ENODEV;
-		}
-		/* booted on another --egress-subnet: its guest would send from an address the
-		 * table and the worker no longer know */
-		if (link.guest_addr != vm->guest_addr) {
-			log_warning(
-			        "sandbox '%s': its link is not in --egress-subnet any more: not "
-			        "taken back",
-			        sb->id);
-			vm->net = false;
-			vm_kill(vm);
-			return -EADDRNOTAVAIL;
-		}
-		egress_attach(vm->q->d, sb, &link);
-	}
 	vm->phase = VM_RUNNING;
 	r = vm_watch(vm);
 	if (r >= 0)
-		r = vm_connect_agent(vm, now_mono_ms() + vm->q->boot_timeout_ms);
+		r = vm_connect_agent(vm, l, now_mono_ms() + vm->q->boot_timeout_ms);
 	/* the first session after the restart: failing it fails the sandbox */
 	vm->reconnecting = true;
 	return r;
+}
+
+static void
+qemu_abandon(struct backend *b _unused_, struct sandbox *sb)
+{
+	struct vm *vm = sb->backend_data;
+
+	/* nothing is left running that no policy governs */
+	if (vm) {
+		vm->net = false;
+		vm_kill(vm);
+	}
 }
 
 static struct agent *
@@ -1384,8 +1216,7 @@ qemu_caps(struct backend *b, struct backend_caps *ret)
 	*ret = (struct backend_caps){ .accel = Q(b)->accel,
 		                      .processes = true,
 		                      .files = true,
-		                      .egress =
-		                              egress_enabled(Q(b)->d) ? NET_ALLOWLIST : NET_NONE };
+		                      .egress = b->cfg.egress ? NET_ALLOWLIST : NET_NONE };
 }
 
 static void
@@ -1394,9 +1225,8 @@ qemu_free(struct backend *b)
 	struct qemu *q = Q(b);
 	struct list_node *n, *tmp;
 
-	/* the worker goes first, so that letting go of the VMs below changes no rule: VMs keep
-	 * running, with their table entries, and the next sandboxd takes them back */
-	egress_stop(q->d);
+	/* VMs keep running (with their table entries, which the core keeps), and the next
+	 * sandboxd takes them back */
 	LIST_FOREACH_SAFE (n, tmp, &q->vms) {
 		struct vm *vm = list_entry(n, struct vm, link);
 		vm->agent = agent_free(vm->agent);
@@ -1464,6 +1294,7 @@ static const struct backend_ops qemu_ops = {
 	.destroy = qemu_destroy,
 	.status = qemu_status,
 	.adopt = qemu_adopt,
+	.abandon = qemu_abandon,
 	.boots_images = true,
 	.agent = qemu_agent,
 	.recovered = qemu_recovered,
@@ -1519,26 +1350,26 @@ claim_uid_range(const char *state_dir, uid_t *ret)
 }
 
 int
-qemu_backend_create(struct sandboxd *d, struct backend **ret)
+qemu_backend_create(const struct backend_config *cfg, struct backend **ret)
 {
-	const struct options *o = d->opts;
 	struct qemu *q = calloc(1, sizeof(*q));
 	const char *why;
 	int r;
 
 	if (!q)
 		return -ENOMEM;
-	q->d = d;
 	q->b.ops = &qemu_ops;
-	q->b.d = d;
+	q->b.cfg = *cfg;
 	q->b.priv = q;
+	/* the last uid of the range is the spare one, which no VMM gets */
+	q->b.slots = UID_SLOTS - 1;
 	q->root = geteuid() == 0;
-	q->boot_timeout_ms = (o->boot_timeout_secs ? o->boot_timeout_secs : 60) * 1000;
-	q->stop_timeout_ms = o->stop_timeout_secs * 1000;
+	q->boot_timeout_ms = (cfg->boot_timeout_secs ? cfg->boot_timeout_secs : 60) * 1000;
+	q->stop_timeout_ms = cfg->stop_timeout_secs * 1000;
 	list_init(&q->vms);
 	q->qemu_bin = find_program("qemu-system-x86_64");
-	q->vms_dir = strdup_printf("%s/vms", o->state_dir);
-	q->marker = strdup_printf("SANDBOXD_STATE_DIR=%s", o->state_dir);
+	q->vms_dir = strdup_printf("%s/vms", cfg->state_dir);
+	q->marker = strdup_printf("SANDBOXD_STATE_DIR=%s", cfg->state_dir);
 	if (!q->qemu_bin) {
 		log_error("backend qemu: qemu-system-x86_64 is not installed (apt-get install "
 		          "qemu-system-x86)");
@@ -1549,7 +1380,7 @@ qemu_backend_create(struct sandboxd *d, struct backend **ret)
 		r = -ENOMEM;
 		goto fail;
 	}
-	r = bundle_load(o->state_dir, o->agent, o->kernel, o->initrd, &q->bundle);
+	r = bundle_load(cfg->state_dir, cfg->agent, cfg->kernel, cfg->initrd, &q->bundle);
 	if (r < 0)
 		goto fail; /* bundle_load said what to do */
 	if (!q->bundle.rootfs) {
@@ -1558,21 +1389,18 @@ qemu_backend_create(struct sandboxd *d, struct backend **ret)
 		goto fail;
 	}
 	/* the bundle's small root disk is the built-in image "busybox" */
-	r = images_add_builtin(d, "busybox", q->bundle.rootfs);
-	if (r < 0)
-		goto fail;
-	r = qemu_pick_accel(q, o->accel);
+	q->b.builtin_disk = q->bundle.rootfs;
+	r = qemu_pick_accel(q, cfg->accel);
 	if (r < 0)
 		goto fail;
 	if (streq(q->accel, "tcg") && bundle_host_tsc_khz(&q->tsc_khz) < 0)
 		q->tsc_khz = 0;
-	if (q->root && (r = claim_uid_range(o->state_dir, &q->uid_base)) < 0) {
+	if (q->root && (r = claim_uid_range(cfg->state_dir, &q->uid_base)) < 0) {
 		log_error("backend qemu: no range of VMM uids is free: %s", strerror(-r));
 		goto fail;
 	}
-	/* egress runs as the range's last uid, which no VMM gets */
-	if (q->root && o->egress && (r = egress_start(d, q->uid_base + UID_SLOTS - 1)) < 0)
-		goto fail;
+	if (q->root)
+		q->b.spare_uid = q->uid_base + UID_SLOTS - 1;
 	q->cgroups = cgroup_available(&why);
 	if (!q->cgroups)
 		log_warning("backend qemu: VMMs run without cgroup limits: %s", why);

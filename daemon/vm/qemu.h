@@ -6,4 +6,4 @@
 
 #include "backend.h"
 
-int qemu_backend_create(struct sandboxd *d, struct backend **ret);
+int qemu_backend_create(const struct backend_config *cfg, struct backend **ret);

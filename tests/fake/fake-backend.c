@@ -12,10 +12,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include "backend.h"
-#include "lifecycle.h"
 #include "log.h"
 #include "loop.h"
-#include "sandboxd.h"
 #include "util.h"
 
 struct fake {
@@ -94,43 +92,40 @@ timer_fired(struct loop_timer *t _unused_, void *data)
 		if (path)
 			unlink(path);
 		vm->crash_after_boot = false;
-		lifecycle_backend_lost(b->d, sb,
-		                       "the fake VM crashed (image fake/crash asks for it)");
+		backend_lost(b, sb, "the fake VM crashed (image fake/crash asks for it)");
 		return;
 	}
 	switch (sb->op) {
 	case SANDBOX_OP_START:
 	case SANDBOX_OP_RESTART:
 		if (streq(sb->image, "fake/fail-boot")) {
-			lifecycle_backend_done(
-			        b->d, sb, -EIO,
-			        "the fake VM failed to boot (image fake/fail-boot asks "
-			        "for it)");
+			backend_done(b, sb, -EIO,
+			             "the fake VM failed to boot (image fake/fail-boot asks for "
+			             "it)");
 			return;
 		}
 		r = write_state(b, sb, "running");
 		if (r < 0) {
-			lifecycle_backend_done(b->d, sb, r,
-			                       "the fake VM could not record its state");
+			backend_done(b, sb, r, "the fake VM could not record its state");
 			return;
 		}
 		free(sb->runtime_ref);
 		sb->runtime_ref = strdup_printf("fake-%s", sb->id + 4);
 		vm->crash_after_boot = streq(sb->image, "fake/crash");
-		lifecycle_backend_done(b->d, sb, 0, NULL);
+		backend_done(b, sb, 0, NULL);
 		if (vm->crash_after_boot)
 			(void)loop_timer_arm(&vm->timer, 300, 0);
 		return;
 	case SANDBOX_OP_STOP:
 		r = write_state(b, sb, "stopped");
-		lifecycle_backend_done(b->d, sb, r, r < 0 ? "could not record the stop" : NULL);
+		backend_done(b, sb, r, r < 0 ? "could not record the stop" : NULL);
 		return;
 	case SANDBOX_OP_DESTROY: {
 		_cleanup_free_ char *path = vm_path(b, sb);
 		vm_free(vm);
 		if (path)
 			unlink(path);
-		lifecycle_backend_done(b->d, sb, 0, NULL);
+		backend_done(b, sb, 0, NULL);
 		return;
 	}
 	default:
@@ -151,7 +146,7 @@ vm_get(struct backend *b, struct sandbox *sb)
 	vm->b = b;
 	vm->sb = sb;
 	list_init(&vm->link);
-	if (loop_timer_init(b->d->loop, &vm->timer, timer_fired, vm) < 0) {
+	if (loop_timer_init(b->cfg.loop, &vm->timer, timer_fired, vm) < 0) {
 		free(vm);
 		return NULL;
 	}
@@ -178,13 +173,13 @@ boot_ms(struct backend *b, const struct sandbox *sb)
 }
 
 static int
-fake_start(struct backend *b, struct sandbox *sb)
+fake_start(struct backend *b, struct sandbox *sb, const struct vm_launch *l _unused_)
 {
 	return schedule(b, sb, "start", boot_ms(b, sb));
 }
 
 static int
-fake_restart(struct backend *b, struct sandbox *sb)
+fake_restart(struct backend *b, struct sandbox *sb, const struct vm_launch *l _unused_)
 {
 	return schedule(b, sb, "restart", boot_ms(b, sb));
 }
@@ -203,7 +198,7 @@ fake_destroy(struct backend *b, struct sandbox *sb)
 }
 
 static int
-fake_status(struct backend *b, struct sandbox *sb, enum backend_status *ret)
+fake_status(struct backend *b, struct sandbox *sb, struct backend_found *ret)
 {
 	_cleanup_free_ char *path = vm_path(b, sb);
 	_cleanup_free_ char *state = NULL;
@@ -213,12 +208,14 @@ fake_status(struct backend *b, struct sandbox *sb, enum backend_status *ret)
 		return -ENOMEM;
 	r = read_file_max(path, 64, &state, NULL);
 	if (r == -ENOENT) {
-		*ret = BACKEND_GONE;
+		*ret = (struct backend_found){ .status = BACKEND_GONE };
 		return 0;
 	}
 	if (r < 0)
 		return r;
-	*ret = streq(state, "running") ? BACKEND_RUNNING : BACKEND_STOPPED;
+	/* it uses no slots and no network */
+	*ret = (struct backend_found){ .status = streq(state, "running") ? BACKEND_RUNNING
+		                                                         : BACKEND_STOPPED };
 	log_call(b, "status", sb);
 	return 0;
 }
@@ -262,7 +259,7 @@ static const struct backend_ops fake_ops = {
 };
 
 static int
-fake_create(struct sandboxd *d, struct backend **ret)
+fake_create(const struct backend_config *cfg, struct backend **ret)
 {
 	struct backend *b = calloc(1, sizeof(*b));
 	struct fake *f = calloc(1, sizeof(*f));
@@ -279,7 +276,7 @@ fake_create(struct sandboxd *d, struct backend **ret)
 		n = 20;
 	f->boot_ms = (unsigned)MIN(n, 60000u);
 	list_init(&f->vms);
-	f->dir = strdup_printf("%s/fake", d->opts->state_dir);
+	f->dir = strdup_printf("%s/fake", cfg->state_dir);
 	if (!f->dir || (r = mkdir_p(f->dir, 0700)) < 0) {
 		free(f->dir);
 		free(f);
@@ -287,7 +284,7 @@ fake_create(struct sandboxd *d, struct backend **ret)
 		return -ENOMEM;
 	}
 	b->ops = &fake_ops;
-	b->d = d;
+	b->cfg = *cfg;
 	b->priv = f;
 	log_warning("backend fake: this is the test-only fake backend; it boots nothing");
 	*ret = b;

@@ -1,0 +1,40 @@
+/* qemu-argv.h: the command line of a sandbox's QEMU, built from its launch with no side
+ * effects (nothing is opened, nothing runs), so that the tests can read it. QEMU is handed
+ * every file it uses as a descriptor at a fixed number: enum qemu_fd says which, for the
+ * command line that names them and for the child that places them before it executes QEMU. */
+#pragma once
+
+#include "backend.h"
+
+/* The descriptors QEMU starts with, beyond stdin, stdout and stderr. */
+enum qemu_fd {
+	QEMU_FD_KERNEL = 3, /* the guest kernel (-kernel /proc/self/fd/N) */
+	QEMU_FD_INITRD,     /* the agent's initramfs */
+	QEMU_FD_AGENT,      /* agent.sock, listening: the guest agent's virtio-serial port */
+	QEMU_FD_QMP,        /* qmp.sock, listening: the monitor */
+	QEMU_FD_CONSOLE,    /* console.log: the guest's serial console */
+	QEMU_FD_ROOT,       /* the image's root disk, read-only (vda) */
+	QEMU_FD_BLANK,      /* the blank ext4 the writable layer is backed by, read-only */
+	QEMU_FD_UPPER,      /* upper.qcow2, the writable layer (vdb) */
+	QEMU_FD_TAP,        /* the tap with a network, else /dev/null */
+	QEMU_FD_LOG,        /* qemu.log, which its stderr also goes to */
+	QEMU_FD_END,        /* the first number that is not one of them */
+};
+#define QEMU_FD_COUNT (QEMU_FD_END - QEMU_FD_KERNEL)
+
+/* What the backend puts on every command line. */
+struct qemu_machine {
+	const char *qemu_bin; /* argv[0] */
+	const char *accel;    /* "kvm" or "tcg" */
+	unsigned tsc_khz;     /* under TCG, the host's TSC frequency for the guest; 0: unknown */
+};
+
+/* The kernel command line every guest boots with (the KVM check's included). */
+extern const char qemu_cmdline_base[];
+
+/* Builds the command line of QEMU for launch l on machine m: a new NULL-terminated array of
+ * new strings (free it with qemu_argv_free()) in *ret_argv. Only the launch's id, limits and
+ * network show in it; files are named by their enum qemu_fd numbers. -ENOMEM. */
+int qemu_argv_build(const struct qemu_machine *m, const struct vm_launch *l, char ***ret_argv);
+/* Frees what qemu_argv_build() made. NULL-safe; returns NULL. */
+char **qemu_argv_free(char **argv);
