@@ -66,7 +66,7 @@ api_lookup_ended(struct api_call *call)
 	struct sandbox *sb = NULL;
 	const char *owner = api_owner_filter(call);
 
-	if (!sandbox_id_valid(call->ref) || store_load(call->d->store, call->ref, &sb) < 0)
+	if (!sandbox_id_valid(call->ref) || sandbox_load(call->d->store, call->ref, &sb) < 0)
 		return NULL;
 	if (owner && !streq(owner, sb->owner))
 		return sandbox_free(sb);
@@ -796,7 +796,7 @@ current_object(struct stream *s, const char *id)
 	if (!sb) {
 		if (!s->ended || !streq(s->ended->id, id)) {
 			s->ended = sandbox_free(s->ended);
-			if (store_load(s->d->store, id, &s->ended) < 0)
+			if (sandbox_load(s->d->store, id, &s->ended) < 0)
 				return json_null();
 		}
 		sb = s->ended;

@@ -85,7 +85,7 @@ sandbox_commit(struct sandboxd *d, struct sandbox *sb, bool insert, const char *
 	r = store_begin(d->store);
 	if (r < 0)
 		goto out;
-	r = insert ? store_insert_sandbox(d->store, sb) : store_update_sandbox(d->store, sb);
+	r = sandbox_save(d->store, sb, insert);
 	if (r >= 0)
 		r = store_add_event(d->store, sb->id, sb->updated_at, type, data, &seq);
 	if (r >= 0)
