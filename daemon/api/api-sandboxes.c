@@ -10,6 +10,7 @@
 #include "request.h"
 #include "sandboxd.h"
 #include "server.h"
+#include "sse.h"
 #include "store.h"
 #include "util.h"
 
@@ -719,7 +720,7 @@ static int
 append_event(const struct store_event *e, void *data)
 {
 	json_t *arr = data;
-	json_t *j = event_to_json(e);
+	json_t *j = sse_event_json(e);
 
 	return j && json_array_append_new(arr, j) == 0 ? 0 : -ENOMEM;
 }
@@ -778,12 +779,16 @@ stream_closed(struct conn *c _unused_, void *data)
 }
 
 static void
-stream_event(struct event_sub *sub, const char *text, size_t len)
+stream_event(struct event_sub *sub, const struct event *e)
 {
 	struct stream *s = sub->data;
+	const char *msg;
+	size_t len;
 
+	if (sse_live(e, &msg, &len) < 0)
+		return;
 	/* a client too far behind is closed (and stream_closed frees s) */
-	(void)conn_stream_write(s->c, text, len);
+	(void)conn_stream_write(s->c, msg, len);
 }
 
 /* The sandbox as it is now, for a replayed event: live ones from memory, ended ones from the
@@ -810,7 +815,7 @@ replay_event(const struct store_event *e, void *data)
 	struct stream *s = data;
 	_cleanup_buf_ struct buf msg = BUF_INIT(1u << 20);
 	_cleanup_free_ char *text = NULL;
-	json_t *j = event_to_json(e);
+	json_t *j = sse_event_json(e);
 
 	if (!j)
 		return -ENOMEM;
@@ -819,7 +824,7 @@ replay_event(const struct store_event *e, void *data)
 	json_object_set_new(j, "sandbox", current_object(s, e->sandbox_id));
 	text = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
-	if (!text || event_format_sse(&msg, e->seq, e->type, text) < 0)
+	if (!text || sse_format(&msg, e->seq, e->type, text) < 0)
 		return -ENOMEM;
 	return conn_stream_write(s->c, msg.data, msg.len);
 }

@@ -144,11 +144,14 @@ on_change(struct sandbox_waiter *w, struct sandbox *sb, bool gone)
 }
 
 static void
-on_event(struct event_sub *s, const char *text, size_t len)
+on_event(struct event_sub *s, const struct event *e)
 {
 	struct fixture *f = s->data;
 
-	assert_non_null(strstr(text, "event: state\n"));
+	assert_string_equal(e->type, "state");
+	assert_non_null(e->sb);
+	assert_true(e->seq > 0);
+	assert_non_null(json_object_get(e->data, "to"));
 	f->broadcast++;
 }
 
