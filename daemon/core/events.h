@@ -1,6 +1,6 @@
 /* events.h: every persisted change of a sandbox is an event: written to the store in the same
  * transaction as the row, then broadcast to the live streams whose principal may see it.
- * Events carry structured data; how a stream puts them on the wire is the API's (sse.h). */
+ * Events carry structured data; the API layer puts them on the wire. */
 #pragma once
 
 #include <jansson.h>
