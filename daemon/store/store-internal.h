@@ -15,6 +15,3 @@ sqlite3 *store_db(struct store *s);
  * sqlite3_reset()s it (which ends its read), never finalizes it; store_free() does. -EIO,
  * logged, when it cannot be prepared. */
 int store_stmt(struct store *s, const char *sql, sqlite3_stmt **ret);
-
-/* Binds v as text, or NULL when v is NULL. */
-void store_bind_text_or_null(sqlite3_stmt *st, int i, const char *v);

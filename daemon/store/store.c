@@ -287,8 +287,8 @@ store_rollback(struct store *s)
 		(void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
-void
-store_bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+static void
+bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
 {
 	if (v)
 		sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
@@ -303,13 +303,13 @@ write_row(struct store *s, sqlite3_stmt *st, const struct store_sandbox *row)
 
 	sqlite3_reset(st);
 	sqlite3_bind_text(st, 1, row->id, -1, SQLITE_TRANSIENT);
-	store_bind_text_or_null(st, 2, row->name);
+	bind_text_or_null(st, 2, row->name);
 	sqlite3_bind_text(st, 3, row->owner, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(st, 4, row->state, -1, SQLITE_TRANSIENT);
-	store_bind_text_or_null(st, 5, row->reason);
+	bind_text_or_null(st, 5, row->reason);
 	sqlite3_bind_text(st, 6, row->image, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(st, 7, row->backend, -1, SQLITE_TRANSIENT);
-	store_bind_text_or_null(st, 8, row->runtime_ref);
+	bind_text_or_null(st, 8, row->runtime_ref);
 	sqlite3_bind_text(st, 9, row->spec, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 10, row->created_at);
 	sqlite3_bind_int64(st, 11, row->updated_at);
@@ -529,7 +529,7 @@ store_events_since(struct store *s, int64_t after, const char *owner, unsigned l
 		return -EIO;
 	sqlite3_bind_int64(st, 1, after);
 	sqlite3_bind_int64(st, 2, limit);
-	store_bind_text_or_null(st, 3, owner);
+	bind_text_or_null(st, 3, owner);
 	r = each_event(st, fn, data);
 	sqlite3_finalize(st);
 	return r;
