@@ -3,12 +3,12 @@
 #include <ctype.h>
 #include <pthread.h>
 #include <sodium.h>
-#include <sqlite3.h>
 #include <sys/eventfd.h>
 #include "accounts.h"
 #include "hashmap.h"
 #include "log.h"
 #include "loop.h"
+#include "store-accounts.h"
 #include "store.h"
 #include "util.h"
 
@@ -224,91 +224,25 @@ new_secret(char b64[static ACCOUNT_SECRET_B64_LEN + 1], uint8_t *sha)
 	return 0;
 }
 
-/* ---- the tables ---- */
+/* ---- the tables (store-accounts.h runs the statements) ---- */
 
-static int
-prepare(struct store *s, const char *sql, sqlite3_stmt **ret)
-{
-	return sqlite3_prepare_v2(store_db(s), sql, -1, ret, NULL) == SQLITE_OK ? 0 : -EIO;
-}
-
-/* Runs a statement that returns no rows; the number of rows it changed, or -errno. */
-static int
-step_done(struct store *s, sqlite3_stmt *st)
-{
-	int rc = sqlite3_step(st);
-
-	sqlite3_finalize(st);
-	if (rc == SQLITE_CONSTRAINT_UNIQUE)
-		return -EEXIST;
-	if (rc == SQLITE_CONSTRAINT_PRIMARYKEY)
-		return -EADDRINUSE; /* an id collided: the caller draws another */
-	if (rc == SQLITE_CONSTRAINT_FOREIGNKEY)
-		return -ENOENT;
-	if (rc != SQLITE_DONE)
-		return -EIO;
-	return sqlite3_changes(store_db(s));
-}
-
-/* Runs sql with text parameters ?1 and, when b is not NULL, ?2; the rows changed or -errno. */
-static int
-exec_text(struct store *s, const char *sql, const char *a, const char *b)
-{
-	sqlite3_stmt *st;
-
-	if (prepare(s, sql, &st) < 0)
-		return -EIO;
-	sqlite3_bind_text(st, 1, a, -1, SQLITE_STATIC);
-	if (b)
-		sqlite3_bind_text(st, 2, b, -1, SQLITE_STATIC);
-	return step_done(s, st);
-}
-
+/* A user as the store returns it; the hash (ACCOUNT_HASH_MAX bytes) when ret_hash is not
+ * NULL. */
 static void
-bind_cap(sqlite3_stmt *st, int i, int64_t v)
+account_from_row(const struct store_user *u, struct account *a, char *ret_hash)
 {
-	if (v < 0)
-		sqlite3_bind_null(st, i);
-	else
-		sqlite3_bind_int64(st, i, v);
-}
-
-static int64_t
-column_cap(sqlite3_stmt *st, int i)
-{
-	return sqlite3_column_type(st, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, i);
-}
-
-static void
-column_copy(sqlite3_stmt *st, int i, char *out, size_t size)
-{
-	const unsigned char *t = sqlite3_column_text(st, i);
-
-	snprintf(out, size, "%s", t ? (const char *)t : "");
-}
-
-#define USER_COLUMNS                                                                               \
-	"u.id, u.email, u.role, u.disabled, u.created_at, u.max_sandboxes, u.max_cpus, "           \
-	"u.max_memory_mb, u.password_hash"
-#define USER_NCOLUMNS 9
-
-/* Reads USER_COLUMNS starting at column `at`. */
-static void
-row_to_account(sqlite3_stmt *st, int at, struct account *a, char *ret_hash)
-{
-	const unsigned char *role = sqlite3_column_text(st, at + 2);
-
 	*a = (struct account){ 0 };
-	column_copy(st, at, a->id, sizeof(a->id));
-	column_copy(st, at + 1, a->email, sizeof(a->email));
-	a->role = role && streq((const char *)role, "admin") ? ROLE_ADMIN : ROLE_USER;
-	a->disabled = sqlite3_column_int(st, at + 3) != 0;
-	a->created_at = sqlite3_column_int64(st, at + 4);
-	a->max_sandboxes = column_cap(st, at + 5);
-	a->max_cpus = column_cap(st, at + 6);
-	a->max_memory_mb = column_cap(st, at + 7);
+	snprintf(a->id, sizeof(a->id), "%s", u->id ? u->id : "");
+	snprintf(a->email, sizeof(a->email), "%s", u->email ? u->email : "");
+	a->role = u->role && streq(u->role, "admin") ? ROLE_ADMIN : ROLE_USER;
+	a->disabled = u->disabled;
+	a->created_at = u->created_at;
+	a->max_sandboxes = u->max_sandboxes;
+	a->max_cpus = u->max_cpus;
+	a->max_memory_mb = u->max_memory_mb;
 	if (ret_hash)
-		column_copy(st, at + 8, ret_hash, ACCOUNT_HASH_MAX);
+		snprintf(ret_hash, ACCOUNT_HASH_MAX, "%s",
+		         u->password_hash ? u->password_hash : "");
 }
 
 int
@@ -324,23 +258,15 @@ account_create(struct store *s, const char *email, enum role role, const char *h
 
 	snprintf(a.email, sizeof(a.email), "%s", email);
 	for (int tries = 0; tries < 3 && r == -EADDRINUSE; tries++) {
-		sqlite3_stmt *st;
-
 		memcpy(a.id, "usr_", 4);
 		r = random_hex(a.id + 4, 8);
 		if (r < 0)
 			return r;
-		if (prepare(s,
-		            "INSERT INTO users (id, email, role, password_hash, created_at) "
-		            "VALUES (?1, ?2, ?3, ?4, ?5)",
-		            &st) < 0)
-			return -EIO;
-		sqlite3_bind_text(st, 1, a.id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, a.email, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, role_to_string(role), -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, hash, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 5, a.created_at);
-		r = step_done(s, st);
+		r = store_user_insert(s, &(struct store_user){ .id = a.id,
+		                                               .email = a.email,
+		                                               .role = role_to_string(role),
+		                                               .password_hash = hash,
+		                                               .created_at = a.created_at });
 	}
 	if (r < 0)
 		return r == -EADDRINUSE ? -EIO : r;
@@ -349,84 +275,69 @@ account_create(struct store *s, const char *email, enum role role, const char *h
 	return 0;
 }
 
-static int
-get_user(struct store *s, const char *sql, const char *arg, struct account *ret, char *ret_hash)
-{
-	sqlite3_stmt *st;
-	int rc;
+struct user_out {
+	struct account *a;
+	char *hash;
+};
 
-	if (prepare(s, sql, &st) < 0)
-		return -EIO;
-	sqlite3_bind_text(st, 1, arg, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		row_to_account(st, 0, ret, ret_hash);
-	sqlite3_finalize(st);
-	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? -ENOENT : -EIO;
+static int
+user_out(const struct store_user *u, void *data)
+{
+	struct user_out *out = data;
+
+	account_from_row(u, out->a, out->hash);
+	return 0;
 }
 
 int
 account_get(struct store *s, const char *id, struct account *ret)
 {
-	return get_user(s, "SELECT " USER_COLUMNS " FROM users u WHERE u.id = ?1", id, ret, NULL);
+	return store_user_get(s, id, user_out, &(struct user_out){ .a = ret });
 }
 
 int
 account_get_by_email(struct store *s, const char *email, struct account *ret, char *ret_hash)
 {
-	return get_user(s, "SELECT " USER_COLUMNS " FROM users u WHERE u.email = ?1", email, ret,
-	                ret_hash);
+	return store_user_get_by_email(s, email, user_out,
+	                               &(struct user_out){ .a = ret, .hash = ret_hash });
+}
+
+struct user_list {
+	int (*fn)(const struct account *a, void *data);
+	void *data;
+};
+
+static int
+user_list_one(const struct store_user *u, void *data)
+{
+	struct user_list *l = data;
+	struct account a;
+
+	account_from_row(u, &a, NULL);
+	return l->fn(&a, l->data);
 }
 
 int
 account_list(struct store *s, int (*fn)(const struct account *a, void *data), void *data)
 {
-	sqlite3_stmt *st;
-	int rc, r = 0;
-
-	if (prepare(s, "SELECT " USER_COLUMNS " FROM users u ORDER BY u.created_at, u.rowid", &st) <
-	    0)
-		return -EIO;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct account a;
-		row_to_account(st, 0, &a, NULL);
-		r = fn(&a, data);
-		if (r < 0)
-			break;
-	}
-	sqlite3_finalize(st);
-	if (r == 0 && rc != SQLITE_DONE)
-		r = -EIO;
-	return r;
+	return store_user_list(s, user_list_one, &(struct user_list){ .fn = fn, .data = data });
 }
 
 int
 account_update(struct store *s, const struct account *a)
 {
-	sqlite3_stmt *st;
-	int r;
-
-	if (prepare(s,
-	            "UPDATE users SET role = ?2, disabled = ?3, max_sandboxes = ?4, max_cpus = ?5, "
-	            "max_memory_mb = ?6 WHERE id = ?1",
-	            &st) < 0)
-		return -EIO;
-	sqlite3_bind_text(st, 1, a->id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, role_to_string(a->role), -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 3, a->disabled);
-	bind_cap(st, 4, a->max_sandboxes);
-	bind_cap(st, 5, a->max_cpus);
-	bind_cap(st, 6, a->max_memory_mb);
-	r = step_done(s, st);
-	return r < 0 ? r : r == 0 ? -ENOENT : 0;
+	return store_user_update(s, &(struct store_user){ .id = a->id,
+	                                                  .role = role_to_string(a->role),
+	                                                  .disabled = a->disabled,
+	                                                  .max_sandboxes = a->max_sandboxes,
+	                                                  .max_cpus = a->max_cpus,
+	                                                  .max_memory_mb = a->max_memory_mb });
 }
 
 int
 account_set_password(struct store *s, const char *id, const char *hash)
 {
-	int r = exec_text(s, "UPDATE users SET password_hash = ?2 WHERE id = ?1", id, hash);
-
-	return r < 0 ? r : r == 0 ? -ENOENT : 0;
+	return store_user_set_password(s, id, hash);
 }
 
 int
@@ -434,7 +345,6 @@ account_delete(struct store *s, const char *id)
 {
 	_cleanup_free_ char *gone = NULL;
 	struct account a;
-	sqlite3_stmt *st;
 	int r;
 
 	r = account_get(s, id, &a);
@@ -448,21 +358,9 @@ account_delete(struct store *s, const char *id)
 	r = store_begin(s);
 	if (r < 0)
 		return r;
-	/* the sessions and keys go with it (ON DELETE CASCADE) */
-	r = exec_text(s, "DELETE FROM users WHERE id = ?1", id, NULL);
-	if (r == 0)
-		r = -ENOENT;
-	if (r > 0) {
-		r = prepare(s,
-		            "UPDATE sandboxes SET owner = ?2 WHERE owner = ?1 AND state = "
-		            "'terminated'",
-		            &st);
-		if (r >= 0) {
-			sqlite3_bind_text(st, 1, a.email, -1, SQLITE_STATIC);
-			sqlite3_bind_text(st, 2, gone, -1, SQLITE_STATIC);
-			r = step_done(s, st);
-		}
-	}
+	r = store_user_delete(s, id);
+	if (r >= 0)
+		r = store_disown_ended(s, a.email, gone);
 	if (r >= 0)
 		r = store_commit(s);
 	if (r < 0) {
@@ -493,7 +391,6 @@ account_session_create(struct store *s, const char *user_id, int64_t now_ms,
 	struct account_session ses = { .expires_at = now_ms + ACCOUNT_SESSION_TTL_MS };
 	char secret[ACCOUNT_SECRET_B64_LEN + 1];
 	uint8_t sha[32];
-	sqlite3_stmt *st;
 	int r;
 
 	r = random_hex(ses.id, ACCOUNT_SESSION_ID_LEN / 2);
@@ -507,138 +404,112 @@ account_session_create(struct store *s, const char *user_id, int64_t now_ms,
 	sodium_memzero(secret, sizeof(secret));
 
 	/* every user's expired sessions go now: a login is rare, the table small */
-	if (prepare(s, "DELETE FROM sessions WHERE expires_at <= ?1", &st) < 0)
-		goto fail;
-	sqlite3_bind_int64(st, 1, now_ms);
-	r = step_done(s, st);
-	if (r < 0)
-		goto fail;
-	if (prepare(s,
-	            "INSERT INTO sessions (id, user_id, secret_sha256, csrf_token, created_at, "
-	            "expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-	            &st) < 0)
-		goto fail;
-	sqlite3_bind_text(st, 1, ses.id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, user_id, -1, SQLITE_STATIC);
-	sqlite3_bind_blob(st, 3, sha, sizeof(sha), SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, ses.csrf, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 5, now_ms);
-	sqlite3_bind_int64(st, 6, ses.expires_at);
-	r = step_done(s, st);
-	if (r < 0)
-		goto fail;
+	r = store_sessions_expire(s, now_ms);
+	if (r >= 0)
+		r = store_session_insert(s,
+		                         &(struct store_session){ .id = ses.id,
+		                                                  .user_id = user_id,
+		                                                  .secret_sha256 = sha,
+		                                                  .secret_sha256_len = sizeof(sha),
+		                                                  .csrf_token = ses.csrf,
+		                                                  .created_at = now_ms,
+		                                                  .expires_at = ses.expires_at });
 	/* a user keeps at most ACCOUNT_SESSIONS_MAX: the oldest go */
-	if (prepare(s,
-	            "DELETE FROM sessions WHERE user_id = ?1 AND id NOT IN (SELECT id FROM "
-	            "sessions WHERE user_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2)",
-	            &st) < 0)
-		goto fail;
-	sqlite3_bind_text(st, 1, user_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 2, ACCOUNT_SESSIONS_MAX);
-	r = step_done(s, st);
-	if (r < 0)
-		goto fail;
+	if (r >= 0)
+		r = store_sessions_trim(s, user_id, ACCOUNT_SESSIONS_MAX);
+	if (r < 0) {
+		/* the cookie never leaves: not even on this stack */
+		sodium_memzero(&ses, sizeof(ses));
+		return r != -EADDRINUSE ? r : -EIO;
+	}
 	*ret = ses;
 	sodium_memzero(&ses, sizeof(ses));
 	return 0;
-fail:
-	/* the cookie never leaves: not even on this stack */
-	sodium_memzero(&ses, sizeof(ses));
-	return r < 0 && r != -EADDRINUSE ? r : -EIO;
 }
 
-/* The stored SHA-256 in column i against the presented secret, in constant time. */
+/* The stored SHA-256 against the presented secret, in constant time. */
 static bool
-secret_matches(sqlite3_stmt *st, int i, const uint8_t secret[static 32])
+secret_matches(const void *stored, size_t stored_len, const uint8_t secret[static 32])
 {
-	const void *stored = sqlite3_column_blob(st, i);
 	uint8_t sha[32];
 	bool ok;
 
 	crypto_hash_sha256(sha, secret, 32);
-	ok = stored && sqlite3_column_bytes(st, i) == 32 && sodium_memcmp(sha, stored, 32) == 0;
+	ok = stored && stored_len == 32 && sodium_memcmp(sha, stored, 32) == 0;
 	sodium_memzero(sha, sizeof(sha));
 	return ok;
 }
 
-#define SESSION_LOOKUP_SQL                                                                         \
-	"SELECT s.secret_sha256, s.csrf_token, s.expires_at, " USER_COLUMNS                        \
-	" FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?1"
-#define KEY_LOOKUP_SQL                                                                             \
-	"SELECT k.secret_sha256, k.last_used_at, " USER_COLUMNS                                    \
-	" FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.id = ?1"
+/* What a credential lookup hands its row callback, and what it gets back: the row counts
+ * only when its stored SHA-256 matches secret. */
+struct lookup {
+	const uint8_t *secret;
+	bool matched;
+	struct account user;
+	struct account_session ses;
+	int64_t last_used;
+};
 
-/* The row of id by sql (a cached statement: this runs on every request with a credential)
- * when its first column, the stored SHA-256, matches secret, which is wiped. 0 and *ret_st on
- * the row (read it, then sqlite3_reset() it), -EACCES when there is no such row or the secret
- * is wrong, -EIO. */
 static int
-secret_row(struct store *s, const char *sql, const char *id, uint8_t secret[static 32],
-           sqlite3_stmt **ret_st)
+session_row(const struct store_session *row, const struct store_user *u, void *data)
 {
-	sqlite3_stmt *st;
-	int rc;
+	struct lookup *l = data;
 
-	if (store_stmt(s, sql, &st) < 0) {
-		sodium_memzero(secret, 32);
-		return -EIO;
-	}
-	sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW && secret_matches(st, 0, secret)) {
-		sodium_memzero(secret, 32);
-		*ret_st = st;
+	if (!secret_matches(row->secret_sha256, row->secret_sha256_len, l->secret))
 		return 0;
-	}
+	l->matched = true;
+	snprintf(l->ses.csrf, sizeof(l->ses.csrf), "%s", row->csrf_token ? row->csrf_token : "");
+	l->ses.expires_at = row->expires_at;
+	account_from_row(u, &l->user, NULL);
+	return 0;
+}
+
+/* The outcome of a lookup, with the presented secret wiped: 0 on a row whose secret matched,
+ * -EACCES when there is no such row or the secret is wrong, -EIO. */
+static int
+lookup_done(int r, struct lookup *l, uint8_t secret[static 32])
+{
 	sodium_memzero(secret, 32);
-	sqlite3_reset(st);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE ? -EACCES : -EIO;
+	if (r == -ENOENT || (r >= 0 && !l->matched))
+		return -EACCES;
+	return r < 0 ? r : 0;
 }
 
 int
 account_session_lookup(struct store *s, const char *cookie, int64_t now_ms,
                        struct account *ret_user, struct account_session *ret_session)
 {
-	struct account_session ses = { 0 };
-	struct account user;
+	struct lookup l = { 0 };
 	uint8_t secret[32];
-	sqlite3_stmt *st;
 	int r;
 
-	if (session_cookie_parse(cookie, ses.id, secret) < 0)
+	if (session_cookie_parse(cookie, l.ses.id, secret) < 0)
 		return -EACCES;
-	r = secret_row(s, SESSION_LOOKUP_SQL, ses.id, secret, &st);
+	l.secret = secret;
+	r = lookup_done(store_session_get(s, l.ses.id, session_row, &l), &l, secret);
 	if (r < 0)
 		return r;
-	column_copy(st, 1, ses.csrf, sizeof(ses.csrf));
-	ses.expires_at = sqlite3_column_int64(st, 2);
-	row_to_account(st, 3, &user, NULL);
-	sqlite3_reset(st);
-	if (ses.expires_at <= now_ms) {
-		(void)account_session_delete(s, ses.id);
+	if (l.ses.expires_at <= now_ms) {
+		(void)account_session_delete(s, l.ses.id);
 		return -EACCES;
 	}
-	if (user.disabled)
+	if (l.user.disabled)
 		return -EACCES;
-	*ret_user = user;
-	*ret_session = ses;
+	*ret_user = l.user;
+	*ret_session = l.ses;
 	return 0;
 }
 
 int
 account_session_delete(struct store *s, const char *id)
 {
-	int r = exec_text(s, "DELETE FROM sessions WHERE id = ?1", id, NULL);
-
-	return r < 0 ? r : r == 0 ? -ENOENT : 0;
+	return store_session_delete(s, id);
 }
 
 int
 account_sessions_delete_user(struct store *s, const char *user_id)
 {
-	int r = exec_text(s, "DELETE FROM sessions WHERE user_id = ?1", user_id, NULL);
-
-	return r < 0 ? r : 0;
+	return store_sessions_delete_user(s, user_id);
 }
 
 /* ---- API keys ---- */
@@ -650,19 +521,14 @@ account_key_create(struct store *s, const char *user_id, const char *name, int64
 	struct account_key k = { .created_at = now_ms };
 	char secret[ACCOUNT_SECRET_B64_LEN + 1];
 	uint8_t sha[32];
-	sqlite3_stmt *st;
-	int r, rc;
+	int64_t n;
+	int r;
 
-	if (prepare(s, "SELECT COUNT(*) FROM api_keys WHERE user_id = ?1", &st) < 0)
+	n = store_key_count(s, user_id);
+	if (n < 0)
 		return -EIO;
-	sqlite3_bind_text(st, 1, user_id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	r = rc == SQLITE_ROW && sqlite3_column_int64(st, 0) >= ACCOUNT_KEYS_MAX ? -EDQUOT : 0;
-	sqlite3_finalize(st);
-	if (rc != SQLITE_ROW)
-		return -EIO;
-	if (r < 0)
-		return r;
+	if (n >= ACCOUNT_KEYS_MAX)
+		return -EDQUOT;
 	snprintf(k.name, sizeof(k.name), "%s", name);
 	r = -EADDRINUSE;
 	for (int tries = 0; tries < 3 && r == -EADDRINUSE; tries++) {
@@ -675,20 +541,13 @@ account_key_create(struct store *s, const char *user_id, const char *name, int64
 		sodium_memzero(secret, sizeof(secret));
 		memcpy(k.prefix, k.key, ACCOUNT_KEY_PREFIX_LEN);
 		k.prefix[ACCOUNT_KEY_PREFIX_LEN] = '\0';
-		if (prepare(s,
-		            "INSERT INTO api_keys (id, user_id, name, prefix, secret_sha256, "
-		            "created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-		            &st) < 0) {
-			r = -EIO; /* below: the key is wiped */
-			break;
-		}
-		sqlite3_bind_text(st, 1, k.id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 2, user_id, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, k.name, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, k.prefix, -1, SQLITE_STATIC);
-		sqlite3_bind_blob(st, 5, sha, sizeof(sha), SQLITE_STATIC);
-		sqlite3_bind_int64(st, 6, now_ms);
-		r = step_done(s, st);
+		r = store_key_insert(s, &(struct store_key){ .id = k.id,
+		                                             .user_id = user_id,
+		                                             .name = k.name,
+		                                             .prefix = k.prefix,
+		                                             .secret_sha256 = sha,
+		                                             .secret_sha256_len = sizeof(sha),
+		                                             .created_at = now_ms });
 	}
 	if (r < 0) {
 		sodium_memzero(&k, sizeof(k));
@@ -699,74 +558,74 @@ account_key_create(struct store *s, const char *user_id, const char *name, int64
 	return 0;
 }
 
+static int
+key_row(const struct store_key *row, const struct store_user *u, void *data)
+{
+	struct lookup *l = data;
+
+	if (!secret_matches(row->secret_sha256, row->secret_sha256_len, l->secret))
+		return 0;
+	l->matched = true;
+	l->last_used = row->last_used_at;
+	account_from_row(u, &l->user, NULL);
+	return 0;
+}
+
 int
 account_key_lookup(struct store *s, const char *key, int64_t now_ms, struct account *ret_user,
                    char ret_key_id[static ACCOUNT_KEY_ID_LEN + 1])
 {
 	char id[ACCOUNT_KEY_ID_LEN + 1];
-	struct account user;
-	int64_t last_used;
+	struct lookup l = { 0 };
 	uint8_t secret[32];
-	sqlite3_stmt *st;
 	int r;
 
 	if (api_key_parse(key, id, secret) < 0)
 		return -EACCES;
-	r = secret_row(s, KEY_LOOKUP_SQL, id, secret, &st);
+	l.secret = secret;
+	r = lookup_done(store_key_get(s, id, key_row, &l), &l, secret);
 	if (r < 0)
 		return r;
-	last_used = sqlite3_column_int64(st, 1);
-	row_to_account(st, 2, &user, NULL);
-	sqlite3_reset(st);
-	if (user.disabled)
+	if (l.user.disabled)
 		return -EACCES;
-	if (now_ms - last_used >= KEY_USE_EVERY_MS &&
-	    prepare(s, "UPDATE api_keys SET last_used_at = ?2 WHERE id = ?1", &st) == 0) {
-		sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 2, now_ms);
-		(void)step_done(s, st); /* a missed note of use never refuses the request */
-	}
-	*ret_user = user;
+	if (now_ms - l.last_used >= KEY_USE_EVERY_MS)
+		(void)store_key_touch(s, id, now_ms); /* a missed note of use never refuses */
+	*ret_user = l.user;
 	memcpy(ret_key_id, id, sizeof(id));
 	return 0;
+}
+
+struct key_list {
+	int (*fn)(const struct account_key *k, void *data);
+	void *data;
+};
+
+static int
+key_list_one(const struct store_key *row, void *data)
+{
+	struct key_list *l = data;
+	struct account_key k = { 0 };
+
+	snprintf(k.id, sizeof(k.id), "%s", row->id ? row->id : "");
+	snprintf(k.name, sizeof(k.name), "%s", row->name ? row->name : "");
+	snprintf(k.prefix, sizeof(k.prefix), "%s", row->prefix ? row->prefix : "");
+	k.created_at = row->created_at;
+	k.last_used_at = row->last_used_at;
+	return l->fn(&k, l->data);
 }
 
 int
 account_key_list(struct store *s, const char *user_id,
                  int (*fn)(const struct account_key *k, void *data), void *data)
 {
-	sqlite3_stmt *st;
-	int rc, r = 0;
-
-	if (prepare(s,
-	            "SELECT id, name, prefix, created_at, last_used_at FROM api_keys "
-	            "WHERE user_id = ?1 ORDER BY created_at, rowid",
-	            &st) < 0)
-		return -EIO;
-	sqlite3_bind_text(st, 1, user_id, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct account_key k = { 0 };
-		column_copy(st, 0, k.id, sizeof(k.id));
-		column_copy(st, 1, k.name, sizeof(k.name));
-		column_copy(st, 2, k.prefix, sizeof(k.prefix));
-		k.created_at = sqlite3_column_int64(st, 3);
-		k.last_used_at = sqlite3_column_int64(st, 4);
-		r = fn(&k, data);
-		if (r < 0)
-			break;
-	}
-	sqlite3_finalize(st);
-	if (r == 0 && rc != SQLITE_DONE)
-		r = -EIO;
-	return r;
+	return store_key_list(s, user_id, key_list_one,
+	                      &(struct key_list){ .fn = fn, .data = data });
 }
 
 int
 account_key_delete(struct store *s, const char *user_id, const char *id)
 {
-	int r = exec_text(s, "DELETE FROM api_keys WHERE id = ?1 AND user_id = ?2", id, user_id);
-
-	return r < 0 ? r : r == 0 ? -ENOENT : 0;
+	return store_key_delete(s, user_id, id);
 }
 
 /* ---- the rate limiter ---- */

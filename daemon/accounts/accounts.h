@@ -1,7 +1,8 @@
 /* accounts.h: local accounts: users (email, Argon2id password, role, caps), their dashboard
- * sessions and API keys, kept in the store's tables (store.h); the small pool of threads that
- * hashes passwords off the event loop; the login rate limiter; and the parsers of what a
- * client presents (the Cookie header, an API key, a session cookie's value).
+ * sessions and API keys, kept in the store's tables (store-accounts.h runs the statements;
+ * the rules are here); the small pool of threads that hashes passwords off the event loop;
+ * the login rate limiter; and the parsers of what a client presents (the Cookie header, an
+ * API key, a session cookie's value).
  *
  * Secrets are never kept: a session or key secret is stored as its SHA-256 and compared in
  * constant time; a password as an Argon2id string. Nothing here logs a secret. The table

@@ -10,6 +10,7 @@
 #include "request.h"
 #include "sandboxd.h"
 #include "server.h"
+#include "sse.h"
 #include "store.h"
 #include "util.h"
 
@@ -60,7 +61,7 @@ api_lookup_ended(struct api_call *call)
 	struct sandbox *sb = NULL;
 	const char *owner = api_owner_filter(call);
 
-	if (!sandbox_id_valid(call->ref) || store_load(call->d->store, call->ref, &sb) < 0)
+	if (!sandbox_id_valid(call->ref) || sandbox_load(call->d->store, call->ref, &sb) < 0)
 		return NULL;
 	if (owner && !streq(owner, sb->owner))
 		return sandbox_free(sb);
@@ -708,7 +709,7 @@ static int
 append_event(const struct store_event *e, void *data)
 {
 	json_t *arr = data;
-	json_t *j = event_to_json(e);
+	json_t *j = sse_event_json(e);
 
 	return j && json_array_append_new(arr, j) == 0 ? 0 : -ENOMEM;
 }
@@ -766,12 +767,16 @@ stream_closed(struct conn *c _unused_, void *data)
 }
 
 static void
-stream_event(struct event_sub *sub, const char *text, size_t len)
+stream_event(struct event_sub *sub, const struct event *e)
 {
 	struct stream *s = sub->data;
+	const char *msg;
+	size_t len;
 
+	if (sse_live(e, &msg, &len) < 0)
+		return;
 	/* a client too far behind is closed (and stream_closed frees s) */
-	(void)conn_stream_write(s->c, text, len);
+	(void)conn_stream_write(s->c, msg, len);
 }
 
 /* The sandbox as it is now, for a replayed event: live ones from memory, ended ones from the
@@ -784,7 +789,7 @@ current_object(struct stream *s, const char *id)
 	if (!sb) {
 		if (!s->ended || !streq(s->ended->id, id)) {
 			s->ended = sandbox_free(s->ended);
-			if (store_load(s->d->store, id, &s->ended) < 0)
+			if (sandbox_load(s->d->store, id, &s->ended) < 0)
 				return json_null();
 		}
 		sb = s->ended;
@@ -798,7 +803,7 @@ replay_event(const struct store_event *e, void *data)
 	struct stream *s = data;
 	_cleanup_buf_ struct buf msg = BUF_INIT(1u << 20);
 	_cleanup_free_ char *text = NULL;
-	json_t *j = event_to_json(e);
+	json_t *j = sse_event_json(e);
 
 	if (!j)
 		return -ENOMEM;
@@ -807,7 +812,7 @@ replay_event(const struct store_event *e, void *data)
 	json_object_set_new(j, "sandbox", current_object(s, e->sandbox_id));
 	text = json_dumps(j, JSON_COMPACT);
 	json_decref(j);
-	if (!text || event_format_sse(&msg, e->seq, e->type, text) < 0)
+	if (!text || sse_format(&msg, e->seq, e->type, text) < 0)
 		return -ENOMEM;
 	return conn_stream_write(s->c, msg.data, msg.len);
 }

@@ -1,6 +1,8 @@
 /* api.c: API v1 routing, the request guard, authentication and the discovery handlers. */
 #include <strings.h>
 #include "api-internal.h"
+#include "log.h"
+#include "metrics.h"
 #include "sandboxd.h"
 #include "server.h"
 #include "util.h"
@@ -378,4 +380,45 @@ api_whoami(struct api_call *call)
 		(void)json_object_set_new(j, "usage", api_usage_json(&u));
 	}
 	api_reply_json(call->c, 200, j);
+}
+
+/* ---- what the HTTP server calls ---- */
+
+static void
+serve_request(void *ctx, struct conn *c, struct http_request *req)
+{
+	api_handle(ctx, c, req);
+}
+
+static void
+serve_metrics(void *ctx, struct conn *c, struct http_request *req)
+{
+	metrics_handle(ctx, c, req);
+}
+
+/* A request the server could not take: the parser's refusal keeps the status it names. */
+static void
+protocol_error(void *ctx _unused_, struct conn *c, const struct server_fault *f)
+{
+	switch (f->kind) {
+	case SERVER_FAULT_PARSE:
+		api_reply_error(c, f->parse_status, "invalid_request", "%s", f->message);
+		return;
+	case SERVER_FAULT_TIMEOUT:
+		api_reply_error(c, 408, "invalid_request", "the request did not arrive in time");
+		return;
+	}
+}
+
+void
+api_server_handler(struct sandboxd *d, struct server_handler *ret)
+{
+	*ret = (struct server_handler){
+		.request = serve_request,
+		.metrics = serve_metrics,
+		.body_limit = api_body_limit,
+		.protocol_error = protocol_error,
+		.response_max = API_FILE_MAX,
+		.ctx = d,
+	};
 }

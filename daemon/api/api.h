@@ -9,6 +9,7 @@
 
 struct sandboxd;
 struct conn;
+struct server_handler;
 
 #define API_JSON_MAX (1u << 20)  /* JSON bodies */
 #define API_FILE_MAX (64u << 20) /* file and stdin bodies */
@@ -17,6 +18,9 @@ struct conn;
 void api_handle(struct sandboxd *d, struct conn *c, struct http_request *req);
 /* How many body bytes a request may carry (http_body_limit_fn). */
 uint64_t api_body_limit(const struct http_request *req, void *data);
+/* What the HTTP server is made with (server_new): API requests to api_handle(), the metrics
+ * listener's to metrics_handle(), and the answers to requests the server could not take. */
+void api_server_handler(struct sandboxd *d, struct server_handler *ret);
 
 /* The HTTP server's protocol errors (a malformed or late request), by the status and code it
  * chose: answered as the kind of api-error.c's table that has both (internal if none does).

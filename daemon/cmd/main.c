@@ -244,6 +244,7 @@ static int
 run(struct sandboxd *d)
 {
 	_cleanup_free_ char *db = NULL;
+	struct server_handler handler;
 	SSL_CTX *tls = NULL;
 	long ncpu;
 	int r;
@@ -296,7 +297,8 @@ run(struct sandboxd *d)
 		return r;
 	}
 	images_collect_old_disks(d);
-	r = server_new(d, d->opts->max_connections, &d->server);
+	api_server_handler(d, &handler);
+	r = server_new(d->loop, &handler, d->opts->max_connections, &d->server);
 	if (r < 0)
 		return r;
 	if (d->opts->socket_path) {

@@ -1,21 +1,30 @@
 /* events.h: every persisted change of a sandbox is an event: written to the store in the same
- * transaction as the row, then broadcast to the live streams whose principal may see it. */
+ * transaction as the row, then broadcast to the live streams whose principal may see it.
+ * Events carry structured data; the API layer puts them on the wire. */
 #pragma once
 
 #include <jansson.h>
 #include <stdbool.h>
-#include "buf.h"
+#include <stdint.h>
 #include "list.h"
 
 struct sandboxd;
 struct sandbox;
-struct store_event;
+
+/* One event as it is broadcast. Everything it points to is borrowed for the call. */
+struct event {
+	uint64_t serial;          /* counts broadcasts: the same for every subscriber of one */
+	int64_t seq;              /* its sequence number in the store; 0: a node event */
+	int64_t time_ms;          /* unix ms */
+	const char *type;         /* "state", "created", "process.started", "image.progress"... */
+	const struct sandbox *sb; /* the sandbox as it is now; NULL: a node event */
+	const json_t *data;       /* the event's own data, an object */
+};
 
 struct event_sub {
 	struct list_node link;
-	const char *owner; /* NULL: every sandbox (admins) */
-	/* text is one complete SSE message ("id: ..\nevent: ..\ndata: ..\n\n") */
-	void (*fn)(struct event_sub *s, const char *text, size_t len);
+	const char *owner; /* NULL: every sandbox and the node's events (admins) */
+	void (*fn)(struct event_sub *s, const struct event *e);
 	void *data;
 };
 
@@ -32,11 +41,6 @@ int sandbox_commit(struct sandboxd *d, struct sandbox *sb, bool insert, const ch
  * broadcasts it. data is stolen (NULL: -ENOMEM). Best effort for callers: a failure to record
  * is logged by the store and never fails the request. */
 int sandbox_event(struct sandboxd *d, struct sandbox *sb, const char *type, json_t *data);
-
-/* The API form of a stored event: {seq, time, sandbox_id, type, data}. */
-json_t *event_to_json(const struct store_event *e);
-/* Appends one SSE message carrying event_json (compact JSON, so a single data: line). */
-int event_format_sse(struct buf *out, int64_t seq, const char *type, const char *event_json);
 
 /* Broadcasts an event about the node rather than a sandbox (an image being installed) to the
  * streams that see every sandbox (the operator's, admins'). Not stored: a stream that

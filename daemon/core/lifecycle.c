@@ -674,7 +674,7 @@ lifecycle_recover(struct sandboxd *d)
 	struct list_node *n, *tmp;
 	int r;
 
-	r = store_load_live(d->store, recover_add, &c);
+	r = sandbox_load_live(d->store, recover_add, &c);
 	if (r < 0)
 		return r;
 	LIST_FOREACH_SAFE (n, tmp, &d->reg.all)

@@ -3,6 +3,7 @@
 #include "events.h"
 #include "log.h"
 #include "sandboxd.h"
+#include "store.h"
 #include "util.h"
 
 static const char *const state_names[_SANDBOX_STATE_MAX] = {
@@ -187,6 +188,118 @@ sandbox_spec_from_json(struct sandbox *sb, const json_t *spec)
 		sb->nenv++;
 	}
 	return 0;
+}
+
+/* ---- the store's rows ---- */
+
+static char *
+dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+int
+sandbox_from_row(const struct store_sandbox *row, struct sandbox **ret)
+{
+	_cleanup_(sandbox_freep) struct sandbox *sb = sandbox_new();
+	json_t *j;
+	int r;
+
+	if (!sb)
+		return -ENOMEM;
+	if (!row->id || strlen(row->id) > SANDBOX_ID_MAX || !row->state || !row->spec)
+		return -EINVAL;
+	snprintf(sb->id, sizeof(sb->id), "%s", row->id);
+	sb->name = dup_or_null(row->name);
+	sb->owner = dup_or_null(row->owner);
+	sb->state = sandbox_state_from_string(row->state);
+	sb->reason = dup_or_null(row->reason);
+	sb->image = dup_or_null(row->image);
+	sb->backend = dup_or_null(row->backend);
+	sb->runtime_ref = dup_or_null(row->runtime_ref);
+	sb->created_at = row->created_at;
+	sb->updated_at = row->updated_at;
+	sb->last_active = sb->updated_at;
+	if (sb->state == _SANDBOX_STATE_INVALID || !sb->owner || !sb->image || !sb->backend)
+		return -EINVAL;
+	j = json_loads(row->spec, JSON_REJECT_DUPLICATES, NULL);
+	if (!j)
+		return -EINVAL;
+	r = sandbox_spec_from_json(sb, j);
+	json_decref(j);
+	if (r < 0)
+		return r;
+	r = sandbox_refresh_json(sb);
+	if (r < 0)
+		return r;
+	*ret = TAKE_PTR(sb);
+	return 0;
+}
+
+int
+sandbox_save(struct store *s, const struct sandbox *sb, bool insert)
+{
+	_cleanup_free_ char *spec = NULL;
+	json_t *j = sandbox_spec_to_json(sb);
+	struct store_sandbox row = {
+		.id = sb->id,
+		.name = sb->name,
+		.owner = sb->owner,
+		.state = sandbox_state_to_string(sb->state),
+		.reason = sb->reason,
+		.image = sb->image,
+		.backend = sb->backend,
+		.runtime_ref = sb->runtime_ref,
+		.created_at = sb->created_at,
+		.updated_at = sb->updated_at,
+	};
+
+	if (!j)
+		return -ENOMEM;
+	spec = json_dumps(j, JSON_COMPACT);
+	json_decref(j);
+	if (!spec)
+		return -ENOMEM;
+	row.spec = spec;
+	return insert ? store_insert_sandbox(s, &row) : store_update_sandbox(s, &row);
+}
+
+static int
+load_one(const struct store_sandbox *row, void *data)
+{
+	return sandbox_from_row(row, data);
+}
+
+int
+sandbox_load(struct store *s, const char *id, struct sandbox **ret)
+{
+	return store_load(s, id, load_one, ret);
+}
+
+struct load_live {
+	int (*fn)(struct sandbox *sb, void *data);
+	void *data;
+};
+
+static int
+load_live_one(const struct store_sandbox *row, void *data)
+{
+	struct load_live *l = data;
+	struct sandbox *sb = NULL;
+
+	if (sandbox_from_row(row, &sb) < 0) {
+		log_error("store: sandbox row '%s' is unreadable; skipping it", row->id);
+		return 0;
+	}
+	return l->fn(sb, l->data);
+}
+
+int
+sandbox_load_live(struct store *s, int (*fn)(struct sandbox *sb, void *data), void *data)
+{
+	struct load_live l = { .fn = fn, .data = data };
+
+	return store_load_live(s, load_live_one, &l);
 }
 
 int64_t

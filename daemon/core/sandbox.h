@@ -13,6 +13,8 @@
 #include "list.h"
 
 struct sandboxd;
+struct store;
+struct store_sandbox;
 
 enum sandbox_state {
 	SANDBOX_PENDING,
@@ -109,6 +111,17 @@ json_t *sandbox_spec_to_json(const struct sandbox *sb);
 /* Fills cpus, memory_mb, disk_mb, timeouts, labels, network and env names from a stored
  * spec object; -EINVAL if it is not one this version wrote. */
 int sandbox_spec_from_json(struct sandbox *sb, const json_t *spec);
+/* The sandbox from its store row: -EINVAL if the row is not one this version wrote. */
+int sandbox_from_row(const struct store_sandbox *row, struct sandbox **ret);
+/* Writes the row of sb to the store, a new one when insert is true (-EEXIST: the id or the
+ * owner's live name is taken), else over the existing one (-ENOENT). */
+int sandbox_save(struct store *s, const struct sandbox *sb, bool insert);
+/* The sandbox with id as stored (terminated ones included). -ENOENT. */
+int sandbox_load(struct store *s, const char *id, struct sandbox **ret);
+/* Calls fn with each stored sandbox that is not terminated, oldest first; fn takes
+ * ownership, and a negative return stops and is returned. A row this version cannot read is
+ * logged and skipped. */
+int sandbox_load_live(struct store *s, int (*fn)(struct sandbox *sb, void *data), void *data);
 /* The API object; env values are never included. */
 json_t *sandbox_to_json(const struct sandbox *sb);
 /* Changes whenever an API object is rebuilt or a sandbox joins or leaves the registry. */

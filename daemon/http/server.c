@@ -10,12 +10,9 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
-#include "api.h"
 #include "list.h"
 #include "log.h"
-#include "metrics.h"
 #include "loop.h"
-#include "sandboxd.h"
 #include "server.h"
 #include "util.h"
 
@@ -25,7 +22,7 @@
 #define IDLE_TIMEOUT_MS 60000
 #define WRITE_TIMEOUT_MS 30000
 #define IN_MAX (128u << 10)
-#define OUT_MAX (API_FILE_MAX + (8u << 20)) /* the biggest response: a file read */
+#define OUT_SLACK (8u << 20) /* room beyond the handler's largest body (its head, say) */
 #define STREAM_BACKLOG_MAX (4u << 20)
 #define READ_CHUNK 16384
 #define LINGER_MS 2000
@@ -49,14 +46,16 @@ struct listener {
 	struct server *s;
 	struct list_node link;
 	bool is_unix;
-	bool metrics; /* --metrics-listen: GET /metrics only, no credential */
+	bool metrics; /* --metrics-listen: the handler's metrics(), no credential */
 	SSL_CTX *tls;
 	char *path; /* unix socket to unlink at exit */
 	char *label;
 };
 
 struct server {
-	struct sandboxd *d;
+	struct loop *loop;
+	struct server_handler h;
+	size_t out_max; /* what a connection may hold queued */
 	struct list_node listeners;
 	struct list_node conns;
 	unsigned nconns, max_conns;
@@ -74,7 +73,7 @@ struct conn {
 	struct buf in, out;
 	bool keep_alive;  /* for the response being written */
 	bool chunked;     /* streaming with chunked encoding (else until close) */
-	bool in_dispatch; /* api_handle is on the stack */
+	bool in_dispatch; /* the handler is on the stack */
 	bool continue_scheduled;
 	bool sent_continue; /* "100 Continue" for this request */
 	uint64_t deadline;  /* 0: none */
@@ -144,7 +143,7 @@ conn_close(struct conn *c)
 	c->fd = safe_close(c->fd);
 	list_remove(&c->link);
 	c->s->nconns--;
-	if (loop_defer(c->s->d->loop, conn_free, c) < 0)
+	if (loop_defer(c->s->loop, conn_free, c) < 0)
 		log_warning("connection: leaking one: out of memory");
 }
 
@@ -296,7 +295,7 @@ flush(struct conn *c)
 	/* pipelined bytes (or TLS-buffered ones) may already wait */
 	if (!c->in_dispatch && !c->continue_scheduled) {
 		c->continue_scheduled = true;
-		if (loop_defer(c->s->d->loop, conn_continue, c) < 0)
+		if (loop_defer(c->s->loop, conn_continue, c) < 0)
 			c->continue_scheduled = false;
 	}
 }
@@ -606,9 +605,9 @@ dispatch(struct conn *c)
 	c->keep_alive = true;
 	c->in_dispatch = true;
 	if (c->l->metrics)
-		metrics_handle(c->s->d, c, &c->hp.req);
+		c->s->h.metrics(c->s->h.ctx, c, &c->hp.req);
 	else
-		api_handle(c->s->d, c, &c->hp.req);
+		c->s->h.request(c->s->h.ctx, c, &c->hp.req);
 	c->in_dispatch = false;
 	/* most answers are written at once and leave the interest as it was; only a handler
 	 * that answers later needs to stop reading (and hear a hang-up) meanwhile */
@@ -616,12 +615,22 @@ dispatch(struct conn *c)
 		set_interest(c);
 }
 
+/* Hands a request the server could not take to the handler, which answers it; the
+ * connection closes after the answer. */
 static void
-parse_error(struct conn *c)
+fault(struct conn *c, const struct server_fault *f)
 {
 	c->keep_alive = false;
 	c->state = CONN_HANDLING;
-	api_reply_error(c, c->hp.err_status, "invalid_request", "%s", c->hp.err_message);
+	c->s->h.protocol_error(c->s->h.ctx, c, f);
+}
+
+static void
+parse_error(struct conn *c)
+{
+	fault(c, &(struct server_fault){ .kind = SERVER_FAULT_PARSE,
+	                                 .parse_status = c->hp.err_status,
+	                                 .message = c->hp.err_message });
 }
 
 static void
@@ -707,7 +716,7 @@ read_input(struct conn *c)
 	/* a TLS connection may hold decrypted bytes epoll cannot see: come back for them */
 	if (c->state == CONN_READING && total >= 4 * READ_CHUNK && !c->continue_scheduled) {
 		c->continue_scheduled = true;
-		if (loop_defer(c->s->d->loop, conn_continue, c) < 0)
+		if (loop_defer(c->s->loop, conn_continue, c) < 0)
 			c->continue_scheduled = false;
 	}
 }
@@ -843,8 +852,8 @@ on_accept(struct loop_source *src, uint32_t events _unused_, void *data)
 		c->peer_uid = (uid_t)-1;
 		list_init(&c->link);
 		buf_init(&c->in, IN_MAX);
-		buf_init(&c->out, OUT_MAX);
-		http_req_parser_init(&c->hp, api_body_limit, s->d);
+		buf_init(&c->out, s->out_max);
+		http_req_parser_init(&c->hp, s->h.body_limit, s->h.ctx);
 		if (l->is_unix) {
 			struct ucred cred;
 			socklen_t len = sizeof(cred);
@@ -870,7 +879,7 @@ on_accept(struct loop_source *src, uint32_t events _unused_, void *data)
 			c->state = CONN_READING;
 			c->deadline = now_mono_ms() + IDLE_TIMEOUT_MS;
 		}
-		if (loop_add(s->d->loop, &c->src, fd, EPOLLIN | EPOLLRDHUP, conn_io, c) < 0) {
+		if (loop_add(s->loop, &c->src, fd, EPOLLIN | EPOLLRDHUP, conn_io, c) < 0) {
 			conn_free(c);
 			close(fd);
 			continue;
@@ -881,13 +890,16 @@ on_accept(struct loop_source *src, uint32_t events _unused_, void *data)
 }
 
 int
-server_new(struct sandboxd *d, unsigned max_connections, struct server **ret)
+server_new(struct loop *loop, const struct server_handler *h, unsigned max_connections,
+           struct server **ret)
 {
 	struct server *s = calloc(1, sizeof(*s));
 
 	if (!s)
 		return -ENOMEM;
-	s->d = d;
+	s->loop = loop;
+	s->h = *h;
+	s->out_max = h->response_max + OUT_SLACK;
 	s->max_conns = max_connections;
 	list_init(&s->listeners);
 	list_init(&s->conns);
@@ -940,7 +952,7 @@ add_listener(struct server *s, int fd, bool is_unix, SSL_CTX *tls, const char *p
 	l->path = path ? strdup(path) : NULL;
 	l->label = strdup(label);
 	list_init(&l->link);
-	r = loop_add(s->d->loop, &l->src, fd, EPOLLIN, on_accept, l);
+	r = loop_add(s->loop, &l->src, fd, EPOLLIN, on_accept, l);
 	if (r < 0) {
 		free(l->path);
 		free(l->label);
@@ -1079,10 +1091,7 @@ server_sweep(struct server *s, uint64_t now_ms)
 			continue;
 		if (c->state == CONN_READING && http_req_started(&c->hp)) {
 			/* a slow or stalled request: say so, then close */
-			c->keep_alive = false;
-			c->state = CONN_HANDLING;
-			api_reply_error(c, 408, "invalid_request",
-			                "the request did not arrive in time");
+			fault(c, &(struct server_fault){ .kind = SERVER_FAULT_TIMEOUT });
 			if (c->state != CONN_CLOSING)
 				c->deadline = now_ms + 1000; /* the answer gets a second */
 			continue;

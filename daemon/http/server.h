@@ -2,10 +2,15 @@
  * and the HTTP/1.1 connections on them. One request at a time per connection; a handler may
  * answer later (conn_reply from a waiter) or turn the connection into a stream (SSE, NDJSON).
  *
- * Bounds: request head 16 KiB, body per route (api_body_limit), a head must arrive within
- * 10 s of its first byte, idle keep-alive connections close after 60 s, a client that stops
- * reading a response for 30 s is dropped, and a stream whose client falls 4 MiB behind is
- * closed. No connection can stall another: every socket is non-blocking on one loop. */
+ * The server knows no route and chooses no answer: it is handed, when made, what to call for
+ * a request, for a request on the metrics listener, for a body's limit and for a request it
+ * could not take (struct server_handler); the layer above writes every response.
+ *
+ * Bounds: request head 16 KiB, body per request (the handler's body_limit), a head must
+ * arrive within 10 s of its first byte, idle keep-alive connections close after 60 s, a client
+ * that stops reading a response for 30 s is dropped, and a stream whose client falls 4 MiB
+ * behind is closed. No connection can stall another: every socket is non-blocking on one
+ * loop. */
 #pragma once
 
 #include <openssl/ssl.h>
@@ -15,11 +20,44 @@
 #include <sys/types.h>
 #include "http.h"
 
-struct sandboxd;
+struct loop;
 struct server;
 struct conn;
 
-int server_new(struct sandboxd *d, unsigned max_connections, struct server **ret);
+/* Why the server could not hand a request to its handler. */
+enum server_fault_kind {
+	SERVER_FAULT_PARSE,   /* the HTTP parser refused it (http.h): see parse_status, message */
+	SERVER_FAULT_TIMEOUT, /* it had begun and did not arrive in time */
+};
+
+struct server_fault {
+	enum server_fault_kind kind;
+	int parse_status;    /* SERVER_FAULT_PARSE: the status the parser names for it */
+	const char *message; /* SERVER_FAULT_PARSE: what is wrong, safe to show the client */
+};
+
+/* What the server calls into, each with ctx. Handlers answer with the conn_* functions
+ * below: at once or later, a whole response, a stream or an upgrade. */
+struct server_handler {
+	/* A complete request on an API listener (unix socket, TCP). */
+	void (*request)(void *ctx, struct conn *c, struct http_request *req);
+	/* A complete request on the metrics listener (server_listen_metrics). */
+	void (*metrics)(void *ctx, struct conn *c, struct http_request *req);
+	/* How many body bytes a request may carry, asked once its head is in (ctx is data). */
+	http_body_limit_fn body_limit;
+	/* A request the server could not take. The handler answers it (conn_reply); the
+	 * connection closes once the answer is out. */
+	void (*protocol_error)(void *ctx, struct conn *c, const struct server_fault *f);
+	/* The largest body a handler answers with at once (a file read): what a connection
+	 * may hold queued. */
+	size_t response_max;
+	void *ctx;
+};
+
+/* A server on loop calling h (copied; h->ctx is borrowed). At most max_connections are open
+ * at once: more are refused as they come. */
+int server_new(struct loop *loop, const struct server_handler *h, unsigned max_connections,
+               struct server **ret);
 struct server *server_free(struct server *s);
 
 /* Binds a unix socket (0600). Refuses with -EADDRINUSE when another server answers on it; a
@@ -27,7 +65,7 @@ struct server *server_free(struct server *s);
 int server_listen_unix(struct server *s, const char *path);
 /* Binds TCP host:port; tls (borrowed, may be NULL) turns on TLS. */
 int server_listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX *tls);
-/* A listener that serves only GET /metrics (metrics.h), without credentials: the caller
+/* A listener whose requests go to the handler's metrics(), without credentials: the caller
  * allows only loopback addresses (--metrics-listen). */
 int server_listen_metrics(struct server *s, const char *host, const char *port);
 /* Closes idle and slow connections; called by the housekeeping timer. */

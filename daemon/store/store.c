@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include "log.h"
+#include "store-internal.h"
 #include "store.h"
 #include "util.h"
 
@@ -234,6 +235,16 @@ store_db(struct store *s)
 	return s->db;
 }
 
+bool
+store_busy(struct store *s)
+{
+	for (sqlite3_stmt *st = sqlite3_next_stmt(s->db, NULL); st;
+	     st = sqlite3_next_stmt(s->db, st))
+		if (sqlite3_stmt_busy(st))
+			return true;
+	return false;
+}
+
 int
 store_stmt(struct store *s, const char *sql, sqlite3_stmt **ret)
 {
@@ -286,105 +297,72 @@ bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
 }
 
 static int
-write_row(struct store *s, sqlite3_stmt *st, const struct sandbox *sb)
+write_row(struct store *s, sqlite3_stmt *st, const struct store_sandbox *row)
 {
-	_cleanup_free_ char *spec = NULL;
-	json_t *j = sandbox_spec_to_json(sb);
 	int rc;
 
-	if (!j)
-		return -ENOMEM;
-	spec = json_dumps(j, JSON_COMPACT);
-	json_decref(j);
-	if (!spec)
-		return -ENOMEM;
 	sqlite3_reset(st);
-	sqlite3_bind_text(st, 1, sb->id, -1, SQLITE_TRANSIENT);
-	bind_text_or_null(st, 2, sb->name);
-	sqlite3_bind_text(st, 3, sb->owner, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_text(st, 4, sandbox_state_to_string(sb->state), -1, SQLITE_STATIC);
-	bind_text_or_null(st, 5, sb->reason);
-	sqlite3_bind_text(st, 6, sb->image, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_text(st, 7, sb->backend, -1, SQLITE_TRANSIENT);
-	bind_text_or_null(st, 8, sb->runtime_ref);
-	sqlite3_bind_text(st, 9, spec, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 10, sb->created_at);
-	sqlite3_bind_int64(st, 11, sb->updated_at);
+	sqlite3_bind_text(st, 1, row->id, -1, SQLITE_TRANSIENT);
+	bind_text_or_null(st, 2, row->name);
+	sqlite3_bind_text(st, 3, row->owner, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 4, row->state, -1, SQLITE_TRANSIENT);
+	bind_text_or_null(st, 5, row->reason);
+	sqlite3_bind_text(st, 6, row->image, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_text(st, 7, row->backend, -1, SQLITE_TRANSIENT);
+	bind_text_or_null(st, 8, row->runtime_ref);
+	sqlite3_bind_text(st, 9, row->spec, -1, SQLITE_TRANSIENT);
+	sqlite3_bind_int64(st, 10, row->created_at);
+	sqlite3_bind_int64(st, 11, row->updated_at);
 	rc = sqlite3_step(st);
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 	if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY)
 		return -EEXIST;
 	if (rc != SQLITE_DONE) {
-		log_error("store: writing sandbox '%s' failed: %s", sb->id, sqlite3_errmsg(s->db));
+		log_error("store: writing sandbox '%s' failed: %s", row->id, sqlite3_errmsg(s->db));
 		return -EIO;
 	}
 	return 0;
 }
 
 int
-store_insert_sandbox(struct store *s, const struct sandbox *sb)
+store_insert_sandbox(struct store *s, const struct store_sandbox *row)
 {
-	return write_row(s, s->insert_sb, sb);
+	return write_row(s, s->insert_sb, row);
 }
 
 int
-store_update_sandbox(struct store *s, const struct sandbox *sb)
+store_update_sandbox(struct store *s, const struct store_sandbox *row)
 {
-	int r = write_row(s, s->update_sb, sb);
+	int r = write_row(s, s->update_sb, row);
 
 	if (r == 0 && sqlite3_changes(s->db) != 1)
 		return -ENOENT;
 	return r;
 }
 
-static char *
-column_dup(sqlite3_stmt *st, int i)
+static const char *
+column_text(sqlite3_stmt *st, int i)
 {
-	const unsigned char *t = sqlite3_column_text(st, i);
-
-	return t ? strdup((const char *)t) : NULL;
+	return (const char *)sqlite3_column_text(st, i);
 }
 
-static int
-row_to_sandbox(sqlite3_stmt *st, struct sandbox **ret)
+static struct store_sandbox
+row_of(sqlite3_stmt *st)
 {
-	_cleanup_(sandbox_freep) struct sandbox *sb = sandbox_new();
-	const char *id = (const char *)sqlite3_column_text(st, 0);
-	const char *state = (const char *)sqlite3_column_text(st, 3);
-	const char *spec = (const char *)sqlite3_column_text(st, 8);
-	json_t *j;
-	int r;
-
-	if (!sb)
-		return -ENOMEM;
-	if (!id || strlen(id) > SANDBOX_ID_MAX || !state || !spec)
-		return -EINVAL;
-	snprintf(sb->id, sizeof(sb->id), "%s", id);
-	sb->name = column_dup(st, 1);
-	sb->owner = column_dup(st, 2);
-	sb->state = sandbox_state_from_string(state);
-	sb->reason = column_dup(st, 4);
-	sb->image = column_dup(st, 5);
-	sb->backend = column_dup(st, 6);
-	sb->runtime_ref = column_dup(st, 7);
-	sb->created_at = sqlite3_column_int64(st, 9);
-	sb->updated_at = sqlite3_column_int64(st, 10);
-	sb->last_active = sb->updated_at;
-	if (sb->state == _SANDBOX_STATE_INVALID || !sb->owner || !sb->image || !sb->backend)
-		return -EINVAL;
-	j = json_loads(spec, JSON_REJECT_DUPLICATES, NULL);
-	if (!j)
-		return -EINVAL;
-	r = sandbox_spec_from_json(sb, j);
-	json_decref(j);
-	if (r < 0)
-		return r;
-	r = sandbox_refresh_json(sb);
-	if (r < 0)
-		return r;
-	*ret = TAKE_PTR(sb);
-	return 0;
+	return (struct store_sandbox){
+		.id = column_text(st, 0),
+		.name = column_text(st, 1),
+		.owner = column_text(st, 2),
+		.state = column_text(st, 3),
+		.reason = column_text(st, 4),
+		.image = column_text(st, 5),
+		.backend = column_text(st, 6),
+		.runtime_ref = column_text(st, 7),
+		.spec = column_text(st, 8),
+		.created_at = sqlite3_column_int64(st, 9),
+		.updated_at = sqlite3_column_int64(st, 10),
+	};
 }
 
 #define SELECT_SANDBOX                                                                             \
@@ -392,7 +370,7 @@ row_to_sandbox(sqlite3_stmt *st, struct sandbox **ret)
 	"updated_at FROM sandboxes "
 
 int
-store_load_live(struct store *s, int (*fn)(struct sandbox *sb, void *data), void *data)
+store_load_live(struct store *s, int (*fn)(const struct store_sandbox *row, void *data), void *data)
 {
 	sqlite3_stmt *st;
 	int rc, r = 0;
@@ -402,15 +380,8 @@ store_load_live(struct store *s, int (*fn)(struct sandbox *sb, void *data), void
 	            -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct sandbox *sb = NULL;
-		r = row_to_sandbox(st, &sb);
-		if (r < 0) {
-			log_error("store: sandbox row '%s' is unreadable; skipping it",
-			          (const char *)sqlite3_column_text(st, 0));
-			r = 0;
-			continue;
-		}
-		r = fn(sb, data);
+		struct store_sandbox row = row_of(st);
+		r = fn(&row, data);
 		if (r < 0)
 			break;
 	}
@@ -421,7 +392,8 @@ store_load_live(struct store *s, int (*fn)(struct sandbox *sb, void *data), void
 }
 
 int
-store_load(struct store *s, const char *id, struct sandbox **ret)
+store_load(struct store *s, const char *id, int (*fn)(const struct store_sandbox *row, void *data),
+           void *data)
 {
 	sqlite3_stmt *st;
 	int rc, r;
@@ -430,12 +402,32 @@ store_load(struct store *s, const char *id, struct sandbox **ret)
 		return -EIO;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
 	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		r = row_to_sandbox(st, ret);
-	else
+	if (rc == SQLITE_ROW) {
+		struct store_sandbox row = row_of(st);
+		r = fn(&row, data);
+	} else {
 		r = rc == SQLITE_DONE ? -ENOENT : -EIO;
+	}
 	sqlite3_finalize(st);
 	return r;
+}
+
+int
+store_disown_ended(struct store *s, const char *owner, const char *new_owner)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(s->db,
+	                       "UPDATE sandboxes SET owner = ?2 WHERE owner = ?1 AND state = "
+	                       "'terminated'",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_text(st, 1, owner, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, new_owner, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? sqlite3_changes(s->db) : -EIO;
 }
 
 int

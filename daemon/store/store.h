@@ -1,18 +1,19 @@
 /* store.h: the record of truth, in SQLite (WAL) in the state directory: one row per sandbox
- * plus its events, and the accounts' tables (accounts.c). In-memory sandboxes are a cache of
- * these rows. Schema changes are migrations numbered from the first version (PRAGMA
- * user_version).
+ * plus its events, and the accounts' tables (store-accounts.h). In-memory sandboxes are a
+ * cache of these rows, built by the core from what this returns: plain rows, never objects.
+ * Every SQL statement of sandboxd is in this folder. Schema changes are migrations numbered
+ * from the first version (PRAGMA user_version).
  *
  * Every write is committed before the caller tells a client it succeeded; with WAL and
  * synchronous=NORMAL a committed transaction survives the process being killed. */
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
-#include "sandbox.h"
+#include "macro.h"
 
 struct store;
-typedef struct sqlite3 sqlite3;
 
 /* Opens (creating 0600) and migrates the database at path. -errno, or -EPROTO with the
  * message logged when the file is from a newer version. */
@@ -20,17 +21,9 @@ int store_open(const char *path, struct store **ret);
 struct store *store_free(struct store *s);
 DEFINE_FREEP(struct store, store_free)
 
-/* The connection, for modules that keep tables of their own here (accounts.c). Only the
- * loop's thread may use it. */
-sqlite3 *store_db(struct store *s);
-
-/* A statement for sql kept prepared across calls, for what runs on every request (accounts.c's
- * credential lookups): compiling SQL costs more than running it. sql is the cache's key by
- * address, so pass the same string literal each time. The caller binds, steps, and then
- * sqlite3_reset()s it (which ends its read), never finalizes it; store_free() does. -EIO,
- * logged, when it cannot be prepared. */
-typedef struct sqlite3_stmt sqlite3_stmt;
-int store_stmt(struct store *s, const char *sql, sqlite3_stmt **ret);
+/* Whether a statement of the connection is still mid-read: one left so would hold its WAL
+ * snapshot and hide what other connections commit. For tests; always false unless a bug. */
+bool store_busy(struct store *s);
 
 /* The schema version this build writes. */
 int store_schema_version(void);
@@ -39,14 +32,38 @@ int store_begin(struct store *s);
 int store_commit(struct store *s);
 void store_rollback(struct store *s);
 
-int store_insert_sandbox(struct store *s, const struct sandbox *sb);
-/* Writes every column of the row from sb. */
-int store_update_sandbox(struct store *s, const struct sandbox *sb);
+/* One sandbox row. Text columns are NULL where the row has NULL; state is the lifecycle
+ * state's name and spec the JSON text of what the sandbox was asked to be. A row handed to a
+ * callback is valid only during the call. */
+struct store_sandbox {
+	const char *id;
+	const char *name;
+	const char *owner;
+	const char *state;
+	const char *reason;
+	const char *image;
+	const char *backend;
+	const char *runtime_ref;
+	const char *spec;
+	int64_t created_at; /* unix ms */
+	int64_t updated_at;
+};
 
-/* Calls fn for each sandbox row not terminated, oldest first. fn takes ownership of sb. */
-int store_load_live(struct store *s, int (*fn)(struct sandbox *sb, void *data), void *data);
-/* Loads one row by id (terminated included). -ENOENT. */
-int store_load(struct store *s, const char *id, struct sandbox **ret);
+/* -EEXIST when the id, or the owner's live name, is taken. */
+int store_insert_sandbox(struct store *s, const struct store_sandbox *row);
+/* Writes every column of the row with row->id. -ENOENT. */
+int store_update_sandbox(struct store *s, const struct store_sandbox *row);
+
+/* Calls fn for each sandbox row not terminated, oldest first; a negative return stops and
+ * is returned. */
+int store_load_live(struct store *s, int (*fn)(const struct store_sandbox *row, void *data),
+                    void *data);
+/* Calls fn with the row of id (terminated included) and returns what it returns. -ENOENT. */
+int store_load(struct store *s, const char *id,
+               int (*fn)(const struct store_sandbox *row, void *data), void *data);
+/* Gives the ended sandboxes of owner to new_owner (a user's deletion: the name of no one).
+ * The number of rows changed, or -EIO. */
+int store_disown_ended(struct store *s, const char *owner, const char *new_owner);
 
 /* Appends an event; data is a JSON object (borrowed). Returns the new sequence number. */
 int store_add_event(struct store *s, const char *sandbox_id, int64_t time_ms, const char *type,

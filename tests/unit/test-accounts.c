@@ -210,9 +210,11 @@ test_sessions(void **state)
 
 	/* only the hash is stored: the secret is nowhere in the row */
 	{
+		sqlite3 *db;
 		sqlite3_stmt *st;
 		const char *secret = strchr(s1.cookie, '.') + 1;
-		assert_int_equal(sqlite3_prepare_v2(store_db(f->store),
+		assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+		assert_int_equal(sqlite3_prepare_v2(db,
 		                                    "SELECT COUNT(*) FROM sessions WHERE "
 		                                    "instr(CAST(secret_sha256 AS TEXT), ?1) > 0 OR "
 		                                    "instr(csrf_token, ?1) > 0",
@@ -222,6 +224,7 @@ test_sessions(void **state)
 		assert_int_equal(sqlite3_step(st), SQLITE_ROW);
 		assert_int_equal(sqlite3_column_int(st, 0), 0);
 		sqlite3_finalize(st);
+		sqlite3_close(db);
 	}
 
 	/* a changed secret, a malformed value, an unknown id */
@@ -283,15 +286,11 @@ test_sessions_bounded(void **state)
 }
 
 /* Whether any statement of the connection is mid-read: one left so holds a WAL snapshot, and
- * the lookups' statements are kept prepared between requests (store_stmt). */
+ * the lookups' statements are kept prepared between requests. */
 static bool
 any_statement_busy(struct store *s)
 {
-	for (sqlite3_stmt *st = sqlite3_next_stmt(store_db(s), NULL); st;
-	     st = sqlite3_next_stmt(store_db(s), st))
-		if (sqlite3_stmt_busy(st))
-			return true;
-	return false;
+	return store_busy(s);
 }
 
 static void

@@ -144,11 +144,14 @@ on_change(struct sandbox_waiter *w, struct sandbox *sb, bool gone)
 }
 
 static void
-on_event(struct event_sub *s, const char *text, size_t len)
+on_event(struct event_sub *s, const struct event *e)
 {
 	struct fixture *f = s->data;
 
-	assert_non_null(strstr(text, "event: state\n"));
+	assert_string_equal(e->type, "state");
+	assert_non_null(e->sb);
+	assert_true(e->seq > 0);
+	assert_non_null(json_object_get(e->data, "to"));
 	f->broadcast++;
 }
 
@@ -182,7 +185,7 @@ test_set_state_persists_and_publishes(void **state)
 	assert_int_equal(f->broadcast, 2);
 
 	/* the row is the record of truth: read it back */
-	assert_int_equal(store_load(f->d.store, sb->id, &loaded), 0);
+	assert_int_equal(sandbox_load(f->d.store, sb->id, &loaded), 0);
 	assert_int_equal(loaded->state, SANDBOX_RUNNING);
 	assert_string_equal(loaded->owner, "alice");
 	assert_string_equal(loaded->json, sb->json);
@@ -215,7 +218,7 @@ test_refused_move_changes_nothing(void **state)
 	assert_int_equal(sandbox_set_state(&f->d, sb, SANDBOX_RUNNING, NULL), -EINVAL);
 	assert_int_equal(sb->state, SANDBOX_PENDING);
 	assert_string_equal(sb->json, before);
-	assert_int_equal(store_load(f->d.store, sb->id, &loaded), 0);
+	assert_int_equal(sandbox_load(f->d.store, sb->id, &loaded), 0);
 	assert_int_equal(loaded->state, SANDBOX_PENDING);
 	sandbox_free(loaded);
 	assert_int_equal(store_list_events(f->d.store, sb->id, 100, count_events, &n, &truncated),

@@ -1,6 +1,6 @@
-/* test-store.c: the SQLite store: schema migrations, rows surviving a reopen, live-name
- * uniqueness, event listing (oldest first, truncation, owner filter) and refusing a database
- * from a newer sandboxd. */
+/* test-store.c: the SQLite store: schema migrations, rows surviving a reopen (as plain rows,
+ * and as sandboxes the core builds from them), live-name uniqueness, event listing (oldest
+ * first, truncation, owner filter) and refusing a database from a newer sandboxd. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +8,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include "sandbox.h"
 #include "store.h"
 #include "util.h"
 
@@ -88,21 +89,21 @@ test_rows_survive_reopen(void **state)
 	assert_int_equal(store_open(f->path, &s), 0);
 	assert_int_equal(stat(f->path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
-	assert_int_equal(store_insert_sandbox(s, a), 0);
-	assert_int_equal(store_insert_sandbox(s, b), 0);
-	assert_int_equal(store_insert_sandbox(s, a), -EEXIST);
+	assert_int_equal(sandbox_save(s, a, true), 0);
+	assert_int_equal(sandbox_save(s, b, true), 0);
+	assert_int_equal(sandbox_save(s, a, true), -EEXIST);
 	a->state = SANDBOX_STOPPED;
-	assert_int_equal(store_update_sandbox(s, a), 0);
+	assert_int_equal(sandbox_save(s, a, false), 0);
 	s = store_free(s);
 
 	assert_int_equal(store_open(f->path, &s), 0);
-	assert_int_equal(store_load_live(s, collect, ids), 0);
+	assert_int_equal(sandbox_load_live(s, collect, ids), 0);
 	assert_int_equal(json_array_size(ids), 1); /* the terminated one is not live */
 	assert_string_equal(json_string_value(json_array_get(ids, 0)), a->id);
-	assert_int_equal(store_load(s, b->id, &loaded), 0);
+	assert_int_equal(sandbox_load(s, b->id, &loaded), 0);
 	assert_int_equal(loaded->state, SANDBOX_TERMINATED);
 	sandbox_free(loaded);
-	assert_int_equal(store_load(s, a->id, &loaded), 0);
+	assert_int_equal(sandbox_load(s, a->id, &loaded), 0);
 	assert_int_equal(loaded->state, SANDBOX_STOPPED);
 	assert_int_equal(loaded->cpus, 2);
 	assert_string_equal(json_string_value(json_object_get(loaded->labels, "team")), "a");
@@ -112,10 +113,61 @@ test_rows_survive_reopen(void **state)
 	assert_null(loaded->env[0].value);
 	assert_null(strstr(loaded->json, "never-stored"));
 	sandbox_free(loaded);
-	assert_int_equal(store_load(s, "sbx_00000000000000ff", &loaded), -ENOENT);
+	assert_int_equal(sandbox_load(s, "sbx_00000000000000ff", &loaded), -ENOENT);
 	store_free(s);
 	sandbox_free(a);
 	sandbox_free(b);
+	json_decref(ids);
+}
+
+static int
+copy_row(const struct store_sandbox *row, void *data)
+{
+	json_t **ret = data;
+
+	*ret = json_pack("{s:s, s:s?, s:s, s:s, s:s?, s:s, s:s, s:s?, s:s, s:I, s:I}", "id",
+	                 row->id, "name", row->name, "owner", row->owner, "state", row->state,
+	                 "reason", row->reason, "image", row->image, "backend", row->backend,
+	                 "runtime_ref", row->runtime_ref, "spec", row->spec, "created_at",
+	                 (json_int_t)row->created_at, "updated_at", (json_int_t)row->updated_at);
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* The store keeps and returns rows as they are; reading them is the core's business, which
+ * skips a row it cannot read rather than refusing to start. */
+static void
+test_rows_as_stored(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = NULL;
+	struct sandbox *loaded = NULL;
+	const struct store_sandbox row = { .id = "sbx_000000000000003a",
+		                           .owner = "alice",
+		                           .state = "running",
+		                           .reason = "why",
+		                           .image = "img",
+		                           .backend = "test",
+		                           .spec = "{\"not\":\"a spec\"}",
+		                           .created_at = 5,
+		                           .updated_at = 6 };
+	json_t *got = NULL, *ids = json_array();
+
+	assert_int_equal(store_open(f->path, &s), 0);
+	assert_int_equal(store_insert_sandbox(s, &row), 0);
+	assert_int_equal(store_load(s, row.id, copy_row, &got), 0);
+	assert_string_equal(json_string_value(json_object_get(got, "spec")), row.spec);
+	assert_string_equal(json_string_value(json_object_get(got, "reason")), "why");
+	assert_true(json_is_null(json_object_get(got, "name")));
+	assert_true(json_is_null(json_object_get(got, "runtime_ref")));
+	assert_int_equal(json_integer_value(json_object_get(got, "updated_at")), 6);
+	json_decref(got);
+	assert_int_equal(store_load(s, "sbx_00000000000000ff", copy_row, &got), -ENOENT);
+
+	assert_int_equal(sandbox_load(s, row.id, &loaded), -EINVAL);
+	assert_int_equal(sandbox_load_live(s, collect, ids), 0);
+	assert_int_equal(json_array_size(ids), 0);
+	assert_false(store_busy(s));
+	store_free(s);
 	json_decref(ids);
 }
 
@@ -129,12 +181,12 @@ test_live_names_are_unique(void **state)
 	struct sandbox *c = make("sbx_000000000000001c", "dev", "bob", SANDBOX_RUNNING);
 
 	assert_int_equal(store_open(f->path, &s), 0);
-	assert_int_equal(store_insert_sandbox(s, a), 0);
-	assert_int_equal(store_insert_sandbox(s, b), -EEXIST); /* same owner, same live name */
-	assert_int_equal(store_insert_sandbox(s, c), 0);       /* names are per owner */
+	assert_int_equal(sandbox_save(s, a, true), 0);
+	assert_int_equal(sandbox_save(s, b, true), -EEXIST); /* same owner, same live name */
+	assert_int_equal(sandbox_save(s, c, true), 0);       /* names are per owner */
 	a->state = SANDBOX_TERMINATED;
-	assert_int_equal(store_update_sandbox(s, a), 0);
-	assert_int_equal(store_insert_sandbox(s, b), 0); /* the name is free again */
+	assert_int_equal(sandbox_save(s, a, false), 0);
+	assert_int_equal(sandbox_save(s, b, true), 0); /* the name is free again */
 	store_free(s);
 	sandbox_free(a);
 	sandbox_free(b);
@@ -162,8 +214,8 @@ test_events(void **state)
 	int64_t seq = 0;
 
 	assert_int_equal(store_open(f->path, &s), 0);
-	assert_int_equal(store_insert_sandbox(s, a), 0);
-	assert_int_equal(store_insert_sandbox(s, b), 0);
+	assert_int_equal(sandbox_save(s, a, true), 0);
+	assert_int_equal(sandbox_save(s, b, true), 0);
 	for (int i = 0; i < 10; i++) {
 		assert_int_equal(store_add_event(s, a->id, now_unix_ms(), "state", data, &seq), 0);
 		assert_int_equal(store_add_event(s, b->id, now_unix_ms(), "state", data, NULL), 0);
@@ -218,6 +270,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_rows_survive_reopen, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rows_as_stored, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_names_are_unique, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_events, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_schema_is_refused, setup, teardown),
