@@ -26,7 +26,6 @@
 #undef MAX
 #include "httphead.h"
 #include "log.h"
-#include "netpolicy.h"
 #include "sni.h"
 #include "util.h"
 #include "worker-internal.h"
@@ -921,7 +920,7 @@ conn_run(struct proxy *p)
 	 * new policy or the update sees this connection's name and cuts it */
 	pthread_mutex_lock(&w->lock);
 	if (p->c.sb && !p->c.cut) {
-		allowed = netpolicy_allows(p->c.sb->net, name, &d.reason);
+		allowed = matcher_allows(p->c.sb->net, name, &d.reason);
 		if (allowed)
 			memcpy(p->c.name, name, strlen(name) + 1);
 	}

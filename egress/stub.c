@@ -13,7 +13,6 @@
 #include <unistd.h>
 #include "dns.h"
 #include "log.h"
-#include "netpolicy.h"
 #include "util.h"
 #include "worker-internal.h"
 
@@ -83,7 +82,7 @@ one_query(struct stub *s, const uint8_t *pkt, size_t len, const struct sockaddr_
 	if (sb) {
 		memcpy(id, sb->id, sizeof(id));
 		host = sb->host;
-		d.allowed = netpolicy_allows(sb->net, q.name, &d.reason);
+		d.allowed = matcher_allows(sb->net, q.name, &d.reason);
 	}
 	pthread_mutex_unlock(&w->lock);
 	if (!sb)

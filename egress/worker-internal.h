@@ -5,7 +5,6 @@
  * connections, stub.c the DNS stub. */
 #pragma once
 
-#include <jansson.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -15,6 +14,7 @@
 #include "hashmap.h"
 #include "chunked.h"
 #include "list.h"
+#include "matcher.h"
 #include "sni.h"
 
 #define WORKER_ID_MAX 128
@@ -32,7 +32,7 @@ struct wsandbox {
 	char id[WORKER_ID_MAX + 1];
 	char guest_key[INET_ADDRSTRLEN]; /* the guest address, the by_guest key */
 	struct in_addr guest, host;
-	json_t *net;            /* {mode, allow, deny}; read only under worker.lock */
+	struct matcher *net;    /* its policy, compiled; read only under worker.lock */
 	struct list_node conns; /* struct wconn.node */
 	unsigned n_conns;
 };

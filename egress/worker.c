@@ -24,17 +24,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "log.h"
-#include "netpolicy.h"
 #include "util.h"
 #include "worker-internal.h"
 #include "worker.h"
 
 #define FDS_PER_CONN 6 /* two sockets and two pipes: a connection's, or kept by its thread */
 
-/* A "set" holds a whole policy: as many names as netpolicy lets a request allow and deny,
+/* A "set" holds a whole policy: as many names as sandboxd lets a request allow and deny,
  * each quoted, with room for the rest of the line. A line over the limit is dropped, and a
  * policy dropped would leave the one before it in force. */
-_Static_assert(2u * NETPOLICY_LIST_MAX * (NETPOLICY_NAME_MAX + 3) + 1024 <= WORKER_LINE_MAX,
+_Static_assert(2u * MATCHER_LIST_MAX * (NETNAME_MAX + 3) + 1024 <= WORKER_LINE_MAX,
                "the largest set fits a control line");
 #define FDS_RESERVED 64
 #define DENIAL_LOGS_PER_S 20
@@ -353,7 +352,7 @@ sandbox_remove_locked(struct worker *w, struct wsandbox *sb)
 	}
 	hashmap_remove(&w->by_id, sb->id);
 	hashmap_remove(&w->by_guest, sb->guest_key);
-	json_decref(sb->net);
+	matcher_free(sb->net);
 	free(sb);
 }
 
@@ -365,23 +364,30 @@ control_set(struct worker *w, json_t *msg)
 {
 	const char *id = json_string_value(json_object_get(msg, "id"));
 	json_t *net = json_object_get(msg, "network");
+	_cleanup_(matcher_freep) struct matcher *m = NULL;
 	struct in_addr guest, host;
 	struct wsandbox *sb, *other;
 	char key[INET_ADDRSTRLEN];
 	struct list_node *p;
 	unsigned cut = 0;
-	bool fresh = false;
+	bool fresh = false, whole;
 
 	if (!id || !id_valid(id)) {
 		log_error("control: a set without a valid id; ignored");
 		return;
 	}
-	if (parse_ipv4(json_object_get(msg, "guest"), &guest) < 0 ||
-	    parse_ipv4(json_object_get(msg, "host"), &host) < 0 || !json_is_object(net)) {
+	whole = parse_ipv4(json_object_get(msg, "guest"), &guest) == 0 &&
+	        parse_ipv4(json_object_get(msg, "host"), &host) == 0 && json_is_object(net);
+	if (!whole || matcher_new(net, &m) < 0) {
 		/* fail closed: what was allowed under a policy sandboxd meant to replace goes */
-		log_error("control: sandbox '%s': a set without guest, host and network; the "
-		          "sandbox is forgotten",
-		          id);
+		if (!whole)
+			log_error("control: sandbox '%s': a set without guest, host and network; "
+			          "the sandbox is forgotten",
+			          id);
+		else
+			log_error("control: sandbox '%s': out of memory compiling its policy; the "
+			          "sandbox is forgotten",
+			          id);
 		pthread_mutex_lock(&w->lock);
 		sb = hashmap_get(&w->by_id, id);
 		if (sb)
@@ -441,12 +447,12 @@ control_set(struct worker *w, json_t *msg)
 	}
 	sb->guest = guest;
 	sb->host = host;
-	json_decref(sb->net);
-	sb->net = json_incref(net);
+	matcher_free(sb->net);
+	sb->net = TAKE_PTR(m);
 	LIST_FOREACH (p, &sb->conns) {
 		struct wconn *c = list_entry(p, struct wconn, node);
 
-		if (c->name[0] && !c->cut && !netpolicy_allows(sb->net, c->name, NULL)) {
+		if (c->name[0] && !c->cut && !matcher_allows(sb->net, c->name, NULL)) {
 			worker_cut_locked(c);
 			cut++;
 		}

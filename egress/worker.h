@@ -27,7 +27,7 @@
  *   {"op":"set","id":"sbx-...","guest":"10.200.0.2","host":"10.200.0.1",
  *    "network":{"mode":"none"|"allowlist"|"open","allow":[...],"deny":[...]}}
  *       adds a sandbox or replaces its policy (network as netpolicy_resolve makes it;
- *       decided with netpolicy_allows). Replacing it cuts (shuts down both ways) every open
+ *       compiled and decided by matcher.h). Replacing it cuts (shuts down both ways) every open
  *       connection of that sandbox whose name the new policy no longer allows. A set that
  *       gives a sandbox the guest address another one holds forgets both (and cuts their
  *       connections) until the next set: traffic from that address is never decided by the

@@ -1,7 +1,8 @@
-/* fuzz-http.c: lib/http.c's request parser on the bytes of one connection, fed whole, byte by
- * byte and in data-derived pieces (every split must yield the same requests), with pipelined
- * requests parsed in turn; completed requests go through the header and query/path helpers
- * and the Host/Origin splitting of daemon/api/auth.c. */
+/* fuzz-http.c: lib/http.c's request parser (its heads read by lib/http-head.c, the reader the
+ * egress proxy shares) on the bytes of one connection, fed whole, byte by byte and in
+ * data-derived pieces (every split must yield the same requests), with pipelined requests
+ * parsed in turn; completed requests go through the header and query/path helpers and the
+ * Host/Origin splitting of daemon/api/auth.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,9 +1,10 @@
-/* fuzz-httphead.c: egress/httphead.c fed what a guest could send to port 80, whole and cut at
- * every length up to a bound (as a connection's reads would bring it), then the bytes after
- * an accepted head read as the next pipelined request. Invariants: an accepted head lies
- * within the input and the limit, ends in the blank line, names a lowercase DNS host and not
- * both body framings; an accepted prefix stays accepted, with the same fields, however much
- * follows; a refused prefix stays refused; NEED_MORE only below HTTPHEAD_MAX. */
+/* fuzz-httphead.c: egress/httphead.c (over lib/http-head.c, the head reader sandboxd's API
+ * shares) fed what a guest could send to port 80, whole and cut at every length up to a bound
+ * (as a connection's reads would bring it), then the bytes after an accepted head read as the
+ * next pipelined request. Invariants: an accepted head lies within the input and the limit,
+ * ends in the blank line, names a lowercase DNS host and not both body framings; an accepted
+ * prefix stays accepted, with the same fields, however much follows; a refused prefix stays
+ * refused; NEED_MORE only below HTTPHEAD_MAX. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,16 +1,18 @@
-/* fuzz-netpolicy.c: daemon/net/netpolicy.c fed hostile names and network requests. The first
- * byte picks ('n', 'l', 'm', 'r', 'R' in the seeds, any other byte by its value modulo 5):
- * 'n' one name normalised; 'l' a JSON array normalised as a list; 'm' two names (split at a
- * NUL) matched, covered and decided; 'r' and 'R' a JSON "network" value resolved against a
- * fixed policy (ceiling open; may_allow narrow for 'r', "*" for 'R'). Invariants: a normal form
- * is a fixed point, a list comes back sorted and unique, whatever resolve grants is covered
- * by the default list or may_allow and keeps the server's deny list, and no host a deny entry
- * matches is ever allowed. */
+/* fuzz-netpolicy.c: the network policy's names (egress/netname.c), a request's network
+ * resolved (daemon/net/netpolicy.c) and the worker's compiled matcher (egress/matcher.c) fed
+ * hostile names and network requests. The first byte picks ('n', 'l', 'm', 'r', 'R' in the seeds,
+ * any other byte by its value modulo 5): 'n' one name normalised; 'l' a JSON array normalised as a
+ * list; 'm' two names (split at a NUL) matched, covered and decided; 'r' and 'R' a JSON "network"
+ * value resolved against a fixed policy (ceiling open; may_allow narrow for 'r', "*" for 'R').
+ * Invariants: a normal form is a fixed point, a list comes back sorted and unique, whatever resolve
+ * grants is covered by the default list or may_allow and keeps the server's deny list, no host a
+ * deny entry matches is ever allowed, and what the matcher allows an entry of its lists matches. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fuzz.h"
+#include "matcher.h"
 #include "netpolicy.h"
 #include "util.h"
 
@@ -20,17 +22,17 @@
 static void
 check_normal(const char *name)
 {
-	char again[NETPOLICY_NAME_MAX + 1];
+	char again[NETNAME_MAX + 1];
 	size_t n = strlen(name);
 
-	FUZZ_CHECK(n > 0 && n <= NETPOLICY_NAME_MAX);
+	FUZZ_CHECK(n > 0 && n <= NETNAME_MAX);
 	FUZZ_CHECK(name[n - 1] != '.');
 	FUZZ_CHECK(!streq(name, "*"));
-	FUZZ_CHECK(netpolicy_normalise_name(name, again, NULL) == 0);
+	FUZZ_CHECK(netname_normalise(name, again, NULL) == 0);
 	FUZZ_CHECK(streq(again, name));
 	FUZZ_CHECK(netpolicy_covers(name, name));
 	if (name[0] != '*')
-		FUZZ_CHECK(netpolicy_match(name, name));
+		FUZZ_CHECK(netname_match(name, name));
 }
 
 static void
@@ -52,52 +54,65 @@ check_sorted_normal(const json_t *list)
 
 /* A host a normal-form entry matches: itself, or a name just below a wildcard's domain. */
 static void
-host_of(const char *entry, char out[static NETPOLICY_NAME_MAX + 1])
+host_of(const char *entry, char out[static NETNAME_MAX + 1])
 {
-	if (entry[0] == '*' && strlen(entry) < NETPOLICY_NAME_MAX)
-		snprintf(out, NETPOLICY_NAME_MAX + 1, "z%s", entry + 1);
+	if (entry[0] == '*' && strlen(entry) < NETNAME_MAX)
+		snprintf(out, NETNAME_MAX + 1, "z%s", entry + 1);
 	else
-		snprintf(out, NETPOLICY_NAME_MAX + 1, "%s", entry);
+		snprintf(out, NETNAME_MAX + 1, "%s", entry);
 }
 
-/* What allows decides agrees with the lists: nothing a deny entry matches, nothing under
+/* The decision as the worker makes it: net compiled, host decided. */
+static bool
+allows(const json_t *net, const char *host, const char **ret_reason)
+{
+	struct matcher *m = NULL;
+	bool ok;
+
+	FUZZ_CHECK(matcher_new(net, &m) == 0);
+	ok = matcher_allows(m, host, ret_reason);
+	matcher_free(m);
+	return ok;
+}
+
+/* What the matcher decides agrees with the lists: nothing a deny entry matches, nothing under
  * none, and under an allowlist only what an allow entry matches. */
 static void
 check_allows(const json_t *net, const char *host)
 {
-	char h[NETPOLICY_NAME_MAX + 1];
+	char h[NETNAME_MAX + 1];
 	enum net_mode mode;
 	const char *reason = NULL;
 	bool matched = false;
 	json_t *e;
 	size_t i;
 
-	if (!netpolicy_allows(net, host, &reason)) {
+	if (!allows(net, host, &reason)) {
 		FUZZ_CHECK(reason != NULL);
 		return;
 	}
 	FUZZ_CHECK(reason != NULL);
 	mode = net_mode_from_string(json_string_value(json_object_get(net, "mode")));
 	FUZZ_CHECK(mode == NET_ALLOWLIST || mode == NET_OPEN);
-	if (netpolicy_normalise_name(host, h, NULL) < 0) {
+	if (netname_normalise(host, h, NULL) < 0) {
 		FUZZ_CHECK(mode == NET_OPEN); /* an address, only in open mode */
 		return;
 	}
 	json_array_foreach (json_object_get(net, "deny"), i, e)
-		FUZZ_CHECK(!netpolicy_match(json_string_value(e), h));
+		FUZZ_CHECK(!netname_match(json_string_value(e), h));
 	if (mode == NET_OPEN)
 		return;
 	json_array_foreach (json_object_get(net, "allow"), i, e)
-		matched = matched || netpolicy_match(json_string_value(e), h);
+		matched = matched || netname_match(json_string_value(e), h);
 	FUZZ_CHECK(matched);
 }
 
 static void
 fuzz_name(const char *s)
 {
-	char out[NETPOLICY_NAME_MAX + 1];
+	char out[NETNAME_MAX + 1];
 	char *error = NULL;
-	int r = netpolicy_normalise_name(s, out, &error);
+	int r = netname_normalise(s, out, &error);
 
 	if (r == 0)
 		check_normal(out);
@@ -132,27 +147,27 @@ fuzz_list(const char *s, size_t n)
 static void
 fuzz_pair(const char *a, const char *b)
 {
-	char na[NETPOLICY_NAME_MAX + 1], nb[NETPOLICY_NAME_MAX + 1], x[NETPOLICY_NAME_MAX + 1];
-	bool ga = netpolicy_normalise_name(a, na, NULL) == 0;
-	bool gb = netpolicy_normalise_name(b, nb, NULL) == 0;
+	char na[NETNAME_MAX + 1], nb[NETNAME_MAX + 1], x[NETNAME_MAX + 1];
+	bool ga = netname_normalise(a, na, NULL) == 0;
+	bool gb = netname_normalise(b, nb, NULL) == 0;
 	json_t *net;
 
 	/* raw, as a hostile host would arrive */
-	(void)netpolicy_match(a, b);
+	(void)netname_match(a, b);
 	(void)netpolicy_covers(a, b);
 	if (ga && gb) {
 		if (netpolicy_covers(na, nb)) {
 			/* whatever narrow matches, wide matches */
 			host_of(nb, x);
-			if (netpolicy_match(nb, x))
-				FUZZ_CHECK(netpolicy_match(na, x));
+			if (netname_match(nb, x))
+				FUZZ_CHECK(netname_match(na, x));
 			if (na[0] != '*' && nb[0] != '*')
 				FUZZ_CHECK(streq(na, nb));
 		}
-		if (nb[0] != '*' && netpolicy_match(na, nb))
+		if (nb[0] != '*' && netname_match(na, nb))
 			FUZZ_CHECK(netpolicy_covers(na, nb));
 		if (na[0] != '*' && nb[0] != '*')
-			FUZZ_CHECK(netpolicy_match(na, nb) == streq(na, nb));
+			FUZZ_CHECK(netname_match(na, nb) == streq(na, nb));
 	}
 	net = json_pack("{s:s, s:[s?], s:[s?]}", "mode", "allowlist", "allow", ga ? na : NULL,
 	                "deny", gb ? nb : NULL);
@@ -204,7 +219,7 @@ fuzz_resolve(const char *s, size_t n, bool may_all)
 	json_t *out = NULL, *again = NULL, *e;
 	struct err err = {};
 	enum net_mode mode;
-	char x[NETPOLICY_NAME_MAX + 1];
+	char x[NETNAME_MAX + 1];
 	size_t i;
 	int r;
 
@@ -263,7 +278,7 @@ fuzz_resolve(const char *s, size_t n, bool may_all)
 		}
 	json_array_foreach (json_object_get(out, "deny"), i, e) {
 		host_of(json_string_value(e), x);
-		FUZZ_CHECK(!netpolicy_allows(out, x, NULL));
+		FUZZ_CHECK(!allows(out, x, NULL));
 	}
 	/* an allowlist resolved is a request that resolves to itself */
 	if (mode == NET_ALLOWLIST) {

@@ -73,7 +73,7 @@ check_names(const json_t *a, bool star_ok)
 
 	FUZZ_CHECK(json_is_array(a) && json_array_size(a) <= NETPOLICY_LIST_MAX + 1);
 	json_array_foreach (a, i, v) {
-		char out[NETPOLICY_NAME_MAX + 1];
+		char out[NETNAME_MAX + 1];
 		const char *s = json_string_value(v);
 
 		FUZZ_CHECK(s);
@@ -81,7 +81,7 @@ check_names(const json_t *a, bool star_ok)
 			FUZZ_CHECK(i == 0);
 			continue;
 		}
-		FUZZ_CHECK(netpolicy_normalise_name(s, out, NULL) == 0 && streq(out, s));
+		FUZZ_CHECK(netname_normalise(s, out, NULL) == 0 && streq(out, s));
 		if (i > 0 && json_string_value(json_array_get(a, i - 1)))
 			FUZZ_CHECK(strcmp(json_string_value(json_array_get(a, i - 1)), s) < 0);
 	}

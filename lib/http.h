@@ -1,10 +1,13 @@
-/* http.h: a strict, bounded HTTP/1.1 request parser (server side) on top of Debian's
- * libhttp-parser, plus response-head formatting and query/path helpers.
+/* http.h: sandboxd's HTTP/1.1 request parser (server side), strict and bounded, plus
+ * response-head formatting and query/path helpers.
  *
- * libhttp-parser accepts bare LF line endings, obs-fold continuation lines and spaces inside
- * header names; this module refuses all three itself (request-smuggling differentials), as
- * well as control bytes in the head, duplicate Host headers and any Transfer-Encoding but
- * "chunked". Nothing here does I/O: bytes go in, requests come out, so it is fuzzed directly. */
+ * A request's head is read by lib/http-head.c, the one set of rules against request smuggling
+ * that the egress proxy reads guests' heads by too (bare LF or CR, obs-fold, control bytes,
+ * spaces in names, two Hosts, Content-Length with Transfer-Encoding, any coding but
+ * "chunked", ...); this adds what sandboxd serves: an origin-form target, a method
+ * libhttp-parser names (enum http_method), the body by Content-Length or chunked with no
+ * trailers, and a body limit per route. Nothing here does I/O: bytes go in, requests come
+ * out, so it is fuzzed directly. */
 #pragma once
 
 #include <http_parser.h>
@@ -12,9 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "buf.h"
+#include "http-head.h"
 
-#define HTTP_MAX_HEAD 16384 /* request line + headers */
-#define HTTP_MAX_HEADERS 64
+#define HTTP_MAX_HEAD HTTP_HEAD_MAX /* request line + headers */
+#define HTTP_MAX_HEADERS HTTP_HEAD_FIELDS_MAX
 
 struct http_header {
 	uint32_t name_off, value_off; /* into the arena; names are lowercased */
@@ -25,7 +29,7 @@ struct http_request {
 	enum http_method method;
 	unsigned short http_major, http_minor;
 	bool keep_alive;
-	bool upgrade; /* Connection: upgrade + Upgrade: present; body follows raw */
+	bool upgrade; /* Connection: upgrade + Upgrade: present (or CONNECT); body follows raw */
 	bool chunked;
 	bool has_length; /* Content-Length was given */
 	uint64_t content_length;
@@ -51,22 +55,12 @@ enum http_parse_phase {
 };
 
 struct http_req_parser {
-	http_parser p;
 	enum http_parse_phase phase;
 	struct http_request req;
-	/* raw-head prescan */
-	size_t head_bytes;
-	unsigned head_lines;
-	unsigned line_len;
-	bool in_name;
-	bool saw_colon;
-	char prev;
-	bool header_value_open; /* a header value was started and not yet closed */
-	bool last_was_name;     /* the last header callback was a name (names may be split) */
-	bool url_done;          /* the url piece of the arena is terminated */
-	bool seen_host;
-	/* chunked-body framing check (libhttp-parser skips the CRLF after chunk data) */
-	int chunk_state;
+	struct buf head;                /* the head's bytes as they arrive */
+	struct http_head_reader reader; /* reading them */
+	uint64_t body_left;             /* Content-Length bytes still to come */
+	int chunk_state;                /* a chunked body's framing */
 	uint64_t chunk_left;
 	http_body_limit_fn body_limit;
 	void *body_limit_data;
@@ -91,7 +85,7 @@ int http_req_feed(struct http_req_parser *hp, const char *data, size_t len, size
 static inline bool
 http_req_started(const struct http_req_parser *hp)
 {
-	return hp->head_bytes > 0;
+	return hp->head.len > 0;
 }
 
 /* Header lookup by lowercase name; returns the first value or NULL. */

@@ -65,7 +65,7 @@ struct pool_at {
 
 struct name_at {
 	struct mark at;
-	char name[NETPOLICY_NAME_MAX + 1];
+	char name[NETNAME_MAX + 1];
 };
 
 struct reader {
@@ -440,7 +440,7 @@ read_names(struct reader *r, const struct key_def *k, void *base)
 	struct mark at = here(r);
 	json_t *raw = NULL, *norm = NULL, **field;
 	struct name_at *names_at = NULL;
-	char name[NETPOLICY_NAME_MAX + 1];
+	char name[NETNAME_MAX + 1];
 	_cleanup_free_ char *s = NULL;
 	char *why = NULL;
 	bool star = false;
@@ -471,7 +471,7 @@ read_names(struct reader *r, const struct key_def *k, void *base)
 			star = true;
 			continue;
 		}
-		e = netpolicy_normalise_name(s, name, &why);
+		e = netname_normalise(s, name, &why);
 		if (e == -ENOMEM)
 			goto out;
 		if (e < 0) {

@@ -36,7 +36,7 @@
 #define LINE_MAX_BYTES (256u * 1024) /* the control protocol's line limit, both ways */
 #define OUT_MAX (8u << 20)           /* what may wait for the worker to read */
 
-_Static_assert(2u * NETPOLICY_LIST_MAX * (NETPOLICY_NAME_MAX + 3) + 1024 <= LINE_MAX_BYTES,
+_Static_assert(2u * NETPOLICY_LIST_MAX * (NETNAME_MAX + 3) + 1024 <= LINE_MAX_BYTES,
                "the largest policy fits a control line (egress/worker-internal.h agrees)");
 #define READY_WAIT_MS 5000
 #define RESTART_DELAY_MS 1000

@@ -2102,7 +2102,7 @@ static void
 test_largest_policy(void **state)
 {
 	_cleanup_buf_ struct buf line = BUF_INIT(1u << 20);
-	char names[2][NETPOLICY_LIST_MAX][NETPOLICY_NAME_MAX + 1];
+	char names[2][NETPOLICY_LIST_MAX][NETNAME_MAX + 1];
 	uint8_t a[512];
 	(void)state;
 	NEED_NS();
@@ -2116,7 +2116,7 @@ test_largest_policy(void **state)
 			         "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy",
 			         "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz",
 			         "wwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwww");
-	assert_int_equal(strlen(names[0][0]), NETPOLICY_NAME_MAX);
+	assert_int_equal(strlen(names[0][0]), NETNAME_MAX);
 	assert_int_equal(buf_puts(&line, "{\"op\":\"set\",\"id\":\"sbx-test\",\"guest\":\"" GUEST
 	                                 "\",\"host\":\"" PROXY
 	                                 "\",\"network\":{\"mode\":\"allowlist\",\"allow\":["),

@@ -1,7 +1,8 @@
-/* test-httphead.c: egress/httphead.c, the proxy's reader of a guest's HTTP/1.x request heads,
- * as a table of heads (accepted ones with every field checked, refused ones with a piece of
- * the reason), then fed byte by byte, pipelined, at the size limit, and in the request
- * smuggling shapes a second parser behind the proxy could read differently. */
+/* test-httphead.c: egress/httphead.c, the proxy's reader of a guest's HTTP/1.x request heads
+ * (over lib/http-head.c), as a table of heads (accepted ones with every field checked, refused
+ * ones with a piece of the reason), then fed byte by byte, pipelined, at the size and field
+ * limits, and in the request smuggling shapes a second parser behind the proxy could read
+ * differently. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -420,6 +421,31 @@ test_size_limit(void **state)
 	free(buf);
 }
 
+/* At most 64 fields, as sandboxd's own API reads heads: the 65th is refused. */
+static void
+test_field_limit(void **state)
+{
+	struct buf b = BUF_INIT(HTTPHEAD_MAX);
+	struct httphead h;
+	const char *why;
+
+	(void)state;
+	assert_int_equal(buf_puts(&b, "GET / HTTP/1.1\r\nHost: a.io\r\n"), 0);
+	for (int i = 1; i < 64; i++)
+		assert_int_equal(buf_printf(&b, "X-%d: %d\r\n", i, i), 0);
+	assert_int_equal(buf_puts(&b, "\r\n"), 0);
+	assert_int_equal(httphead_parse((const uint8_t *)b.data, b.len, &h, &why), HTTPHEAD_DONE);
+	b.len -= 2;
+	assert_int_equal(buf_puts(&b, "X-65: 65\r\n\r\n"), 0);
+	assert_int_equal(httphead_parse((const uint8_t *)b.data, b.len, &h, &why),
+	                 HTTPHEAD_INVALID);
+	assert_non_null(strstr(why, "too many request headers"));
+	/* refused as soon as the 65th begins */
+	assert_int_equal(httphead_parse((const uint8_t *)b.data, b.len - 8, &h, &why),
+	                 HTTPHEAD_INVALID);
+	buf_free(&b);
+}
+
 /* Nothing is written to the result unless the head is accepted. */
 static void
 test_untouched_on_failure(void **state)
@@ -441,9 +467,13 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_table),       cmocka_unit_test(test_every_split),
-		cmocka_unit_test(test_incremental), cmocka_unit_test(test_pipelined),
-		cmocka_unit_test(test_size_limit),  cmocka_unit_test(test_untouched_on_failure),
+		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_every_split),
+		cmocka_unit_test(test_incremental),
+		cmocka_unit_test(test_pipelined),
+		cmocka_unit_test(test_size_limit),
+		cmocka_unit_test(test_field_limit),
+		cmocka_unit_test(test_untouched_on_failure),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
