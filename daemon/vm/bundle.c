@@ -22,6 +22,7 @@
 #include "tool.h"
 #include "hashmap.h"
 #include "log.h"
+#include "strv.h"
 #include "util.h"
 
 extern char **environ;
@@ -420,12 +421,12 @@ modtab_done(struct modtab *t)
 	for (size_t i = 0; i < t->n; i++) {
 		free(t->v[i]->name);
 		free(t->v[i]->path);
-		bundle_strv_free(t->v[i]->deps, t->v[i]->n_deps);
+		strv_free(t->v[i]->deps);
 		free(t->v[i]);
 	}
 	free(t->v);
 	hashmap_clear(&t->byname);
-	bundle_strv_free(t->builtin, t->n_builtin);
+	strv_free(t->builtin);
 	hashmap_clear(&t->isbuiltin);
 }
 
@@ -735,7 +736,7 @@ bundle_modules_resolve(const char *moddir, const char *const *wanted, size_t n_w
 		r = 0;
 	}
 done:
-	bundle_strv_free(out, n_out);
+	strv_free(out);
 	modtab_done(&t);
 	return r;
 }
@@ -903,7 +904,7 @@ bundle_manifest_done(struct bundle_manifest *m)
 	free(m->kernel_package);
 	free(m->kernel_package_version);
 	free(m->modules_dir);
-	bundle_strv_free(m->modules, m->n_modules);
+	strv_free(m->modules);
 	free(m->rootfs);
 	free(m->busybox_version);
 	free(m->initramfs);
@@ -1969,7 +1970,7 @@ modules_dir_read(const char *dir, char ***ret, size_t *ret_n)
 		r = !p ? -ENOMEM : strchr(line, '/') || !is_file(p) ? -ENOENT : 0;
 		r = r ?: strv_push(&v, &n, strdup(line));
 		if (r < 0) {
-			bundle_strv_free(v, n);
+			strv_free(v);
 			return r;
 		}
 	}
@@ -2089,7 +2090,7 @@ build_modules(struct setup *s, const char *kroot, const char *kver, const char *
 		    strv_push(&m->modules, &m->n_modules, strdup_printf("%s.ko", name)) < 0)
 			r = -ENOMEM;
 	}
-	bundle_strv_free(paths, n_paths);
+	strv_free(paths);
 	if (r < 0)
 		return fail(s, r, "building the modules for %s: %s", kver, strerror(-r));
 	{
@@ -2164,7 +2165,7 @@ setup_kernel(struct setup *s, struct bundle_manifest *m)
 		     file_size(vmlinux) / 1e6);
 	}
 	if (need_modules) {
-		bundle_strv_free(m->modules, m->n_modules);
+		strv_free(m->modules);
 		m->modules = NULL;
 		m->n_modules = 0;
 		r = build_modules(s, kroot, kver, moddir, m);

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "bundle.h"
+#include "strv.h"
 #include "util.h"
 
 /* ---- helpers ---- */
@@ -325,7 +326,7 @@ test_modules_dep_guest_order(void **state)
 	                 0);
 	assert_order(paths, n, want, ARRAY_SIZE(want));
 	assert_string_equal(paths[3], "kernel/drivers/block/virtio_blk.ko");
-	bundle_strv_free(paths, n);
+	strv_free(paths);
 	remove_tree(dir);
 }
 
@@ -347,7 +348,7 @@ test_modules_dep_dependencies_first(void **state)
 	assert_int_equal(bundle_modules_resolve(dir, wanted, ARRAY_SIZE(wanted), &paths, &n, NULL),
 	                 0);
 	assert_order(paths, n, want, ARRAY_SIZE(want));
-	bundle_strv_free(paths, n);
+	strv_free(paths);
 	remove_tree(dir);
 }
 
@@ -397,7 +398,7 @@ test_modules_modinfo(void **state)
 	        bundle_modules_resolve(dir, (const char *const[]){ "fake-a" }, 1, &paths, &n, NULL),
 	        0);
 	assert_order(paths, n, want, ARRAY_SIZE(want));
-	bundle_strv_free(paths, n);
+	strv_free(paths);
 	remove_tree(dir);
 }
 
