@@ -5,6 +5,7 @@
 #include "log.h"
 #include "proc.h"
 #include "sandboxd.h"
+#include "strv.h"
 #include "util.h"
 
 #define ACK_STEP (128u << 10)
@@ -156,21 +157,14 @@ proc_new(struct sandboxd *d, struct sandbox *sb, struct agent *agent, uint32_t p
          char *const *argv, bool tty, bool keep, int64_t started_at, struct proc **ret)
 {
 	struct proc *p = calloc(1, sizeof(*p));
-	size_t n = 0;
 	int r;
 
 	if (!p)
 		return -ENOMEM;
-	while (argv && argv[n])
-		n++;
-	p->argv = calloc(n + 1, sizeof(char *));
 	p->ring = malloc(PROC_RING);
 	p->ring_stream = malloc(PROC_RING);
-	if (!p->argv || !p->ring || !p->ring_stream)
+	if (strv_copy(argv, strv_length(argv), &p->argv) < 0 || !p->ring || !p->ring_stream)
 		goto oom;
-	for (size_t i = 0; i < n; i++)
-		if (!(p->argv[i] = strdup(argv[i])))
-			goto oom;
 	p->d = d;
 	p->sb = sb;
 	p->agent = agent;
@@ -210,9 +204,7 @@ free_memory(void *data)
 {
 	struct proc *p = data;
 
-	for (size_t i = 0; p->argv && p->argv[i]; i++)
-		free(p->argv[i]);
-	free(p->argv);
+	strv_free(p->argv);
 	free(p->ring);
 	free(p->ring_stream);
 	free(p);
