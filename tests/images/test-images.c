@@ -24,6 +24,7 @@
 #include "base64.h"
 #include "buf.h"
 #include "harness.h"
+#include "strv.h"
 
 /* pulls and disk builds of a busybox-sized image take a second or two; a boot under TCG a
  * few more: these bound every call, so a hang fails the test instead of stalling it */
@@ -814,21 +815,18 @@ test_policy_images_list(void **state)
 {
 	char allowed[128], other[128], *body = NULL, *code;
 	const char *const *base = daemon_args();
-	const char *args[10];
+	_cleanup_strv_ char **args = NULL;
 	size_t n = 0;
 
 	snprintf(allowed, sizeof(allowed), "%s/sbx/hello:1", reg);
 	snprintf(other, sizeof(other), "%s/sbx/multi:1", reg);
-	while (base[n]) {
-		args[n] = base[n];
-		n++;
-	}
-	args[n++] = "--allow-image";
-	args[n++] = allowed;
-	args[n++] = "--allow-image"; /* the default image (the harness's) must be permitted */
-	args[n++] = "busybox";
-	args[n] = NULL;
-	assert_int_equal(harness_start_vm(&q, args, NULL), 0);
+	for (size_t k = 0; base[k]; k++)
+		assert_int_equal(strv_add(&args, &n, base[k]), 0);
+	/* the default image (the harness's) must be permitted */
+	assert_int_equal(
+	        strv_extend(&args, &n, "--allow-image", allowed, "--allow-image", "busybox", NULL),
+	        0);
+	assert_int_equal(harness_start_vm(&q, (const char *const *)args, NULL), 0);
 	sock = q.sock;
 	json_decref(install_ok(allowed));
 	assert_int_equal(install(other, NULL, &body, NULL), 403);
@@ -848,7 +846,7 @@ static void
 test_a_record_named_like_the_builtin_gives_way(void **state)
 {
 	const char *const *base = daemon_args();
-	const char *args[12];
+	_cleanup_strv_ char **args = NULL;
 	size_t n = 0;
 	json_t *list;
 	size_t i;
@@ -865,13 +863,12 @@ test_a_record_named_like_the_builtin_gives_way(void **state)
 	                "%s image install --quiet --state-dir %s busybox >/dev/null",
 	                p.state, p.state, p.state, p.state, harness_binary("SANDBOXD"), p.state));
 	for (size_t k = 0; base[k]; k++)
-		args[n++] = base[k];
-	args[n++] = "--accel";
-	args[n++] = "tcg";
-	args[n++] = "--default-image";
-	args[n++] = "busybox";
-	args[n] = NULL;
-	assert_int_equal(harness_restart(&p, harness_binary("SANDBOXD"), args, NULL), 0);
+		assert_int_equal(strv_add(&args, &n, base[k]), 0);
+	assert_int_equal(
+	        strv_extend(&args, &n, "--accel", "tcg", "--default-image", "busybox", NULL), 0);
+	assert_int_equal(
+	        harness_restart(&p, harness_binary("SANDBOXD"), (const char *const *)args, NULL),
+	        0);
 	list = harness_json_timeout(sock, "GET", "/v1/images", NULL, 10000, 200);
 	json_array_foreach (json_object_get(list, "images"), i, v)
 		if (strcmp(harness_str(v, "image"), "busybox") == 0) {

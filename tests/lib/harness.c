@@ -23,6 +23,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 #include "harness.h"
+#include "strv.h"
 #include "util.h"
 
 extern char **environ;
@@ -93,34 +94,30 @@ harness_tmpdir(char *out, size_t size)
 	return mkdtemp(out) ? 0 : -1;
 }
 
+/* Our environment with add's "K=V" on top; NULL when out of memory. */
 static char **
 build_env(const char *const *add)
 {
-	size_t n = 0, k = 0;
-	char **e;
+	char **e = NULL;
+	size_t n = 0;
+	int r = 0;
 
-	while (environ[n])
-		n++;
-	while (add && add[k])
-		k++;
-	e = calloc(n + k + 1, sizeof(*e));
-	if (!e)
-		return NULL;
 	/* an added "K=V" replaces the inherited K (getenv would find the first one) */
-	n = 0;
-	for (size_t i = 0; environ[i]; i++) {
+	for (size_t i = 0; r >= 0 && environ[i]; i++) {
 		const char *eq = strchr(environ[i], '=');
 		size_t len = eq ? (size_t)(eq - environ[i]) + 1 : strlen(environ[i]);
 		bool replaced = false;
-		for (size_t j = 0; j < k; j++)
+		for (size_t j = 0; add && add[j]; j++)
 			if (strncmp(add[j], environ[i], len) == 0)
 				replaced = true;
 		if (!replaced)
-			e[n++] = environ[i];
+			r = strv_add(&e, &n, environ[i]);
 	}
-	for (size_t i = 0; i < k; i++)
-		e[n + i] = (char *)add[i];
-	return e;
+	for (size_t i = 0; r >= 0 && add && add[i]; i++)
+		r = strv_add(&e, &n, add[i]);
+	if (r < 0)
+		return strv_free(e);
+	return e ?: calloc(1, sizeof(char *));
 }
 
 static pid_t
@@ -130,16 +127,18 @@ spawn(const char *binary, const char *const *args, const char *const *env, const
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	sigset_t none;
-	char **envp = build_env(env);
-	const char *argv[64];
+	_cleanup_strv_ char **envp = build_env(env), **argv = NULL;
 	size_t n = 0;
 	pid_t pid;
 	int r;
 
-	argv[n++] = binary;
-	for (size_t i = 0; args && args[i] && n < 63; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
+	r = strv_add(&argv, &n, binary);
+	for (size_t i = 0; r >= 0 && args && args[i]; i++)
+		r = strv_add(&argv, &n, args[i]);
+	if (r < 0 || !envp) {
+		fprintf(stderr, "harness: cannot start %s: out of memory\n", binary);
+		return -1;
+	}
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	if (out_path) {
@@ -154,10 +153,9 @@ spawn(const char *binary, const char *const *args, const char *const *env, const
 	sigemptyset(&none);
 	posix_spawnattr_setsigmask(&attr, &none);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-	r = posix_spawn(&pid, binary, &fa, &attr, (char *const *)argv, envp);
+	r = posix_spawn(&pid, binary, &fa, &attr, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
-	free(envp);
 	if (r != 0) {
 		fprintf(stderr, "harness: cannot start %s: %s\n", binary, strerror(r));
 		return -1;
@@ -218,37 +216,36 @@ harness_set_launcher(const char *const *argv)
 static int
 launch(struct daemon_proc *p, const char *binary, const char *const *extra, const char *const *env)
 {
-	const char *args[80];
+	_cleanup_strv_ char **args = NULL;
 	const char *spawned = binary, *product = getenv("SANDBOXD");
 	bool egress = false;
 	size_t n = 0;
+	int r = 0;
 
 	if (launcher && launcher[0]) {
 		/* spawn() puts the program first: the launcher's own words, then the daemon */
 		spawned = launcher[0];
-		for (size_t i = 1; launcher[i] && n < 12; i++)
-			args[n++] = launcher[i];
-		args[n++] = binary;
+		for (size_t i = 1; r >= 0 && launcher[i]; i++)
+			r = strv_add(&args, &n, launcher[i]);
+		if (r >= 0)
+			r = strv_add(&args, &n, binary);
 	}
-	args[n++] = "--state-dir";
-	args[n++] = p->state;
-	args[n++] = "--socket";
-	args[n++] = p->sock;
-	for (size_t i = 0; extra && extra[i] && n < 76; i++) {
+	if (r >= 0)
+		r = strv_extend(&args, &n, "--state-dir", p->state, "--socket", p->sock, NULL);
+	for (size_t i = 0; r >= 0 && extra && extra[i]; i++) {
 		if (strcmp(extra[i], "--egress") == 0)
 			egress = true;
-		args[n++] = extra[i];
+		r = strv_add(&args, &n, extra[i]);
 	}
 	/* the machine's own network is never a test's: the product's egress (taps, table inet
 	 * sandboxd, ports 3128/7353) only where a test asks for it, in namespaces it made */
-	if (!egress && product && strcmp(binary, product) == 0) {
-		args[n++] = "--egress";
-		args[n++] = "off";
-	}
-	args[n] = NULL;
+	if (r >= 0 && !egress && product && strcmp(binary, product) == 0)
+		r = strv_extend(&args, &n, "--egress", "off", NULL);
+	if (r < 0)
+		return -1;
 	/* each start writes a fresh log so the readiness check sees this run's line */
 	unlink(p->log);
-	p->pid = spawn(spawned, args, env, p->log, -1);
+	p->pid = spawn(spawned, (const char *const *)args, env, p->log, -1);
 	if (p->pid < 0)
 		return -1;
 	track(p->pid, true);
@@ -307,10 +304,11 @@ harness_start_vm(struct daemon_proc *p, const char *const *extra_args, const cha
 {
 	const char *bundle = harness_vm_bundle();
 	const char *bin = harness_binary("SANDBOXD");
-	const char *args[48];
+	_cleanup_strv_ char **args = NULL;
 	char cmd[2048];
 	size_t n = 0;
 	bool accel = false, image = false;
+	int r = 0;
 
 	memset(p, 0, sizeof(*p));
 	if (harness_tmpdir(p->dir, sizeof(p->dir)) < 0)
@@ -325,24 +323,21 @@ harness_start_vm(struct daemon_proc *p, const char *const *extra_args, const cha
 	         p->state, bundle, p->state, bundle, p->state);
 	if (system(cmd) != 0)
 		return -1;
-	for (size_t i = 0; extra_args && extra_args[i] && n < 40; i++) {
+	for (size_t i = 0; r >= 0 && extra_args && extra_args[i]; i++) {
 		if (strcmp(extra_args[i], "--accel") == 0)
 			accel = true;
 		if (strcmp(extra_args[i], "--default-image") == 0)
 			image = true;
-		args[n++] = extra_args[i];
+		r = strv_add(&args, &n, extra_args[i]);
 	}
-	if (!accel) {
-		args[n++] = "--accel";
-		args[n++] = "tcg";
-	}
+	if (r >= 0 && !accel)
+		r = strv_extend(&args, &n, "--accel", "tcg", NULL);
 	/* the bundle's small disk, not sandbox-base (minutes to build) */
-	if (!image) {
-		args[n++] = "--default-image";
-		args[n++] = "busybox";
-	}
-	args[n] = NULL;
-	return launch(p, bin, args, env);
+	if (r >= 0 && !image)
+		r = strv_extend(&args, &n, "--default-image", "busybox", NULL);
+	if (r < 0)
+		return -1;
+	return launch(p, bin, (const char *const *)args, env);
 }
 
 int
