@@ -979,11 +979,14 @@ ws_accept(const char *key, char out[64])
 	static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 	unsigned char md[SHA_DIGEST_LENGTH];
 	_cleanup_free_ char *s = strdup_printf("%s%s", key, guid);
+	_cleanup_buf_ struct buf text = BUF_INIT(63);
 
 	if (!s || strlen(key) != 24)
 		return -EINVAL;
 	SHA1((const unsigned char *)s, strlen(s), md);
-	EVP_EncodeBlock((unsigned char *)out, md, sizeof(md));
+	if (base64_encode(&text, md, sizeof(md)) < 0)
+		return -ENOMEM;
+	memcpy(out, text.data, text.len + 1);
 	return 0;
 }
 
