@@ -10,15 +10,12 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <jansson.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include "base64.h"
@@ -467,65 +464,27 @@ test_pull_by_digest_and_a_wrong_pin(void **state)
 	assert_null(listed(name));
 }
 
-/* An open connection to GET /v1/events/stream, or -1. */
-static int
-events_open(void)
-{
-	static const char req[] = "GET /v1/events/stream HTTP/1.1\r\nHost: localhost\r\n\r\n";
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(req) - 1)) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/* Reads the stream into *acc until it holds needle or timeout_ms have passed. */
+/* Reads the event stream fd into *acc until it holds needle or timeout_ms have passed. */
 static bool
-events_until(int fd, struct buf *acc, const char *needle, int timeout_ms)
+events_until(int fd, char **acc, size_t *len, const char *needle, int timeout_ms)
 {
-	struct timespec start, now;
-
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	for (;;) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		char chunk[4096];
-		long left;
-		ssize_t k;
-
-		if (acc->len && memmem(acc->data, acc->len, needle, strlen(needle)))
-			return true;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		left = timeout_ms - ((now.tv_sec - start.tv_sec) * 1000 +
-		                     (now.tv_nsec - start.tv_nsec) / 1000000);
-		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
-			return false;
-		k = recv(fd, chunk, sizeof(chunk), 0);
-		if (k <= 0)
-			return false;
-		if (buf_append(acc, chunk, (size_t)k) < 0)
-			return false;
-	}
+	(void)harness_stream_read(fd, timeout_ms, needle, acc, len);
+	return *acc && strstr(*acc, needle);
 }
 
 static void
 test_multi_layer_whiteouts_and_progress_events(void **state)
 {
-	char name[128], needle[200], *body = NULL, *out = NULL;
-	struct buf ev = BUF_INIT(16u << 20);
+	char name[128], needle[200], *body = NULL, *out = NULL, *ev = NULL;
+	size_t ev_len = 0;
 	json_t *j, *sb;
 	int fd;
 
 	snprintf(name, sizeof(name), "%s/sbx/multi:1", reg);
-	fd = events_open();
+	fd = harness_stream_open(sock, "GET", "/v1/events/stream", NULL);
 	assert_true(fd >= 0);
 	/* the stream is live once its first bytes came */
-	assert_true(events_until(fd, &ev, "retry:", 10000));
+	assert_true(events_until(fd, &ev, &ev_len, "retry:", 10000));
 
 	/* not waiting: 202, installing; the install goes on and says how it goes */
 	assert_int_equal(install(name, "?wait=false", &body, NULL), 202);
@@ -535,13 +494,13 @@ test_multi_layer_whiteouts_and_progress_events(void **state)
 	assert_string_equal(harness_str(j, "state"), "installing");
 	json_decref(j);
 	snprintf(needle, sizeof(needle), "event: image.installed\ndata: ");
-	if (!events_until(fd, &ev, needle, INSTALL_TIMEOUT_MS))
-		fail_msg("no image.installed event; the stream said: %s", ev.data ? ev.data : "");
+	if (!events_until(fd, &ev, &ev_len, needle, INSTALL_TIMEOUT_MS))
+		fail_msg("no image.installed event; the stream said: %s", ev ? ev : "");
 	snprintf(needle, sizeof(needle), "\"image\":\"%s\"", name);
-	assert_non_null(strstr(ev.data, "event: image.progress\n"));
-	assert_non_null(strstr(strstr(ev.data, "event: image.installed\n"), needle));
-	assert_null(strstr(ev.data, "event: image.failed\n"));
-	buf_free(&ev);
+	assert_non_null(strstr(ev, "event: image.progress\n"));
+	assert_non_null(strstr(strstr(ev, "event: image.installed\n"), needle));
+	assert_null(strstr(ev, "event: image.failed\n"));
+	free(ev);
 	close(fd);
 
 	j = listed(name);

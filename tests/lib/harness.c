@@ -480,8 +480,8 @@ harness_run(const char *binary, const char *const *args, const char *const *env,
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static int
-connect_to(const char *sock_path, int port)
+int
+harness_connect(const char *sock_path, int port)
 {
 	int fd;
 
@@ -504,58 +504,110 @@ connect_to(const char *sock_path, int port)
 	return -1;
 }
 
+/* Sends all of p; -1 when the peer stopped taking it. */
+static int
+send_all(int fd, const void *p, size_t len)
+{
+	const char *c = p;
+
+	while (len > 0) {
+		ssize_t k = send(fd, c, len, MSG_NOSIGNAL);
+		if (k <= 0)
+			return -1;
+		c += k;
+		len -= (size_t)k;
+	}
+	return 0;
+}
+
 ssize_t
 harness_raw(const char *sock_path, int port, const void *req, size_t len, char **ret_response,
             int timeout_ms)
 {
-	int fd = connect_to(sock_path, port);
-	size_t cap = 65536, got = 0;
-	const char *p = req;
-	char *out;
+	int fd = harness_connect(sock_path, port);
+	char *out = NULL;
+	size_t got = 0;
 
 	if (fd < 0)
 		return -1;
-	while (len > 0) {
-		ssize_t k = send(fd, p, len, MSG_NOSIGNAL);
-		if (k <= 0)
-			break; /* the server may close early on bad input: read what it said */
-		p += k;
-		len -= (size_t)k;
-	}
-	out = malloc(cap + 1);
-	if (!out) {
-		close(fd);
-		return -1;
-	}
+	/* the server may close early on bad input: read what it said */
+	(void)send_all(fd, req, len);
 	/* the whole read ends by the deadline, so an endless stream ends too */
-	struct timespec start;
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	for (;;) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		struct timespec now;
-		long left;
-		ssize_t k;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		left = timeout_ms - ((now.tv_sec - start.tv_sec) * 1000 +
-		                     (now.tv_nsec - start.tv_nsec) / 1000000);
-		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
-			break;
-		if (got == cap) {
-			char *n = realloc(out, cap * 2 + 1);
-			if (!n)
-				break;
-			out = n;
-			cap *= 2;
-		}
-		k = recv(fd, out + got, cap - got, 0);
-		if (k <= 0)
-			break;
-		got += (size_t)k;
-	}
-	out[got] = '\0';
+	(void)harness_stream_read(fd, timeout_ms, NULL, &out, &got);
 	close(fd);
+	if (!out)
+		return -1;
 	*ret_response = out;
 	return (ssize_t)got;
+}
+
+/* The text of rq: the request line and Host; for an answer read whole (!stream) Connection:
+ * close, the extra headers, the body's type and length (0 without one) and the body; for a
+ * stream the extra headers alone. */
+static char *
+request_text(const struct harness_req *rq, bool stream)
+{
+	const char *host = rq->host ? rq->host : "localhost",
+	           *hdrs = rq->headers ? rq->headers : "";
+
+	if (stream)
+		return strdup_printf("%s %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", rq->method, rq->path,
+		                     host, hdrs);
+	return strdup_printf("%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n%s%s"
+	                     "Content-Length: %zu\r\n\r\n%s",
+	                     rq->method, rq->path, host, hdrs,
+	                     rq->body ? "Content-Type: application/json\r\n" : "",
+	                     rq->body ? strlen(rq->body) : 0, rq->body ? rq->body : "");
+}
+
+int
+harness_request(const struct harness_req *rq, char **ret_response)
+{
+	_cleanup_free_ char *text = request_text(rq, false);
+	char *resp = NULL;
+	int status = -1;
+
+	if (text && harness_raw(rq->sock, rq->port, text, strlen(text), &resp,
+	                        rq->timeout_ms > 0 ? rq->timeout_ms : 30000) > 0)
+		sscanf(resp, "HTTP/1.1 %d", &status);
+	if (ret_response)
+		*ret_response = resp ? resp : strdup("");
+	else
+		free(resp);
+	return status;
+}
+
+/* Connects and sends rq (as request_text() writes it); the fd, or -1. */
+static int
+request_send(const struct harness_req *rq, bool stream)
+{
+	_cleanup_free_ char *text = request_text(rq, stream);
+	int fd = text ? harness_connect(rq->sock, rq->port) : -1;
+
+	if (fd >= 0 && send_all(fd, text, strlen(text)) < 0)
+		fd = safe_close(fd);
+	return fd;
+}
+
+int
+harness_request_open(const struct harness_req *rq)
+{
+	return request_send(rq, false);
+}
+
+/* harness_request, its answer split into the head (without the blank line) and the body. */
+static int
+request_parts(const struct harness_req *rq, char **ret_head, char **ret_body)
+{
+	_cleanup_free_ char *resp = NULL;
+	int status = harness_request(rq, &resp);
+	const char *end = resp ? strstr(resp, "\r\n\r\n") : NULL;
+
+	if (ret_head)
+		*ret_head = end ? strndup(resp, (size_t)(end - resp)) : strdup(resp ? resp : "");
+	if (ret_body)
+		*ret_body = strdup(end ? end + 4 : "");
+	return status;
 }
 
 int
@@ -569,64 +621,26 @@ int
 harness_http_timeout(const char *sock_path, const char *method, const char *path, const char *body,
                      int timeout_ms, char **ret_body)
 {
-	char head[1024];
-	char *req, *resp = NULL, *b;
-	size_t blen = body ? strlen(body) : 0;
-	int status = -1, n;
+	const struct harness_req rq = { .sock = sock_path,
+		                        .method = method,
+		                        .path = path,
+		                        .body = body,
+		                        .timeout_ms = timeout_ms };
 
-	n = snprintf(head, sizeof(head),
-	             "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
-	             "%sContent-Length: %zu\r\n\r\n",
-	             method, path, body ? "Content-Type: application/json\r\n" : "", blen);
-	req = malloc((size_t)n + blen + 1);
-	if (!req)
-		return -1;
-	memcpy(req, head, (size_t)n);
-	if (blen)
-		memcpy(req + n, body, blen);
-	if (harness_raw(sock_path, 0, req, (size_t)n + blen, &resp, timeout_ms) > 0)
-		sscanf(resp, "HTTP/1.1 %d", &status);
-	free(req);
-	if (ret_body) {
-		b = resp ? strstr(resp, "\r\n\r\n") : NULL;
-		*ret_body = strdup(b ? b + 4 : "");
-	}
-	free(resp);
-	return status;
+	return request_parts(&rq, NULL, ret_body);
 }
 
 int
 harness_http_headers(const char *sock_path, const char *method, const char *path,
                      const char *extra_headers, const char *body, char **ret_head, char **ret_body)
 {
-	size_t blen = body ? strlen(body) : 0;
-	_cleanup_free_ char *head =
-	        strdup_printf("%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n%s"
-	                      "%sContent-Length: %zu\r\n\r\n",
-	                      method, path, extra_headers ? extra_headers : "",
-	                      body ? "Content-Type: application/json\r\n" : "", blen);
-	_cleanup_free_ char *req = NULL, *resp = NULL;
-	size_t n;
-	char *end;
-	int status = -1;
+	const struct harness_req rq = { .sock = sock_path,
+		                        .method = method,
+		                        .path = path,
+		                        .headers = extra_headers,
+		                        .body = body };
 
-	if (!head)
-		return -1;
-	n = strlen(head);
-	req = malloc(n + blen + 1);
-	if (!req)
-		return -1;
-	memcpy(req, head, n);
-	if (blen)
-		memcpy(req + n, body, blen);
-	if (harness_raw(sock_path, 0, req, n + blen, &resp, 30000) > 0)
-		sscanf(resp, "HTTP/1.1 %d", &status);
-	end = resp ? strstr(resp, "\r\n\r\n") : NULL;
-	if (ret_head)
-		*ret_head = end ? strndup(resp, (size_t)(end - resp)) : strdup(resp ? resp : "");
-	if (ret_body)
-		*ret_body = strdup(end ? end + 4 : "");
-	return status;
+	return request_parts(&rq, ret_head, ret_body);
 }
 
 char *
@@ -652,26 +666,11 @@ int
 harness_stream_open(const char *sock_path, const char *method, const char *path,
                     const char *extra_headers)
 {
-	_cleanup_free_ char *req = strdup_printf("%s %s HTTP/1.1\r\nHost: localhost\r\n%s\r\n",
-	                                         method, path, extra_headers ? extra_headers : "");
-	int fd;
-	size_t len, off = 0;
+	const struct harness_req rq = {
+		.sock = sock_path, .method = method, .path = path, .headers = extra_headers
+	};
 
-	if (!req)
-		return -1;
-	fd = connect_to(sock_path, 0);
-	if (fd < 0)
-		return -1;
-	len = strlen(req);
-	while (off < len) {
-		ssize_t k = send(fd, req + off, len - off, MSG_NOSIGNAL);
-		if (k <= 0) {
-			close(fd);
-			return -1;
-		}
-		off += (size_t)k;
-	}
-	return fd;
+	return request_send(&rq, true);
 }
 
 int
