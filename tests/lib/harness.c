@@ -595,12 +595,20 @@ harness_request_open(const struct harness_req *rq)
 	return request_send(rq, false);
 }
 
-/* harness_request, its answer split into the head (without the blank line) and the body. */
+/* A request to the unix socket (harness_request), its answer split into the head (without the
+ * blank line) and the body. */
 static int
-request_parts(const struct harness_req *rq, char **ret_head, char **ret_body)
+http_parts(const char *sock_path, const char *method, const char *path, const char *headers,
+           const char *body, int timeout_ms, char **ret_head, char **ret_body)
 {
+	const struct harness_req rq = { .sock = sock_path,
+		                        .method = method,
+		                        .path = path,
+		                        .headers = headers,
+		                        .body = body,
+		                        .timeout_ms = timeout_ms };
 	_cleanup_free_ char *resp = NULL;
-	int status = harness_request(rq, &resp);
+	int status = harness_request(&rq, &resp);
 	const char *end = resp ? strstr(resp, "\r\n\r\n") : NULL;
 
 	if (ret_head)
@@ -621,26 +629,14 @@ int
 harness_http_timeout(const char *sock_path, const char *method, const char *path, const char *body,
                      int timeout_ms, char **ret_body)
 {
-	const struct harness_req rq = { .sock = sock_path,
-		                        .method = method,
-		                        .path = path,
-		                        .body = body,
-		                        .timeout_ms = timeout_ms };
-
-	return request_parts(&rq, NULL, ret_body);
+	return http_parts(sock_path, method, path, NULL, body, timeout_ms, NULL, ret_body);
 }
 
 int
 harness_http_headers(const char *sock_path, const char *method, const char *path,
                      const char *extra_headers, const char *body, char **ret_head, char **ret_body)
 {
-	const struct harness_req rq = { .sock = sock_path,
-		                        .method = method,
-		                        .path = path,
-		                        .headers = extra_headers,
-		                        .body = body };
-
-	return request_parts(&rq, ret_head, ret_body);
+	return http_parts(sock_path, method, path, extra_headers, body, 0, ret_head, ret_body);
 }
 
 char *
