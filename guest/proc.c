@@ -319,7 +319,7 @@ env_set(char ***v, size_t *n, const char *kv)
 			(*v)[i] = c;
 			return 0;
 		}
-	return strv_push(v, n, SIZE_MAX, kv);
+	return strv_add(v, n, kv);
 }
 
 static const char *
@@ -357,7 +357,7 @@ build_env(struct agent *a, const struct request_exec *e, char ***ret)
 	if (r >= 0 && e->tty && !env_get(v, "TERM"))
 		r = env_set(&v, &n, "TERM=xterm-256color");
 	if (r >= 0 && !v)
-		r = strv_push(&v, &n, SIZE_MAX, "PATH=" DEFAULT_PATH);
+		r = strv_add(&v, &n, "PATH=" DEFAULT_PATH);
 	if (r < 0) {
 		strv_free(v);
 		return r;

@@ -6,37 +6,6 @@
 #include "tlv.h"
 #include "util.h"
 
-void
-strv_free(char **v)
-{
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
-}
-
-int
-strv_push(char ***v, size_t *n, size_t max, const char *s)
-{
-	char **nv, *c;
-
-	if (*n >= max)
-		return -E2BIG;
-	c = strdup(s);
-	if (!c)
-		return -ENOMEM;
-	nv = realloc(*v, (*n + 2) * sizeof(*nv));
-	if (!nv) {
-		free(c);
-		return -ENOMEM;
-	}
-	nv[(*n)++] = c;
-	nv[*n] = NULL;
-	*v = nv;
-	return 0;
-}
-
 /* A string value into *dst (replacing an earlier one). */
 static int
 take_str(const struct tlv *t, size_t max, char **dst)
@@ -59,7 +28,9 @@ push_str(const struct tlv *t, char ***v, size_t *n, size_t max)
 
 	if (r < 0)
 		return r == -ENOMEM ? r : -EINVAL;
-	return strv_push(v, n, max, s);
+	if (*n >= max)
+		return -E2BIG;
+	return strv_push(v, n, TAKE_PTR(s));
 }
 
 static int

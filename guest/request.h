@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "agentproto.h"
+#include "strv.h"
 
 struct request_hello {
 	bool has_nonce, has_time, has_entropy, has_uid, has_gid;
@@ -51,13 +52,3 @@ void request_file_done(struct request_file *f);
 /* Absolute, no "." or ".." component, no empty component but the root's, shorter than
  * AP_PATH_MAX. (The host validates paths too; the guest still refuses anything else.) */
 bool request_path_valid(const char *path);
-
-/* Frees a NULL-terminated string vector (NULL-safe). */
-void strv_free(char **v);
-static inline void
-strv_freep(char ***v)
-{
-	strv_free(*v);
-}
-/* Appends a copy of s to *v (NULL-terminated, *n entries); -E2BIG past max entries. */
-int strv_push(char ***v, size_t *n, size_t max, const char *s);

@@ -2,13 +2,17 @@
 #include "base64.h"
 #include "util.h"
 
-static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char std_alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char url_alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
-int
-base64_encode(struct buf *out, const void *data, size_t len)
+static int
+encode(struct buf *out, const void *data, size_t len, bool url)
 {
+	const char *alphabet = url ? url_alphabet : std_alphabet;
 	const uint8_t *p = data;
-	size_t n = (len + 2) / 3 * 4;
+	size_t n = url ? BASE64URL_LEN(len) : (len + 2) / 3 * 4;
 	char *o;
 	int r;
 
@@ -24,8 +28,14 @@ base64_encode(struct buf *out, const void *data, size_t len)
 			v |= p[i + 2];
 		*o++ = alphabet[v >> 18 & 63];
 		*o++ = alphabet[v >> 12 & 63];
-		*o++ = i + 1 < len ? alphabet[v >> 6 & 63] : '=';
-		*o++ = i + 2 < len ? alphabet[v & 63] : '=';
+		if (i + 1 < len)
+			*o++ = alphabet[v >> 6 & 63];
+		else if (!url)
+			*o++ = '=';
+		if (i + 2 < len)
+			*o++ = alphabet[v & 63];
+		else if (!url)
+			*o++ = '=';
 	}
 	out->len += n;
 	out->data[out->len] = '\0';
@@ -33,7 +43,7 @@ base64_encode(struct buf *out, const void *data, size_t len)
 }
 
 static int
-value(char c)
+value(char c, bool url)
 {
 	if (c >= 'A' && c <= 'Z')
 		return c - 'A';
@@ -41,47 +51,71 @@ value(char c)
 		return c - 'a' + 26;
 	if (c >= '0' && c <= '9')
 		return c - '0' + 52;
-	if (c == '+')
+	if (c == (url ? '-' : '+'))
 		return 62;
-	if (c == '/')
+	if (c == (url ? '_' : '/'))
 		return 63;
 	return -1;
+}
+
+static int
+decode(struct buf *out, const char *text, size_t len, bool url)
+{
+	int r;
+
+	if (url ? len % 4 == 1 : len % 4 != 0)
+		return -EINVAL;
+	r = buf_reserve(out, len / 4 * 3 + (len % 4 ? len % 4 - 1 : 0));
+	if (r < 0)
+		return r;
+	/* one or two '=' end the standard text where the last group has fewer characters */
+	for (int i = 0; !url && i < 2 && len > 0 && text[len - 1] == '='; i++)
+		len--;
+	for (size_t i = 0; i < len; i += 4) {
+		size_t k = MIN(len - i, 4); /* 2 or 3 in a short last group: 1 or 2 bytes */
+		uint32_t v = 0;
+
+		if (k == 1)
+			return -EINVAL;
+		for (size_t j = 0; j < 4; j++) {
+			int c = j < k ? value(text[i + j], url) : 0;
+			if (c < 0)
+				return -EINVAL;
+			v = v << 6 | (uint32_t)c;
+		}
+		/* canonical: the bits past the last byte are zero */
+		if ((k == 2 && (v & 0xffff)) || (k == 3 && (v & 0xff)))
+			return -EINVAL;
+		out->data[out->len++] = (char)(v >> 16);
+		if (k > 2)
+			out->data[out->len++] = (char)(v >> 8 & 0xff);
+		if (k > 3)
+			out->data[out->len++] = (char)(v & 0xff);
+	}
+	out->data[out->len] = '\0';
+	return 0;
+}
+
+int
+base64_encode(struct buf *out, const void *data, size_t len)
+{
+	return encode(out, data, len, false);
 }
 
 int
 base64_decode(struct buf *out, const char *text, size_t len)
 {
-	int r;
+	return decode(out, text, len, false);
+}
 
-	if (len % 4)
-		return -EINVAL;
-	r = buf_reserve(out, len / 4 * 3);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < len; i += 4) {
-		int a = value(text[i]), b = value(text[i + 1]);
-		int c = text[i + 2] == '=' ? -2 : value(text[i + 2]);
-		int d = text[i + 3] == '=' ? -2 : value(text[i + 3]);
-		uint32_t v;
-		bool last = i + 4 == len;
+int
+base64url_encode(struct buf *out, const void *data, size_t len)
+{
+	return encode(out, data, len, true);
+}
 
-		if (a < 0 || b < 0 || c == -1 || d == -1)
-			return -EINVAL;
-		if ((c == -2 || d == -2) && !last)
-			return -EINVAL;
-		if (c == -2 && d != -2)
-			return -EINVAL;
-		v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)(c < 0 ? 0 : c) << 6 |
-		    (uint32_t)(d < 0 ? 0 : d);
-		/* canonical: the bits a padding hides are zero */
-		if ((c == -2 && (v & 0xffff)) || (d == -2 && c >= 0 && (v & 0xff)))
-			return -EINVAL;
-		out->data[out->len++] = (char)(v >> 16);
-		if (c >= 0)
-			out->data[out->len++] = (char)(v >> 8 & 0xff);
-		if (d >= 0)
-			out->data[out->len++] = (char)(v & 0xff);
-	}
-	out->data[out->len] = '\0';
-	return 0;
+int
+base64url_decode(struct buf *out, const char *text, size_t len)
+{
+	return decode(out, text, len, true);
 }

@@ -5,6 +5,7 @@
 #include <sodium.h>
 #include <sys/eventfd.h>
 #include "accounts.h"
+#include "base64.h"
 #include "hashmap.h"
 #include "log.h"
 #include "loop.h"
@@ -96,12 +97,6 @@ account_verify_password(const char *hash, const char *pw, size_t len)
 /* ---- parsers ---- */
 
 static bool
-is_b64url(int ch)
-{
-	return isalnum(ch) || ch == '-' || ch == '_';
-}
-
-static bool
 is_lower_hex(int ch)
 {
 	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
@@ -153,21 +148,26 @@ cookie_find(const char *header, const char *name, char *out, size_t size)
 	return found;
 }
 
+/* Frees a buf that held a secret, overwriting it first. */
+static void
+buf_free_secret(struct buf *b)
+{
+	if (b->data)
+		sodium_memzero(b->data, b->cap);
+	buf_free(b);
+}
+
 static int
 secret_decode(const char *b64, uint8_t ret[static 32])
 {
-	size_t n = 0;
+	_cleanup_(buf_free_secret) struct buf raw = BUF_INIT(32);
 
-	for (size_t i = 0; i < ACCOUNT_SECRET_B64_LEN; i++)
-		if (!is_b64url((unsigned char)b64[i]))
-			return -EINVAL;
-	if (b64[ACCOUNT_SECRET_B64_LEN] != '\0')
+	if (strnlen(b64, ACCOUNT_SECRET_B64_LEN + 1) != ACCOUNT_SECRET_B64_LEN)
 		return -EINVAL;
-	/* libsodium refuses non-canonical trailing bits: one secret has one spelling */
-	if (sodium_base642bin(ret, 32, b64, ACCOUNT_SECRET_B64_LEN, NULL, &n, NULL,
-	                      sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 ||
-	    n != 32)
+	/* strict, refusing non-canonical trailing bits: one secret has one spelling */
+	if (base64url_decode(&raw, b64, ACCOUNT_SECRET_B64_LEN) < 0 || raw.len != 32)
 		return -EINVAL;
+	memcpy(ret, raw.data, 32);
 	return 0;
 }
 
@@ -211,17 +211,19 @@ session_cookie_parse(const char *value, char ret_id[static ACCOUNT_SESSION_ID_LE
 static int
 new_secret(char b64[static ACCOUNT_SECRET_B64_LEN + 1], uint8_t *sha)
 {
+	_cleanup_(buf_free_secret) struct buf text = BUF_INIT(ACCOUNT_SECRET_B64_LEN);
 	uint8_t raw[32];
 	int r = random_bytes(raw, sizeof(raw));
 
-	if (r < 0)
-		return r;
-	sodium_bin2base64(b64, ACCOUNT_SECRET_B64_LEN + 1, raw, sizeof(raw),
-	                  sodium_base64_VARIANT_URLSAFE_NO_PADDING);
-	if (sha)
-		crypto_hash_sha256(sha, raw, sizeof(raw));
+	if (r >= 0)
+		r = base64url_encode(&text, raw, sizeof(raw));
+	if (r >= 0) {
+		memcpy(b64, text.data, ACCOUNT_SECRET_B64_LEN + 1);
+		if (sha)
+			crypto_hash_sha256(sha, raw, sizeof(raw));
+	}
 	sodium_memzero(raw, sizeof(raw));
-	return 0;
+	return r;
 }
 
 /* ---- the tables (store-accounts.h runs the statements) ---- */

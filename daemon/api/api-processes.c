@@ -16,6 +16,7 @@
 #include "request.h"
 #include "sandboxd.h"
 #include "server.h"
+#include "strv.h"
 #include "util.h"
 
 #define RUN_STREAM_MAX (8u << 20)
@@ -81,37 +82,19 @@ sandbox_proc(struct api_call *call, struct sandbox **ret_sb)
 static char **
 merge_env(const struct sandbox *sb, char **req_env)
 {
-	size_t n = 0, k = 0;
-	char **env;
+	char **env = NULL;
+	size_t n = 0;
+	int r = 0;
 
-	while (req_env && req_env[n])
-		n++;
-	env = calloc(sb->nenv + n + 1, sizeof(char *));
-	if (!env)
-		return NULL;
-	for (size_t i = 0; i < sb->nenv; i++)
+	for (size_t i = 0; r >= 0 && i < sb->nenv; i++)
 		if (sb->env[i].value)
-			env[k++] = strdup_printf("%s=%s", sb->env[i].name, sb->env[i].value);
-	for (size_t i = 0; i < n; i++)
-		env[k++] = strdup(req_env[i]);
-	for (size_t i = 0; i < k; i++)
-		if (!env[i]) {
-			for (size_t j = 0; j < k; j++)
-				free(env[j]);
-			free(env);
-			return NULL;
-		}
-	return env;
-}
-
-static void
-free_strv(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++) {
-		explicit_bzero(v[i], strlen(v[i]));
-		free(v[i]);
-	}
-	free(v);
+			r = strv_push(&env, &n,
+			              strdup_printf("%s=%s", sb->env[i].name, sb->env[i].value));
+	for (size_t i = 0; r >= 0 && req_env && req_env[i]; i++)
+		r = strv_add(&env, &n, req_env[i]);
+	if (r < 0)
+		return strv_free_erase(env);
+	return env ?: calloc(1, sizeof(char *)); /* empty, but not NULL: that is no memory */
 }
 
 /* The audit record of a process: the program, how many arguments, and a SHA-256 over each
@@ -348,7 +331,7 @@ start_exec(struct agent *a, struct sandbox *sb, struct exec_request *x, bool tty
 	};
 	struct agent_req *r = env ? agent_exec(a, &spec, done, data) : NULL;
 
-	free_strv(env);
+	strv_free_erase(env);
 	return r;
 }
 
@@ -992,11 +975,14 @@ ws_accept(const char *key, char out[64])
 	static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 	unsigned char md[SHA_DIGEST_LENGTH];
 	_cleanup_free_ char *s = strdup_printf("%s%s", key, guid);
+	_cleanup_buf_ struct buf text = BUF_INIT(63);
 
 	if (!s || strlen(key) != 24)
 		return -EINVAL;
 	SHA1((const unsigned char *)s, strlen(s), md);
-	EVP_EncodeBlock((unsigned char *)out, md, sizeof(md));
+	if (base64_encode(&text, md, sizeof(md)) < 0)
+		return -ENOMEM;
+	memcpy(out, text.data, text.len + 1);
 	return 0;
 }
 

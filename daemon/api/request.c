@@ -4,6 +4,7 @@
 #include "netpolicy.h"
 #include "oci.h"
 #include "request.h"
+#include "strv.h"
 #include "util.h"
 
 /* The loader and shell variables a process must never receive from a request, and our own
@@ -417,14 +418,8 @@ request_path_valid(const char *path)
 void
 exec_request_done(struct exec_request *x)
 {
-	for (size_t i = 0; x->argv && x->argv[i]; i++)
-		free(x->argv[i]);
-	free(x->argv);
-	for (size_t i = 0; x->env && x->env[i]; i++) {
-		explicit_bzero(x->env[i], strlen(x->env[i]));
-		free(x->env[i]);
-	}
-	free(x->env);
+	strv_free(x->argv);
+	strv_free_erase(x->env);
 	free(x->cwd);
 	buf_free(&x->stdin_data);
 	*x = (struct exec_request){ 0 };

@@ -9,6 +9,7 @@
 #include "initramfs.h"
 #include "log.h"
 #include "tool.h"
+#include "strv.h"
 #include "util.h"
 
 #define MANIFEST_FORMAT 1
@@ -24,7 +25,7 @@ bundle_manifest_done(struct bundle_manifest *m)
 	free(m->kernel_package);
 	free(m->kernel_package_version);
 	free(m->modules_dir);
-	bundle_strv_free(m->modules, m->n_modules);
+	strv_free(m->modules);
 	free(m->rootfs);
 	free(m->busybox_version);
 	free(m->initramfs);

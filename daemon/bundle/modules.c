@@ -8,6 +8,7 @@
 #include "modules.h"
 #include "setup.h"
 #include "tool.h"
+#include "strv.h"
 #include "util.h"
 
 /* ---- resolving: names, dependencies, load order ---- */
@@ -62,12 +63,12 @@ modtab_done(struct modtab *t)
 	for (size_t i = 0; i < t->n; i++) {
 		free(t->v[i]->name);
 		free(t->v[i]->path);
-		bundle_strv_free(t->v[i]->deps, t->v[i]->n_deps);
+		strv_free(t->v[i]->deps);
 		free(t->v[i]);
 	}
 	free(t->v);
 	hashmap_clear(&t->byname);
-	bundle_strv_free(t->builtin, t->n_builtin);
+	strv_free(t->builtin);
 	hashmap_clear(&t->isbuiltin);
 }
 
@@ -377,7 +378,7 @@ bundle_modules_resolve(const char *moddir, const char *const *wanted, size_t n_w
 		r = 0;
 	}
 done:
-	bundle_strv_free(out, n_out);
+	strv_free(out);
 	modtab_done(&t);
 	return r;
 }
@@ -431,7 +432,7 @@ modules_dir_read(const char *dir, char ***ret, size_t *ret_n)
 		r = !p ? -ENOMEM : strchr(line, '/') || !is_file(p) ? -ENOENT : 0;
 		r = r ?: strv_push(&v, &n, strdup(line));
 		if (r < 0) {
-			bundle_strv_free(v, n);
+			strv_free(v);
 			return r;
 		}
 	}
@@ -553,7 +554,7 @@ modules_build(struct setup *s, const char *kroot, const char *kver, const char *
 		    strv_push(&m->modules, &m->n_modules, strdup_printf("%s.ko", name)) < 0)
 			r = -ENOMEM;
 	}
-	bundle_strv_free(paths, n_paths);
+	strv_free(paths);
 	if (r < 0)
 		return setup_fail(s, r, "building the modules for %s: %s", kver, strerror(-r));
 	{

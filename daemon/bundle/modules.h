@@ -11,12 +11,11 @@ struct setup;
  * (lib/modules/<version>) into load order, dependencies first: from modules.dep when it is
  * there, otherwise from modules.order plus each module's .modinfo "depends=". Modules listed in
  * modules.builtin are left out. Returns paths relative to moddir as they ship (a NULL-terminated
- * array; free it with bundle_strv_free()). -ENOENT when a module is unknown, -ELOOP on a
+ * array; free it with strv_free()). -ENOENT when a module is unknown, -ELOOP on a
  * dependency cycle, -ENOEXEC when a module is not an ELF with .modinfo; then *ret_bad
  * (optional, caller frees) names the module. No logging. */
 int bundle_modules_resolve(const char *moddir, const char *const *wanted, size_t n_wanted,
                            char ***ret_paths, size_t *ret_n, char **ret_bad);
-void bundle_strv_free(char **v, size_t n);
 
 /* The module name of a path: basename without .ko[.xz|.zst|.gz], '-' turned into '_'.
  * Newly allocated; NULL when out of memory. */

@@ -11,6 +11,7 @@
 #include "rootfs.h"
 #include "setup.h"
 #include "tool.h"
+#include "strv.h"
 #include "util.h"
 #include "vmlinux.h"
 
@@ -103,7 +104,7 @@ setup_kernel(struct setup *s, struct bundle_manifest *m)
 		           m->kernel, file_size(vmlinux) / 1e6);
 	}
 	if (need_modules) {
-		bundle_strv_free(m->modules, m->n_modules);
+		strv_free(m->modules);
 		m->modules = NULL;
 		m->n_modules = 0;
 		r = modules_build(s, kroot, kver, moddir, m);

@@ -18,6 +18,7 @@
 #include "sandboxd.h"
 #include "server.h"
 #include "store.h"
+#include "strv.h"
 #include "tls.h"
 #include "util.h"
 #include "worker.h"
@@ -182,20 +183,13 @@ apply_policy(struct sandboxd *d)
 	}
 	if (o->n_allowed_images) {
 		/* --allow-image replaces the file's images list */
-		char **v = calloc(o->n_allowed_images, sizeof(char *));
-		if (!v)
+		char **v;
+
+		if (strv_copy(o->allowed_images, o->n_allowed_images, &v) < 0)
 			return -ENOMEM;
-		for (size_t i = 0; i < p->n_images; i++)
-			free(p->images[i]);
-		free(p->images);
+		strv_free(p->images);
 		p->images = v;
-		p->n_images = 0;
-		for (size_t i = 0; i < o->n_allowed_images; i++) {
-			v[i] = strdup(o->allowed_images[i]);
-			if (!v[i])
-				return -ENOMEM;
-			p->n_images++;
-		}
+		p->n_images = o->n_allowed_images;
 	}
 	/* the flags may not leave what the file checked incoherent */
 	if (!policy_image_allowed(p, p->default_image)) {

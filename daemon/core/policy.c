@@ -1,5 +1,6 @@
 /* policy.c: embedded defaults and the "tighten, never loosen" checks; see policy.h. */
 #include "policy.h"
+#include "strv.h"
 #include "util.h"
 
 static const char *const net_mode_names[_NET_MODE_MAX] = {
@@ -54,9 +55,7 @@ void
 policy_done(struct policy *p)
 {
 	free(p->default_image);
-	for (size_t i = 0; i < p->n_images; i++)
-		free(p->images[i]);
-	free(p->images);
+	strv_free(p->images);
 	for (size_t i = 0; i < p->n_pools; i++)
 		free(p->pools[i].image);
 	free(p->pools);

@@ -8,6 +8,7 @@
 #include "netpolicy.h"
 #include "policyfile.h"
 #include "oci.h"
+#include "strv.h"
 #include "util.h"
 
 #define POLICYFILE_MAX (1024 * 1024)
@@ -367,14 +368,6 @@ read_default_image(struct reader *r, const struct key_def *k, void *base _unused
 	return 0;
 }
 
-static void
-free_strv(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 static int
 read_images(struct reader *r, const struct key_def *k, void *base _unused_)
 {
@@ -405,14 +398,8 @@ read_images(struct reader *r, const struct key_def *k, void *base _unused_)
 				free(s);
 				goto out;
 			}
-		char **nv = reallocarray(v, n + 1, sizeof(*v));
-		if (!nv) {
-			free(s);
-			e = -ENOMEM;
+		if ((e = strv_push(&v, &n, s)) < 0)
 			goto out;
-		}
-		v = nv;
-		v[n++] = s;
 	}
 	/* "images: []" would refuse every image, which nobody means: any image is the key
 	 * left out */
@@ -423,12 +410,11 @@ read_images(struct reader *r, const struct key_def *k, void *base _unused_)
 		         k->path);
 		goto out;
 	}
-	free_strv(r->p.images, r->p.n_images);
+	strv_free(r->p.images);
 	r->p.images = TAKE_PTR(v);
 	r->p.n_images = n;
-	n = 0;
 out:
-	free_strv(v, n);
+	strv_free(v);
 	return e;
 }
 
@@ -930,12 +916,9 @@ policy_copy(const struct policy *src, struct policy *dst)
 	if (src->default_image && !(dst->default_image = strdup(src->default_image)))
 		goto nomem;
 	if (src->n_images) {
-		dst->images = calloc(src->n_images, sizeof(*dst->images));
-		if (!dst->images)
+		if (strv_copy(src->images, src->n_images, &dst->images) < 0)
 			goto nomem;
-		for (; dst->n_images < src->n_images; dst->n_images++)
-			if (!(dst->images[dst->n_images] = strdup(src->images[dst->n_images])))
-				goto nomem;
+		dst->n_images = src->n_images;
 	}
 	if (src->n_pools) {
 		dst->pools = calloc(src->n_pools, sizeof(*dst->pools));

@@ -5,6 +5,7 @@
 #include "log.h"
 #include "proc.h"
 #include "sandboxd.h"
+#include "strv.h"
 #include "util.h"
 
 #define ACK_STEP (128u << 10)
@@ -21,18 +22,18 @@ from_sub(struct agent_sub *s)
 static void
 update_ack(struct proc *p)
 {
-	uint64_t target = p->frontier;
+	uint64_t target = ring_end(&p->ring);
 	struct list_node *n;
 
 	LIST_FOREACH (n, &p->readers) {
 		struct proc_reader *r = list_entry(n, struct proc_reader, link);
 		if (r->offset < target)
-			target = MAX(r->offset, p->ring_start);
+			target = MAX(r->offset, ring_start(&p->ring));
 	}
 	if (target <= p->acked)
 		return;
 	/* acknowledge in steps, and always when the guest would otherwise stall */
-	if (target - p->acked >= ACK_STEP || target == p->frontier) {
+	if (target - p->acked >= ACK_STEP || target == ring_end(&p->ring)) {
 		if (agent_ack(p->agent, p->pid, target) >= 0)
 			p->acked = target;
 	}
@@ -45,27 +46,24 @@ proc_pump(struct proc_reader *r)
 
 	if (!p)
 		return;
-	if (r->offset < p->ring_start) {
-		uint64_t n = p->ring_start - r->offset;
-		r->offset = p->ring_start;
+	if (r->offset < ring_start(&p->ring)) {
+		uint64_t n = ring_start(&p->ring) - r->offset;
+		r->offset = ring_start(&p->ring);
 		if (r->dropped)
 			r->dropped(r, n);
 	}
-	while (r->offset < p->frontier && (!r->ready || r->ready(r))) {
-		size_t at = (size_t)(r->offset % PROC_RING);
-		uint8_t stream = p->ring_stream[at];
-		size_t n = 1;
+	while (r->offset < ring_end(&p->ring) && (!r->ready || r->ready(r))) {
+		const uint8_t *data;
+		uint8_t stream;
 		/* the longest run of one stream that is contiguous in the ring */
-		size_t limit = (size_t)MIN(p->frontier - r->offset, (uint64_t)(PROC_RING - at));
-		limit = MIN(limit, (size_t)(64u << 10));
-		while (n < limit && p->ring_stream[at + n] == stream)
-			n++;
+		size_t n = ring_peek(&p->ring, r->offset, 64u << 10, &stream, &data);
+
 		r->offset += n;
-		r->data(r, stream, p->ring + at, n);
+		r->data(r, stream, data, n);
 		if (!r->p)
 			return; /* the reader went away in its callback */
 	}
-	if (!p->running && r->offset >= p->frontier && !r->told_exit) {
+	if (!p->running && r->offset >= ring_end(&p->ring) && !r->told_exit) {
 		/* the last word: the reader has nothing more to get, so it leaves the list first,
 		 * and may free itself in the callback; nothing touches it after */
 		r->told_exit = true;
@@ -94,30 +92,19 @@ on_output(struct agent_sub *s, int stream, uint64_t offset, const void *bytes, s
 {
 	struct proc *p = from_sub(s);
 	const uint8_t *b = bytes;
+	uint64_t end = ring_end(&p->ring);
 
 	/* the agent checked continuity; the first bytes after a (re)attach may repeat what we
 	 * hold, so keep only what is new */
-	if (offset + len <= p->frontier)
+	if (offset + len <= end)
 		return;
-	if (offset < p->frontier) {
-		b += p->frontier - offset;
-		len -= (size_t)(p->frontier - offset);
-	} else if (offset > p->frontier) {
-		/* a gap (output dropped while nobody was attached) */
-		p->frontier = offset;
-		p->ring_start = MAX(p->ring_start, offset);
-	}
-	while (len > 0) {
-		size_t at = (size_t)(p->frontier % PROC_RING);
-		size_t n = MIN(len, (size_t)PROC_RING - at);
-		memcpy(p->ring + at, b, n);
-		memset(p->ring_stream + at, stream, n);
-		p->frontier += n;
-		b += n;
-		len -= n;
-	}
-	if (p->frontier - p->ring_start > PROC_RING)
-		p->ring_start = p->frontier - PROC_RING;
+	if (offset < end) {
+		b += end - offset;
+		len -= (size_t)(end - offset);
+	} else if (offset > end)
+		ring_skip(&p->ring, offset); /* a gap (output dropped while nobody was attached) */
+	/* out of memory, the bytes still count: readers are told they were dropped */
+	(void)ring_write(&p->ring, (uint8_t)stream, b, len);
 	pump_all(p);
 }
 
@@ -127,8 +114,7 @@ on_dropped(struct agent_sub *s, uint64_t count)
 	struct proc *p = from_sub(s);
 
 	/* the guest's ring started later than we asked: those bytes are gone for everyone */
-	p->frontier = s->next_offset;
-	p->ring_start = MAX(p->ring_start, p->frontier);
+	ring_skip(&p->ring, s->next_offset);
 	(void)count;
 	pump_all(p);
 }
@@ -156,21 +142,13 @@ proc_new(struct sandboxd *d, struct sandbox *sb, struct agent *agent, uint32_t p
          char *const *argv, bool tty, bool keep, int64_t started_at, struct proc **ret)
 {
 	struct proc *p = calloc(1, sizeof(*p));
-	size_t n = 0;
 	int r;
 
 	if (!p)
 		return -ENOMEM;
-	while (argv && argv[n])
-		n++;
-	p->argv = calloc(n + 1, sizeof(char *));
-	p->ring = malloc(PROC_RING);
-	p->ring_stream = malloc(PROC_RING);
-	if (!p->argv || !p->ring || !p->ring_stream)
+	ring_init(&p->ring, PROC_RING);
+	if (strv_copy(argv, strv_length(argv), &p->argv) < 0)
 		goto oom;
-	for (size_t i = 0; i < n; i++)
-		if (!(p->argv[i] = strdup(argv[i])))
-			goto oom;
 	p->d = d;
 	p->sb = sb;
 	p->agent = agent;
@@ -210,11 +188,8 @@ free_memory(void *data)
 {
 	struct proc *p = data;
 
-	for (size_t i = 0; p->argv && p->argv[i]; i++)
-		free(p->argv[i]);
-	free(p->argv);
-	free(p->ring);
-	free(p->ring_stream);
+	strv_free(p->argv);
+	ring_free(&p->ring);
 	free(p);
 }
 

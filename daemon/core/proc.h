@@ -1,9 +1,10 @@
 /* proc.h: processes of a sandbox as sandboxd sees them. Each has a hub: one attachment to the
- * guest (agent_sub) feeding a ring of the newest PROC_RING bytes of output (the stream of every
- * byte kept), from which any number of readers (run, NDJSON output, attach) take their own
- * position. Acknowledgements to the guest follow the slowest reader, so a reader that keeps
- * up never loses a byte and a stalled one stalls the process rather than losing output; with
- * no reader, everything is acknowledged and the ring keeps the newest bytes. */
+ * guest (agent_sub) feeding a ring of the newest PROC_RING bytes of output (lib/ring.h, the
+ * same ring the guest keeps: the stream of every byte and offsets from the start), from which any
+ * number of readers (run, NDJSON output, attach) take their own position. Acknowledgements to the
+ * guest follow the slowest reader, so a reader that keeps up never loses a byte and a stalled one
+ * stalls the process rather than losing output; with no reader, everything is acknowledged and the
+ * ring keeps the newest bytes. */
 #pragma once
 
 #include <jansson.h>
@@ -11,6 +12,7 @@
 #include <stdint.h>
 #include "agent.h"
 #include "list.h"
+#include "ring.h"
 
 #define PROC_RING (1u << 20)
 
@@ -46,9 +48,8 @@ struct proc {
 	int exit_code;
 	int64_t started_at; /* unix ms */
 	struct agent_sub sub;
-	uint8_t *ring;        /* bytes */
-	uint8_t *ring_stream; /* the stream of each byte */
-	uint64_t ring_start, frontier, acked;
+	struct ring ring; /* its end: every byte the guest sent */
+	uint64_t acked;
 	struct list_node readers;
 	bool sub_attached;
 	bool freeing;

@@ -20,6 +20,7 @@
 #include "oci.h"
 #include "paths.h"
 #include "registry.h"
+#include "strv.h"
 #include "tool.h"
 #include "unpack.h"
 #include "util.h"
@@ -724,7 +725,7 @@ image_main(int argc, char **argv)
 		{ 0 },
 	};
 	_cleanup_free_ char *state_default = NULL;
-	_cleanup_free_ char **insecure = NULL;
+	_cleanup_strv_ char **insecure = NULL;
 	struct install_opts o = { .progress_fd = -1 };
 	const char *cmd;
 	uint64_t fd;
@@ -755,15 +756,11 @@ image_main(int argc, char **argv)
 			}
 			o.agent_id = optarg;
 			break;
-		case 'i': {
-			char **n = realloc(insecure, (o.n_insecure + 1) * sizeof(char *));
-			if (!n)
+		case 'i':
+			if (strv_add(&insecure, &o.n_insecure, optarg) < 0)
 				return 1;
-			insecure = n;
-			insecure[o.n_insecure++] = optarg;
 			o.insecure = insecure;
 			break;
-		}
 		case 'c':
 			o.ca_file = optarg;
 			break;

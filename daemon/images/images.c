@@ -17,6 +17,7 @@
 #include "oci.h"
 #include "request.h"
 #include "sandboxd.h"
+#include "strv.h"
 #include "tool.h"
 #include "util.h"
 
@@ -71,14 +72,6 @@ find(struct sandboxd *d, const char *name)
 		if (((img) = list_entry(n, struct image, link)), true)
 
 static void
-env_free(char **env)
-{
-	for (size_t i = 0; env && env[i]; i++)
-		free(env[i]);
-	free(env);
-}
-
-static void
 image_free(struct image *img)
 {
 	if (!img)
@@ -86,7 +79,7 @@ image_free(struct image *img)
 	free(img->name);
 	free(img->digest);
 	free(img->disk);
-	env_free(img->env);
+	strv_free(img->env);
 	json_decref(img->progress);
 	json_decref(img->layers);
 	free(img);
@@ -145,7 +138,7 @@ image_fill(struct sandboxd *d, struct image *img, json_t *rec)
 	/* a second fill (a disk built again) replaces what the first one set */
 	free(img->digest);
 	free(img->disk);
-	env_free(img->env);
+	strv_free(img->env);
 	img->digest = strdup(digest);
 	img->disk = strdup(disk);
 	img->env = calloc(json_array_size(env) + 1, sizeof(char *));
@@ -721,40 +714,29 @@ job_start(struct sandboxd *d, struct image *img)
 {
 	const struct options *o = d->opts;
 	_cleanup_free_ char *exe = NULL;
-	_cleanup_free_ const char **argv = NULL;
+	_cleanup_strv_ char **argv = NULL;
 	struct install_job *job;
 	int pipefd[2], r;
 	size_t n = 0;
 
 	exe = realpath("/proc/self/exe", NULL);
-	argv = calloc(16 + 2 * o->n_insecure_registries, sizeof(char *));
-	job = calloc(1, sizeof(*job));
-	if (!exe || !argv || !job) {
-		free(job);
+	if (!exe)
 		return -ENOMEM;
-	}
-	argv[n++] = "sandboxd";
-	argv[n++] = "image";
-	argv[n++] = "install";
-	argv[n++] = "--quiet";
-	argv[n++] = "--progress-fd";
-	argv[n++] = "3";
-	argv[n++] = "--state-dir";
-	argv[n++] = o->state_dir;
-	if (o->agent) {
-		argv[n++] = "--agent";
-		argv[n++] = o->agent;
-	}
-	if (images_of(d)->agent_id[0]) {
-		argv[n++] = "--agent-id"; /* hashed once, at start */
-		argv[n++] = images_of(d)->agent_id;
-	}
-	for (size_t i = 0; i < o->n_insecure_registries; i++) {
-		argv[n++] = "--insecure-registry";
-		argv[n++] = o->insecure_registries[i];
-	}
-	argv[n++] = "--";
-	argv[n++] = img->name;
+	r = strv_extend(&argv, &n, "sandboxd", "image", "install", "--quiet", "--progress-fd", "3",
+	                "--state-dir", o->state_dir, NULL);
+	if (r >= 0 && o->agent)
+		r = strv_extend(&argv, &n, "--agent", o->agent, NULL);
+	if (r >= 0 && images_of(d)->agent_id[0]) /* hashed once, at start */
+		r = strv_extend(&argv, &n, "--agent-id", images_of(d)->agent_id, NULL);
+	for (size_t i = 0; r >= 0 && i < o->n_insecure_registries; i++)
+		r = strv_extend(&argv, &n, "--insecure-registry", o->insecure_registries[i], NULL);
+	if (r >= 0)
+		r = strv_extend(&argv, &n, "--", img->name, NULL);
+	if (r < 0)
+		return r;
+	job = calloc(1, sizeof(*job));
+	if (!job)
+		return -ENOMEM;
 	if (pipe2(pipefd, O_CLOEXEC) < 0) {
 		free(job);
 		return negative_errno();
@@ -765,7 +747,7 @@ job_start(struct sandboxd *d, struct image *img)
 			            .fds = { -1, -1, SPAWN_INHERIT, pipefd[1] },
 			            .n_fds = 4,
 			            .own_group = true };
-		r = spawn_child(&sp, argv, &job->pid);
+		r = spawn_child(&sp, (const char *const *)argv, &job->pid);
 	}
 	close(pipefd[1]);
 	if (r < 0) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <strings.h>
 #include "oci.h"
+#include "strv.h"
 #include "util.h"
 
 bool
@@ -661,27 +662,11 @@ oci_index_pick(const char *json, size_t len, struct oci_descriptor *ret, char **
 	            buf_head(&seen) ? buf_head(&seen) : "");
 }
 
-static void
-strv_free(char **v)
-{
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
-}
-
-static void
-strv_freep(char ***v)
-{
-	strv_free(*v);
-}
-
 int
 oci_config_parse(const char *json, size_t len, char ***ret_env, char **ret_error)
 {
 	_cleanup_json_ json_t *j = NULL;
-	_cleanup_(strv_freep) char **env = NULL;
+	_cleanup_strv_ char **env = NULL;
 	const json_t *config, *list, *v;
 	const char *os, *arch;
 	size_t n, i;

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include "oci.h"
 #include "registry.h"
+#include "strv.h"
 #include "tool.h"
 #include "util.h"
 
@@ -767,9 +768,7 @@ oci_source_free(struct oci_source *s)
 	oci_ref_done(&s->ref);
 	free(s->origin);
 	free(s->base);
-	for (size_t i = 0; i < s->n_insecure; i++)
-		free(s->insecure_list[i]);
-	free(s->insecure_list);
+	strv_free(s->insecure_list);
 	free(s->ca_file);
 	free(s->auth_header);
 	if (s->curl)
@@ -825,11 +824,10 @@ oci_source_registry(const struct oci_ref *ref, const struct registry_opts *o,
 	s->ref.digest = strdup_or_null(ref->digest, &oom);
 	s->ca_file = strdup_or_null(o ? o->ca_file : NULL, &oom);
 	if (o && o->n_insecure > 0) {
-		s->insecure_list = calloc(o->n_insecure, sizeof(char *));
-		if (!s->insecure_list)
-			return -ENOMEM;
-		for (size_t i = 0; i < o->n_insecure; i++, s->n_insecure++)
-			s->insecure_list[i] = strdup_or_null(o->insecure[i], &oom);
+		r = strv_copy(o->insecure, o->n_insecure, &s->insecure_list);
+		if (r < 0)
+			return r;
+		s->n_insecure = o->n_insecure;
 	}
 	if (oom)
 		return -ENOMEM;
@@ -1100,11 +1098,7 @@ oci_image_done(struct oci_image *img)
 		return;
 	free(img->digest);
 	oci_manifest_done(&img->manifest);
-	if (img->env) {
-		for (char **p = img->env; *p; p++)
-			free(*p);
-		free(img->env);
-	}
+	strv_free(img->env);
 	*img = (struct oci_image){};
 }
 

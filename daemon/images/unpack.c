@@ -21,6 +21,7 @@
 #include <sys/xattr.h>
 #include <sys/syscall.h>
 #include "hashmap.h"
+#include "strv.h"
 #include "unpack.h"
 #include "util.h"
 
@@ -42,7 +43,7 @@ struct unpack {
 	 * The keys are owned by the array. */
 	struct hashmap created;
 	char **keys;
-	size_t nkeys, akeys;
+	size_t nkeys;
 	const char *entry; /* the entry being applied, as the archive names it */
 	char *error;
 };
@@ -51,9 +52,7 @@ static void
 unpack_done(struct unpack *u)
 {
 	hashmap_clear(&u->created);
-	for (size_t i = 0; i < u->nkeys; i++)
-		free(u->keys[i]);
-	free(u->keys);
+	strv_free(u->keys);
 	if (u->a)
 		archive_read_free(u->a);
 	free(u->error);
@@ -88,26 +87,15 @@ static int
 created_add(struct unpack *u, const char *path)
 {
 	char *k;
+	int r;
 
 	if (hashmap_get(&u->created, path))
 		return 0;
-	if (u->nkeys == u->akeys) {
-		size_t n = u->akeys ? u->akeys * 2 : 64;
-		char **nk = realloc(u->keys, n * sizeof(*nk));
-		if (!nk)
-			return -ENOMEM;
-		u->keys = nk;
-		u->akeys = n;
-	}
-	k = strdup(path);
-	if (!k)
-		return -ENOMEM;
-	if (hashmap_put(&u->created, k, k) < 0) {
-		free(k);
-		return -ENOMEM;
-	}
-	u->keys[u->nkeys++] = k;
-	return 0;
+	r = strv_add(&u->keys, &u->nkeys, path);
+	if (r < 0)
+		return r;
+	k = u->keys[u->nkeys - 1]; /* the array owns it, whether or not the map takes it */
+	return hashmap_put(&u->created, k, k) < 0 ? -ENOMEM : 0;
 }
 
 static bool

@@ -30,34 +30,6 @@ static const struct {
 
 /* ---- small helpers ---- */
 
-void
-bundle_strv_free(char **v, size_t n)
-{
-	if (!v)
-		return;
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
-int
-strv_push(char ***v, size_t *n, char *s)
-{
-	char **nv;
-
-	if (!s)
-		return -ENOMEM;
-	nv = realloc(*v, (*n + 2) * sizeof(char *));
-	if (!nv) {
-		free(s);
-		return -ENOMEM;
-	}
-	nv[(*n)++] = s;
-	nv[*n] = NULL;
-	*v = nv;
-	return 0;
-}
-
 static int
 rm_rf_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {

@@ -65,7 +65,3 @@ int copy_file(const char *src, const char *dst, mode_t mode);
 void hex_encode(const unsigned char *in, size_t n, char *out);
 int sha256_hex(const void *data, size_t len, char out[static 65]);
 int sha256_file(const char *path, char out[static 65]);
-
-/* A NULL-terminated string vector of n strings: append s (taken, even on failure), free. */
-int strv_push(char ***v, size_t *n, char *s);
-void bundle_strv_free(char **v, size_t n);

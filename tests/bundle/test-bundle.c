@@ -17,6 +17,7 @@
 #include "harness.h"
 #include "initramfs.h"
 #include "modules.h"
+#include "strv.h"
 #include "util.h"
 #include "vmlinux.h"
 
@@ -355,7 +356,7 @@ test_modules_dep_guest_order(void **state)
 	                 0);
 	assert_order(paths, n, want, ARRAY_SIZE(want));
 	assert_string_equal(paths[3], "kernel/drivers/block/virtio_blk.ko");
-	bundle_strv_free(paths, n);
+	strv_free(paths);
 	remove_tree(dir);
 }
 
@@ -377,7 +378,7 @@ test_modules_dep_dependencies_first(void **state)
 	assert_int_equal(bundle_modules_resolve(dir, wanted, ARRAY_SIZE(wanted), &paths, &n, NULL),
 	                 0);
 	assert_order(paths, n, want, ARRAY_SIZE(want));
-	bundle_strv_free(paths, n);
+	strv_free(paths);
 	remove_tree(dir);
 }
 
@@ -428,7 +429,7 @@ test_modules_modinfo(void **state)
 	        bundle_modules_resolve(dir, (const char *const[]){ "fake-a" }, 1, &paths, &n, NULL),
 	        0);
 	assert_order(paths, n, want, ARRAY_SIZE(want));
-	bundle_strv_free(paths, n);
+	strv_free(paths);
 	remove_tree(dir);
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "conf.h"
+#include "sse.h"
 #include "util.h"
 
 #define RESPONSE_MAX (64u << 20)
@@ -896,11 +897,15 @@ conf_case_teardown(void **state)
 
 /* ---- SSE streams ---- */
 
+#define STREAM_FIRST_MAX 4096
+
 struct conf_stream {
 	CURLM *multi;
 	CURL *easy;
 	struct curl_slist *headers;
-	struct buf in; /* received and not yet parsed, without CRs */
+	struct sse parser; /* the CLI's (cli/sse.c) */
+	struct buf first;  /* the start of the body, for a failure message */
+	json_t *events;    /* parsed and not yet taken */
 	bool done;
 };
 
@@ -916,8 +921,25 @@ stream_free(void *p)
 	if (s->multi)
 		curl_multi_cleanup(s->multi);
 	curl_slist_free_all(s->headers);
-	buf_free(&s->in);
+	sse_done(&s->parser);
+	buf_free(&s->first);
+	json_decref(s->events);
 	free(s);
+}
+
+/* An event with data: queued as {"id","event","raw","data"} (data parsed, or null). */
+static int
+stream_event(void *userdata, const char *type, const char *id, const char *data, size_t len)
+{
+	struct conf_stream *s = userdata;
+	json_t *ev = json_pack("{s:s, s:s, s:s}", "id", id, "event", type, "raw", data);
+	json_t *parsed = json_loads(data, 0, NULL);
+
+	(void)len;
+	if (!ev || json_object_set_new(ev, "data", parsed ? parsed : json_null()) < 0 ||
+	    json_array_append_new(s->events, ev) < 0)
+		return -ENOMEM;
+	return 0;
 }
 
 static size_t
@@ -926,11 +948,8 @@ stream_write(char *ptr, size_t size, size_t n, void *data)
 	struct conf_stream *s = data;
 	size_t len = size * n;
 
-	/* CRLF and LF end lines alike; dropping CRs leaves LF */
-	for (size_t i = 0; i < len; i++)
-		if (ptr[i] != '\r' && buf_putc(&s->in, ptr[i]) < 0)
-			return 0;
-	return len;
+	(void)buf_append(&s->first, ptr, MIN(len, STREAM_FIRST_MAX - buf_avail(&s->first)));
+	return sse_feed(&s->parser, ptr, len) == 0 ? len : 0;
 }
 
 /* Lets libcurl work for up to timeout_ms. */
@@ -957,10 +976,12 @@ conf_stream_open(const char *path, const char *last_event_id)
 	const char *ct = NULL;
 	int r;
 
-	buf_init(&s->in, RESPONSE_MAX);
+	sse_init(&s->parser, RESPONSE_MAX, stream_event, s);
+	buf_init(&s->first, STREAM_FIRST_MAX);
+	s->events = json_array();
 	s->multi = curl_multi_init();
 	s->easy = curl_easy_init();
-	if (!s->multi || !s->easy || setup_easy(s->easy, path) < 0)
+	if (!s->events || !s->multi || !s->easy || setup_easy(s->easy, path) < 0)
 		fail_msg("out of memory");
 	r = add_header(&s->headers, "Accept: text/event-stream");
 	if (r >= 0)
@@ -983,57 +1004,11 @@ conf_stream_open(const char *path, const char *last_event_id)
 	curl_easy_getinfo(s->easy, CURLINFO_CONTENT_TYPE, &ct);
 	if (status != 200)
 		fail_msg("GET %s (event stream): expected 200, got %ld: %.300s", path, status,
-		         s->in.data ? s->in.data : "");
+		         s->first.data ? s->first.data : "");
 	if (!ct || !str_has_prefix(ct, "text/event-stream"))
 		fail_msg("GET %s: the stream is sent as '%s', not text/event-stream", path,
 		         ct ? ct : "");
 	return s;
-}
-
-/* Parses one event block (without its blank line); NULL for a block without data (a
- * comment, a retry:). */
-static json_t *
-parse_event(const char *block, size_t len)
-{
-	_cleanup_buf_ struct buf data = BUF_INIT(RESPONSE_MAX);
-	_cleanup_free_ char *id = NULL, *type = NULL;
-	const char *p = block, *end = block + len;
-	bool has_data = false;
-	json_t *ev;
-
-	while (p < end) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		const char *le = nl ? nl : end;
-		const char *colon = memchr(p, ':', (size_t)(le - p));
-		size_t flen = colon ? (size_t)(colon - p) : (size_t)(le - p);
-		const char *v = colon ? colon + 1 : le;
-
-		if (v < le && *v == ' ')
-			v++;
-		if (flen == 4 && strneq(p, "data", 4)) {
-			if (has_data)
-				(void)buf_putc(&data, '\n');
-			(void)buf_append(&data, v, (size_t)(le - v));
-			has_data = true;
-		} else if (flen == 2 && strneq(p, "id", 2)) {
-			free(id);
-			id = strndup(v, (size_t)(le - v));
-		} else if (flen == 5 && strneq(p, "event", 5)) {
-			free(type);
-			type = strndup(v, (size_t)(le - v));
-		}
-		p = le + 1;
-	}
-	if (!has_data)
-		return NULL;
-	ev = json_pack("{s:s, s:s, s:s}", "id", id ? id : "", "event", type ? type : "message",
-	               "raw", data.data ? data.data : "");
-	if (!ev)
-		fail_msg("out of memory");
-	json_object_set_new(ev, "data", json_loads(data.data ? data.data : "", 0, NULL));
-	if (!json_object_get(ev, "data"))
-		json_object_set_new(ev, "data", json_null());
-	return ev;
 }
 
 json_t *
@@ -1042,17 +1017,12 @@ conf_stream_next(struct conf_stream *s, int timeout_ms)
 	uint64_t deadline = now_mono_ms() + (uint64_t)timeout_ms;
 
 	for (;;) {
-		const char *head = buf_head(&s->in);
-		const char *sep = head ? memmem(head, buf_avail(&s->in), "\n\n", 2) : NULL;
 		uint64_t now;
 
-		if (sep) {
-			size_t len = (size_t)(sep - head);
-			json_t *ev = parse_event(head, len);
-			buf_consume(&s->in, len + 2);
-			if (ev)
-				return conf_keep_json(ev);
-			continue;
+		if (json_array_size(s->events) > 0) {
+			json_t *ev = json_incref(json_array_get(s->events, 0));
+			json_array_remove(s->events, 0);
+			return conf_keep_json(ev);
 		}
 		now = now_mono_ms();
 		if (s->done || now >= deadline)

@@ -147,7 +147,8 @@ struct conf_stream;
  * 200 and text/event-stream asserted). Closed when the case ends. */
 struct conf_stream *conf_stream_open(const char *path, const char *last_event_id);
 /* The next event as {"id":"...","event":"...","data":<parsed JSON>,"raw":"<data text>"},
- * owned by the case; NULL when nothing came within timeout_ms or the stream ended. */
+ * owned by the case; NULL when nothing came within timeout_ms or the stream ended. Parsed by
+ * the CLI's SSE parser (cli/sse.c): id is the stream's last event id, as a browser keeps it. */
 json_t *conf_stream_next(struct conf_stream *s, int timeout_ms);
 /* What an event from a stream is about: the sandbox id its data names (data.sandbox_id, or
  * data.sandbox.id), and its type (the SSE event name, or data.type); "" when unknown. */

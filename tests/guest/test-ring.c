@@ -1,5 +1,6 @@
-/* test-ring.c: the guest's output ring (guest/ring.c): offsets, growth, wrap-around, what is
- * dropped when it is full, and that every byte keeps its stream in order. A model (every
+/* test-ring.c: the output ring of the guest and of sandboxd (lib/ring.c): offsets, growth,
+ * wrap-around, what is dropped when it is full, gaps, and that every byte keeps its stream in
+ * order. A model (every
  * byte ever written, with its stream) is checked against the ring after random writes. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -209,6 +210,49 @@ test_run_boundaries(void **state)
 	ring_free(&r);
 }
 
+/* Forgetting the oldest bytes, and a gap (bytes dropped elsewhere): what sandboxd's ring does
+ * when the guest says output was dropped. */
+static void
+test_skip(void **state)
+{
+	struct ring r;
+	const uint8_t *p;
+	uint8_t s;
+
+	ring_init(&r, 16);
+	ring_skip(&r, 0);
+	assert_int_equal(ring_end(&r), 0);
+	assert_int_equal(ring_write(&r, AP_STDOUT, "abcdef", 6), 0);
+	ring_skip(&r, 2);
+	assert_int_equal(ring_start(&r), 2);
+	assert_int_equal(ring_end(&r), 6);
+	assert_int_equal(ring_peek(&r, 1, 10, &s, &p), 0);
+	assert_int_equal(ring_peek(&r, 2, 10, &s, &p), 4);
+	assert_memory_equal(p, "cdef", 4);
+	ring_skip(&r, 1); /* before the start: nothing to forget */
+	assert_int_equal(ring_start(&r), 2);
+	ring_skip(&r, 100); /* a gap */
+	assert_int_equal(ring_start(&r), 100);
+	assert_int_equal(ring_end(&r), 100);
+	assert_int_equal(ring_peek(&r, 99, 10, &s, &p), 0);
+	assert_int_equal(ring_write(&r, AP_STDERR, "xyz", 3), 0);
+	assert_int_equal(ring_peek(&r, 100, 10, &s, &p), 3);
+	assert_int_equal(s, AP_STDERR);
+	assert_memory_equal(p, "xyz", 3);
+	/* full, then skipped into the middle, then written across the wrap */
+	assert_int_equal(ring_write(&r, AP_STDOUT, "0123456789ABCDEF", 16), 0);
+	assert_int_equal(ring_start(&r), 103);
+	ring_skip(&r, 110);
+	assert_int_equal(ring_write(&r, AP_STDOUT, "gh", 2), 0);
+	assert_int_equal(ring_start(&r), 110);
+	assert_int_equal(ring_end(&r), 121);
+	assert_int_equal(ring_peek(&r, 110, 100, &s, &p), 9);
+	assert_memory_equal(p, "789ABCDEF", 9);
+	assert_int_equal(ring_peek(&r, 119, 100, &s, &p), 2);
+	assert_memory_equal(p, "gh", 2);
+	ring_free(&r);
+}
+
 int
 main(void)
 {
@@ -219,6 +263,7 @@ main(void)
 		cmocka_unit_test(test_growth_keeps_streams),
 		cmocka_unit_test(test_random_against_model),
 		cmocka_unit_test(test_run_boundaries),
+		cmocka_unit_test(test_skip),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,20 +10,18 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <jansson.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 #include "base64.h"
 #include "buf.h"
 #include "harness.h"
+#include "strv.h"
 
 /* pulls and disk builds of a busybox-sized image take a second or two; a boot under TCG a
  * few more: these bound every call, so a hang fails the test instead of stalling it */
@@ -466,65 +464,27 @@ test_pull_by_digest_and_a_wrong_pin(void **state)
 	assert_null(listed(name));
 }
 
-/* An open connection to GET /v1/events/stream, or -1. */
-static int
-events_open(void)
-{
-	static const char req[] = "GET /v1/events/stream HTTP/1.1\r\nHost: localhost\r\n\r\n";
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(req) - 1)) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/* Reads the stream into *acc until it holds needle or timeout_ms have passed. */
+/* Reads the event stream fd into *acc until it holds needle or timeout_ms have passed. */
 static bool
-events_until(int fd, struct buf *acc, const char *needle, int timeout_ms)
+events_until(int fd, char **acc, size_t *len, const char *needle, int timeout_ms)
 {
-	struct timespec start, now;
-
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	for (;;) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		char chunk[4096];
-		long left;
-		ssize_t k;
-
-		if (acc->len && memmem(acc->data, acc->len, needle, strlen(needle)))
-			return true;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		left = timeout_ms - ((now.tv_sec - start.tv_sec) * 1000 +
-		                     (now.tv_nsec - start.tv_nsec) / 1000000);
-		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
-			return false;
-		k = recv(fd, chunk, sizeof(chunk), 0);
-		if (k <= 0)
-			return false;
-		if (buf_append(acc, chunk, (size_t)k) < 0)
-			return false;
-	}
+	(void)harness_stream_read(fd, timeout_ms, needle, acc, len);
+	return *acc && strstr(*acc, needle);
 }
 
 static void
 test_multi_layer_whiteouts_and_progress_events(void **state)
 {
-	char name[128], needle[200], *body = NULL, *out = NULL;
-	struct buf ev = BUF_INIT(16u << 20);
+	char name[128], needle[200], *body = NULL, *out = NULL, *ev = NULL;
+	size_t ev_len = 0;
 	json_t *j, *sb;
 	int fd;
 
 	snprintf(name, sizeof(name), "%s/sbx/multi:1", reg);
-	fd = events_open();
+	fd = harness_stream_open(sock, "GET", "/v1/events/stream", NULL);
 	assert_true(fd >= 0);
 	/* the stream is live once its first bytes came */
-	assert_true(events_until(fd, &ev, "retry:", 10000));
+	assert_true(events_until(fd, &ev, &ev_len, "retry:", 10000));
 
 	/* not waiting: 202, installing; the install goes on and says how it goes */
 	assert_int_equal(install(name, "?wait=false", &body, NULL), 202);
@@ -534,13 +494,13 @@ test_multi_layer_whiteouts_and_progress_events(void **state)
 	assert_string_equal(harness_str(j, "state"), "installing");
 	json_decref(j);
 	snprintf(needle, sizeof(needle), "event: image.installed\ndata: ");
-	if (!events_until(fd, &ev, needle, INSTALL_TIMEOUT_MS))
-		fail_msg("no image.installed event; the stream said: %s", ev.data ? ev.data : "");
+	if (!events_until(fd, &ev, &ev_len, needle, INSTALL_TIMEOUT_MS))
+		fail_msg("no image.installed event; the stream said: %s", ev ? ev : "");
 	snprintf(needle, sizeof(needle), "\"image\":\"%s\"", name);
-	assert_non_null(strstr(ev.data, "event: image.progress\n"));
-	assert_non_null(strstr(strstr(ev.data, "event: image.installed\n"), needle));
-	assert_null(strstr(ev.data, "event: image.failed\n"));
-	buf_free(&ev);
+	assert_non_null(strstr(ev, "event: image.progress\n"));
+	assert_non_null(strstr(strstr(ev, "event: image.installed\n"), needle));
+	assert_null(strstr(ev, "event: image.failed\n"));
+	free(ev);
 	close(fd);
 
 	j = listed(name);
@@ -814,21 +774,18 @@ test_policy_images_list(void **state)
 {
 	char allowed[128], other[128], *body = NULL, *code;
 	const char *const *base = daemon_args();
-	const char *args[10];
+	_cleanup_strv_ char **args = NULL;
 	size_t n = 0;
 
 	snprintf(allowed, sizeof(allowed), "%s/sbx/hello:1", reg);
 	snprintf(other, sizeof(other), "%s/sbx/multi:1", reg);
-	while (base[n]) {
-		args[n] = base[n];
-		n++;
-	}
-	args[n++] = "--allow-image";
-	args[n++] = allowed;
-	args[n++] = "--allow-image"; /* the default image (the harness's) must be permitted */
-	args[n++] = "busybox";
-	args[n] = NULL;
-	assert_int_equal(harness_start_vm(&q, args, NULL), 0);
+	for (size_t k = 0; base[k]; k++)
+		assert_int_equal(strv_add(&args, &n, base[k]), 0);
+	/* the default image (the harness's) must be permitted */
+	assert_int_equal(
+	        strv_extend(&args, &n, "--allow-image", allowed, "--allow-image", "busybox", NULL),
+	        0);
+	assert_int_equal(harness_start_vm(&q, (const char *const *)args, NULL), 0);
 	sock = q.sock;
 	json_decref(install_ok(allowed));
 	assert_int_equal(install(other, NULL, &body, NULL), 403);
@@ -848,7 +805,7 @@ static void
 test_a_record_named_like_the_builtin_gives_way(void **state)
 {
 	const char *const *base = daemon_args();
-	const char *args[12];
+	_cleanup_strv_ char **args = NULL;
 	size_t n = 0;
 	json_t *list;
 	size_t i;
@@ -865,13 +822,12 @@ test_a_record_named_like_the_builtin_gives_way(void **state)
 	                "%s image install --quiet --state-dir %s busybox >/dev/null",
 	                p.state, p.state, p.state, p.state, harness_binary("SANDBOXD"), p.state));
 	for (size_t k = 0; base[k]; k++)
-		args[n++] = base[k];
-	args[n++] = "--accel";
-	args[n++] = "tcg";
-	args[n++] = "--default-image";
-	args[n++] = "busybox";
-	args[n] = NULL;
-	assert_int_equal(harness_restart(&p, harness_binary("SANDBOXD"), args, NULL), 0);
+		assert_int_equal(strv_add(&args, &n, base[k]), 0);
+	assert_int_equal(
+	        strv_extend(&args, &n, "--accel", "tcg", "--default-image", "busybox", NULL), 0);
+	assert_int_equal(
+	        harness_restart(&p, harness_binary("SANDBOXD"), (const char *const *)args, NULL),
+	        0);
 	list = harness_json_timeout(sock, "GET", "/v1/images", NULL, 10000, 200);
 	json_array_foreach (json_object_get(list, "images"), i, v)
 		if (strcmp(harness_str(v, "image"), "busybox") == 0) {

@@ -13,8 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 #include "harness.h"
 #include "util.h"
@@ -83,22 +81,6 @@ stop_daemon(void **state _unused_)
 	return 0;
 }
 
-/* Connects to the unix socket and sends req whole; the fd, its answer not read yet. */
-static int
-send_raw(const char *req)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	size_t n = strlen(req);
-
-	assert_true(fd >= 0);
-	assert_true(strlen(daemon_.sock) < sizeof(sa.sun_path));
-	memcpy(sa.sun_path, daemon_.sock, strlen(daemon_.sock) + 1);
-	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(write(fd, req, n), (ssize_t)n);
-	return fd;
-}
-
 /* ---- the cases ---- */
 
 #define AT_ONCE 12
@@ -108,12 +90,12 @@ send_raw(const char *req)
 static void
 test_failed_logins_at_once_stay_within_the_limit(void **state _unused_)
 {
-	const char *body = "{\"email\":\"victim@example.com\",\"password\":\"guess-number-x\"}";
-	_cleanup_free_ char *req =
-	        strdup_printf("POST /v1/auth/login HTTP/1.1\r\nHost: localhost\r\n"
-	                      "Connection: close\r\nContent-Type: "
-	                      "application/json\r\nContent-Length: %zu\r\n\r\n%s",
-	                      strlen(body), body);
+	const struct harness_req login = {
+		.sock = daemon_.sock,
+		.method = "POST",
+		.path = "/v1/auth/login",
+		.body = "{\"email\":\"victim@example.com\",\"password\":\"guess-number-x\"}",
+	};
 	int fds[AT_ONCE], tried = 0, limited = 0;
 	struct who v;
 
@@ -124,8 +106,9 @@ test_failed_logins_at_once_stay_within_the_limit(void **state _unused_)
 		                    "{\"email\":\"victim@example.com\",\"password\":\"victim-"
 		                    "password-1\"}",
 		                    200, NULL));
+	/* each sent whole on its own connection, the answers read after */
 	for (int i = 0; i < AT_ONCE; i++)
-		fds[i] = send_raw(req);
+		assert_true((fds[i] = harness_request_open(&login)) >= 0);
 	for (int i = 0; i < AT_ONCE; i++) {
 		char *buf = NULL;
 		size_t len = 0;

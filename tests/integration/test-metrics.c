@@ -15,12 +15,12 @@
 static char *
 get(int port, const char *path)
 {
-	char req[256];
+	const struct harness_req rq = {
+		.port = port, .method = "GET", .path = path, .host = "127.0.0.1", .timeout_ms = 5000
+	};
 	char *resp = NULL;
 
-	snprintf(req, sizeof(req),
-	         "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
-	assert_true(harness_raw(NULL, port, req, strlen(req), &resp, 5000) > 0);
+	assert_true(harness_request(&rq, &resp) > 0);
 	return resp;
 }
 

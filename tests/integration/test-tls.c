@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "harness.h"
+#include "strv.h"
 
 static char dir[256];
 static char token[] = "tls-test-token-0123456789abcdef";
@@ -53,21 +54,17 @@ teardown(void **state)
 static int
 curl(int *status, char **body, const char *const *args)
 {
-	const char *argv[40];
+	_cleanup_strv_ char **argv = NULL;
 	char *out = NULL, *nl;
 	size_t n = 0;
 	int rc;
 
-	argv[n++] = "-s";
-	argv[n++] = "-S";
-	argv[n++] = "--max-time";
-	argv[n++] = "10";
-	argv[n++] = "-w";
-	argv[n++] = "\n%{http_code}";
-	for (size_t i = 0; args[i] && n < 39; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
-	rc = harness_run("/usr/bin/curl", argv, NULL, &out);
+	assert_int_equal(strv_extend(&argv, &n, "-s", "-S", "--max-time", "10", "-w",
+	                             "\n%{http_code}", NULL),
+	                 0);
+	for (size_t i = 0; args[i]; i++)
+		assert_int_equal(strv_add(&argv, &n, args[i]), 0);
+	rc = harness_run("/usr/bin/curl", (const char *const *)argv, NULL, &out);
 	*status = 0;
 	nl = out ? strrchr(out, '\n') : NULL;
 	if (nl) {
@@ -85,7 +82,7 @@ static void
 start(struct daemon_proc *p, int port, bool mtls, const char *allowed)
 {
 	char listen[64], tok[300], cert[300], key[300], ca[300];
-	const char *args[16];
+	_cleanup_strv_ char **args = NULL;
 	size_t n = 0;
 
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
@@ -93,24 +90,16 @@ start(struct daemon_proc *p, int port, bool mtls, const char *allowed)
 	snprintf(cert, sizeof(cert), "%s/server.pem", dir);
 	snprintf(key, sizeof(key), "%s/server.key", dir);
 	snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
-	args[n++] = "--listen";
-	args[n++] = listen;
-	args[n++] = "--token-file";
-	args[n++] = tok;
-	args[n++] = "--tls-cert";
-	args[n++] = cert;
-	args[n++] = "--tls-key";
-	args[n++] = key;
-	if (mtls) {
-		args[n++] = "--client-ca";
-		args[n++] = ca;
-	}
-	if (allowed) {
-		args[n++] = "--allowed-host";
-		args[n++] = allowed;
-	}
-	args[n] = NULL;
-	assert_int_equal(harness_start(p, harness_binary("SANDBOXD_FAKE"), args, NULL), 0);
+	assert_int_equal(strv_extend(&args, &n, "--listen", listen, "--token-file", tok,
+	                             "--tls-cert", cert, "--tls-key", key, NULL),
+	                 0);
+	if (mtls)
+		assert_int_equal(strv_extend(&args, &n, "--client-ca", ca, NULL), 0);
+	if (allowed)
+		assert_int_equal(strv_extend(&args, &n, "--allowed-host", allowed, NULL), 0);
+	assert_int_equal(
+	        harness_start(p, harness_binary("SANDBOXD_FAKE"), (const char *const *)args, NULL),
+	        0);
 }
 
 static void

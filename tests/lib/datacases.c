@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "datacases.h"
+#include "strv.h"
 
 static int
 name_cmp(const void *a, const void *b)
@@ -29,16 +30,13 @@ datacases_run(const char *group, const char *dir, const char *suffix,
 	}
 	while ((de = readdir(d))) {
 		size_t len = strlen(de->d_name);
-		char **more;
 		if (len <= slen || strcmp(de->d_name + len - slen, suffix) != 0)
 			continue;
-		more = realloc(names, (n + 1) * sizeof(*names));
-		if (!more || !(more[n] = strndup(de->d_name, len - slen))) {
+		if (strv_push(&names, &n, strndup(de->d_name, len - slen)) < 0) {
+			strv_free(names);
 			closedir(d);
 			return 1;
 		}
-		names = more;
-		n++;
 	}
 	closedir(d);
 	if (n > 0)
@@ -53,9 +51,7 @@ datacases_run(const char *group, const char *dir, const char *suffix,
 			                               .test_func = fn,
 			                               .initial_state = names[i] };
 	r = _cmocka_run_group_tests(group, tests, ntests, NULL, NULL);
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+	strv_free(names);
 	free(tests);
 	return r;
 }

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 #include "harness.h"
+#include "strv.h"
 #include "util.h"
 
 extern char **environ;
@@ -122,34 +123,30 @@ harness_tmpdir(char *out, size_t size)
 	return mkdtemp(out) ? 0 : -1;
 }
 
+/* Our environment with add's "K=V" on top; NULL when out of memory. */
 static char **
 build_env(const char *const *add)
 {
-	size_t n = 0, k = 0;
-	char **e;
+	char **e = NULL;
+	size_t n = 0;
+	int r = 0;
 
-	while (environ[n])
-		n++;
-	while (add && add[k])
-		k++;
-	e = calloc(n + k + 1, sizeof(*e));
-	if (!e)
-		return NULL;
 	/* an added "K=V" replaces the inherited K (getenv would find the first one) */
-	n = 0;
-	for (size_t i = 0; environ[i]; i++) {
+	for (size_t i = 0; r >= 0 && environ[i]; i++) {
 		const char *eq = strchr(environ[i], '=');
 		size_t len = eq ? (size_t)(eq - environ[i]) + 1 : strlen(environ[i]);
 		bool replaced = false;
-		for (size_t j = 0; j < k; j++)
+		for (size_t j = 0; add && add[j]; j++)
 			if (strncmp(add[j], environ[i], len) == 0)
 				replaced = true;
 		if (!replaced)
-			e[n++] = environ[i];
+			r = strv_add(&e, &n, environ[i]);
 	}
-	for (size_t i = 0; i < k; i++)
-		e[n + i] = (char *)add[i];
-	return e;
+	for (size_t i = 0; r >= 0 && add && add[i]; i++)
+		r = strv_add(&e, &n, add[i]);
+	if (r < 0)
+		return strv_free(e);
+	return e ?: calloc(1, sizeof(char *));
 }
 
 static pid_t
@@ -159,16 +156,18 @@ spawn(const char *binary, const char *const *args, const char *const *env, const
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	sigset_t none;
-	char **envp = build_env(env);
-	const char *argv[64];
+	_cleanup_strv_ char **envp = build_env(env), **argv = NULL;
 	size_t n = 0;
 	pid_t pid;
 	int r;
 
-	argv[n++] = binary;
-	for (size_t i = 0; args && args[i] && n < 63; i++)
-		argv[n++] = args[i];
-	argv[n] = NULL;
+	r = strv_add(&argv, &n, binary);
+	for (size_t i = 0; r >= 0 && args && args[i]; i++)
+		r = strv_add(&argv, &n, args[i]);
+	if (r < 0 || !envp) {
+		fprintf(stderr, "harness: cannot start %s: out of memory\n", binary);
+		return -1;
+	}
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	if (out_path) {
@@ -183,10 +182,9 @@ spawn(const char *binary, const char *const *args, const char *const *env, const
 	sigemptyset(&none);
 	posix_spawnattr_setsigmask(&attr, &none);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-	r = posix_spawn(&pid, binary, &fa, &attr, (char *const *)argv, envp);
+	r = posix_spawn(&pid, binary, &fa, &attr, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
-	free(envp);
 	if (r != 0) {
 		fprintf(stderr, "harness: cannot start %s: %s\n", binary, strerror(r));
 		return -1;
@@ -247,37 +245,36 @@ harness_set_launcher(const char *const *argv)
 static int
 launch(struct daemon_proc *p, const char *binary, const char *const *extra, const char *const *env)
 {
-	const char *args[80];
+	_cleanup_strv_ char **args = NULL;
 	const char *spawned = binary, *product = getenv("SANDBOXD");
 	bool egress = false;
 	size_t n = 0;
+	int r = 0;
 
 	if (launcher && launcher[0]) {
 		/* spawn() puts the program first: the launcher's own words, then the daemon */
 		spawned = launcher[0];
-		for (size_t i = 1; launcher[i] && n < 12; i++)
-			args[n++] = launcher[i];
-		args[n++] = binary;
+		for (size_t i = 1; r >= 0 && launcher[i]; i++)
+			r = strv_add(&args, &n, launcher[i]);
+		if (r >= 0)
+			r = strv_add(&args, &n, binary);
 	}
-	args[n++] = "--state-dir";
-	args[n++] = p->state;
-	args[n++] = "--socket";
-	args[n++] = p->sock;
-	for (size_t i = 0; extra && extra[i] && n < 76; i++) {
+	if (r >= 0)
+		r = strv_extend(&args, &n, "--state-dir", p->state, "--socket", p->sock, NULL);
+	for (size_t i = 0; r >= 0 && extra && extra[i]; i++) {
 		if (strcmp(extra[i], "--egress") == 0)
 			egress = true;
-		args[n++] = extra[i];
+		r = strv_add(&args, &n, extra[i]);
 	}
 	/* the machine's own network is never a test's: the product's egress (taps, table inet
 	 * sandboxd, ports 3128/7353) only where a test asks for it, in namespaces it made */
-	if (!egress && product && strcmp(binary, product) == 0) {
-		args[n++] = "--egress";
-		args[n++] = "off";
-	}
-	args[n] = NULL;
+	if (r >= 0 && !egress && product && strcmp(binary, product) == 0)
+		r = strv_extend(&args, &n, "--egress", "off", NULL);
+	if (r < 0)
+		return -1;
 	/* each start writes a fresh log so the readiness check sees this run's line */
 	unlink(p->log);
-	p->pid = spawn(spawned, args, env, p->log, -1);
+	p->pid = spawn(spawned, (const char *const *)args, env, p->log, -1);
 	if (p->pid < 0)
 		return -1;
 	track(p->pid, true);
@@ -336,10 +333,11 @@ harness_start_vm(struct daemon_proc *p, const char *const *extra_args, const cha
 {
 	const char *bundle = harness_vm_bundle();
 	const char *bin = harness_binary("SANDBOXD");
-	const char *args[48];
+	_cleanup_strv_ char **args = NULL;
 	char cmd[2048];
 	size_t n = 0;
 	bool accel = false, image = false;
+	int r = 0;
 
 	memset(p, 0, sizeof(*p));
 	if (harness_tmpdir(p->dir, sizeof(p->dir)) < 0)
@@ -354,24 +352,21 @@ harness_start_vm(struct daemon_proc *p, const char *const *extra_args, const cha
 	         p->state, bundle, p->state, bundle, p->state);
 	if (system(cmd) != 0)
 		return -1;
-	for (size_t i = 0; extra_args && extra_args[i] && n < 40; i++) {
+	for (size_t i = 0; r >= 0 && extra_args && extra_args[i]; i++) {
 		if (strcmp(extra_args[i], "--accel") == 0)
 			accel = true;
 		if (strcmp(extra_args[i], "--default-image") == 0)
 			image = true;
-		args[n++] = extra_args[i];
+		r = strv_add(&args, &n, extra_args[i]);
 	}
-	if (!accel) {
-		args[n++] = "--accel";
-		args[n++] = "tcg";
-	}
+	if (r >= 0 && !accel)
+		r = strv_extend(&args, &n, "--accel", "tcg", NULL);
 	/* the bundle's small disk, not sandbox-base (minutes to build) */
-	if (!image) {
-		args[n++] = "--default-image";
-		args[n++] = "busybox";
-	}
-	args[n] = NULL;
-	return launch(p, bin, args, env);
+	if (r >= 0 && !image)
+		r = strv_extend(&args, &n, "--default-image", "busybox", NULL);
+	if (r < 0)
+		return -1;
+	return launch(p, bin, (const char *const *)args, env);
 }
 
 int
@@ -514,8 +509,8 @@ harness_run(const char *binary, const char *const *args, const char *const *env,
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static int
-connect_to(const char *sock_path, int port)
+int
+harness_connect(const char *sock_path, int port)
 {
 	int fd;
 
@@ -538,58 +533,118 @@ connect_to(const char *sock_path, int port)
 	return -1;
 }
 
+/* Sends all of p; -1 when the peer stopped taking it. */
+static int
+send_all(int fd, const void *p, size_t len)
+{
+	const char *c = p;
+
+	while (len > 0) {
+		ssize_t k = send(fd, c, len, MSG_NOSIGNAL);
+		if (k <= 0)
+			return -1;
+		c += k;
+		len -= (size_t)k;
+	}
+	return 0;
+}
+
 ssize_t
 harness_raw(const char *sock_path, int port, const void *req, size_t len, char **ret_response,
             int timeout_ms)
 {
-	int fd = connect_to(sock_path, port);
-	size_t cap = 65536, got = 0;
-	const char *p = req;
-	char *out;
+	int fd = harness_connect(sock_path, port);
+	char *out = NULL;
+	size_t got = 0;
 
 	if (fd < 0)
 		return -1;
-	while (len > 0) {
-		ssize_t k = send(fd, p, len, MSG_NOSIGNAL);
-		if (k <= 0)
-			break; /* the server may close early on bad input: read what it said */
-		p += k;
-		len -= (size_t)k;
-	}
-	out = malloc(cap + 1);
-	if (!out) {
-		close(fd);
-		return -1;
-	}
+	/* the server may close early on bad input: read what it said */
+	(void)send_all(fd, req, len);
 	/* the whole read ends by the deadline, so an endless stream ends too */
-	struct timespec start;
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	for (;;) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		struct timespec now;
-		long left;
-		ssize_t k;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		left = timeout_ms - ((now.tv_sec - start.tv_sec) * 1000 +
-		                     (now.tv_nsec - start.tv_nsec) / 1000000);
-		if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
-			break;
-		if (got == cap) {
-			char *n = realloc(out, cap * 2 + 1);
-			if (!n)
-				break;
-			out = n;
-			cap *= 2;
-		}
-		k = recv(fd, out + got, cap - got, 0);
-		if (k <= 0)
-			break;
-		got += (size_t)k;
-	}
-	out[got] = '\0';
+	(void)harness_stream_read(fd, timeout_ms, NULL, &out, &got);
 	close(fd);
+	if (!out)
+		return -1;
 	*ret_response = out;
 	return (ssize_t)got;
+}
+
+/* The text of rq: the request line and Host; for an answer read whole (!stream) Connection:
+ * close, the extra headers, the body's type and length (0 without one) and the body; for a
+ * stream the extra headers alone. */
+static char *
+request_text(const struct harness_req *rq, bool stream)
+{
+	const char *host = rq->host ? rq->host : "localhost",
+	           *hdrs = rq->headers ? rq->headers : "";
+
+	if (stream)
+		return strdup_printf("%s %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", rq->method, rq->path,
+		                     host, hdrs);
+	return strdup_printf("%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n%s%s"
+	                     "Content-Length: %zu\r\n\r\n%s",
+	                     rq->method, rq->path, host, hdrs,
+	                     rq->body ? "Content-Type: application/json\r\n" : "",
+	                     rq->body ? strlen(rq->body) : 0, rq->body ? rq->body : "");
+}
+
+int
+harness_request(const struct harness_req *rq, char **ret_response)
+{
+	_cleanup_free_ char *text = request_text(rq, false);
+	char *resp = NULL;
+	int status = -1;
+
+	if (text && harness_raw(rq->sock, rq->port, text, strlen(text), &resp,
+	                        rq->timeout_ms > 0 ? rq->timeout_ms : 30000) > 0)
+		sscanf(resp, "HTTP/1.1 %d", &status);
+	if (ret_response)
+		*ret_response = resp ? resp : strdup("");
+	else
+		free(resp);
+	return status;
+}
+
+/* Connects and sends rq (as request_text() writes it); the fd, or -1. */
+static int
+request_send(const struct harness_req *rq, bool stream)
+{
+	_cleanup_free_ char *text = request_text(rq, stream);
+	int fd = text ? harness_connect(rq->sock, rq->port) : -1;
+
+	if (fd >= 0 && send_all(fd, text, strlen(text)) < 0)
+		fd = safe_close(fd);
+	return fd;
+}
+
+int
+harness_request_open(const struct harness_req *rq)
+{
+	return request_send(rq, false);
+}
+
+/* A request to the unix socket (harness_request), its answer split into the head (without the
+ * blank line) and the body. */
+static int
+http_parts(const char *sock_path, const char *method, const char *path, const char *headers,
+           const char *body, int timeout_ms, char **ret_head, char **ret_body)
+{
+	const struct harness_req rq = { .sock = sock_path,
+		                        .method = method,
+		                        .path = path,
+		                        .headers = headers,
+		                        .body = body,
+		                        .timeout_ms = timeout_ms };
+	_cleanup_free_ char *resp = NULL;
+	int status = harness_request(&rq, &resp);
+	const char *end = resp ? strstr(resp, "\r\n\r\n") : NULL;
+
+	if (ret_head)
+		*ret_head = end ? strndup(resp, (size_t)(end - resp)) : strdup(resp ? resp : "");
+	if (ret_body)
+		*ret_body = strdup(end ? end + 4 : "");
+	return status;
 }
 
 int
@@ -603,64 +658,14 @@ int
 harness_http_timeout(const char *sock_path, const char *method, const char *path, const char *body,
                      int timeout_ms, char **ret_body)
 {
-	char head[1024];
-	char *req, *resp = NULL, *b;
-	size_t blen = body ? strlen(body) : 0;
-	int status = -1, n;
-
-	n = snprintf(head, sizeof(head),
-	             "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
-	             "%sContent-Length: %zu\r\n\r\n",
-	             method, path, body ? "Content-Type: application/json\r\n" : "", blen);
-	req = malloc((size_t)n + blen + 1);
-	if (!req)
-		return -1;
-	memcpy(req, head, (size_t)n);
-	if (blen)
-		memcpy(req + n, body, blen);
-	if (harness_raw(sock_path, 0, req, (size_t)n + blen, &resp, timeout_ms) > 0)
-		sscanf(resp, "HTTP/1.1 %d", &status);
-	free(req);
-	if (ret_body) {
-		b = resp ? strstr(resp, "\r\n\r\n") : NULL;
-		*ret_body = strdup(b ? b + 4 : "");
-	}
-	free(resp);
-	return status;
+	return http_parts(sock_path, method, path, NULL, body, timeout_ms, NULL, ret_body);
 }
 
 int
 harness_http_headers(const char *sock_path, const char *method, const char *path,
                      const char *extra_headers, const char *body, char **ret_head, char **ret_body)
 {
-	size_t blen = body ? strlen(body) : 0;
-	_cleanup_free_ char *head =
-	        strdup_printf("%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n%s"
-	                      "%sContent-Length: %zu\r\n\r\n",
-	                      method, path, extra_headers ? extra_headers : "",
-	                      body ? "Content-Type: application/json\r\n" : "", blen);
-	_cleanup_free_ char *req = NULL, *resp = NULL;
-	size_t n;
-	char *end;
-	int status = -1;
-
-	if (!head)
-		return -1;
-	n = strlen(head);
-	req = malloc(n + blen + 1);
-	if (!req)
-		return -1;
-	memcpy(req, head, n);
-	if (blen)
-		memcpy(req + n, body, blen);
-	if (harness_raw(sock_path, 0, req, n + blen, &resp, 30000) > 0)
-		sscanf(resp, "HTTP/1.1 %d", &status);
-	end = resp ? strstr(resp, "\r\n\r\n") : NULL;
-	if (ret_head)
-		*ret_head = end ? strndup(resp, (size_t)(end - resp)) : strdup(resp ? resp : "");
-	if (ret_body)
-		*ret_body = strdup(end ? end + 4 : "");
-	return status;
+	return http_parts(sock_path, method, path, extra_headers, body, 0, ret_head, ret_body);
 }
 
 char *
@@ -686,26 +691,11 @@ int
 harness_stream_open(const char *sock_path, const char *method, const char *path,
                     const char *extra_headers)
 {
-	_cleanup_free_ char *req = strdup_printf("%s %s HTTP/1.1\r\nHost: localhost\r\n%s\r\n",
-	                                         method, path, extra_headers ? extra_headers : "");
-	int fd;
-	size_t len, off = 0;
+	const struct harness_req rq = {
+		.sock = sock_path, .method = method, .path = path, .headers = extra_headers
+	};
 
-	if (!req)
-		return -1;
-	fd = connect_to(sock_path, 0);
-	if (fd < 0)
-		return -1;
-	len = strlen(req);
-	while (off < len) {
-		ssize_t k = send(fd, req + off, len - off, MSG_NOSIGNAL);
-		if (k <= 0) {
-			close(fd);
-			return -1;
-		}
-		off += (size_t)k;
-	}
-	return fd;
+	return request_send(&rq, true);
 }
 
 int

@@ -79,11 +79,36 @@ int harness_run_checked(const char *binary, const char *const *args, const char 
 void harness_expect_in(const char *out, const char *needle);
 void harness_expect_not_in(const char *out, const char *needle);
 
-/* Sends raw bytes to a unix socket (path) or TCP 127.0.0.1:port (port > 0) and reads the
- * answer until the server closes or timeout_ms have passed since the start (an endless
- * stream ends there too). Returns bytes read or -1. */
+/* The one HTTP client of the tests. Everything goes to a unix socket (sock_path) or, when
+ * that is NULL, to TCP 127.0.0.1:port, on a connection of its own. */
+
+/* A connected fd (caller closes), or -1. */
+int harness_connect(const char *sock_path, int port);
+
+/* Sends raw bytes and reads the answer until the server closes or timeout_ms have passed
+ * since the start (an endless stream ends there too). Returns bytes read or -1. */
 ssize_t harness_raw(const char *sock_path, int port, const void *req, size_t len,
                     char **ret_response, int timeout_ms);
+
+/* A request: sent with Connection: close, the extra header lines, and the body as JSON with
+ * its Content-Length (0 without a body). */
+struct harness_req {
+	const char *sock; /* the unix socket; NULL: TCP to 127.0.0.1:port */
+	int port;
+	const char *method;
+	const char *path;
+	const char *host;    /* the Host header; NULL: localhost */
+	const char *headers; /* more header lines, each ending in "\r\n"; NULL: none */
+	const char *body;    /* NULL: none */
+	int timeout_ms;      /* for the whole answer; 0: 30 s */
+};
+/* Sends rq and reads the answer until the server closes (or the time is up). Returns the HTTP
+ * status (-1: no answer) and *ret_response (optional) the whole answer ("" when none; caller
+ * frees). */
+int harness_request(const struct harness_req *rq, char **ret_response);
+/* Sends rq and returns the connected fd without reading the answer (caller closes; read it
+ * with harness_stream_read), or -1. */
+int harness_request_open(const struct harness_req *rq);
 
 /* A JSON request over the unix socket with Host: localhost. Returns the HTTP status (or -1)
  * and the body (caller frees). body may be NULL. */

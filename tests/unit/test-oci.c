@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include "oci.h"
+#include "strv.h"
 #include "util.h"
 
 #define HEX_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
@@ -512,10 +513,9 @@ test_config_table(void **state _unused_)
 		for (; env[n]; n++) {
 			assert_non_null(c->env[n]);
 			assert_string_equal(env[n], c->env[n]);
-			free(env[n]);
 		}
 		assert_null(c->env[n]);
-		free(env);
+		strv_free(env);
 	}
 }
 
@@ -536,9 +536,7 @@ test_config_env_bound(void **state _unused_)
 			assert_int_equal(r, 0);
 			assert_string_equal(env[n - 1], "V1023=x");
 			assert_null(env[n]);
-			for (unsigned i = 0; i < n; i++)
-				free(env[i]);
-			free(env);
+			strv_free(env);
 		} else {
 			assert_int_equal(r, -EINVAL);
 			free(err);

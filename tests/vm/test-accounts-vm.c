@@ -209,10 +209,8 @@ attach_read(struct attach *a, int timeout_ms, const char *until)
 
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (;;) {
-		struct pollfd pfd = { .fd = a->fd, .events = POLLIN };
-		char chunk[16384], *grown;
 		long left;
-		ssize_t k;
+		int r;
 
 		parse_frames(a);
 		if (until && a->out && strstr(a->out, until))
@@ -220,26 +218,14 @@ attach_read(struct attach *a, int timeout_ms, const char *until)
 		left = timeout_ms - ms_since(&start);
 		if (left <= 0)
 			return 0;
-		k = poll(&pfd, 1, (int)left);
-		if (k < 0 && errno != EINTR)
-			fail_msg("%s: poll: %s", a->name, strerror(errno));
-		if (k <= 0)
-			continue;
-		k = recv(a->fd, chunk, sizeof(chunk), 0);
-		if (k == 0 || (k < 0 && errno == ECONNRESET)) {
+		/* 100 ms at a time, so that until is looked for as the output grows */
+		r = harness_stream_read(a->fd, (int)MIN(left, 100), NULL, &a->raw, &a->raw_len);
+		if (r < 0)
+			fail_msg("%s: reading the attach: %s", a->name, strerror(errno));
+		if (r == 1) {
 			parse_frames(a);
 			return 1;
 		}
-		if (k < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			fail_msg("%s: recv: %s", a->name, strerror(errno));
-		}
-		grown = realloc(a->raw, a->raw_len + (size_t)k);
-		assert_non_null(grown);
-		memcpy(grown + a->raw_len, chunk, (size_t)k);
-		a->raw = grown;
-		a->raw_len += (size_t)k;
 	}
 }
 

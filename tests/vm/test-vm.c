@@ -295,10 +295,11 @@ test_kept_process_outlives_client_and_daemon(void **state)
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes/%lld/output", id,
 	         (long long)json_integer_value(json_object_get(proc, "pid")));
 	{
-		char req[400];
-		ssize_t n;
-		snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n", path);
-		n = harness_raw(p.sock, 0, req, strlen(req), &output, 2500);
+		int fd = harness_stream_open(p.sock, "GET", path, NULL);
+		size_t n = 0;
+		assert_true(fd >= 0);
+		(void)harness_stream_read(fd, 2500, NULL, &output, &n);
+		close(fd);
 		assert_true(n > 0);
 	}
 	{

@@ -1,6 +1,7 @@
-/* ring.h: the output ring of one guest process: the newest bytes of its output, the stream
- * (stdout or stderr) of every byte, and byte offsets counted from the process's start.
- * Storage grows on demand up to the maximum, then the oldest bytes are overwritten. */
+/* ring.h: the output ring of one process: the newest bytes of its output, the stream (stdout
+ * or stderr) of every byte, and byte offsets counted from the process's start. The guest keeps
+ * one per process until the host acknowledges its bytes; sandboxd keeps one per process for its
+ * readers. Storage grows on demand up to the maximum, then the oldest bytes are overwritten. */
 #pragma once
 
 #include <stddef.h>
@@ -25,6 +26,9 @@ void ring_free(struct ring *r);
  * The bytes always count in end; -ENOMEM when storage could not grow, in which case older
  * bytes (or, before the first allocation, these bytes) are dropped instead. */
 int ring_write(struct ring *r, uint8_t stream, const void *p, size_t n);
+/* Forgets every byte before offset to. A to past end is a gap (bytes dropped elsewhere): end
+ * moves there and the ring holds nothing. */
+void ring_skip(struct ring *r, uint64_t to);
 
 /* The longest run of bytes of one stream starting at offset from, at most max bytes and
  * contiguous in memory: returns its length (0 when from is outside [start, end)), the stream

@@ -145,6 +145,18 @@ ring_write(struct ring *r, uint8_t stream, const void *p, size_t n)
 	return ret;
 }
 
+void
+ring_skip(struct ring *r, uint64_t to)
+{
+	if (to >= r->end) {
+		r->start = r->end = to;
+		r->head = 0;
+	} else if (to > r->start) {
+		r->head = (r->head + (size_t)(to - r->start)) & (r->cap - 1);
+		r->start = to;
+	}
+}
+
 size_t
 ring_peek(const struct ring *r, uint64_t from, size_t max, uint8_t *ret_stream,
           const uint8_t **ret_data)
