@@ -15,24 +15,34 @@ import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-# Which folders each folder may include (besides itself). lib/ is below everything.
+# Which folders each folder may include (besides itself), top to bottom. lib/ is below
+# everything; types/ (struct err, the policy's types) is the daemon's shared vocabulary.
+BELOW_CORE = {"daemon/accounts", "daemon/store", "daemon/vm", "daemon/images", "daemon/net",
+              "daemon/bundle", "daemon/types", "daemon/sys", "egress", "lib"}
 ALLOWED = {
     "daemon/cmd": "*",
-    "daemon/api": {"daemon/http", "daemon/core", "daemon/accounts", "daemon/store",
-                   "daemon/vm", "daemon/images", "daemon/net", "daemon/bundle", "daemon/sys",
-                   "egress", "lib", "web"},
+    "daemon/api": {"daemon/http", "daemon/core", "web"} | BELOW_CORE,
     "daemon/http": {"lib"},
-    "daemon/core": {"daemon/accounts", "daemon/store", "daemon/vm", "daemon/images",
-                    "daemon/net", "daemon/bundle", "daemon/sys", "lib"},
-    "daemon/accounts": {"daemon/store", "lib"},
-    "daemon/store": {"lib"},
-    "daemon/vm": {"daemon/bundle", "daemon/sys", "lib"},
-    "daemon/images": {"daemon/bundle", "daemon/sys", "lib"},
-    "daemon/net": {"daemon/sys", "egress", "lib"},
-    "daemon/bundle": {"daemon/sys", "lib"},
+    "daemon/core": BELOW_CORE,
+    "daemon/accounts": {"daemon/store", "daemon/types", "lib"},
+    "daemon/store": {"daemon/types", "lib"},
+    "daemon/vm": {"daemon/bundle", "daemon/types", "daemon/sys", "lib"},
+    "daemon/images": {"daemon/bundle", "daemon/types", "daemon/sys", "lib"},
+    "daemon/net": {"daemon/types", "egress", "lib"},
+    "daemon/bundle": {"daemon/types", "daemon/sys", "lib"},
+    "daemon/types": {"lib"},
     "daemon/sys": {"lib"},
     "egress": {"lib"},
     "lib": set(),
+}
+
+# Single headers a lower folder may include from a higher one, each with its reason. These
+# edges are not counted as circles: the header includes nothing of the folder that includes
+# it (checked below).
+EXCEPTIONS = {
+    ("daemon/vm", "daemon/core/sandbox.h"):
+        "the backend is handed the sandbox object it runs (and reads its id and directory); "
+        "it calls nothing of the core (lint/check-vm-calls)",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
@@ -59,6 +69,7 @@ def main():
             folder_of[extra] = os.path.dirname(extra)
 
     bad = []
+    excepted = set()
     edges = {}  # (folder, folder) -> an example "file includes header"
     for f in files:
         text = open(os.path.join(ROOT, f), encoding="utf-8", errors="replace").read()
@@ -72,9 +83,19 @@ def main():
                 bad.append(f"{f}: #include \"{name}\" names {len(targets)} files")
                 continue
             a, b = folder_of[f], folder_of.get(targets[0], os.path.dirname(targets[0]))
-            if a != b:
-                edges.setdefault((a, b), f"{f} includes {targets[0]}")
+            if a == b:
+                continue
+            if (a, targets[0]) in EXCEPTIONS:
+                excepted.add((a, targets[0]))
+                continue
+            edges.setdefault((a, b), f"{f} includes {targets[0]}")
 
+    for a, header in sorted(EXCEPTIONS):
+        text = open(os.path.join(ROOT, header), encoding="utf-8").read()
+        for name in INCLUDE.findall(text):
+            for t in by_name.get(os.path.basename(name), []):
+                if folder_of.get(t) == a:
+                    bad.append(f"{header}, an exception for {a}, includes {t} of {a}")
     for (a, b), why in sorted(edges.items()):
         allowed = ALLOWED.get(a)
         if allowed is None:

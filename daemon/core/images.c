@@ -15,7 +15,6 @@
 #include "images.h"
 #include "log.h"
 #include "oci.h"
-#include "request.h"
 #include "sandboxd.h"
 #include "strv.h"
 #include "tool.h"
