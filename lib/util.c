@@ -252,6 +252,24 @@ strdup_printf(const char *fmt, ...)
 	return n < 0 ? NULL : s;
 }
 
+int
+error_printf(char **ret_error, int r, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ret_error) {
+		char *m = NULL;
+
+		va_start(ap, fmt);
+		if (vasprintf(&m, fmt, ap) < 0)
+			m = NULL;
+		va_end(ap);
+		free(*ret_error);
+		*ret_error = m;
+	}
+	return r;
+}
+
 bool
 str_has_prefix(const char *s, const char *prefix)
 {

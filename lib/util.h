@@ -66,6 +66,9 @@ int write_file_atomic(const char *path, const void *data, size_t len, mode_t mod
 
 /* asprintf that returns NULL on failure and never leaves *ret undefined. */
 char *strdup_printf(const char *fmt, ...) _printf_(1, 2);
+/* Replaces *ret_error (when ret_error is not NULL) with the message (NULL when out of memory)
+ * and returns r: `return error_printf(ret_error, -EINVAL, "...", ...);`. */
+int error_printf(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
 
 bool str_has_prefix(const char *s, const char *prefix);
 

@@ -560,6 +560,21 @@ struct recover_counts {
 	unsigned taken_back, failed, kept;
 };
 
+/* Takes a running VM back (take_back); a failure fails the sandbox and is counted. */
+static bool
+took_back(struct sandboxd *d, struct backend *b, struct sandbox *sb,
+          const struct backend_found *found, struct recover_counts *c)
+{
+	int r = take_back(d, b, sb, found);
+
+	if (r < 0) {
+		fail(d, sb, "its VM could not be taken back: %s", strerror(-r));
+		c->failed++;
+		return false;
+	}
+	return true;
+}
+
 /* Decides what one stored sandbox becomes now that sandboxd runs again. */
 static void
 recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
@@ -595,12 +610,8 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 	case SANDBOX_STARTING:
 		if (st == BACKEND_RUNNING) {
 			/* its VM came up (or is coming up) meanwhile: supervise it again */
-			r = take_back(d, b, sb, &found);
-			if (r < 0) {
-				fail(d, sb, "its VM could not be taken back: %s", strerror(-r));
-				c->failed++;
+			if (!took_back(d, b, sb, &found, c))
 				return;
-			}
 			if (sb->state == SANDBOX_PENDING)
 				(void)sandbox_set_state(d, sb, SANDBOX_STARTING, NULL);
 			(void)sandbox_set_state(d, sb, SANDBOX_RUNNING, NULL);
@@ -613,12 +624,8 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 	case SANDBOX_RUNNING:
 	case SANDBOX_SUSPENDED:
 		if (st == BACKEND_RUNNING) {
-			r = take_back(d, b, sb, &found);
-			if (r < 0) {
-				fail(d, sb, "its VM could not be taken back: %s", strerror(-r));
-				c->failed++;
+			if (!took_back(d, b, sb, &found, c))
 				return;
-			}
 			c->taken_back++;
 		} else {
 			fail(d, sb, "its VM ended while sandboxd was not running");

@@ -40,23 +40,6 @@ image_ref_valid(const char *image)
 #define MT_DOCKER_MANIFEST "application/vnd.docker.distribution.manifest.v2+json"
 #define MT_DOCKER_LIST "application/vnd.docker.distribution.manifest.list.v2+json"
 
-static int _printf_(3, 4) fail(char **ret_error, int r, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (ret_error) {
-		char *m = NULL;
-
-		va_start(ap, fmt);
-		if (vasprintf(&m, fmt, ap) < 0)
-			m = NULL;
-		va_end(ap);
-		free(*ret_error);
-		*ret_error = m;
-	}
-	return r;
-}
-
 bool
 oci_digest_valid(const char *s)
 {
@@ -204,10 +187,11 @@ oci_ref_parse(const char *s, struct oci_ref *ret, char **ret_error)
 	size_t n;
 
 	if (isempty(s))
-		return fail(ret_error, -EINVAL, "image reference is empty");
+		return error_printf(ret_error, -EINVAL, "image reference is empty");
 	n = strlen(s);
 	if (n > REF_MAX)
-		return fail(ret_error, -EINVAL, "image reference is longer than %u bytes", REF_MAX);
+		return error_printf(ret_error, -EINVAL, "image reference is longer than %u bytes",
+		                    REF_MAX);
 	copy = strdup(s);
 	if (!copy)
 		return -ENOMEM;
@@ -217,10 +201,11 @@ oci_ref_parse(const char *s, struct oci_ref *ret, char **ret_error)
 	if (at) {
 		*at = '\0';
 		if (!oci_digest_valid(at + 1))
-			return fail(ret_error, -EINVAL,
-			            "image reference '%s': digest must be sha256: and 64 lowercase "
-			            "hex digits",
-			            s);
+			return error_printf(
+			        ret_error, -EINVAL,
+			        "image reference '%s': digest must be sha256: and 64 lowercase "
+			        "hex digits",
+			        s);
 		digest = strdup(at + 1);
 		if (!digest)
 			return -ENOMEM;
@@ -231,16 +216,17 @@ oci_ref_parse(const char *s, struct oci_ref *ret, char **ret_error)
 	if (colon) {
 		*colon = '\0';
 		if (!tag_valid(colon + 1))
-			return fail(ret_error, -EINVAL,
-			            "image reference '%s': tag '%s' is not valid (letters, digits, "
-			            "'_', '.', '-', at most %u, not starting with '.' or '-')",
-			            s, colon + 1, TAG_MAX);
+			return error_printf(
+			        ret_error, -EINVAL,
+			        "image reference '%s': tag '%s' is not valid (letters, digits, "
+			        "'_', '.', '-', at most %u, not starting with '.' or '-')",
+			        s, colon + 1, TAG_MAX);
 		tag = strdup(colon + 1);
 		if (!tag)
 			return -ENOMEM;
 	}
 	if (!*name)
-		return fail(ret_error, -EINVAL, "image reference '%s' has no name", s);
+		return error_printf(ret_error, -EINVAL, "image reference '%s' has no name", s);
 
 	slash = strchr(name, '/');
 	remote = name;
@@ -249,7 +235,7 @@ oci_ref_parse(const char *s, struct oci_ref *ret, char **ret_error)
 	              memchr(name, '[', (size_t)(slash - name)) ||
 	              (slash - name == 9 && strneq(name, "localhost", 9)))) {
 		if (!registry_valid(name, (size_t)(slash - name)))
-			return fail(
+			return error_printf(
 			        ret_error, -EINVAL,
 			        "image reference '%s': registry '%.*s' is not a valid lowercase "
 			        "host[:port]",
@@ -268,14 +254,15 @@ oci_ref_parse(const char *s, struct oci_ref *ret, char **ret_error)
 			for (size_t i = 0; i < len; i++)
 				upper = upper || (p[i] >= 'A' && p[i] <= 'Z');
 			if (upper)
-				return fail(
+				return error_printf(
 				        ret_error, -EINVAL,
 				        "image reference '%s': repository names must be lowercase",
 				        s);
-			return fail(ret_error, -EINVAL,
-			            "image reference '%s': '%.*s' is not a valid repository name "
-			            "component",
-			            s, (int)len, p);
+			return error_printf(
+			        ret_error, -EINVAL,
+			        "image reference '%s': '%.*s' is not a valid repository name "
+			        "component",
+			        s, (int)len, p);
 		}
 		if (!e)
 			break;
@@ -298,8 +285,9 @@ oci_ref_parse(const char *s, struct oci_ref *ret, char **ret_error)
 		return -ENOMEM;
 	/* bounded after normalisation, so a name reads back the same when written in full */
 	if (strlen(registry) > NAME_MAX_BYTES || strlen(repository) > NAME_MAX_BYTES)
-		return fail(ret_error, -EINVAL, "image reference '%s': name longer than %u bytes",
-		            s, NAME_MAX_BYTES);
+		return error_printf(ret_error, -EINVAL,
+		                    "image reference '%s': name longer than %u bytes", s,
+		                    NAME_MAX_BYTES);
 	if (!tag && !digest) {
 		tag = strdup("latest");
 		if (!tag)
@@ -348,15 +336,15 @@ load(const char *json, size_t len, const char *what, json_t **ret, char **ret_er
 	json_t *j;
 
 	if (len > OCI_MANIFEST_MAX)
-		return fail(ret_error, -EINVAL, "%s is larger than %u bytes", what,
-		            OCI_MANIFEST_MAX);
+		return error_printf(ret_error, -EINVAL, "%s is larger than %u bytes", what,
+		                    OCI_MANIFEST_MAX);
 	j = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!j)
-		return fail(ret_error, -EINVAL, "%s is not valid JSON: %.80s (line %d)", what,
-		            jerr.text, jerr.line);
+		return error_printf(ret_error, -EINVAL, "%s is not valid JSON: %.80s (line %d)",
+		                    what, jerr.text, jerr.line);
 	if (!json_is_object(j)) {
 		json_decref(j);
-		return fail(ret_error, -EINVAL, "%s is not a JSON object", what);
+		return error_printf(ret_error, -EINVAL, "%s is not a JSON object", what);
 	}
 	*ret = j;
 	return 0;
@@ -413,19 +401,20 @@ parse_descriptor(const json_t *o, const char *what, struct oci_descriptor *ret, 
 	char *m, *d;
 
 	if (!json_is_object(o))
-		return fail(ret_error, -EINVAL, "%s is not an object", what);
+		return error_printf(ret_error, -EINVAL, "%s is not an object", what);
 	mt = get_str(o, "mediaType");
 	if (isempty(mt) || strlen(mt) > 255)
-		return fail(ret_error, -EINVAL, "%s has no valid mediaType", what);
+		return error_printf(ret_error, -EINVAL, "%s has no valid mediaType", what);
 	digest = get_str(o, "digest");
 	if (!digest)
-		return fail(ret_error, -EINVAL, "%s has no digest", what);
+		return error_printf(ret_error, -EINVAL, "%s has no digest", what);
 	if (!oci_digest_valid(digest))
-		return fail(ret_error, -EINVAL,
-		            "%s: digest '%.80s' is not sha256 (64 lowercase hex)", what, digest);
+		return error_printf(ret_error, -EINVAL,
+		                    "%s: digest '%.80s' is not sha256 (64 lowercase hex)", what,
+		                    digest);
 	size = json_object_get(o, "size");
 	if (!json_is_integer(size) || json_integer_value(size) < 0)
-		return fail(ret_error, -EINVAL, "%s has no valid size", what);
+		return error_printf(ret_error, -EINVAL, "%s has no valid size", what);
 	m = strdup(mt);
 	d = strdup(digest);
 	if (!m || !d) {
@@ -447,16 +436,17 @@ check_schema2(const json_t *j, const char *what, char **ret_error)
 	const json_t *v = json_object_get(j, "schemaVersion");
 
 	if (!json_is_integer(v))
-		return fail(ret_error, -EINVAL, "%s has no schemaVersion", what);
+		return error_printf(ret_error, -EINVAL, "%s has no schemaVersion", what);
 	if (json_integer_value(v) == 1)
-		return fail(ret_error, -EINVAL,
-		            "%s is a Docker schema 1 manifest, which is not supported (push the "
-		            "image again with a current tool)",
-		            what);
+		return error_printf(
+		        ret_error, -EINVAL,
+		        "%s is a Docker schema 1 manifest, which is not supported (push the "
+		        "image again with a current tool)",
+		        what);
 	if (json_integer_value(v) != 2)
-		return fail(ret_error, -EINVAL,
-		            "%s has schemaVersion %" JSON_INTEGER_FORMAT ", not 2", what,
-		            json_integer_value(v));
+		return error_printf(ret_error, -EINVAL,
+		                    "%s has schemaVersion %" JSON_INTEGER_FORMAT ", not 2", what,
+		                    json_integer_value(v));
 	return 0;
 }
 
@@ -490,10 +480,10 @@ oci_document_kind(const char *json, size_t len, const char *media_type, enum oci
 		    !(media_type_is(mt, "application/json") ||
 		      media_type_is(mt, "application/octet-stream") ||
 		      media_type_is(mt, "text/plain")))
-			return fail(ret_error, -EINVAL,
-			            "manifest has media type '%.100s', not an "
-			            "image manifest or index",
-			            mt);
+			return error_printf(ret_error, -EINVAL,
+			                    "manifest has media type '%.100s', not an "
+			                    "image manifest or index",
+			                    mt);
 	}
 	if (json_is_array(json_object_get(j, "manifests")) && !json_object_get(j, "layers")) {
 		*ret = OCI_KIND_INDEX;
@@ -504,9 +494,9 @@ oci_document_kind(const char *json, size_t len, const char *media_type, enum oci
 		*ret = OCI_KIND_MANIFEST;
 		return 0;
 	}
-	return fail(ret_error, -EINVAL,
-	            "manifest has no media type and is neither an image "
-	            "manifest nor an index");
+	return error_printf(ret_error, -EINVAL,
+	                    "manifest has no media type and is neither an image "
+	                    "manifest nor an index");
 }
 
 static const struct layer_type {
@@ -551,26 +541,26 @@ oci_manifest_parse(const char *json, size_t len, struct oci_manifest *ret, char 
 	if (json_object_get(j, "mediaType")) {
 		mt = get_str(j, "mediaType");
 		if (!is_manifest_type(mt))
-			return fail(ret_error, -EINVAL,
-			            "manifest has media type '%.100s', not an "
-			            "image manifest",
-			            mt ? mt : "(not a string)");
+			return error_printf(ret_error, -EINVAL,
+			                    "manifest has media type '%.100s', not an "
+			                    "image manifest",
+			                    mt ? mt : "(not a string)");
 	}
 	r = parse_descriptor(json_object_get(j, "config"), "manifest config", &m.config, ret_error);
 	if (r < 0)
 		return r;
 	if (m.config.size > OCI_MANIFEST_MAX)
-		return fail(ret_error, -EINVAL, "image config is larger than %u bytes",
-		            OCI_MANIFEST_MAX);
+		return error_printf(ret_error, -EINVAL, "image config is larger than %u bytes",
+		                    OCI_MANIFEST_MAX);
 	layers = json_object_get(j, "layers");
 	if (!json_is_array(layers))
-		return fail(ret_error, -EINVAL, "manifest has no layers array");
+		return error_printf(ret_error, -EINVAL, "manifest has no layers array");
 	n = json_array_size(layers);
 	if (n == 0)
-		return fail(ret_error, -EINVAL, "manifest has no layers");
+		return error_printf(ret_error, -EINVAL, "manifest has no layers");
 	if (n > OCI_LAYERS_MAX)
-		return fail(ret_error, -EINVAL, "image has %zu layers, more than %u", n,
-		            OCI_LAYERS_MAX);
+		return error_printf(ret_error, -EINVAL, "image has %zu layers, more than %u", n,
+		                    OCI_LAYERS_MAX);
 	m.layers = calloc(n, sizeof(*m.layers));
 	if (!m.layers)
 		return -ENOMEM;
@@ -585,11 +575,11 @@ oci_manifest_parse(const char *json, size_t len, struct oci_manifest *ret, char 
 		m.n_layers++;
 		t = layer_type(m.layers[i].media_type);
 		if (!t)
-			return fail(ret_error, -EINVAL,
-			            "%s has media type '%.100s', not a tar layer", what,
-			            m.layers[i].media_type);
+			return error_printf(ret_error, -EINVAL,
+			                    "%s has media type '%.100s', not a tar layer", what,
+			                    m.layers[i].media_type);
 		if (!t->distributable)
-			return fail(
+			return error_printf(
 			        ret_error, -EINVAL,
 			        "%s is a non-distributable (foreign) layer, which sandboxd does "
 			        "not fetch",
@@ -617,10 +607,11 @@ oci_index_pick(const char *json, size_t len, struct oci_descriptor *ret, char **
 	if (r < 0)
 		return r;
 	if (json_object_get(j, "mediaType") && !is_index_type(get_str(j, "mediaType")))
-		return fail(ret_error, -EINVAL, "index has a media type that is not an index");
+		return error_printf(ret_error, -EINVAL,
+		                    "index has a media type that is not an index");
 	manifests = json_object_get(j, "manifests");
 	if (!json_is_array(manifests))
-		return fail(ret_error, -EINVAL, "index has no manifests array");
+		return error_printf(ret_error, -EINVAL, "index has no manifests array");
 
 	json_array_foreach (manifests, i, e) {
 		const json_t *platform = json_object_get(e, "platform");
@@ -637,9 +628,9 @@ oci_index_pick(const char *json, size_t len, struct oci_descriptor *ret, char **
 			r = parse_descriptor(e, what, ret, ret_error);
 			if (r >= 0 && ret->size > OCI_MANIFEST_MAX) {
 				oci_descriptor_done(ret);
-				return fail(ret_error, -EINVAL,
-				            "index entry %zu is larger than %u bytes", i + 1,
-				            OCI_MANIFEST_MAX);
+				return error_printf(ret_error, -EINVAL,
+				                    "index entry %zu is larger than %u bytes",
+				                    i + 1, OCI_MANIFEST_MAX);
 			}
 			return r;
 		}
@@ -655,11 +646,11 @@ oci_index_pick(const char *json, size_t len, struct oci_descriptor *ret, char **
 		shown++;
 	}
 	if (shown == 0)
-		return fail(ret_error, -ENOENT,
-		            "no linux/amd64 image in the index (it lists no "
-		            "platforms)");
-	return fail(ret_error, -ENOENT, "no linux/amd64 image in the index (it has %s)",
-	            buf_head(&seen) ? buf_head(&seen) : "");
+		return error_printf(ret_error, -ENOENT,
+		                    "no linux/amd64 image in the index (it lists no "
+		                    "platforms)");
+	return error_printf(ret_error, -ENOENT, "no linux/amd64 image in the index (it has %s)",
+	                    buf_head(&seen) ? buf_head(&seen) : "");
 }
 
 int
@@ -678,26 +669,28 @@ oci_config_parse(const char *json, size_t len, char ***ret_env, char **ret_error
 	if (json_object_get(j, "architecture")) {
 		arch = get_str(j, "architecture");
 		if (!arch || !streq(arch, "amd64"))
-			return fail(ret_error, -EINVAL,
-			            "image is for architecture '%.40s', not amd64",
-			            arch ? arch : "(not a string)");
+			return error_printf(ret_error, -EINVAL,
+			                    "image is for architecture '%.40s', not amd64",
+			                    arch ? arch : "(not a string)");
 	}
 	if (json_object_get(j, "os")) {
 		os = get_str(j, "os");
 		if (!os || !streq(os, "linux"))
-			return fail(ret_error, -EINVAL, "image is for os '%.40s', not linux",
-			            os ? os : "(not a string)");
+			return error_printf(ret_error, -EINVAL,
+			                    "image is for os '%.40s', not linux",
+			                    os ? os : "(not a string)");
 	}
 	config = json_object_get(j, "config");
 	if (config && !json_is_object(config) && !json_is_null(config))
-		return fail(ret_error, -EINVAL, "image config's config is not an object");
+		return error_printf(ret_error, -EINVAL, "image config's config is not an object");
 	list = json_object_get(config, "Env");
 	if (list && !json_is_array(list) && !json_is_null(list))
-		return fail(ret_error, -EINVAL, "image config's Env is not an array");
+		return error_printf(ret_error, -EINVAL, "image config's Env is not an array");
 	n = json_array_size(list);
 	if (n > OCI_ENV_MAX)
-		return fail(ret_error, -EINVAL, "image config has %zu Env entries, more than %u", n,
-		            OCI_ENV_MAX);
+		return error_printf(ret_error, -EINVAL,
+		                    "image config has %zu Env entries, more than %u", n,
+		                    OCI_ENV_MAX);
 	env = calloc(n + 1, sizeof(char *));
 	if (!env)
 		return -ENOMEM;
@@ -705,11 +698,11 @@ oci_config_parse(const char *json, size_t len, char ***ret_env, char **ret_error
 		const char *s = json_string_value(v);
 
 		if (!s || strlen(s) != json_string_length(v))
-			return fail(ret_error, -EINVAL,
-			            "image config's Env entry %zu is not a string", i + 1);
+			return error_printf(ret_error, -EINVAL,
+			                    "image config's Env entry %zu is not a string", i + 1);
 		if (!strchr(s, '=') || s[0] == '=')
-			return fail(ret_error, -EINVAL,
-			            "image config's Env entry %zu has no NAME=", i + 1);
+			return error_printf(ret_error, -EINVAL,
+			                    "image config's Env entry %zu has no NAME=", i + 1);
 		env[i] = strdup(s);
 		if (!env[i])
 			return -ENOMEM;
@@ -756,21 +749,23 @@ read_quoted(const char **pp, struct buf *value, char **ret_error)
 	for (;;) {
 		char ch = *p;
 		if (ch == '\0')
-			return fail(ret_error, -EINVAL,
-			            "WWW-Authenticate challenge: unterminated quoted string");
+			return error_printf(
+			        ret_error, -EINVAL,
+			        "WWW-Authenticate challenge: unterminated quoted string");
 		if (ch == '"')
 			break;
 		if (ch == '\\') {
 			ch = p[1];
 			if (ch == '\0')
-				return fail(
+				return error_printf(
 				        ret_error, -EINVAL,
 				        "WWW-Authenticate challenge: unterminated quoted string");
 			p++;
 		}
 		if (((unsigned char)ch < 0x20 || ch == 0x7f) && ch != '\t')
-			return fail(ret_error, -EINVAL,
-			            "WWW-Authenticate challenge: control character in a value");
+			return error_printf(
+			        ret_error, -EINVAL,
+			        "WWW-Authenticate challenge: control character in a value");
 		if (buf_putc(value, ch) < 0)
 			return -ENOMEM;
 		p++;
@@ -787,22 +782,24 @@ oci_challenge_parse(const char *header, struct oci_challenge *ret, char **ret_er
 	size_t n;
 
 	if (!header)
-		return fail(ret_error, -EINVAL, "no WWW-Authenticate challenge");
+		return error_printf(ret_error, -EINVAL, "no WWW-Authenticate challenge");
 	if (strlen(header) > CHALLENGE_MAX)
-		return fail(ret_error, -EINVAL,
-		            "WWW-Authenticate challenge is longer than %u bytes", CHALLENGE_MAX);
+		return error_printf(ret_error, -EINVAL,
+		                    "WWW-Authenticate challenge is longer than %u bytes",
+		                    CHALLENGE_MAX);
 	p = skip_ows(header);
 	scheme = p;
 	while (is_tchar(*p))
 		p++;
 	n = (size_t)(p - scheme);
 	if (n == 0)
-		return fail(ret_error, -EINVAL, "WWW-Authenticate challenge has no scheme");
+		return error_printf(ret_error, -EINVAL, "WWW-Authenticate challenge has no scheme");
 	if (n != 6 || strncasecmp(scheme, "bearer", 6) != 0)
-		return fail(ret_error, -EOPNOTSUPP, "registry asks for '%.*s' authentication",
-		            (int)MIN(n, 20u), scheme);
+		return error_printf(ret_error, -EOPNOTSUPP,
+		                    "registry asks for '%.*s' authentication", (int)MIN(n, 20u),
+		                    scheme);
 	if (*p && *p != ' ' && *p != '\t')
-		return fail(ret_error, -EINVAL, "WWW-Authenticate challenge: bad scheme");
+		return error_printf(ret_error, -EINVAL, "WWW-Authenticate challenge: bad scheme");
 
 	for (;;) {
 		_cleanup_buf_ struct buf value = BUF_INIT(CHALLENGE_MAX);
@@ -820,8 +817,8 @@ oci_challenge_parse(const char *header, struct oci_challenge *ret, char **ret_er
 			p++;
 		name_len = (size_t)(p - name);
 		if (name_len == 0)
-			return fail(ret_error, -EINVAL,
-			            "WWW-Authenticate challenge: bad parameter");
+			return error_printf(ret_error, -EINVAL,
+			                    "WWW-Authenticate challenge: bad parameter");
 		p = skip_ows(p);
 		if (*p != '=') {
 			/* another challenge ("Bearer ..., Basic realm=...") or a token68: the
@@ -838,19 +835,19 @@ oci_challenge_parse(const char *header, struct oci_challenge *ret, char **ret_er
 			while (is_tchar(*p) || *p == '/')
 				p++;
 			if (p == v)
-				return fail(ret_error, -EINVAL,
-				            "WWW-Authenticate challenge: parameter "
-				            "'%.*s' has no value",
-				            (int)MIN(name_len, 20u), name);
+				return error_printf(ret_error, -EINVAL,
+				                    "WWW-Authenticate challenge: parameter "
+				                    "'%.*s' has no value",
+				                    (int)MIN(name_len, 20u), name);
 			if (buf_append(&value, v, (size_t)(p - v)) < 0)
 				return -ENOMEM;
 		}
 		p = skip_ows(p);
 		if (*p && *p != ',')
-			return fail(ret_error, -EINVAL,
-			            "WWW-Authenticate challenge: junk after "
-			            "parameter '%.*s'",
-			            (int)MIN(name_len, 20u), name);
+			return error_printf(ret_error, -EINVAL,
+			                    "WWW-Authenticate challenge: junk after "
+			                    "parameter '%.*s'",
+			                    (int)MIN(name_len, 20u), name);
 
 		if (name_len == 5 && strncasecmp(name, "realm", 5) == 0)
 			slot = &c.realm;
@@ -861,20 +858,21 @@ oci_challenge_parse(const char *header, struct oci_challenge *ret, char **ret_er
 		if (!slot)
 			continue;
 		if (*slot)
-			return fail(ret_error, -EINVAL,
-			            "WWW-Authenticate challenge names '%.*s' twice", (int)name_len,
-			            name);
+			return error_printf(ret_error, -EINVAL,
+			                    "WWW-Authenticate challenge names '%.*s' twice",
+			                    (int)name_len, name);
 		*slot = buf_steal(&value);
 		if (!*slot)
 			return -ENOMEM;
 	}
 
 	if (!c.realm)
-		return fail(ret_error, -EINVAL, "WWW-Authenticate Bearer challenge has no realm");
+		return error_printf(ret_error, -EINVAL,
+		                    "WWW-Authenticate Bearer challenge has no realm");
 	if (!(strncasecmp(c.realm, "https://", 8) == 0 && c.realm[8]) &&
 	    !(strncasecmp(c.realm, "http://", 7) == 0 && c.realm[7]))
-		return fail(ret_error, -EINVAL,
-		            "WWW-Authenticate Bearer realm is not an http(s) URL");
+		return error_printf(ret_error, -EINVAL,
+		                    "WWW-Authenticate Bearer realm is not an http(s) URL");
 	*ret = c;
 	c = (struct oci_challenge){};
 	return 0;

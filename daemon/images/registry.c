@@ -62,23 +62,6 @@ struct oci_source {
 	char *tag;
 };
 
-static int _printf_(3, 4) fail(char **ret_error, int r, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (ret_error) {
-		char *m = NULL;
-
-		va_start(ap, fmt);
-		if (vasprintf(&m, fmt, ap) < 0)
-			m = NULL;
-		va_end(ap);
-		free(*ret_error);
-		*ret_error = m;
-	}
-	return r;
-}
-
 /* The first 12 hex digits of a digest, for messages. */
 static const char *
 short_digest(const char *digest, char out[static 24])
@@ -417,27 +400,29 @@ curl_error(const struct oci_source *s, CURLcode c, const char *errbuf, const cha
 	const char *detail = *errbuf ? errbuf : curl_easy_strerror(c);
 
 	if (s->refused_private)
-		return fail(ret_error, -EACCES,
-		            "registry %s: %s: it sends sandboxd to a private or local address; "
-		            "only the registry itself may be there (list it with "
-		            "--insecure-registry if it is on this network)",
-		            s->ref.registry, what);
+		return error_printf(
+		        ret_error, -EACCES,
+		        "registry %s: %s: it sends sandboxd to a private or local address; "
+		        "only the registry itself may be there (list it with "
+		        "--insecure-registry if it is on this network)",
+		        s->ref.registry, what);
 
 	switch (c) {
 	case CURLE_OPERATION_TIMEDOUT:
-		return fail(ret_error, -EIO, "registry %s: %s: timed out (%s)", s->ref.registry,
-		            what, detail);
+		return error_printf(ret_error, -EIO, "registry %s: %s: timed out (%s)",
+		                    s->ref.registry, what, detail);
 	case CURLE_SSL_CONNECT_ERROR:
 		if (!s->insecure)
-			return fail(ret_error, -EIO,
-			            "registry %s: %s: TLS failed (%s); if it is a plain-HTTP "
-			            "registry, allow it with --insecure-registry %s",
-			            s->ref.registry, what, detail, s->ref.registry);
+			return error_printf(
+			        ret_error, -EIO,
+			        "registry %s: %s: TLS failed (%s); if it is a plain-HTTP "
+			        "registry, allow it with --insecure-registry %s",
+			        s->ref.registry, what, detail, s->ref.registry);
 		break;
 	default:
 		break;
 	}
-	return fail(ret_error, -EIO, "registry %s: %s: %s", s->ref.registry, what, detail);
+	return error_printf(ret_error, -EIO, "registry %s: %s: %s", s->ref.registry, what, detail);
 }
 
 /* One GET, following redirects ourselves: libcurl 7.88 promises to keep a custom
@@ -462,14 +447,15 @@ http_get(struct oci_source *s, const char *url, const char *accept, bool auth,
 		long status = 0;
 
 		if (!s->insecure && !http_allowed(s, url))
-			return fail(ret_error, -EPROTO,
-			            "registry %s: %s: refusing plain HTTP to '%.200s' (not an "
-			            "--insecure-registry)",
-			            s->ref.registry, what, url);
+			return error_printf(
+			        ret_error, -EPROTO,
+			        "registry %s: %s: refusing plain HTTP to '%.200s' (not an "
+			        "--insecure-registry)",
+			        s->ref.registry, what, url);
 		origin = url_origin(url);
 		if (!origin)
-			return fail(ret_error, -EPROTO, "registry %s: %s: bad URL '%.200s'",
-			            s->ref.registry, what, url);
+			return error_printf(ret_error, -EPROTO, "registry %s: %s: bad URL '%.200s'",
+			                    s->ref.registry, what, url);
 
 		curl_easy_reset(s->curl);
 		errbuf[0] = '\0';
@@ -528,12 +514,13 @@ http_get(struct oci_source *s, const char *url, const char *accept, bool auth,
 		    status != 308)
 			return 0;
 		if (hop >= REDIRECTS_MAX)
-			return fail(ret_error, -EPROTO, "registry %s: %s: more than %d redirects",
-			            s->ref.registry, what, REDIRECTS_MAX);
+			return error_printf(ret_error, -EPROTO,
+			                    "registry %s: %s: more than %d redirects",
+			                    s->ref.registry, what, REDIRECTS_MAX);
 		if (curl_easy_getinfo(s->curl, CURLINFO_REDIRECT_URL, &loc) != CURLE_OK || !loc)
-			return fail(ret_error, -EPROTO,
-			            "registry %s: %s: redirect (%ld) without a Location",
-			            s->ref.registry, what, status);
+			return error_printf(ret_error, -EPROTO,
+			                    "registry %s: %s: redirect (%ld) without a Location",
+			                    s->ref.registry, what, status);
 		free(next);
 		next = strdup(loc);
 		if (!next)
@@ -607,12 +594,13 @@ status_error(const struct oci_source *s, const struct response *resp, const char
 	if (!reason)
 		return -ENOMEM;
 	if (r == -EACCES)
-		return fail(ret_error, r,
-		            "registry %s: %s: %s (%ld); the image is private or does not exist "
-		            "(sandboxd pulls anonymously)",
-		            s->ref.registry, what, reason, resp->status);
-	return fail(ret_error, r, "registry %s: %s: %s (%ld)", s->ref.registry, what, reason,
-	            resp->status);
+		return error_printf(
+		        ret_error, r,
+		        "registry %s: %s: %s (%ld); the image is private or does not exist "
+		        "(sandboxd pulls anonymously)",
+		        s->ref.registry, what, reason, resp->status);
+	return error_printf(ret_error, r, "registry %s: %s: %s (%ld)", s->ref.registry, what,
+	                    reason, resp->status);
 }
 
 static bool
@@ -644,19 +632,20 @@ fetch_token(struct oci_source *s, const char *challenge, char **ret_error)
 	int r;
 
 	if (!challenge)
-		return fail(ret_error, -EACCES,
-		            "registry %s: refused without saying how to authenticate (401 "
-		            "without WWW-Authenticate)",
-		            s->ref.registry);
+		return error_printf(ret_error, -EACCES,
+		                    "registry %s: refused without saying how to authenticate (401 "
+		                    "without WWW-Authenticate)",
+		                    s->ref.registry);
 	r = oci_challenge_parse(challenge, &ch, &err);
 	if (r == -EOPNOTSUPP)
-		return fail(ret_error, -EACCES,
-		            "registry %s asks for a username and password (%.*s authentication); "
-		            "sandboxd pulls anonymously, so only public images can be used",
-		            s->ref.registry, (int)MIN(strcspn(challenge, " \t"), 20u), challenge);
+		return error_printf(
+		        ret_error, -EACCES,
+		        "registry %s asks for a username and password (%.*s authentication); "
+		        "sandboxd pulls anonymously, so only public images can be used",
+		        s->ref.registry, (int)MIN(strcspn(challenge, " \t"), 20u), challenge);
 	if (r < 0)
-		return fail(ret_error, r == -ENOMEM ? r : -EPROTO, "registry %s: %s",
-		            s->ref.registry, err ? err : "bad WWW-Authenticate challenge");
+		return error_printf(ret_error, r == -ENOMEM ? r : -EPROTO, "registry %s: %s",
+		                    s->ref.registry, err ? err : "bad WWW-Authenticate challenge");
 
 	scope = strdup_printf("repository:%s:pull", s->ref.repository);
 	if (!scope)
@@ -692,16 +681,17 @@ fetch_token(struct oci_source *s, const char *challenge, char **ret_error)
 	s->public_only = false;
 	sink_done(&k);
 	if (r == -EFBIG)
-		r = fail(ret_error, -EPROTO,
-		         "registry %s: token request: answer larger than %u bytes", s->ref.registry,
-		         TOKEN_BODY_MAX);
+		r = error_printf(ret_error, -EPROTO,
+		                 "registry %s: token request: answer larger than %u bytes",
+		                 s->ref.registry, TOKEN_BODY_MAX);
 	if (r >= 0 && resp.status != 200) {
 		_cleanup_free_ char *reason = registry_reason(&resp);
 		bool generic = reason && reason[0] >= '0' && reason[0] <= '9';
-		r = fail(ret_error, resp.status == 401 || resp.status == 403 ? -EACCES : -EPROTO,
-		         "registry %s: token request: %ld %s%s%s", s->ref.registry, resp.status,
-		         *reason_of(&resp) ? reason_of(&resp) : "refused",
-		         reason && !generic ? ": " : "", reason && !generic ? reason : "");
+		r = error_printf(ret_error,
+		                 resp.status == 401 || resp.status == 403 ? -EACCES : -EPROTO,
+		                 "registry %s: token request: %ld %s%s%s", s->ref.registry,
+		                 resp.status, *reason_of(&resp) ? reason_of(&resp) : "refused",
+		                 reason && !generic ? ": " : "", reason && !generic ? reason : "");
 	}
 	response_done(&resp);
 	if (r < 0)
@@ -712,9 +702,9 @@ fetch_token(struct oci_source *s, const char *challenge, char **ret_error)
 	if (isempty(tok))
 		tok = json_string_value(json_object_get(j, "access_token"));
 	if (isempty(tok) || !token_valid(tok))
-		return fail(ret_error, -EPROTO,
-		            "registry %s: token request: the answer has no usable token",
-		            s->ref.registry);
+		return error_printf(ret_error, -EPROTO,
+		                    "registry %s: token request: the answer has no usable token",
+		                    s->ref.registry);
 	free(s->auth_header);
 	s->auth_header = strdup_printf("Authorization: Bearer %s", tok);
 	return s->auth_header ? 0 : -ENOMEM;
@@ -809,10 +799,10 @@ oci_source_registry(const struct oci_ref *ref, const struct registry_opts *o,
 
 	if (!ref || isempty(ref->registry) || isempty(ref->repository) ||
 	    (!ref->tag && !ref->digest))
-		return fail(ret_error, -EINVAL, "image reference is incomplete");
+		return error_printf(ret_error, -EINVAL, "image reference is incomplete");
 	if (!curl_ready) {
 		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-			return fail(ret_error, -EIO, "libcurl could not be initialised");
+			return error_printf(ret_error, -EIO, "libcurl could not be initialised");
 		curl_ready = true;
 	}
 	r = source_new(&s);
@@ -839,8 +829,8 @@ oci_source_registry(const struct oci_ref *ref, const struct registry_opts *o,
 		return -ENOMEM;
 	s->origin = url_origin(s->base);
 	if (!s->origin)
-		return fail(ret_error, -EINVAL, "registry '%s' does not make a valid URL",
-		            ref->registry);
+		return error_printf(ret_error, -EINVAL, "registry '%s' does not make a valid URL",
+		                    ref->registry);
 	s->where = strdup_printf("registry %s", ref->registry);
 	s->curl = curl_easy_init();
 	if (!s->curl || !s->where)
@@ -860,10 +850,11 @@ read_layout_file(const struct oci_source *s, const char *name, size_t max, char 
 		return -ENOMEM;
 	r = read_file_max(path, max, ret, ret_len);
 	if (r == -ENOENT)
-		return fail(ret_error, -ENOENT, "image layout '%s': no %s", s->dir, name);
+		return error_printf(ret_error, -ENOENT, "image layout '%s': no %s", s->dir, name);
 	if (r < 0)
-		return fail(ret_error, r == -EFBIG || r == -ENOBUFS ? -EPROTO : r,
-		            "image layout '%s': cannot read %s: %s", s->dir, name, strerror(-r));
+		return error_printf(ret_error, r == -EFBIG || r == -ENOBUFS ? -EPROTO : r,
+		                    "image layout '%s': cannot read %s: %s", s->dir, name,
+		                    strerror(-r));
 	return 0;
 }
 
@@ -878,7 +869,7 @@ oci_source_layout(const char *dir, const char *tag, struct oci_source **ret, cha
 	int r;
 
 	if (isempty(dir))
-		return fail(ret_error, -EINVAL, "image layout: no directory");
+		return error_printf(ret_error, -EINVAL, "image layout: no directory");
 	r = source_new(&s);
 	if (r < 0)
 		return r;
@@ -896,8 +887,9 @@ oci_source_layout(const char *dir, const char *tag, struct oci_source **ret, cha
 	j = json_loadb(text, len, 0, NULL);
 	version = json_string_value(json_object_get(j, "imageLayoutVersion"));
 	if (!version || !str_has_prefix(version, "1."))
-		return fail(ret_error, -EPROTO,
-		            "image layout '%s': oci-layout has no imageLayoutVersion 1.x", dir);
+		return error_printf(ret_error, -EPROTO,
+		                    "image layout '%s': oci-layout has no imageLayoutVersion 1.x",
+		                    dir);
 	*ret = TAKE_PTR(s);
 	return 0;
 }
@@ -923,15 +915,17 @@ layout_copy(const struct oci_source *s, const struct oci_descriptor *d, struct s
 		return -ENOMEM;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return fail(ret_error, errno == ENOENT ? -ENOENT : negative_errno(),
-		            "image layout '%s': blob %s: %m", s->dir, short_digest(d->digest, sd));
+		return error_printf(ret_error, errno == ENOENT ? -ENOENT : negative_errno(),
+		                    "image layout '%s': blob %s: %m", s->dir,
+		                    short_digest(d->digest, sd));
 	for (;;) {
 		ssize_t n = read(fd, chunk, sizeof(chunk));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
-			return fail(ret_error, negative_errno(), "image layout '%s': blob %s: %m",
-			            s->dir, short_digest(d->digest, sd));
+			return error_printf(ret_error, negative_errno(),
+			                    "image layout '%s': blob %s: %m", s->dir,
+			                    short_digest(d->digest, sd));
 		if (n == 0)
 			return 0;
 		if (sink_put(k, chunk, (size_t)n) < 0)
@@ -947,14 +941,16 @@ verify(const struct oci_source *s, const struct oci_descriptor *d, struct sink *
 	char got[72], sd[24];
 
 	if (k->got != d->size)
-		return fail(ret_error, -EPROTO,
-		            "%s: %s %s: %" PRIu64 " bytes arrived, its descriptor says %" PRIu64,
-		            s->where, what, short_digest(d->digest, sd), k->got, d->size);
+		return error_printf(ret_error, -EPROTO,
+		                    "%s: %s %s: %" PRIu64
+		                    " bytes arrived, its descriptor says %" PRIu64,
+		                    s->where, what, short_digest(d->digest, sd), k->got, d->size);
 	if (sink_digest(k, got) < 0)
 		return -EIO;
 	if (!streq(got, d->digest))
-		return fail(ret_error, -EPROTO, "%s: %s %s: the bytes have digest %s (corrupted)",
-		            s->where, what, short_digest(d->digest, sd), got);
+		return error_printf(ret_error, -EPROTO,
+		                    "%s: %s %s: the bytes have digest %s (corrupted)", s->where,
+		                    what, short_digest(d->digest, sd), got);
 	return 0;
 }
 
@@ -970,10 +966,10 @@ fetch_small(struct oci_source *s, const struct oci_descriptor *d, bool manifest,
 	int r;
 
 	if (!oci_digest_valid(d->digest))
-		return fail(ret_error, -EPROTO, "%s: %s: bad digest", s->where, what);
+		return error_printf(ret_error, -EPROTO, "%s: %s: bad digest", s->where, what);
 	if (d->size > OCI_MANIFEST_MAX)
-		return fail(ret_error, -EPROTO, "%s: %s %s is larger than %u bytes", s->where, what,
-		            short_digest(d->digest, sd), OCI_MANIFEST_MAX);
+		return error_printf(ret_error, -EPROTO, "%s: %s %s is larger than %u bytes",
+		                    s->where, what, short_digest(d->digest, sd), OCI_MANIFEST_MAX);
 	r = sink_init(&k, d->size, ret, -1);
 	if (r >= 0 && s->is_layout) {
 		r = layout_copy(s, d, &k, ret_error);
@@ -985,9 +981,10 @@ fetch_small(struct oci_source *s, const struct oci_descriptor *d, bool manifest,
 		         : -ENOMEM;
 	}
 	if (r == -EFBIG)
-		r = fail(ret_error, -EPROTO,
-		         "%s: %s %s is larger than the %" PRIu64 " bytes its descriptor says",
-		         s->where, what, short_digest(d->digest, sd), d->size);
+		r = error_printf(ret_error, -EPROTO,
+		                 "%s: %s %s is larger than the %" PRIu64
+		                 " bytes its descriptor says",
+		                 s->where, what, short_digest(d->digest, sd), d->size);
 	if (r >= 0)
 		r = verify(s, d, &k, what, ret_error);
 	if (r >= 0 && ret_content_type) {
@@ -1018,14 +1015,15 @@ fetch_by_reference(struct oci_source *s, struct buf *ret, char **ret_content_typ
 	if (r >= 0)
 		r = registry_get(s, path, ACCEPT_MANIFESTS, &k, &resp, what, ret_error);
 	if (r == -EFBIG)
-		r = fail(ret_error, -EPROTO, "registry %s: %s is larger than %u bytes",
-		         s->ref.registry, what, OCI_MANIFEST_MAX);
+		r = error_printf(ret_error, -EPROTO, "registry %s: %s is larger than %u bytes",
+		                 s->ref.registry, what, OCI_MANIFEST_MAX);
 	if (r >= 0)
 		r = sink_digest(&k, ret_digest);
 	if (r >= 0 && s->ref.digest && !streq(ret_digest, s->ref.digest))
-		r = fail(ret_error, -EPROTO,
-		         "registry %s: %s: the manifest sent has digest %s, not the one pinned",
-		         s->ref.registry, what, ret_digest);
+		r = error_printf(
+		        ret_error, -EPROTO,
+		        "registry %s: %s: the manifest sent has digest %s, not the one pinned",
+		        s->ref.registry, what, ret_digest);
 	if (r >= 0)
 		*ret_content_type = TAKE_PTR(resp.content_type);
 	sink_done(&k);
@@ -1050,13 +1048,13 @@ layout_pick(struct oci_source *s, struct oci_descriptor *ret, char **ret_error)
 	j = json_loadb(text, len, JSON_REJECT_DUPLICATES, NULL);
 	manifests = json_object_get(j, "manifests");
 	if (!json_is_array(manifests))
-		return fail(ret_error, -EPROTO, "image layout '%s': index.json has no manifests",
-		            s->dir);
+		return error_printf(ret_error, -EPROTO,
+		                    "image layout '%s': index.json has no manifests", s->dir);
 	if (!s->tag) {
 		if (json_array_size(manifests) != 1)
-			return fail(ret_error, -EINVAL,
-			            "image layout '%s' holds %zu images; name one by tag", s->dir,
-			            json_array_size(manifests));
+			return error_printf(ret_error, -EINVAL,
+			                    "image layout '%s' holds %zu images; name one by tag",
+			                    s->dir, json_array_size(manifests));
 		found = json_array_get(manifests, 0);
 	}
 	json_array_foreach (manifests, i, e) {
@@ -1064,23 +1062,24 @@ layout_pick(struct oci_source *s, struct oci_descriptor *ret, char **ret_error)
 		        json_object_get(e, "annotations"), "org.opencontainers.image.ref.name"));
 		if (s->tag && name && streq(name, s->tag)) {
 			if (found)
-				return fail(ret_error, -EPROTO,
-				            "image layout '%s': tag '%s' names two images", s->dir,
-				            s->tag);
+				return error_printf(ret_error, -EPROTO,
+				                    "image layout '%s': tag '%s' names two images",
+				                    s->dir, s->tag);
 			found = e;
 		}
 	}
 	if (!found)
-		return fail(ret_error, -ENOENT, "image layout '%s' has no image tagged '%s'",
-		            s->dir, s->tag);
+		return error_printf(ret_error, -ENOENT,
+		                    "image layout '%s' has no image tagged '%s'", s->dir, s->tag);
 	mt = json_string_value(json_object_get(found, "mediaType"));
 	digest = json_string_value(json_object_get(found, "digest"));
 	size = json_object_get(found, "size");
 	if (isempty(mt) || !oci_digest_valid(digest) || !json_is_integer(size) ||
 	    json_integer_value(size) < 0)
-		return fail(ret_error, -EPROTO,
-		            "image layout '%s': index.json: the image's descriptor is not valid",
-		            s->dir);
+		return error_printf(
+		        ret_error, -EPROTO,
+		        "image layout '%s': index.json: the image's descriptor is not valid",
+		        s->dir);
 	ret->media_type = strdup(mt);
 	ret->digest = strdup(digest);
 	ret->size = (uint64_t)json_integer_value(size);
@@ -1133,13 +1132,13 @@ oci_source_resolve(struct oci_source *s, struct oci_image *ret, char **ret_error
 
 	r = oci_document_kind(buf_head(&doc), buf_avail(&doc), content_type, &kind, &err);
 	if (r < 0)
-		return fail(ret_error, r == -ENOMEM ? r : -EPROTO, "%s: %s", s->where, err);
+		return error_printf(ret_error, r == -ENOMEM ? r : -EPROTO, "%s: %s", s->where, err);
 	if (kind == OCI_KIND_INDEX) {
 		oci_descriptor_done(&d);
 		r = oci_index_pick(buf_head(&doc), buf_avail(&doc), &d, &err);
 		if (r < 0)
-			return fail(ret_error, r == -ENOENT || r == -ENOMEM ? r : -EPROTO, "%s: %s",
-			            s->where, err);
+			return error_printf(ret_error, r == -ENOENT || r == -ENOMEM ? r : -EPROTO,
+			                    "%s: %s", s->where, err);
 		buf_reset(&doc);
 		/* the picked manifest must hash to what the index says (fetch_small checks) */
 		r = fetch_small(s, &d, true, &doc, NULL, ret_error);
@@ -1150,9 +1149,11 @@ oci_source_resolve(struct oci_source *s, struct oci_image *ret, char **ret_error
 		err = NULL;
 		r = oci_document_kind(buf_head(&doc), buf_avail(&doc), d.media_type, &kind, &err);
 		if (r >= 0 && kind != OCI_KIND_MANIFEST)
-			r = fail(&err, -EINVAL, "an index's linux/amd64 entry is another index");
+			r = error_printf(&err, -EINVAL,
+			                 "an index's linux/amd64 entry is another index");
 		if (r < 0)
-			return fail(ret_error, r == -ENOMEM ? r : -EPROTO, "%s: %s", s->where, err);
+			return error_printf(ret_error, r == -ENOMEM ? r : -EPROTO, "%s: %s",
+			                    s->where, err);
 	} else {
 		digest = strdup(first);
 	}
@@ -1161,13 +1162,13 @@ oci_source_resolve(struct oci_source *s, struct oci_image *ret, char **ret_error
 
 	r = oci_manifest_parse(buf_head(&doc), buf_avail(&doc), &m, &err);
 	if (r < 0)
-		return fail(ret_error, r == -ENOMEM ? r : -EPROTO, "%s: %s", s->where, err);
+		return error_printf(ret_error, r == -ENOMEM ? r : -EPROTO, "%s: %s", s->where, err);
 	r = fetch_small(s, &m.config, false, &config, NULL, ret_error);
 	if (r < 0)
 		return r;
 	r = oci_config_parse(buf_head(&config), buf_avail(&config), &env, &err);
 	if (r < 0)
-		return fail(ret_error, r == -ENOMEM ? r : -EPROTO, "%s: %s", s->where, err);
+		return error_printf(ret_error, r == -ENOMEM ? r : -EPROTO, "%s: %s", s->where, err);
 	*ret = (struct oci_image){ .digest = TAKE_PTR(digest), .manifest = m, .env = env };
 	m = (struct oci_manifest){};
 	return 0;
@@ -1199,7 +1200,7 @@ oci_source_fetch_blob(struct oci_source *s, const struct oci_descriptor *d, cons
 	int r;
 
 	if (!d || !oci_digest_valid(d->digest))
-		return fail(ret_error, -EINVAL, "blob: bad digest");
+		return error_printf(ret_error, -EINVAL, "blob: bad digest");
 	partial = strdup_printf("%s.partial-%d", dest, (int)getpid());
 	path = strdup_printf("blobs/%s", d->digest);
 	what = strdup_printf("blob %s", short_digest(d->digest, sd));
@@ -1207,7 +1208,7 @@ oci_source_fetch_blob(struct oci_source *s, const struct oci_descriptor *d, cons
 		return -ENOMEM;
 	fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
 	if (fd < 0)
-		return fail(ret_error, negative_errno(), "cannot create '%s': %m", partial);
+		return error_printf(ret_error, negative_errno(), "cannot create '%s': %m", partial);
 
 	r = sink_init(&k, d->size, NULL, fd);
 	k.d = d;
@@ -1218,20 +1219,20 @@ oci_source_fetch_blob(struct oci_source *s, const struct oci_descriptor *d, cons
 	else if (r >= 0)
 		r = registry_get(s, path, NULL, &k, &resp, what, ret_error);
 	if (r == -EFBIG)
-		r = fail(ret_error, -EPROTO,
-		         "%s: %s is larger than the %" PRIu64 " bytes its descriptor says",
-		         s->where, what, d->size);
+		r = error_printf(ret_error, -EPROTO,
+		                 "%s: %s is larger than the %" PRIu64 " bytes its descriptor says",
+		                 s->where, what, d->size);
 	else if (r < 0 && k.error == r)
-		r = fail(ret_error, r, "cannot write '%s': %s", partial, strerror(-r));
+		r = error_printf(ret_error, r, "cannot write '%s': %s", partial, strerror(-r));
 	if (r >= 0)
 		r = verify(s, d, &k, "blob", ret_error);
 	if (r >= 0 && fsync(fd) < 0)
-		r = fail(ret_error, negative_errno(), "cannot write '%s': %m", partial);
+		r = error_printf(ret_error, negative_errno(), "cannot write '%s': %m", partial);
 	if (r >= 0) {
 		fd = safe_close(fd);
 		if (rename(partial, dest) < 0)
-			r = fail(ret_error, negative_errno(), "cannot rename '%s' to '%s': %m",
-			         partial, dest);
+			r = error_printf(ret_error, negative_errno(),
+			                 "cannot rename '%s' to '%s': %m", partial, dest);
 		else
 			(void)fsync_parent(dest);
 	}
