@@ -91,7 +91,8 @@ install_deps() {
 	[ "${#need[@]}" -eq 0 ] && return 0
 	[ "$(id -u)" = 0 ] || die "missing ${need[*]}: run 'apt-get install ${need[*]}' as root"
 	log "installing ${need[*]} from Debian"
-	before=" $(pgrep -x nginx | tr '\n' ' ') "
+	# pgrep exits 1 when no nginx runs: under pipefail that would end the script here
+	before=" $(pgrep -x nginx | tr '\n' ' ' || true) "
 	export DEBIAN_FRONTEND=noninteractive
 	local apt=(apt-get -o DPkg::Lock::Timeout=300 -y -qq)
 	if ! "${apt[@]}" install --no-install-recommends "${need[@]}" >"$TMP/apt.log" 2>&1; then
@@ -290,7 +291,7 @@ NGX_PID=$!
 PIDS+=("$NGX_PID")
 wait_ready "$NGX_PID" "http://127.0.0.1:$P_NGX_TCP/v1/sandboxes" ||
 	die "nginx did not start: $(cat "$TMP/nginx/error.log" "$TMP/nginx/stderr.log")"
-NGX_WORKER=$(pgrep -P "$NGX_PID" | head -1)
+NGX_WORKER=$(pgrep -P "$NGX_PID" | head -1 || true)
 [ -n "$NGX_WORKER" ] || die "nginx has no worker"
 
 # every endpoint answers the same body

@@ -278,7 +278,7 @@ if want_part browser; then
 	done >"$TMP/create.codes"
 	bad=$(grep -vc '^201$' "$TMP/create.codes" || true)
 	[ "$bad" = 0 ] || die "$bad of $SANDBOXES creates did not answer 201"
-	n=$(op GET /v1/sandboxes | grep -o "\"owner\":\"$owner\"" | wc -l)
+	n=$(op GET /v1/sandboxes | grep -o "\"owner\":\"$owner\"" | wc -l || true)
 	[ "$n" = "$SANDBOXES" ] || die "$owner owns $n sandboxes, not $SANDBOXES"
 	rec "# browser: $owner owns $SANDBOXES running sandboxes (created with its credential);" \
 		"the page as $AS; list at $BASE/#/"

@@ -140,7 +140,8 @@ chmod 755 "$TMP"
 # starts is stopped again (the benchmark runs its own in the host namespace).
 if ! command -v tinyproxy >/dev/null; then
 	log "installing tinyproxy from Debian"
-	before=" $(pgrep -x tinyproxy | tr '\n' ' ') "
+	# pgrep exits 1 when no tinyproxy runs: under pipefail that would end the script here
+	before=" $(pgrep -x tinyproxy | tr '\n' ' ' || true) "
 	export DEBIAN_FRONTEND=noninteractive
 	apt=(apt-get -o DPkg::Lock::Timeout=300 -y -qq)
 	if ! "${apt[@]}" install --no-install-recommends tinyproxy >"$TMP/apt.log" 2>&1; then

@@ -246,7 +246,7 @@ rm -rf "$TMP/warm-sk"
 DISK=$(sed -n 's/.*"disk":"\([^"]*\)".*/\1/p' "$TMP/warm.json")
 [ -f "$DISK" ] || die "sandboxd's record names no disk: $(cat "$TMP/warm.json")"
 SIZE_K=$(($(stat -c %s "$DISK") / 1024))k
-INODES=$(dumpe2fs -h "$DISK" 2>/dev/null | sed -n 's/^Inode count: *//p')
+INODES=$(dumpe2fs -h "$DISK" 2>/dev/null | sed -n 's/^Inode count: *//p' || true)
 [ -n "$INODES" ] || die "dumpe2fs cannot read $DISK"
 # the very tree sandboxd gave mkfs, /sandbox and the agent included
 mkdir "$TMP/tree"

@@ -300,7 +300,9 @@ run_started(void *data, const struct agent_result *res)
 	}
 	/* a run's stdin is what the request gave, then end of input */
 	(void)agent_stdin(op->agent, res->pid, op->x.stdin_data.data, op->x.stdin_data.len, true);
-	/* the audit record once the guest has its frames (a database write takes a while) */
+	/* the audit record once the guest has its frames (a database write takes a while, and
+	 * the guest waits for the ATTACH to report the exit) */
+	agent_flush(op->agent);
 	record_started(op->d, op->sb, res->pid, op->x.argv, false);
 	if (!op->c) {
 		run_kill(op);

@@ -50,6 +50,7 @@ struct agent {
 	struct list_node subs;
 	const struct agent_events *ev;
 	void *ev_data;
+	bool send_pending; /* send_queued is deferred on the loop */
 };
 
 static void on_io(struct loop_source *src, uint32_t events, void *data);
@@ -164,8 +165,9 @@ agent_free(struct agent *a)
 	buf_free(&a->out);
 	buf_free(&a->hello);
 	free(a->path);
-	/* its loop source may be in the loop's current batch of events: free after it */
-	if (loop_defer(a->loop, free, a) < 0)
+	/* its loop source may be in the loop's current batch of events: free after it, and after
+	 * a send_queued deferred before (with no room to defer, a pending one keeps it: leaked) */
+	if (loop_defer(a->loop, free, a) < 0 && !a->send_pending)
 		free(a);
 	return NULL;
 }
@@ -188,9 +190,36 @@ agent_ready(const struct agent *a)
 	return a->state == AGENT_READY;
 }
 
+void
+agent_flush(struct agent *a)
+{
+	while (a->fd >= 0 && a->state == AGENT_READY && buf_avail(&a->out) > 0) {
+		ssize_t k = send(a->fd, buf_head(&a->out), buf_avail(&a->out), MSG_NOSIGNAL);
+		/* full: EPOLLOUT says when it drains; an error: on_io finds it */
+		if (k <= 0)
+			break;
+		buf_consume(&a->out, (size_t)k);
+	}
+	set_interest(a);
+}
+
+/* The frames queued during a batch of the loop's events leave together once the batch is
+ * over: waiting for EPOLLOUT instead costs a wakeup and two epoll_ctl() per batch (an exec's
+ * round trip has two or three). Deferred before agent_free defers the agent's own free, so it
+ * runs first; after a disconnect it finds nothing to send. */
+static void
+send_queued(void *data)
+{
+	struct agent *a = data;
+
+	a->send_pending = false;
+	agent_flush(a);
+}
+
 static int
 send_frame(struct agent *a, uint8_t type, uint8_t flags, uint32_t chan, const void *p, size_t len)
 {
+	bool idle = buf_avail(&a->out) == 0;
 	int r;
 
 	if (a->state != AGENT_READY && type != AP_HELLO)
@@ -198,7 +227,11 @@ send_frame(struct agent *a, uint8_t type, uint8_t flags, uint32_t chan, const vo
 	r = frame_put(&a->out, type, flags, chan, p, len);
 	if (r < 0)
 		return r;
-	set_interest(a);
+	/* behind bytes the socket did not take, EPOLLOUT says when it drains */
+	if (idle && !a->send_pending && loop_defer(a->loop, send_queued, a) >= 0)
+		a->send_pending = true;
+	if (!a->send_pending)
+		set_interest(a);
 	return 0;
 }
 
@@ -667,6 +700,10 @@ read_frames(struct agent *a)
 		}
 		total += (size_t)k;
 		if (agent_receive(a, chunk, (size_t)k) < 0)
+			return;
+		/* a short read took all there was; more wakes the loop again (level-triggered)
+		 * instead of a read() into EAGAIN on every wakeup */
+		if ((size_t)k < sizeof(chunk))
 			return;
 	}
 }

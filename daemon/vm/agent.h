@@ -135,3 +135,7 @@ int agent_stdin(struct agent *a, uint32_t pid, const void *bytes, size_t len, bo
 int agent_signal(struct agent *a, uint32_t pid, int signo);
 int agent_resize(struct agent *a, uint32_t pid, unsigned short rows, unsigned short cols);
 int agent_release(struct agent *a, uint32_t pid);
+/* Frames are written when the loop's current batch of events is over, together, or later when
+ * the socket is full. This writes what is queued now, as far as the socket takes it: for a
+ * caller about to do slow work (a database write) that the guest need not wait for. */
+void agent_flush(struct agent *a);
