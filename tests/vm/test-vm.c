@@ -225,21 +225,23 @@ dir_empty(const char *path)
 static bool
 plant_gone_vmm_cgroup(bool make)
 {
-	char cmd[700];
+	char cmd[1400];
 	int rc;
 
 	if (geteuid() != 0 || harness_file_contains(p.log, "without cgroup limits"))
 		return false;
-	/* the parent is named for the uid range this sandboxd claimed */
+	/* the parent is named for the uid range this sandboxd claimed; the check looks only
+	 * where this run planted (another run's sandboxd with the same uid base, killed, may
+	 * have left its own under another parent) */
 	snprintf(cmd, sizeof(cmd),
 	         "base=$(grep -lx '%s' /run/sandboxd-vmm-uids/[0-9]* | head -1); "
-	         "[ -n \"$base\" ] || exit 2; base=${base##*/}; n=0; "
-	         "for d in $(find /sys/fs/cgroup -maxdepth 7 -type d -path \"*/sandboxd/$base\"); "
-	         "do "
-	         "  %s; done; [ $n -gt 0 ]",
-	         p.state,
-	         make ? "mkdir \"$d/sbx_gone\" && n=$((n+1))"
-	              : "[ -d \"$d/sbx_gone\" ] && n=$((n+1))");
+	         "[ -n \"$base\" ] || exit 2; base=${base##*/}; n=0; planted='%s/planted'; "
+	         "%s; [ $n -gt 0 ]",
+	         p.state, p.state,
+	         make ? "for d in $(find /sys/fs/cgroup -maxdepth 7 -type d -path "
+	                "\"*/sandboxd/$base\"); do mkdir \"$d/sbx_gone\" && "
+	                "echo \"$d/sbx_gone\" >> \"$planted\" && n=$((n+1)); done"
+	              : "for d in $(cat \"$planted\"); do [ -d \"$d\" ] && n=$((n+1)); done");
 	rc = system(cmd);
 	return rc == 0;
 }
