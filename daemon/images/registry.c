@@ -687,11 +687,11 @@ fetch_token(struct oci_source *s, const char *challenge, char **ret_error)
 	if (r >= 0 && resp.status != 200) {
 		_cleanup_free_ char *reason = registry_reason(&resp);
 		bool generic = reason && reason[0] >= '0' && reason[0] <= '9';
-		r = error_printf(ret_error,
-		                 resp.status == 401 || resp.status == 403 ? -EACCES : -EPROTO,
-		                 "registry %s: token request: %ld %s%s%s", s->ref.registry,
-		                 resp.status, *reason_of(&resp) ? reason_of(&resp) : "refused",
-		                 reason && !generic ? ": " : "", reason && !generic ? reason : "");
+		r = error_printf(
+		        ret_error, resp.status == 401 || resp.status == 403 ? -EACCES : -EPROTO,
+		        "registry %s: token request: %ld %s%s%s", s->ref.registry, resp.status,
+		        *reason_of(&resp) ? reason_of(&resp) : "(no reason given)",
+		        reason && !generic ? ": " : "", reason && !generic ? reason : "");
 	}
 	response_done(&resp);
 	if (r < 0)

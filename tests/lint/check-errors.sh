@@ -111,7 +111,7 @@ for my $path (sort @files) {
 
 	# An API error code as a value: an argument, an initialiser, an assignment, a
 	# returned or chosen value.
-	while ($code_text =~ /(?:[(,={?]|\breturn)\s*("(?:$codes)")/g) {
+	while ($code_text =~ /(?:[(,={?:]|\breturn)\s*("(?:$codes)")/g) {
 		report($rel, $code_text, $-[1], "API error code $1 outside daemon/api/");
 	}
 
