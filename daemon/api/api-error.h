@@ -1,4 +1,4 @@
-/* api-error.h: the API's error vocabulary. Each kind of error (core/error.h) is one HTTP
+/* api-error.h: the API's error vocabulary. Each kind of error (types/error.h) is one HTTP
  * status and one API error code, in one table (api-error.c), and every error answer,
  * {"error":{"code","message"}}, is made there. */
 #pragma once

@@ -1,6 +1,6 @@
 #!/bin/sh
 # check-errors.sh: only the daemon's API layer (daemon/api/) speaks in HTTP errors. Code
-# elsewhere in daemon/ reports what went wrong as a kind (core/error.h) and never chooses an
+# elsewhere in daemon/ reports what went wrong as a kind (types/error.h) and never chooses an
 # HTTP status or an API error code; the API's one table (api/api-error.c) turns a kind into
 # both. The statuses and codes are read from that table, so a new one is checked as soon as
 # it is added. Usage: check-errors.sh SOURCE_DIR. Prints each finding, exits 1 if any.
@@ -149,7 +149,7 @@ for my $path (sort @files) {
 
 if ($found) {
 	print "check-errors: $found finding(s): outside daemon/api/, report a kind with err_set() " .
-	  "(core/error.h); daemon/api/api-error.c maps it to a status and a code\n";
+	  "(types/error.h); daemon/api/api-error.c maps it to a status and a code\n";
 	exit 1;
 }
 print "check-errors: clean\n";
