@@ -125,28 +125,30 @@ add_channels(struct args *a)
 	add(a, "chardev:con");
 }
 
+/* A descriptor QEMU is passed (fd) as the file node "<name>f" over /dev/fdset/<fd>. */
+static void
+add_fd_file(struct args *a, int fd, const char *name, bool read_only)
+{
+	add(a, "-add-fd");
+	addf(a, "fd=%d,set=%d,opaque=%s", fd, fd, name);
+	add(a, "-blockdev");
+	addf(a, "driver=file,node-name=%sf,filename=/dev/fdset/%d%s", name, fd,
+	     read_only ? ",read-only=on" : "");
+}
+
 /* vda, the image's disk, read-only; vdb, the writable layer over the blank disk. */
 static void
 add_disks(struct args *a)
 {
-	add(a, "-add-fd");
-	addf(a, "fd=%d,set=%d,opaque=root", QEMU_FD_ROOT, QEMU_FD_ROOT);
-	add(a, "-blockdev");
-	addf(a, "driver=file,node-name=rootf,filename=/dev/fdset/%d,read-only=on", QEMU_FD_ROOT);
+	add_fd_file(a, QEMU_FD_ROOT, "root", true);
 	add(a, "-blockdev");
 	add(a, "driver=raw,node-name=root,file=rootf,read-only=on");
 	add(a, "-device");
 	add(a, "virtio-blk-device,drive=root");
-	add(a, "-add-fd");
-	addf(a, "fd=%d,set=%d,opaque=blank", QEMU_FD_BLANK, QEMU_FD_BLANK);
-	add(a, "-blockdev");
-	addf(a, "driver=file,node-name=blankf,filename=/dev/fdset/%d,read-only=on", QEMU_FD_BLANK);
+	add_fd_file(a, QEMU_FD_BLANK, "blank", true);
 	add(a, "-blockdev");
 	add(a, "driver=raw,node-name=blank,file=blankf,read-only=on");
-	add(a, "-add-fd");
-	addf(a, "fd=%d,set=%d,opaque=upper", QEMU_FD_UPPER, QEMU_FD_UPPER);
-	add(a, "-blockdev");
-	addf(a, "driver=file,node-name=upperf,filename=/dev/fdset/%d", QEMU_FD_UPPER);
+	add_fd_file(a, QEMU_FD_UPPER, "upper", false);
 	add(a, "-blockdev");
 	add(a, "driver=qcow2,node-name=upper,file=upperf,backing=blank");
 	add(a, "-device");
