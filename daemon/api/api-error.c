@@ -34,6 +34,7 @@ static const struct api_error api_errors[_ERR_KIND_MAX] = {
 	[ERR_INTERNAL] = { .status = 500, .code = "internal" },
 	[ERR_UNSUPPORTED] = { .status = 501, .code = "unsupported" },
 	[ERR_UNAVAILABLE] = { .status = 503, .code = "unavailable" },
+	[ERR_NO_SPACE] = { .status = 507, .code = "insufficient_storage" },
 };
 
 /* What a -errno means when the call that returned it said nothing more. */

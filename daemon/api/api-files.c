@@ -107,6 +107,17 @@ reply_failure(struct file_op *op, const struct agent_result *res)
 	case EEXIST:
 		api_reply_err(op->c, ERR_CONFLICT, "'%s': directory not empty", op->path);
 		break;
+	case EBUSY: /* a mount point */
+		api_reply_err(op->c, ERR_CONFLICT, "'%s' is a mount point; it cannot be removed",
+		              op->path);
+		break;
+	case ENOSPC:
+	case EDQUOT:
+		api_reply_err(op->c, ERR_NO_SPACE,
+		              "'%s': the sandbox's disk is full; remove files in it, or give a "
+		              "new sandbox a larger disk_mb",
+		              op->path);
+		break;
 	case EFBIG:
 		api_reply_err(op->c, ERR_INVALID, "'%s' is larger than %u bytes", op->path,
 		              API_FILE_MAX);
@@ -249,6 +260,14 @@ api_file_remove(struct api_call *call)
 
 	if (!op)
 		return;
+	/* "/" (or "//"): what the guest would answer (EBUSY), said plainly and at once */
+	if (strspn(op->path, "/") == strlen(op->path)) {
+		api_reply_err(call->c, ERR_CONFLICT,
+		              "'%s' is the sandbox's root directory; it cannot be removed",
+		              op->path);
+		finish(op);
+		return;
+	}
 	op->req = agent_remove(op_agent(op), op->path, remove_done, op);
 	started(call, op);
 }

@@ -392,6 +392,15 @@ create_now(struct api_call *call, struct sandbox *sb, bool wait)
 	wait_for(call, sb, WAIT_CREATE);
 }
 
+/* Whether the caller is a user: neither the operator nor an admin (who cannot create). */
+static bool
+is_user(const struct api_call *call)
+{
+	if (call->who.operator)
+		return false;
+	return call->who.role != ROLE_ADMIN;
+}
+
 static bool
 needs_install(struct sandboxd *d, const char *image)
 {
@@ -493,6 +502,9 @@ api_sandbox_create(struct api_call *call)
 	if (check_launch(call, sb, true) < 0)
 		return;
 	r = images_check(call->d, sb->image, &err);
+	/* a user pulls only where the operator lets them */
+	if (r >= 0 && is_user(call) && needs_install(call->d, sb->image))
+		r = images_check_user_pull(call->d, sb->image, &err);
 	if (r < 0) {
 		api_reply_failure(call->c, r, &err);
 		return;

@@ -447,6 +447,25 @@ images_check(struct sandboxd *d, const char *name, struct err *err)
 }
 
 int
+images_check_user_pull(struct sandboxd *d, const char *name, struct err *err)
+{
+	_cleanup_free_ char *record = NULL;
+
+	if (d->opts->user_pull || find(d, name) || image_is_base(name))
+		return 0;
+	/* installed by hand meanwhile: images_install takes its record, pulling nothing */
+	record = image_ref_path(d->opts->state_dir, name);
+	if (!record)
+		return err_set(err, -ENOMEM, ERR_INTERNAL, "out of memory");
+	if (access(record, F_OK) == 0)
+		return 0;
+	return err_set(err, -EPERM, ERR_REFUSED,
+	               "image '%s' is not installed, and on this server users do not install "
+	               "images (--user-pull off): an admin installs it first",
+	               name);
+}
+
+int
 images_install_error(int error, const char *why, struct err *err)
 {
 	const char *m = why ? why : strerror(-error);
@@ -454,9 +473,10 @@ images_install_error(int error, const char *why, struct err *err)
 	switch (error) {
 	case -EINVAL:
 		return err_set(err, error, ERR_INVALID, "%s", m);
+	case -EPERM: /* the registry address guard: nothing was sent there */
+		return err_set(err, error, ERR_REFUSED, "%s", m);
 	case -ENOENT:
 	case -EACCES:
-	case -EPERM:
 		return err_set(err, error, ERR_NOT_FOUND, "%s", m);
 	case -ENOMEM:
 		return err_set(err, error, ERR_INTERNAL, "%s", m);
@@ -729,6 +749,8 @@ job_start(struct sandboxd *d, struct image *img)
 		r = strv_extend(&argv, &n, "--agent-id", images_of(d)->agent_id, NULL);
 	for (size_t i = 0; r >= 0 && i < o->n_insecure_registries; i++)
 		r = strv_extend(&argv, &n, "--insecure-registry", o->insecure_registries[i], NULL);
+	for (size_t i = 0; r >= 0 && i < o->n_local_registries; i++)
+		r = strv_extend(&argv, &n, "--local-registry", o->local_registries[i], NULL);
 	if (r >= 0)
 		r = strv_extend(&argv, &n, "--", img->name, NULL);
 	if (r < 0)

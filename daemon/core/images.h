@@ -63,6 +63,13 @@ const struct image *images_installed(struct sandboxd *d, const char *name);
  * policy's images list (else refused). */
 int images_check(struct sandboxd *d, const char *name, struct err *err);
 
+/* Whether a user's create may install name when it is not installed: always with
+ * --user-pull on (the default); with it off only when no registry is asked for a new image,
+ * that is, when name is known here (installed, being installed, installed by hand, or to be
+ * built again from its cached layers) or built on this machine (sandbox-base). Otherwise
+ * refused. The registry address guard (registry.h) applies to every install either way. */
+int images_check_user_pull(struct sandboxd *d, const char *name, struct err *err);
+
 /* Starts installing name unless it is installed or being installed, and joins w (may be
  * NULL) to it. Returns 1 when it is installed already (w is not called), 0 when w will be
  * called, -errno when no install could begin (err says why). */
@@ -71,7 +78,8 @@ void image_waiter_cancel(struct image_waiter *w);
 
 /* What an install that failed with error (and why, if it said) means to the one who asked:
  * a name that is invalid, an image the registry does not have or will not show (not found),
- * or one that could not be fetched now (unavailable). Fills err and returns error. */
+ * a registry the operator's rules keep sandboxd from (-EPERM: refused), or one that could
+ * not be fetched now (unavailable). Fills err and returns error. */
 int images_install_error(int error, const char *why, struct err *err);
 
 /* The API object {image, digest, state, size_bytes, default, in_use, ...}. */

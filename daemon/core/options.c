@@ -53,6 +53,12 @@ static const char usage[] =
         "                         as requests name them; without it any image is permitted\n"
         "  --insecure-registry HOST:PORT\n"
         "                         pull from that registry over plain HTTP (repeatable)\n"
+        "  --local-registry HOST:PORT\n"
+        "                         that HTTPS registry may be on a loopback, private or\n"
+        "                         link-local address (repeatable); no registry the operator\n"
+        "                         did not name (these two flags) is reached on one\n"
+        "  --user-pull on|off     whether a user's create may install an image that is not\n"
+        "                         installed yet (default on; off: admins install images)\n"
         "  --egress on|off        enforce sandboxes' egress (default on as root): a tap per\n"
         "                         sandbox, nftables table inet sandboxd, the egress proxy\n"
         "                         and DNS stub; off: sandboxes get no network (ceiling none)\n"
@@ -265,18 +271,34 @@ parse_allowed_host(struct options *o, const char *arg)
 }
 
 static int
-parse_insecure_registry(struct options *o, const char *arg)
+registry_hostport_valid(const char *arg, const char *flag)
 {
 	const char *colon = strrchr(arg, ':');
 	uint64_t port;
 
 	if (!colon || colon == arg || parse_u64(colon + 1, &port) < 0 || port < 1 || port > 65535 ||
 	    strchr(arg, '/')) {
-		fprintf(stderr, "sandboxd: --insecure-registry '%s' must be HOST:PORT\n", arg);
+		fprintf(stderr, "sandboxd: %s '%s' must be HOST:PORT\n", flag, arg);
 		return -EINVAL;
 	}
+	return 0;
+}
+
+static int
+parse_insecure_registry(struct options *o, const char *arg)
+{
+	if (registry_hostport_valid(arg, "--insecure-registry") < 0)
+		return -EINVAL;
 	return list_add(o->insecure_registries, &o->n_insecure_registries, "--insecure-registry",
 	                arg);
+}
+
+static int
+parse_local_registry(struct options *o, const char *arg)
+{
+	if (registry_hostport_valid(arg, "--local-registry") < 0)
+		return -EINVAL;
+	return list_add(o->local_registries, &o->n_local_registries, "--local-registry", arg);
 }
 
 static int
@@ -341,6 +363,8 @@ static const struct opt_def opt_defs[] = {
 	  .what = "is not an image name" },
 	{ .name = "allow-image", .kind = OPT_IMAGE_LIST, .what = "is not an image name" },
 	CUSTOM("insecure-registry", parse_insecure_registry),
+	CUSTOM("local-registry", parse_local_registry),
+	{ .name = "user-pull", .kind = OPT_ON_OFF, F(user_pull), .what = "on or off" },
 	{ .name = "egress", .kind = OPT_ON_OFF, F(egress), .what = "on or off" },
 	STRING("metrics-listen", metrics_listen),
 	UINT("egress-proxy-port", egress_proxy_port, 1, 65535, "must be a port, 1 to 65535"),
@@ -441,6 +465,7 @@ options_parse(int argc, char **argv, struct options *o)
 		               .user_max_sandboxes = 5,
 		               .user_max_cpus = 8,
 		               .user_max_memory_mb = 16384,
+		               .user_pull = true,
 		               .log_level = LOG_LEVEL_INFO };
 	for (size_t i = 0; i < N_OPTS; i++) {
 		bool no_arg = opt_defs[i].kind == OPT_HELP || opt_defs[i].kind == OPT_VERSION;
@@ -682,6 +707,8 @@ options_done(struct options *o)
 	free(o->agent);
 	for (size_t i = 0; i < o->n_insecure_registries; i++)
 		free(o->insecure_registries[i]);
+	for (size_t i = 0; i < o->n_local_registries; i++)
+		free(o->local_registries[i]);
 	for (size_t i = 0; i < o->n_allowed_images; i++)
 		free(o->allowed_images[i]);
 	free(o->default_image);

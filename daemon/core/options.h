@@ -8,7 +8,7 @@
 #include "log.h"
 
 #define OPTIONS_MAX_ALLOWED_HOSTS 32
-#define OPTIONS_MAX_LIST 64 /* --insecure-registry, --allow-image */
+#define OPTIONS_MAX_LIST 64 /* --insecure-registry, --local-registry, --allow-image */
 
 struct options {
 	char *state_dir;
@@ -34,6 +34,9 @@ struct options {
 	unsigned max_connections;
 	char *insecure_registries[OPTIONS_MAX_LIST]; /* HOST:PORT reached over plain HTTP */
 	size_t n_insecure_registries;
+	char *local_registries[OPTIONS_MAX_LIST]; /* HOST:PORT over HTTPS on a local address */
+	size_t n_local_registries;
+	bool user_pull; /* --user-pull: a user's create may install an image (default on) */
 	char *allowed_images[OPTIONS_MAX_LIST]; /* the policy's images list; none: any image */
 	size_t n_allowed_images;
 	char *default_image;  /* NULL: the policy's (sandbox-base) */

@@ -330,6 +330,8 @@ open_source(const struct install_opts *o, const char *name, struct oci_source **
 	_cleanup_free_ char *layout = image_local_layout(o->state_dir, name, &tag);
 	struct registry_opts ro = { .insecure = o->insecure,
 		                    .n_insecure = o->n_insecure,
+		                    .local = o->local,
+		                    .n_local = o->n_local,
 		                    .ca_file = o->ca_file };
 	struct oci_ref ref = { 0 };
 	int r;
@@ -582,6 +584,9 @@ usage(FILE *f)
 	      "  --agent PATH                  the guest agent (default: beside sandboxd)\n"
 	      "  --agent-id HEX                its id when known (sandboxd passes it)\n"
 	      "  --insecure-registry HOST:PORT plain HTTP to that registry (repeatable)\n"
+	      "  --local-registry HOST:PORT    that HTTPS registry may be on a loopback, private\n"
+	      "                                or link-local address (repeatable); no other\n"
+	      "                                registry may, unless it is --insecure-registry\n"
 	      "  --ca-file FILE                trust this CA bundle for registries\n"
 	      "  --progress-fd N               JSON progress lines to fd N\n"
 	      "  --fetch-only                  fetch and verify the blobs, build no disk\n"
@@ -717,6 +722,7 @@ image_main(int argc, char **argv)
 		{ "agent", required_argument, NULL, 'a' },
 		{ "agent-id", required_argument, NULL, 'A' },
 		{ "insecure-registry", required_argument, NULL, 'i' },
+		{ "local-registry", required_argument, NULL, 'l' },
 		{ "ca-file", required_argument, NULL, 'c' },
 		{ "progress-fd", required_argument, NULL, 'p' },
 		{ "fetch-only", no_argument, NULL, 'f' },
@@ -725,7 +731,7 @@ image_main(int argc, char **argv)
 		{ 0 },
 	};
 	_cleanup_free_ char *state_default = NULL;
-	_cleanup_strv_ char **insecure = NULL;
+	_cleanup_strv_ char **insecure = NULL, **local = NULL;
 	struct install_opts o = { .progress_fd = -1 };
 	const char *cmd;
 	uint64_t fd;
@@ -760,6 +766,11 @@ image_main(int argc, char **argv)
 			if (strv_add(&insecure, &o.n_insecure, optarg) < 0)
 				return 1;
 			o.insecure = insecure;
+			break;
+		case 'l':
+			if (strv_add(&local, &o.n_local, optarg) < 0)
+				return 1;
+			o.local = local;
 			break;
 		case 'c':
 			o.ca_file = optarg;

@@ -25,6 +25,8 @@ struct install_opts {
 	const char *agent_id; /* image_agent_id of agent when the caller knows it; NULL: hash it */
 	char *const *insecure;
 	size_t n_insecure;
+	char *const *local; /* --local-registry: HTTPS registries on local addresses */
+	size_t n_local;
 	const char *ca_file;
 	int progress_fd; /* JSON lines go here; -1: none */
 	bool fetch_only; /* stop once the blobs are fetched and verified (benchmarks) */

@@ -43,16 +43,17 @@ struct oci_source {
 	char *origin; /* "scheme://host:port" of the registry: the one place a token goes */
 	char *base;   /* "<scheme>://<registry>/v2/<repository>" */
 	bool insecure;
+	/* named by the operator (--insecure-registry, --local-registry): it, and where it
+	 * sends sandboxd, may be on a local address. Every connection for any other registry
+	 * goes only to public addresses, so a request naming an image cannot point sandboxd
+	 * at a service on the host's own networks, nor learn whether one listens there. */
+	bool trusted;
 	char **insecure_list;
 	size_t n_insecure;
 	unsigned stall_secs;
 	char *ca_file;
 	char *auth_header; /* "Authorization: Bearer ..." once a token was fetched */
 	CURL *curl;
-	/* Set while a request goes where the registry sent us rather than to the registry
-	 * itself (the token realm): it may only reach public addresses, so a hostile registry
-	 * cannot point sandboxd at a service on the host's own networks. */
-	bool public_only;
 	bool refused_private; /* a connection was refused for that */
 
 	char *where; /* "registry HOST" or "image layout 'DIR'", to begin messages */
@@ -329,6 +330,23 @@ host_insecure(const struct oci_source *s, const char *hostport)
 	return false;
 }
 
+/* Whether registry (as a reference names it, "host" or "host:port") is on list, whose
+ * entries are "host:port": "host" alone is port 443, as it is reached over HTTPS. */
+static bool
+registry_listed(char *const *list, size_t n, const char *registry)
+{
+	bool has_port = strrchr(registry, ':') && !strchr(strrchr(registry, ':'), ']');
+
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(registry);
+		if (strcasecmp(list[i], registry) == 0 ||
+		    (!has_port && strncasecmp(list[i], registry, len) == 0 &&
+		     streq(list[i] + len, ":443")))
+			return true;
+	}
+	return false;
+}
+
 /* Whether plain HTTP may be used for url: only to a registry named --insecure-registry. */
 static bool
 http_allowed(const struct oci_source *s, const char *url)
@@ -356,27 +374,51 @@ http_allowed(const struct oci_source *s, const char *url)
 	return ok;
 }
 
+static bool
+ipv4_public(uint32_t a)
+{
+	return !((a >> 24) == 0 || (a >> 24) == 10 || (a >> 24) == 127 ||
+	         (a >> 16) == 0xa9fe /* 169.254/16: link-local, cloud metadata */ ||
+	         (a >> 20) == 0xac1 /* 172.16/12 */ || (a >> 16) == 0xc0a8 /* 192.168/16 */ ||
+	         (a >> 22) == (100u << 2 | 1) /* 100.64/10: CGNAT */ ||
+	         (a >> 8) == 0xc00000 /* 192.0.0/24: protocol assignments */ ||
+	         (a >> 17) == (0xc612u >> 1) /* 198.18/15: benchmarking, often internal */ ||
+	         (a >> 28) >= 0xe /* multicast, reserved, broadcast */);
+}
+
+/* The IPv4 address an IPv6 one stands for, if it embeds one: ::ffff:a.b.c.d (mapped),
+ * ::a.b.c.d (compatible), 64:ff9b::a.b.c.d (NAT64), 2002:AABB:CCDD:: (6to4). */
+static bool
+ipv6_embedded_ipv4(const struct in6_addr *a, uint32_t *ret)
+{
+	static const uint8_t nat64[12] = { 0x00, 0x64, 0xff, 0x9b };
+	const uint8_t *b = a->s6_addr;
+	const uint8_t *v4 = NULL;
+
+	if (IN6_IS_ADDR_V4MAPPED(a) || IN6_IS_ADDR_V4COMPAT(a) || memcmp(b, nat64, 12) == 0)
+		v4 = b + 12;
+	else if (b[0] == 0x20 && b[1] == 0x02)
+		v4 = b + 2;
+	if (!v4)
+		return false;
+	*ret = (uint32_t)v4[0] << 24 | (uint32_t)v4[1] << 16 | (uint32_t)v4[2] << 8 | v4[3];
+	return true;
+}
+
 bool
 registry_address_public(const struct sockaddr *sa)
 {
-	if (sa->sa_family == AF_INET) {
-		uint32_t a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
-		return !((a >> 24) == 0 || (a >> 24) == 10 || (a >> 24) == 127 ||
-		         (a >> 16) == 0xa9fe /* 169.254/16 */ ||
-		         (a >> 20) == 0xac1 /* 172.16/12 */ ||
-		         (a >> 16) == 0xc0a8 /* 192.168/16 */ ||
-		         (a >> 22) == (100u << 2 | 1) /* 100.64/10 */ || (a >> 28) >= 0xe);
-	}
+	if (sa->sa_family == AF_INET)
+		return ipv4_public(ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr));
 	if (sa->sa_family == AF_INET6) {
 		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-		if (IN6_IS_ADDR_V4MAPPED(a)) {
-			struct sockaddr_in v4 = { .sin_family = AF_INET };
-			memcpy(&v4.sin_addr, a->s6_addr + 12, 4);
-			return registry_address_public((const struct sockaddr *)&v4);
-		}
-		return !(IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a) ||
-		         IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_MULTICAST(a) ||
-		         (a->s6_addr[0] & 0xfe) == 0xfc /* fc00::/7 */);
+		uint32_t v4;
+		if (IN6_IS_ADDR_LOOPBACK(a) || IN6_IS_ADDR_UNSPECIFIED(a))
+			return false;
+		if (ipv6_embedded_ipv4(a, &v4))
+			return ipv4_public(v4);
+		return !(IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_SITELOCAL(a) ||
+		         IN6_IS_ADDR_MULTICAST(a) || (a->s6_addr[0] & 0xfe) == 0xfc /* fc00::/7 */);
 	}
 	return false;
 }
@@ -395,17 +437,27 @@ open_public_socket(void *data, curlsocktype purpose, struct curl_sockaddr *addr)
 
 static int
 curl_error(const struct oci_source *s, CURLcode c, const char *errbuf, const char *what,
-           char **ret_error)
+           bool to_registry, char **ret_error)
 {
 	const char *detail = *errbuf ? errbuf : curl_easy_strerror(c);
 
-	if (s->refused_private)
-		return error_printf(
-		        ret_error, -EACCES,
-		        "registry %s: %s: it sends sandboxd to a private or local address; "
-		        "only the registry itself may be there (list it with "
-		        "--insecure-registry if it is on this network)",
-		        s->ref.registry, what);
+	/* Refused before any connection was made, in words that do not depend on what the
+	 * address is or whether anything listens there: this answer goes to whoever named the
+	 * image, and a connection error would tell them which ports of the host's networks are
+	 * open. (A connection that failed otherwise, to a public address the name also had,
+	 * reads as it is.) */
+	if (s->refused_private && c == CURLE_COULDNT_CONNECT && to_registry)
+		return error_printf(ret_error, -EPERM,
+		                    "registry %s is on a loopback, private or link-local "
+		                    "address; sandboxd pulls from such a registry only when the "
+		                    "operator names it (--insecure-registry or --local-registry)",
+		                    s->ref.registry);
+	if (s->refused_private && c == CURLE_COULDNT_CONNECT)
+		return error_printf(ret_error, -EPERM,
+		                    "registry %s: %s: it sends sandboxd to a loopback, private or "
+		                    "link-local address, which only a registry the operator "
+		                    "named may do (--insecure-registry or --local-registry)",
+		                    s->ref.registry, what);
 
 	switch (c) {
 	case CURLE_OPERATION_TIMEDOUT:
@@ -460,13 +512,17 @@ http_get(struct oci_source *s, const char *url, const char *accept, bool auth,
 		curl_easy_reset(s->curl);
 		errbuf[0] = '\0';
 		s->refused_private = false;
-		/* where the registry sends us (a redirect to another origin, the token realm)
-		 * must be public, unless the operator listed the registry as on this network */
-		if (s->public_only || (hop > 0 && !s->insecure && !streq(origin, s->origin))) {
+		/* a registry the operator did not name, and wherever it sends us (a redirect,
+		 * the token realm), is reached only on public addresses: judged on the address
+		 * each socket is opened to connect to, after the name was resolved */
+		if (!s->trusted) {
 			(void)curl_easy_setopt(s->curl, CURLOPT_OPENSOCKETFUNCTION,
 			                       open_public_socket);
 			(void)curl_easy_setopt(s->curl, CURLOPT_OPENSOCKETDATA, s);
 		}
+		/* never through a proxy from the environment: the address judged must be the
+		 * one connected to, and a proxy would reach what it likes on our behalf */
+		(void)curl_easy_setopt(s->curl, CURLOPT_PROXY, "");
 		r = slist_add(&headers, "User-Agent: sandboxd/" SANDBOXD_VERSION);
 		if (r >= 0 && accept)
 			r = slist_add(&headers, accept);
@@ -507,7 +563,7 @@ http_get(struct oci_source *s, const char *url, const char *accept, bool auth,
 		if (c == CURLE_WRITE_ERROR && resp->error_body_full)
 			c = CURLE_OK;
 		if (c != CURLE_OK)
-			return curl_error(s, c, errbuf, what, ret_error);
+			return curl_error(s, c, errbuf, what, streq(origin, s->origin), ret_error);
 		(void)curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
 		resp->status = status;
 		if (status != 301 && status != 302 && status != 303 && status != 307 &&
@@ -671,14 +727,9 @@ fetch_token(struct oci_source *s, const char *challenge, char **ret_error)
 		return r;
 	}
 	resp.sink = &k;
-	/* the realm is the registry's word: unless it is the registry itself, or the operator
-	 * listed the registry as on this network, it must be a public address */
-	{
-		_cleanup_free_ char *realm_origin = url_origin(ch.realm);
-		s->public_only = !s->insecure && !(realm_origin && streq(realm_origin, s->origin));
-	}
+	/* the realm is the registry's word: http_get holds it to the same addresses as the
+	 * registry itself */
 	r = http_get(s, url, NULL, false, &resp, "token request", ret_error);
-	s->public_only = false;
 	sink_done(&k);
 	if (r == -EFBIG)
 		r = error_printf(ret_error, -EPROTO,
@@ -823,6 +874,7 @@ oci_source_registry(const struct oci_ref *ref, const struct registry_opts *o,
 		return -ENOMEM;
 	s->stall_secs = o && o->stall_secs ? o->stall_secs : STALL_DEFAULT_SECS;
 	s->insecure = host_insecure(s, ref->registry);
+	s->trusted = s->insecure || (o && registry_listed(o->local, o->n_local, ref->registry));
 	s->base = strdup_printf("%s://%s/v2/%s", s->insecure ? "http" : "https", ref->registry,
 	                        ref->repository);
 	if (!s->base)

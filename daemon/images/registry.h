@@ -17,6 +17,12 @@ struct registry_opts {
 	 * every other registry is HTTPS with the system's CA store. */
 	char *const *insecure;
 	size_t n_insecure;
+	/* "host:port" HTTPS registries the operator named as on this machine's networks
+	 * (--local-registry). These and the insecure ones are the only registries sandboxd
+	 * connects to on a loopback, private or link-local address (registry_address_public),
+	 * and where they send sandboxd (a token realm, a redirect) is not checked either. */
+	char *const *local;
+	size_t n_local;
 	/* Seconds without a byte before a transfer is given up (0: 60). */
 	unsigned stall_secs;
 	/* A CA bundle file to trust instead of the system's (tests); NULL: the system's. */
@@ -46,6 +52,8 @@ void oci_image_done(struct oci_image *img);
  * Errors carry the registry's reason (its HTTP status and the errors[] message of the
  * body, e.g. "registry 127.0.0.1:5000: manifest unknown (404)"), never hang (connect and
  * stall timeouts). -ENOENT: no such image or tag; -EACCES: refused (private, 401/403);
+ * -EPERM: a registry the operator did not name is on a local address, or sent sandboxd to
+ * one (nothing was sent there; the message is the same whatever listens there);
  * -EPROTO: the registry sent something invalid; -EIO: network. */
 int oci_source_resolve(struct oci_source *s, struct oci_image *ret, char **ret_error);
 
@@ -61,7 +69,10 @@ int oci_source_fetch_blob(struct oci_source *s, const struct oci_descriptor *d, 
 
 struct sockaddr;
 /* Whether sa is an address anyone on the internet could reach: not loopback, private,
- * link-local (cloud metadata), CGNAT, multicast or unspecified (IPv4-mapped IPv6 judged as
- * IPv4). A registry may send sandboxd (its token realm, a redirect to storage) only to such
- * addresses, unless it is an --insecure-registry. */
+ * link-local (cloud metadata), CGNAT, unique-local, site-local, multicast, reserved or
+ * unspecified (IPv6 that embeds IPv4, mapped, compatible, NAT64 or 6to4, judged as that
+ * IPv4). Every connection for a registry the operator did not name goes only to such
+ * addresses: the address is judged as libcurl resolved it, just before the socket that
+ * connects to it is opened, so a name is judged by what it resolves to and cannot resolve
+ * to something else in between. */
 bool registry_address_public(const struct sockaddr *sa);

@@ -21,6 +21,7 @@ enum err_kind {
 	ERR_INTERNAL,         /* a bug, or the host failed (the database, the backend) */
 	ERR_UNSUPPORTED,      /* this server lacks the capability */
 	ERR_UNAVAILABLE,      /* temporarily unable to serve; retry */
+	ERR_NO_SPACE,         /* the sandbox's disk is full (ENOSPC, EDQUOT in the guest) */
 	_ERR_KIND_MAX,
 };
 

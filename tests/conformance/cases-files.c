@@ -243,6 +243,70 @@ case_delete_removes_files_and_empty_directories(void **state)
 	expect_error("GET", file_url(id, "files", conf_fmt("%s/never-was", dir)), 404, "not_found");
 }
 
+/* The sandbox's root directory cannot be removed: a conflict that says so, never a server
+ * error; nothing under it went. */
+void
+case_deleting_the_root_directory_is_a_conflict(void **state)
+{
+	const char *id = file_sandbox();
+	const char *dir = case_dir(id, "root");
+	const char *file = conf_fmt("%s/kept", dir);
+	json_t *j;
+
+	remove_later(id, file);
+	put_ok(id, file, "kept", 4);
+	expect_error("DELETE", file_url(id, "files", "/"), 409, "conflict");
+	expect_error("DELETE", file_url(id, "files", "//"), 409, "conflict");
+	assert_int_equal(conf_request("DELETE", file_url(id, "files", "/"), NULL, &j), 409);
+	if (!strstr(conf_error_message(j), "root"))
+		fail_msg("DELETE /: the message does not say it is the root directory: %s",
+		         conf_error_message(j));
+	expect_file(id, file, "kept", 4);
+	assert_int_equal(conf_request("GET", file_url(id, "dirs", "/"), NULL, NULL), 200);
+}
+
+/* A write to a full disk is 507 insufficient_storage, saying the disk is full, and works
+ * again once space is freed. A sandbox of the smallest disk, filled by a process. */
+void
+case_writing_to_a_full_disk_is_insufficient_storage(void **state)
+{
+	static char chunk[1 << 20];
+	const char *id, *fill = "/sandbox/home/fill", *more = "/sandbox/home/more";
+	const struct conf_resp *r;
+	json_t *sb, *j;
+
+	conf_need_capability("files");
+	conf_need_capability("processes");
+	sb = conf_create("{\"disk_mb\":64}");
+	id = conf_str(sb, "id");
+	/* zeros until the disk is full: dd stops at ENOSPC */
+	assert_int_equal(conf_request("POST", conf_fmt("/v1/sandboxes/%s/run", id),
+	                              conf_fmt("{\"argv\":[\"dd\",\"if=/dev/zero\",\"of=%s\","
+	                                       "\"bs=1M\"],\"timeout_secs\":50}",
+	                                       fill),
+	                              &j),
+	                 200);
+	if (json_integer_value(json_object_get(j, "exit_code")) == 0)
+		fail_msg("dd filled a 64 MiB disk without an error");
+
+	memset(chunk, 'x', sizeof(chunk));
+	r = put(id, more, chunk, sizeof(chunk));
+	if (r->status != 507)
+		fail_msg("PUT %s on a full disk: expected 507, got %ld: %.300s", more, r->status,
+		         r->body);
+	assert_string_equal(conf_str(json_object_get(r->json, "error"), "code"),
+	                    "insufficient_storage");
+	if (!strstr(conf_error_message(r->json), "full"))
+		fail_msg("PUT on a full disk: the message does not say the disk is full: %s",
+		         conf_error_message(r->json));
+	/* nothing half-written was left under that name */
+	expect_error("GET", file_url(id, "files", more), 404, "not_found");
+
+	/* space again: the same write lands */
+	assert_int_equal(conf_request("DELETE", file_url(id, "files", fill), NULL, NULL), 204);
+	put_ok(id, more, chunk, sizeof(chunk));
+}
+
 /* Path traversal is rejected: a relative path, "..", a NUL or an empty path is 400 for
  * every file operation, and nothing is read or written through it. */
 void

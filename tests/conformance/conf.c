@@ -44,11 +44,17 @@ static const struct {
 	const char *code;
 	long status;
 } error_codes[] = {
-	{ .code = "invalid_request", .status = 400 }, { .code = "unauthorized", .status = 401 },
-	{ .code = "refused", .status = 403 },         { .code = "forbidden_origin", .status = 403 },
-	{ .code = "not_found", .status = 404 },       { .code = "conflict", .status = 409 },
-	{ .code = "rate_limited", .status = 429 },    { .code = "unsupported", .status = 501 },
-	{ .code = "unavailable", .status = 503 },     { .code = "internal", .status = 500 },
+	{ .code = "invalid_request", .status = 400 },
+	{ .code = "unauthorized", .status = 401 },
+	{ .code = "refused", .status = 403 },
+	{ .code = "forbidden_origin", .status = 403 },
+	{ .code = "not_found", .status = 404 },
+	{ .code = "conflict", .status = 409 },
+	{ .code = "rate_limited", .status = 429 },
+	{ .code = "unsupported", .status = 501 },
+	{ .code = "unavailable", .status = 503 },
+	{ .code = "internal", .status = 500 },
+	{ .code = "insufficient_storage", .status = 507 },
 };
 
 static struct {

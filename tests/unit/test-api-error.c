@@ -29,6 +29,7 @@ static const struct {
 	{ ERR_INTERNAL, 500, "internal" },
 	{ ERR_UNSUPPORTED, 501, "unsupported" },
 	{ ERR_UNAVAILABLE, 503, "unavailable" },
+	{ ERR_NO_SPACE, 507, "insufficient_storage" },
 };
 
 static void

@@ -498,13 +498,26 @@ push(struct registry *g, const char *tag)
 	free(out);
 }
 
+/* How the operator named the registry: not at all, --insecure-registry, --local-registry. */
+enum listing {
+	UNLISTED,
+	INSECURE,
+	LOCAL
+};
+
+/* A source for ref on the test registry, named host:PORT (host: an address or a name that
+ * resolves to 127.0.0.1), listed as how says. */
 static int
-source_for(struct registry *g, const char *ref, bool insecure, struct oci_source **ret, char **err)
+source_as(struct registry *g, const char *host, const char *ref, enum listing how,
+          struct oci_source **ret, char **err)
 {
-	_cleanup_free_ char *s = strdup_printf("%s/%s", g->hostport, ref);
-	char *list[] = { g->hostport };
+	_cleanup_free_ char *hp = strdup_printf("%s:%d", host, g->port);
+	_cleanup_free_ char *s = strdup_printf("%s/%s", hp, ref);
+	char *list[] = { hp };
 	struct registry_opts o = { .insecure = list,
-		                   .n_insecure = insecure ? 1 : 0,
+		                   .n_insecure = how == INSECURE ? 1 : 0,
+		                   .local = list,
+		                   .n_local = how == LOCAL ? 1 : 0,
 		                   .stall_secs = 5 };
 	struct oci_ref r = {};
 	int k;
@@ -515,6 +528,12 @@ source_for(struct registry *g, const char *ref, bool insecure, struct oci_source
 	k = oci_source_registry(&r, &o, ret, err);
 	oci_ref_done(&r);
 	return k;
+}
+
+static int
+source_for(struct registry *g, const char *ref, bool insecure, struct oci_source **ret, char **err)
+{
+	return source_as(g, "127.0.0.1", ref, insecure ? INSECURE : UNLISTED, ret, err);
 }
 
 static void
@@ -578,13 +597,46 @@ test_registry_pull(void **state)
 	err = NULL;
 	oci_source_free(s);
 
-	/* not listed as insecure: HTTPS, which this plain-HTTP registry cannot speak */
-	assert_int_equal(source_for(g, "x/y:t1", false, &s, &err), 0);
+	/* named with --local-registry: it may be on loopback, but it is HTTPS, which this
+	 * plain-HTTP registry cannot speak */
+	assert_int_equal(source_as(g, "127.0.0.1", "x/y:t1", LOCAL, &s, &err), 0);
 	assert_int_equal(oci_source_resolve(s, &(struct oci_image){}, &err), -EIO);
-	assert_non_null(strstr(err, "--insecure-registry"));
+	if (!strstr(err, "TLS") || !strstr(err, "--insecure-registry"))
+		fail_msg("message: %s", err);
 	free(err);
 	err = NULL;
 	oci_source_free(s);
+
+	/* not named at all: a registry on loopback is refused before anything is sent, by
+	 * address or by a name that resolves there, in words that do not say whether anything
+	 * listens (the same for this port and for one where nothing does) */
+	{
+		const char *const hosts[] = { "127.0.0.1", "localhost" };
+		for (size_t i = 0; i < ARRAY_SIZE(hosts); i++) {
+			_cleanup_free_ char *want = strdup_printf(
+			        "registry %s:%d is on a loopback, private or link-local address; "
+			        "sandboxd pulls from such a registry only when the operator names "
+			        "it (--insecure-registry or --local-registry)",
+			        hosts[i], g->port);
+			assert_int_equal(source_as(g, hosts[i], "x/y:t1", UNLISTED, &s, &err), 0);
+			assert_int_equal(oci_source_resolve(s, &(struct oci_image){}, &err),
+			                 -EPERM);
+			assert_string_equal(err, want);
+			free(err);
+			err = NULL;
+			oci_source_free(s);
+		}
+	}
+	/* named as insecure by the name that resolves to it: pulled like the address */
+	{
+		struct oci_image by_name = {};
+		assert_int_equal(source_as(g, "localhost", "x/y:t1", INSECURE, &s, &err), 0);
+		if (oci_source_resolve(s, &by_name, &err) != 0)
+			fail_msg("resolve by localhost: %s", err);
+		assert_string_equal(by_name.digest, g->l.manifest_digest);
+		oci_image_done(&by_name);
+		oci_source_free(s);
+	}
 
 	/* the layer corrupted in the registry's storage: refused, nothing kept */
 	blobdata = strdup_printf("%s/storage/docker/registry/v2/blobs/sha256/%.2s/%s/data", g->dir,
@@ -608,7 +660,8 @@ test_registry_pull(void **state)
 	oci_image_done(&img);
 }
 
-/* Where a registry may send sandboxd (its token realm, a redirect): public addresses only. */
+/* Where sandboxd may connect for a registry the operator did not name (the registry, its
+ * token realm, a redirect): public addresses only. */
 static void
 test_address_public(void **state)
 {
@@ -640,6 +693,20 @@ test_address_public(void **state)
 		{ "2606:4700::1111", true },
 		{ "::ffff:127.0.0.1", false },
 		{ "::ffff:1.1.1.1", true },
+		{ "::ffff:169.254.169.254", false },
+		{ "::ffff:10.0.0.1", false },
+		/* IPv6 that carries IPv4: compatible, NAT64, 6to4 */
+		{ "::127.0.0.1", false },
+		{ "64:ff9b::a9fe:a9fe", false },
+		{ "64:ff9b::808:808", true },
+		{ "2002:c0a8:0101::1", false },
+		{ "2002:0808:0808::1", true },
+		{ "fec0::1", false },
+		{ "fe80::a9fe:a9fe", false },
+		{ "192.0.0.170", false },
+		{ "198.18.0.1", false },
+		{ "198.20.0.1", true },
+		{ "240.0.0.1", false },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
