@@ -42,26 +42,38 @@ add_pair(json_t *obj, const char *kv)
 
 enum {
 	OPT_LABEL = 256,
+	OPT_STATE,
 	OPT_ENV,
 	OPT_IDLE,
 	OPT_LIFETIME,
 	OPT_NO_WAIT,
 };
 
+/* Whether the list shows sb: terminated ones only when asked for (--all, --state). */
+static bool
+list_shows(const json_t *sb, bool all)
+{
+	const char *state = output_str(sb, "state");
+
+	return all || !state || !streq(state, "terminated");
+}
+
 int
 cmd_list(struct cli *cli, int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "label", required_argument, NULL, OPT_LABEL },
+		{ "state", required_argument, NULL, OPT_STATE },
+		{ "all", no_argument, NULL, 'a' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const headers[] = { "ID",   "NAME",   "STATE", "IMAGE",
-		                               "CPUS", "MEMORY", "AGE" };
+		                               "CPUS", "MEMORY", "AGE",   "REASON" };
 	_cleanup_buf_ struct buf path = BUF_INIT(64 << 10);
 	_cleanup_(table_freep) struct table *t = NULL;
-	json_t *answer = NULL, *list, *sb;
+	json_t *answer = NULL, *list, *sb, *shown;
 	int64_t now = now_unix_ms() / 1000;
-	bool labels = false;
+	bool filtered = false, all = false, reasons = false;
 	size_t i;
 	int c, r;
 
@@ -69,30 +81,70 @@ cmd_list(struct cli *cli, int argc, char **argv)
 		return cli_oom();
 	while ((c = cli_getopt(cli, argc, argv, opts)) != -1) {
 		switch (c) {
-		case OPT_LABEL: {
+		case OPT_LABEL:
+		case OPT_STATE: {
 			_cleanup_free_ char *esc = client_escape(optarg);
-			if (!strchr(optarg, '=') || optarg[0] == '=')
+			if (c == OPT_LABEL && (!strchr(optarg, '=') || optarg[0] == '='))
 				return cli_usage_error(cli, "--label takes KEY=VALUE");
-			if (!esc || buf_printf(&path, "%clabel=%s", labels ? '&' : '?', esc) < 0)
-				return cli_usage_error(cli, "too many labels");
-			labels = true;
+			if (c == OPT_STATE && !*optarg)
+				return cli_usage_error(cli,
+				                       "--state takes a state, such as running");
+			if (!esc || buf_printf(&path, "%c%s=%s", filtered ? '&' : '?',
+			                       c == OPT_LABEL ? "label" : "state", esc) < 0)
+				return cli_usage_error(cli, "too many filters");
+			filtered = true;
+			/* asking for states shows what the server answers, terminated ones too */
+			all = all || c == OPT_STATE;
 			break;
 		}
+		case 'a':
+			all = true;
+			break;
 		default:
 			return cli_option_end(cli, c);
 		}
 	}
 	if (optind < argc)
-		return cli_usage_error(cli, "takes no arguments (filter with --label KEY=VALUE)");
-	r = cli_get_list(cli, path.data, "sandboxes", &answer, &list);
-	if (r >= 0)
+		return cli_usage_error(cli, "takes no arguments (filter with --label KEY=VALUE or "
+		                            "--state STATE)");
+	r = cli_call(cli, "GET", path.data, NULL, &answer);
+	if (r != 0)
 		return r;
-	t = table_new(ARRAY_SIZE(headers), headers);
+	list = json_object_get(answer, "sandboxes");
+	shown = json_array();
+	if (!json_is_array(list) || !shown) {
+		json_decref(answer);
+		json_decref(shown);
+		if (!shown)
+			return cli_oom();
+		output_error("the server's answer has no \"sandboxes\" array");
+		return CLI_EXIT_FAILED;
+	}
+	json_array_foreach (list, i, sb)
+		if (list_shows(sb, all) && json_array_append(shown, sb) < 0) {
+			json_decref(answer);
+			json_decref(shown);
+			return cli_oom();
+		}
+	if (json_object_set_new(answer, "sandboxes", shown) < 0) {
+		json_decref(answer);
+		return cli_oom();
+	}
+	if (cli->json) {
+		/* the server's list, less what the table would hide */
+		r = output_json_line(answer);
+		json_decref(answer);
+		return r < 0 ? CLI_EXIT_FAILED : CLI_EXIT_OK;
+	}
+	json_array_foreach (shown, i, sb)
+		reasons = reasons || output_str(sb, "reason");
+	/* the REASON column only when a sandbox has one (failed or terminated) */
+	t = table_new(ARRAY_SIZE(headers) - (reasons ? 0 : 1), headers);
 	if (!t) {
 		json_decref(answer);
 		return cli_oom();
 	}
-	json_array_foreach (list, i, sb) {
+	json_array_foreach (shown, i, sb) {
 		char cpus[24], mem[24], age[24] = "-";
 		int64_t created;
 		snprintf(cpus, sizeof(cpus), "%lld", (long long)output_int(sb, "cpus", 0));
@@ -105,7 +157,8 @@ cmd_list(struct cli *cli, int argc, char **argv)
 			              output_str(sb, "image"),
 			              cpus,
 			              mem,
-			              age };
+			              age,
+			              output_str(sb, "reason") };
 		if (table_add(t, row) < 0) {
 			json_decref(answer);
 			return cli_oom();
@@ -113,7 +166,7 @@ cmd_list(struct cli *cli, int argc, char **argv)
 	}
 	json_decref(answer);
 	if (table_rows(t) == 0) {
-		fprintf(stderr, labels ? "No sandboxes have those labels.\n" : "No sandboxes.\n");
+		fprintf(stderr, "%s\n", filtered ? "No sandboxes match." : "No sandboxes.");
 		return CLI_EXIT_OK;
 	}
 	table_print(t, stdout);

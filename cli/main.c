@@ -33,9 +33,15 @@ static const struct verb verbs[] = {
 	  .summary = "Check that the endpoint answers; describe the server and who you are.",
 	  .run = cmd_doctor },
 	{ .name = "list",
-	  .usage = "list [--label KEY=VALUE]...",
-	  .summary = "List your sandboxes, newest first.",
-	  .help = "  --label KEY=VALUE  only sandboxes with this label (repeatable: all must "
+	  .usage = "list [--all] [--state STATE]... [--label KEY=VALUE]...",
+	  .summary = "List your sandboxes, newest first (terminated ones with --all).",
+	  .help = "  -a, --all          terminated sandboxes too (the server keeps them for a "
+	          "while:\n"
+	          "                     its --forget-after)\n"
+	          "  --state STATE      only sandboxes in this state: pending, starting, running,\n"
+	          "                     stopping, stopped, suspended, failed or terminated\n"
+	          "                     (repeatable: any may match)\n"
+	          "  --label KEY=VALUE  only sandboxes with this label (repeatable: all must "
 	          "match)\n",
 	  .run = cmd_list },
 	{ .name = "inspect",

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds sandbox-base, the default image: a Debian 12 (bookworm) root made by mmdebstrap from
 # this machine's own apt sources, with git, tmux, curl, python3, nodejs, npm, build-essential,
-# ripgrep, jq, rsync and a few basics, the sandbox user (uid/gid 1001, home /sandbox/home),
+# ripgrep, jq, rsync, netcat (OpenBSD's nc) and a few basics, the sandbox user (uid/gid 1001,
+# home /sandbox/home),
 # and the coding agents claude, codex, gemini and opencode installed from the npm registry.
 # The result is an OCI image layout (one layer, tag "latest") so that it takes the same path
 # into sandboxd as a pulled image.
@@ -23,7 +24,10 @@ set -eu
 
 SUITE=bookworm
 PACKAGES="git tmux curl ca-certificates python3 nodejs npm build-essential ripgrep jq rsync
-less procps openssh-client iproute2 xz-utils"
+less procps openssh-client iproute2 xz-utils netcat-openbsd"
+# What a generic API client runs without asking (API v1: the default images): the build
+# fails when one is missing.
+COMMANDS="echo cat printenv env pwd sleep true false nc python3"
 # name:npm-package, in the order they are installed
 AGENTS="claude:@anthropic-ai/claude-code codex:@openai/codex gemini:@google/gemini-cli
 opencode:opencode-ai"
@@ -132,6 +136,12 @@ chmod 0755 "$ROOT/sandbox"
 chown "$SANDBOX_UID:$SANDBOX_UID" "$ROOT/sandbox/home"
 chmod 0755 "$ROOT/sandbox/home"
 log "user sandbox ($SANDBOX_UID:$SANDBOX_UID), home /sandbox/home"
+# a program file on PATH (argv is exec'd: the shell's builtins do not count)
+for c in $COMMANDS; do
+	chroot --userspec="$SANDBOX_UID:$SANDBOX_UID" "$ROOT" env -i PATH="$ENV_PATH" \
+		which "$c" >/dev/null || die "the image has no $c, which API clients expect"
+done
+log "commands API clients expect are there: $COMMANDS"
 
 # --- 3. the agents ---
 # npm and the agents' install scripts want /proc and a few device nodes. /dev is a fresh

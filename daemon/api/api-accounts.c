@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include "accounts.h"
 #include "api-internal.h"
+#include "ended.h"
 #include "log.h"
 #include "sandboxd.h"
 #include "request.h"
@@ -882,6 +883,8 @@ api_user_delete(struct api_call *call)
 		reply_store_failed(call->c, r);
 		return;
 	}
+	/* their terminated sandboxes, still listed, are no one's now (account_delete) */
+	ended_reload_owner(call->d, a.email);
 	server_close_credential(call->d->server, NULL, a.email, call->c);
 	log_info("accounts: user '%s' (%s) deleted by %s", a.email, a.id, by_whom(&call->who));
 	conn_reply(call->c, 204, NULL, NULL, 0, NULL);

@@ -171,28 +171,63 @@ wait_for(struct api_call *call, struct sandbox *sb, enum wait_kind kind)
 
 /* ---- handlers ---- */
 
-/* Joins the cached objects of the sandboxes owner may see that match filter, newest first:
- * no JSON is built per request. */
-static int
-build_list(struct sandboxd *d, const char *owner, const json_t *filter, struct buf *out)
+/* What a list asks for: the owner (NULL: every one), ?label= and ?state= (a set of states'
+ * bits; 0: all). */
+struct list_filter {
+	const char *owner;
+	json_t *labels;
+	unsigned states;
+};
+
+static bool
+list_wants(const struct list_filter *f, const struct sandbox *sb)
 {
-	struct list_node *n;
+	return (!f->owner || streq(f->owner, sb->owner)) &&
+	       (!f->states || (f->states & (1u << sb->state))) &&
+	       (!json_object_size(f->labels) || sandbox_matches_labels(sb, f->labels));
+}
+
+/* The next of two newest-first lists, the live one first among equals; NULL at the end of
+ * both. */
+static struct sandbox *
+list_next(struct sandboxd *d, struct list_node **live, struct list_node **ended)
+{
+	struct sandbox *a =
+	        *live != &d->reg.all ? list_entry(*live, struct sandbox, by_created) : NULL;
+	struct sandbox *b =
+	        *ended != &d->ended.all ? list_entry(*ended, struct sandbox, by_created) : NULL;
+
+	if (a && (!b || a->created_at >= b->created_at)) {
+		*live = (*live)->next;
+		return a;
+	}
+	if (b)
+		*ended = (*ended)->next;
+	return b;
+}
+
+/* Joins the cached objects of the sandboxes, live and terminated, that f selects, newest
+ * first: no JSON is built per request. */
+static int
+build_list(struct sandboxd *d, const struct list_filter *f, struct buf *out)
+{
+	struct list_node *n, *live = d->reg.all.next, *ended = d->ended.all.next;
+	struct sandbox *sb;
 	size_t total = 32;
 	bool first = true;
 	int r;
 
 	LIST_FOREACH (n, &d->reg.all)
 		total += list_entry(n, struct sandbox, by_created)->json_len + 1;
+	LIST_FOREACH (n, &d->ended.all)
+		total += list_entry(n, struct sandbox, by_created)->json_len + 1;
 	r = buf_reserve(out, total); /* one allocation, not a doubling chain */
 	if (r >= 0)
 		r = buf_puts(out, "{\"sandboxes\":[");
-	LIST_FOREACH (n, &d->reg.all) {
-		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
-		if (owner && !streq(owner, sb->owner))
+	while (r >= 0 && (sb = list_next(d, &live, &ended))) {
+		if (!list_wants(f, sb))
 			continue;
-		if (json_object_size(filter) && !sandbox_matches_labels(sb, filter))
-			continue;
-		if (!first && r >= 0)
+		if (!first)
 			r = buf_putc(out, ',');
 		if (r >= 0)
 			r = buf_append(out, sb->json, sb->json_len);
@@ -203,29 +238,45 @@ build_list(struct sandboxd *d, const char *owner, const json_t *filter, struct b
 	return r;
 }
 
+/* ?state=NAME into f->states; 400 for a name that is no state. */
+static int
+add_state_filter(struct list_filter *f, const char *name, struct err *err)
+{
+	enum sandbox_state s = sandbox_state_from_string(name);
+
+	if (s == _SANDBOX_STATE_INVALID)
+		return err_set(err, -EINVAL, ERR_INVALID,
+		               "unknown state '%.32s' in ?state=: use pending, starting, running, "
+		               "stopping, stopped, suspended, failed or terminated",
+		               name);
+	f->states |= 1u << s;
+	return 0;
+}
+
 void
 api_sandbox_list(struct api_call *call)
 {
 	_cleanup_buf_ struct buf out = BUF_INIT(256u << 20);
 	struct sandboxd *d = call->d;
-	const char *owner = api_owner_filter(call);
-	json_t *filter = json_object();
+	struct list_filter f = { .owner = api_owner_filter(call), .labels = json_object() };
 	char key[64], value[512];
 	struct err err = {};
 	size_t pos = 0;
 	int r;
 
-	if (!filter) {
+	if (!f.labels) {
 		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
 	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
 	                            sizeof(value))) > 0) {
-		if (!streq(key, "label")) {
-			api_reply_err(call->c, ERR_INVALID, "unknown query parameter '%s'", key);
-			goto out;
-		}
-		r = request_add_label_filter(filter, value, &err);
+		if (streq(key, "label"))
+			r = request_add_label_filter(f.labels, value, &err);
+		else if (streq(key, "state"))
+			r = add_state_filter(&f, value, &err);
+		else
+			r = err_set(&err, -EINVAL, ERR_INVALID, "unknown query parameter '%s'",
+			            key);
 		if (r < 0) {
 			api_reply_failure(call->c, r, &err);
 			goto out;
@@ -236,11 +287,11 @@ api_sandbox_list(struct api_call *call)
 		goto out;
 	}
 	/* the whole list, as an admin sees it, is kept until any sandbox changes */
-	if (!owner && json_object_size(filter) == 0) {
+	if (!f.owner && !f.states && json_object_size(f.labels) == 0) {
 		if (!d->list_cache_valid || d->list_cache_gen != sandbox_generation()) {
 			buf_reset(&d->list_cache);
 			d->list_cache.max = out.max;
-			d->list_cache_valid = build_list(d, NULL, filter, &d->list_cache) >= 0;
+			d->list_cache_valid = build_list(d, &f, &d->list_cache) >= 0;
 			d->list_cache_gen = sandbox_generation();
 		}
 		if (d->list_cache_valid) {
@@ -249,13 +300,13 @@ api_sandbox_list(struct api_call *call)
 			goto out;
 		}
 	}
-	if (build_list(d, owner, filter, &out) < 0) {
+	if (build_list(d, &f, &out) < 0) {
 		api_reply_err(call->c, ERR_INTERNAL, "the list does not fit in memory");
 		goto out;
 	}
 	conn_reply(call->c, 200, "application/json", out.data, out.len, NULL);
 out:
-	json_decref(filter);
+	json_decref(f.labels);
 }
 
 /* A create (with wait) whose image is being installed. */

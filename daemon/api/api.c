@@ -34,10 +34,11 @@ static void api_unsupported(struct api_call *call);
 	{                                                                                          \
 		.method = HTTP_##m, .pattern = (p), .fn = (f), .flags = (fl)                       \
 	}
-/* A path of the API v1 contract that this server does not offer yet: 501, not 404. */
-#define LATER(m, p, what)                                                                          \
+/* A path of a capability this server does not offer: 501 naming the capability (as
+ * GET /v1/capabilities names it), never 404, whatever the method's body or Upgrade. */
+#define LATER(m, p, capability)                                                                    \
 	{                                                                                          \
-		.method = HTTP_##m, .pattern = (p), .fn = api_unsupported, .feature = (what)       \
+		.method = HTTP_##m, .pattern = (p), .fn = api_unsupported, .feature = (capability) \
 	}
 
 static const struct route routes[] = {
@@ -67,9 +68,10 @@ static const struct route routes[] = {
 	ROUTE(PUT, "/v1/sandboxes/{ref}/files", api_file_write, ROUTE_RAW),
 	ROUTE(DELETE, "/v1/sandboxes/{ref}/files", api_file_remove, 0),
 	ROUTE(GET, "/v1/sandboxes/{ref}/dirs", api_dir_list, 0),
-	LATER(POST, "/v1/sandboxes/{ref}/snapshots", "snapshots"),
-	LATER(GET, "/v1/snapshots", "snapshots"),
-	LATER(DELETE, "/v1/snapshots/{id}", "snapshots"),
+	LATER(GET, "/v1/sandboxes/{ref}/tunnel", "tunnel"),
+	LATER(POST, "/v1/sandboxes/{ref}/snapshots", "disk_snapshot"),
+	LATER(GET, "/v1/snapshots", "disk_snapshot"),
+	LATER(DELETE, "/v1/snapshots/{id}", "disk_snapshot"),
 	ROUTE(GET, "/v1/images", api_image_list, 0),
 	ROUTE(POST, "/v1/images", api_image_install, ROUTE_JSON),
 	ROUTE(DELETE, "/v1/images/{image}", api_image_remove, 0),
@@ -77,7 +79,7 @@ static const struct route routes[] = {
 	LATER(POST, "/v1/volumes", "volumes"),
 	LATER(DELETE, "/v1/volumes/{name}", "volumes"),
 	ROUTE(GET, "/v1/node", api_node_get, 0),
-	LATER(POST, "/v1/node/cordon", "node information"),
+	LATER(POST, "/v1/node/cordon", "cordon"),
 	ROUTE(POST, "/v1/auth/login", api_auth_login, ROUTE_PUBLIC | ROUTE_JSON),
 	ROUTE(POST, "/v1/auth/logout", api_auth_logout, ROUTE_JSON_OPT),
 	ROUTE(POST, "/v1/auth/register", api_auth_register,
@@ -301,11 +303,16 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 		}
 		return;
 	}
+	call.feature = rt->feature;
+	if (rt->fn == api_unsupported) {
+		/* before the body and the Upgrade are looked at: the answer is the same */
+		api_unsupported(&call);
+		return;
+	}
 	if (req->upgrade && !(rt->flags & ROUTE_UPGRADE)) {
 		api_reply_err(c, ERR_INVALID, "this path does not upgrade");
 		return;
 	}
-	call.feature = rt->feature;
 	if (parse_body(&call, rt) < 0)
 		goto out;
 	rt->fn(&call);
@@ -319,10 +326,28 @@ api_owner_filter(const struct api_call *call)
 	return call->who.role == ROLE_ADMIN ? NULL : call->who.name;
 }
 
+/* What each capability of LATER's routes is, for a person. */
+static const struct {
+	const char *capability, *what;
+} capability_names[] = {
+	{ "suspend", "suspending and resuming sandboxes" },
+	{ "disk_snapshot", "snapshots" },
+	{ "tunnel", "tunnels into sandboxes" },
+	{ "volumes", "volumes" },
+	{ "cordon", "cordoning the node" },
+};
+
 static void
 api_unsupported(struct api_call *call)
 {
-	api_reply_err(call->c, ERR_UNSUPPORTED, "this server does not offer %s yet", call->feature);
+	const char *what = call->feature;
+
+	for (size_t i = 0; i < ARRAY_SIZE(capability_names); i++)
+		if (streq(capability_names[i].capability, call->feature))
+			what = capability_names[i].what;
+	api_reply_err(call->c, ERR_UNSUPPORTED,
+	              "this server does not offer %s (capability '%s' in GET /v1/capabilities)",
+	              what, call->feature);
 }
 
 static void
@@ -354,6 +379,10 @@ api_capabilities(struct api_call *call)
 	              "metrics", d->opts->metrics_listen != NULL, "audit", true, "images", true,
 	              "processes", caps.processes, "files", caps.files, "limits",
 	              policy_limits_json(&d->policy), "network", policy_network_json(&d->policy));
+	/* (ext) POST /v1/node/cordon: not offered yet */
+	if (j)
+		(void)json_object_set_new(json_object_get(j, "capabilities"), "cordon",
+		                          json_false());
 	api_reply_json(call->c, 200, j);
 }
 

@@ -131,6 +131,13 @@ secs_max(uint64_t policy_max)
 	return policy_max ? policy_max : UNBOUNDED_SECS_MAX;
 }
 
+/* The least a timeout may say: 0 is "none", which is above any limit the policy sets. */
+static uint64_t
+secs_min(uint64_t policy_max)
+{
+	return policy_max ? 1 : 0;
+}
+
 static int
 decode_labels(const json_t *v, json_t **ret, struct err *err)
 {
@@ -278,11 +285,16 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 	if ((r = get_uint(body, "cpus", 1, p->limits.max_cpus, &cpus, err)) < 0 ||
 	    (r = get_uint(body, "memory_mb", 64, p->limits.max_memory_mb, &mem, err)) < 0 ||
 	    (r = get_uint(body, "disk_mb", 64, p->limits.max_disk_mb, &disk, err)) < 0 ||
-	    (r = get_uint(body, "idle_timeout_secs", 0, secs_max(p->limits.max_idle_timeout_secs),
-	                  &idle, err)) < 0 ||
-	    (r = get_uint(body, "lifetime_secs", 0, secs_max(p->limits.max_lifetime_secs), &life,
-	                  err)) < 0)
+	    (r = get_uint(body, "idle_timeout_secs", secs_min(p->limits.max_idle_timeout_secs),
+	                  secs_max(p->limits.max_idle_timeout_secs), &idle, err)) < 0 ||
+	    (r = get_uint(body, "lifetime_secs", secs_min(p->limits.max_lifetime_secs),
+	                  secs_max(p->limits.max_lifetime_secs), &life, err)) < 0)
 		return r;
+	/* a limit bounds what the request leaves out too: no timeout is never above it */
+	if (idle == 0)
+		idle = p->limits.max_idle_timeout_secs;
+	if (life == 0)
+		life = p->limits.max_lifetime_secs;
 	sb->cpus = (unsigned)cpus;
 	sb->memory_mb = (unsigned)mem;
 	sb->disk_mb = disk;
@@ -337,10 +349,16 @@ request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_
 	r = request_check_fields(body, fields, err);
 	if (r < 0)
 		return r;
+	if (json_object_size(body) == 0)
+		return err_set(err, -EINVAL, ERR_INVALID,
+		               "the body changes nothing: give at least one of 'name', 'labels', "
+		               "'network' and 'idle_timeout_secs'");
 	v = json_object_get(body, "name");
 	if (v) {
 		patch.set_name = true;
-		if (!json_is_null(v) && (r = decode_name(v, &patch.name, err)) < 0)
+		/* "" removes the name, as null does */
+		if (!json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0) &&
+		    (r = decode_name(v, &patch.name, err)) < 0)
 			goto fail;
 	}
 	v = json_object_get(body, "labels");
@@ -353,7 +371,8 @@ request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_
 	v = json_object_get(body, "idle_timeout_secs");
 	if (v) {
 		patch.set_idle = true;
-		if ((r = get_uint(body, "idle_timeout_secs", 0,
+		if ((r = get_uint(body, "idle_timeout_secs",
+		                  secs_min(p->limits.max_idle_timeout_secs),
 		                  secs_max(p->limits.max_idle_timeout_secs),
 		                  &patch.idle_timeout_secs, err)) < 0)
 			goto fail;

@@ -16,10 +16,12 @@
 #define REQUEST_MAX_LABELS 64
 
 /* Fills sb (name, image, resources, env, network, labels, timeouts) from a create body.
- * *ret_wait is false when the body says "wait": false. */
+ * *ret_wait is false when the body says "wait": false. Under a policy limit on a timeout, a
+ * request that leaves it out gets the limit and one that says 0 ("none") is 400. */
 int request_decode_create(const struct policy *p, const json_t *body, struct sandbox *sb,
                           bool *ret_wait, struct err *err);
 
+/* A patch: {} is 400 (it changes nothing); "name": "" removes the name, as null does. */
 struct sandbox_patch {
 	bool set_name;
 	char *name;      /* NULL with set_name: remove the name */

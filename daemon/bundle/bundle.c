@@ -89,6 +89,9 @@ bundle_manifest_write(const char *state_dir, const struct bundle_manifest *m)
 	if (r == 0 && json_object_set(o, "modules", mods) < 0)
 		r = -ENOMEM;
 	r = r ?: json_set_str(o, "rootfs", m->rootfs);
+	if (r == 0 && m->rootfs_layout &&
+	    json_object_set_new(o, "rootfs_layout", json_integer(m->rootfs_layout)) < 0)
+		r = -ENOMEM;
 	r = r ?: json_set_str(o, "busybox_version", m->busybox_version);
 	r = r ?: json_set_str(o, "initramfs", m->initramfs);
 	if (m->agent_sha256[0]) {
@@ -175,6 +178,14 @@ bundle_manifest_read(const char *state_dir, struct bundle_manifest *ret)
 	r = r ?: json_get_fixed(o, "agent_sha256", m.agent_sha256, sizeof(m.agent_sha256));
 	r = r ?: json_get_fixed(o, "created", m.created, sizeof(m.created));
 	r = r ?: json_get_fixed(o, "initramfs_built", m.initramfs_built, sizeof(m.initramfs_built));
+	v = json_object_get(o, "rootfs_layout");
+	if (r == 0 && v) {
+		if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+		    json_integer_value(v) <= 1000)
+			m.rootfs_layout = (unsigned)json_integer_value(v);
+		else
+			r = -EINVAL;
+	}
 	v = json_object_get(o, "agent_size");
 	if (r == 0 && v) {
 		if (json_is_integer(v) && json_integer_value(v) >= 0)

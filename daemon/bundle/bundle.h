@@ -64,6 +64,7 @@ struct bundle_manifest {
 	char **modules; /* file names in load order */
 	size_t n_modules;
 	char *rootfs;
+	unsigned rootfs_layout; /* what the root disk's tree holds (rootfs.c); 0: older ones */
 	char *busybox_version;
 	char *initramfs;       /* NULL until an agent was found */
 	char agent_sha256[65]; /* "" when no initramfs was built */

@@ -12,6 +12,21 @@
 #define BUSYBOX_PACKAGE "busybox-static"
 #define ROOTFS_PATH "images/busybox/rootfs.ext4"
 #define SANDBOX_UID 1001
+/* What the tree holds, in the manifest: a root disk of another layout is built again.
+ * 1: busybox, its applets, /etc. 2: /usr/bin/printenv. */
+#define ROOTFS_LAYOUT 2
+
+/* printenv, which busybox lacks, as API clients expect it: without a name the environment,
+ * with names each value on a line of its own, and exit status 1 when one is not set. The names
+ * go to awk on its input, so that none is taken for an option or an assignment. */
+static const char printenv_sh[] =
+        "#!/bin/sh\n"
+        "# printenv [NAME]...: without a NAME the whole environment; with names the value of\n"
+        "# each, one a line, and exit status 1 when one is not set (busybox has no printenv)\n"
+        "[ $# -eq 0 ] && exec env\n"
+        "for name; do printf '%s\\n' \"$name\"; done | awk '\n"
+        "\t{ if ($0 !~ /=/ && ($0 in ENVIRON)) print ENVIRON[$0]; else rc = 1 }\n"
+        "\tEND { exit rc }'\n";
 
 /* Collects debugfs commands that give every entry of a tree to root (and the sandbox user's
  * home to it): mkfs.ext4 -d copies owners, and only root could have set them on the files. */
@@ -44,7 +59,7 @@ applet_path_ok(const char *p)
 	return bundle_safe_relpath(plain);
 }
 
-/* The root disk's tree, made afresh in root: the directories, /etc, and busybox as
+/* The root disk's tree, made afresh in root: the directories, /etc, printenv, and busybox as
  * /bin/busybox. */
 static int
 rootfs_tree(struct setup *s, const char *busybox, const char *root)
@@ -76,6 +91,7 @@ rootfs_tree(struct setup *s, const char *busybox, const char *root)
 		  "export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
 		  "export PS1='\\u@\\h:\\w\\$ '\n"
 		  "umask 022\n" },
+		{ "usr/bin/printenv", 0755, printenv_sh },
 	};
 	_cleanup_free_ char *bb = NULL;
 	int r;
@@ -239,9 +255,14 @@ rootfs_setup(struct setup *s, struct bundle_manifest *m)
 	int r;
 
 	m->rootfs = strdup(ROOTFS_PATH);
+	m->rootfs_layout = ROOTFS_LAYOUT;
 	if (!out || !m->rootfs)
 		return -ENOMEM;
-	if (!s->o->force && is_file(out)) {
+	if (!s->o->force && is_file(out) && s->old.rootfs_layout != ROOTFS_LAYOUT)
+		setup_step("root disk: %s is of an older layout (%u, now %u: printenv is new); "
+		           "building it again",
+		           ROOTFS_PATH, s->old.rootfs_layout, ROOTFS_LAYOUT);
+	else if (!s->o->force && is_file(out)) {
 		if (s->old.busybox_version &&
 		    !(m->busybox_version = strdup(s->old.busybox_version)))
 			return -ENOMEM;

@@ -264,7 +264,7 @@ bundle_setup(const struct bundle_opts *o)
 		goto out;
 	changed = o->force || !streq_null(s.old.kernel, m.kernel) ||
 	          !streq_null(s.old.modules_dir, m.modules_dir) || !same_modules(&s.old, &m) ||
-	          !streq_null(s.old.rootfs, m.rootfs) ||
+	          !streq_null(s.old.rootfs, m.rootfs) || s.old.rootfs_layout != m.rootfs_layout ||
 	          !streq_null(s.old.busybox_version, m.busybox_version) ||
 	          !streq_null(s.old.kernel_package_version, m.kernel_package_version);
 	r = setup_initramfs(&s, &m, &changed);

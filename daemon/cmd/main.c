@@ -8,6 +8,7 @@
 #include "api-internal.h"
 #include "bundle.h"
 #include "egress.h"
+#include "ended.h"
 #include "image-install.h"
 #include "images.h"
 #include "lifecycle.h"
@@ -45,6 +46,7 @@ housekeeping(struct loop_timer *t _unused_, void *data)
 
 	server_sweep(d->server, now_mono_ms());
 	lifecycle_housekeeping(d, now_unix_ms());
+	ended_forget(d, now_unix_ms());
 	if (++ticks % HEARTBEAT_EVERY == 0)
 		api_events_heartbeat(d);
 }
@@ -290,6 +292,9 @@ run(struct sandboxd *d)
 		log_error("store: cannot load the sandboxes: %s", strerror(-r));
 		return r;
 	}
+	r = ended_load(d, now_unix_ms());
+	if (r < 0)
+		return r;
 	images_collect_old_disks(d);
 	api_server_handler(d, &handler);
 	r = server_new(d->loop, &handler, d->opts->max_connections, &d->server);
@@ -386,6 +391,7 @@ main(int argc, char **argv)
 	d.opts = &opts;
 	d.uid = geteuid();
 	registry_init(&d.reg);
+	registry_init(&d.ended);
 	list_init(&d.subscribers);
 	list_init(&d.create_waits);
 	umask(0077);
@@ -423,6 +429,7 @@ out:
 	d.backend = backend_free(d.backend);
 	images_free(&d);
 	registry_done(&d.reg);
+	registry_done(&d.ended);
 	buf_free(&d.list_cache);
 	d.store = store_free(d.store);
 	d.loop = loop_free(d.loop);

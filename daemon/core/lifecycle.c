@@ -9,6 +9,7 @@
 #include "lifecycle.h"
 #include "agent.h"
 #include "egress.h"
+#include "ended.h"
 #include "images.h"
 #include "log.h"
 #include "proc.h"
@@ -337,8 +338,10 @@ terminated(struct sandboxd *d, struct sandbox *sb, const char *why)
 {
 	sb->op = SANDBOX_OP_NONE;
 	proc_clear(sb);
-	if (sandbox_set_state(d, sb, SANDBOX_TERMINATED, why) == 0)
+	if (sandbox_set_state(d, sb, SANDBOX_TERMINATED, why) == 0) {
+		ended_add(d, sb->id); /* listed until --forget-after */
 		registry_drop(d, sb);
+	}
 }
 
 int

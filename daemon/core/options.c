@@ -76,6 +76,8 @@ static const char usage[] =
         "  --user-max-memory-mb N their memory together (default 16384)\n"
         "                         (an admin sets other caps per user: /v1/users)\n"
         "  --max-connections N    open API connections at most (default 1024)\n"
+        "  --forget-after TIME    how long terminated sandboxes stay listed and found by\n"
+        "                         id, with their events (default 24h; s, m, h or d)\n"
         "  --log-level LEVEL      error, warning, info (default) or debug\n"
         "  --version              print the version and exit\n"
         "  -h, --help             print this help and exit\n";
@@ -293,6 +295,37 @@ parse_insecure_registry(struct options *o, const char *arg)
 	                arg);
 }
 
+/* "N", "Ns", "Nm", "Nh" or "Nd": how long a terminated sandbox is still listed, at most ten
+ * years. */
+static int
+parse_forget_after(struct options *o, const char *arg)
+{
+	static const struct {
+		char suffix;
+		uint64_t secs;
+	} units[] = { { 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 } };
+	_cleanup_free_ char *num = strdup(arg);
+	size_t n = strlen(arg);
+	uint64_t v, unit = 1;
+
+	if (!num)
+		return -ENOMEM;
+	for (size_t i = 0; n > 1 && i < ARRAY_SIZE(units); i++)
+		if (arg[n - 1] == units[i].suffix) {
+			unit = units[i].secs;
+			num[n - 1] = '\0';
+		}
+	if (parse_u64(num, &v) < 0 || v > 3650ull * 86400 / unit) {
+		fprintf(stderr,
+		        "sandboxd: --forget-after '%s' must be a duration such as 24h, 90m, 7d or "
+		        "3600 (seconds), at most 3650d\n",
+		        arg);
+		return -EINVAL;
+	}
+	o->forget_after_secs = v * unit;
+	return 0;
+}
+
 static int
 parse_local_registry(struct options *o, const char *arg)
 {
@@ -356,6 +389,7 @@ static const struct opt_def opt_defs[] = {
 	UINT("boot-timeout", boot_timeout_secs, 1, 3600, "must be 1 to 3600"),
 	UINT("stop-timeout", stop_timeout_secs, 0, 3600, "must be 0 to 3600"),
 	UINT("max-connections", max_connections, 1, 65536, "must be 1 to 65536"),
+	CUSTOM("forget-after", parse_forget_after),
 	STRING("policy", policy_file),
 	{ .name = "default-image",
 	  .kind = OPT_IMAGE,
@@ -456,6 +490,7 @@ options_parse(int argc, char **argv, struct options *o)
 	                       LOG_LEVEL_DEBUG == 3,
 	               "log_level_choices follows enum log_level");
 	*o = (struct options){ .max_connections = 1024,
+		               .forget_after_secs = 24 * 3600,
 		               .stop_timeout_secs = 20,
 		               .egress = geteuid() == 0,
 		               .egress_proxy_port = 3128,

@@ -32,6 +32,7 @@ struct options {
 	unsigned boot_timeout_secs;
 	unsigned stop_timeout_secs; /* how long a guest has to power off; then QMP quit */
 	unsigned max_connections;
+	uint64_t forget_after_secs; /* --forget-after: terminated sandboxes are then forgotten */
 	char *insecure_registries[OPTIONS_MAX_LIST]; /* HOST:PORT reached over plain HTTP */
 	size_t n_insecure_registries;
 	char *local_registries[OPTIONS_MAX_LIST]; /* HOST:PORT over HTTPS on a local address */

@@ -829,8 +829,9 @@ check_coherence(struct reader *r)
 		            "defaults.disk_mb %llu is above limits.max_disk_mb %llu",
 		            (unsigned long long)p->defaults.disk_mb,
 		            (unsigned long long)p->limits.max_disk_mb);
-	/* 0 is "none" for a default and "unbounded" for a limit; a request may ask for none
-	 * under any limit (request.c), so a default of none is not above one either */
+	/* 0 is "none" for a default and "unbounded" for a limit; under a limit a create that
+	 * leaves the timeout out gets the limit (request.c), so a default of none is not above
+	 * one either */
 	if (p->limits.max_idle_timeout_secs &&
 	    p->defaults.idle_timeout_secs > p->limits.max_idle_timeout_secs)
 		return fail(r, pick(r, K_IDLE_TIMEOUT_SECS, K_MAX_IDLE_TIMEOUT_SECS),
@@ -848,6 +849,11 @@ check_coherence(struct reader *r)
 		            "the default network mode '%s' is above the ceiling '%s'",
 		            net_mode_to_string(p->network.default_mode),
 		            net_mode_to_string(p->network.ceiling));
+	if (p->network.default_mode == NET_ALLOWLIST && !json_array_size(p->network.default_allow))
+		return fail(r, pick(r, K_ALLOW, K_MODE),
+		            "network.default.mode allowlist needs a network.default.allow list: an "
+		            "empty allowlist reaches nothing, so every create that leaves its "
+		            "network to the default would be refused");
 	if (p->network.default_mode != NET_ALLOWLIST && json_array_size(p->network.default_allow))
 		return fail(r, pick(r, K_ALLOW, K_MODE),
 		            "network.default.allow goes only with mode allowlist (the default mode "

@@ -302,6 +302,14 @@ sandbox_load_live(struct store *s, int (*fn)(struct sandbox *sb, void *data), vo
 	return store_load_live(s, load_live_one, &l);
 }
 
+int
+sandbox_load_ended(struct store *s, int (*fn)(struct sandbox *sb, void *data), void *data)
+{
+	struct load_live l = { .fn = fn, .data = data };
+
+	return store_load_ended(s, load_live_one, &l);
+}
+
 int64_t
 sandbox_expires_at(const struct sandbox *sb)
 {
@@ -449,6 +457,35 @@ registry_add(struct registry *r, struct sandbox *sb)
 	r->count++;
 	generation++;
 	return 0;
+}
+
+int
+registry_add_by_created(struct registry *r, struct sandbox *sb)
+{
+	struct list_node *pos = &r->all;
+	int rc = hashmap_put(&r->by_id, sb->id, sb);
+
+	if (rc < 0)
+		return rc;
+	/* after every one created later (or at the same time), before the older ones */
+	while (pos->next != &r->all &&
+	       list_entry(pos->next, struct sandbox, by_created)->created_at >= sb->created_at)
+		pos = pos->next;
+	list_insert_after(pos, &sb->by_created);
+	r->count++;
+	generation++;
+	return 0;
+}
+
+void
+registry_remove(struct registry *r, struct sandbox *sb)
+{
+	if (hashmap_get(&r->by_id, sb->id) != sb)
+		return;
+	hashmap_remove(&r->by_id, sb->id);
+	list_remove(&sb->by_created);
+	r->count--;
+	generation++;
 }
 
 static void

@@ -122,6 +122,8 @@ int sandbox_load(struct store *s, const char *id, struct sandbox **ret);
  * ownership, and a negative return stops and is returned. A row this version cannot read is
  * logged and skipped. */
 int sandbox_load_live(struct store *s, int (*fn)(struct sandbox *sb, void *data), void *data);
+/* The same for each stored terminated sandbox, oldest first. */
+int sandbox_load_ended(struct store *s, int (*fn)(struct sandbox *sb, void *data), void *data);
 /* The API object; env values are never included. */
 json_t *sandbox_to_json(const struct sandbox *sb);
 /* Changes whenever an API object is rebuilt or a sandbox joins or leaves the registry. */
@@ -153,6 +155,10 @@ int registry_add(struct registry *r, struct sandbox *sb);
 /* Unlinks the sandbox, tells its waiters it is gone, and frees it after the current batch of
  * events (so callers up the stack may still read it). */
 void registry_drop(struct sandboxd *d, struct sandbox *sb);
+/* For a registry of terminated sandboxes (ended.h), which no one waits on: adds sb where its
+ * created_at puts it (newest first), and unlinks sb, which stays the caller's. */
+int registry_add_by_created(struct registry *r, struct sandbox *sb);
+void registry_remove(struct registry *r, struct sandbox *sb);
 struct sandbox *registry_get(struct registry *r, const char *id);
 /* Resolves an id, or a name among owner's live sandboxes (owner NULL: any owner, for an
  * admin; a name then must be unique across owners). */

@@ -28,6 +28,7 @@ struct sandboxd {
 	struct images *images;     /* images.c */
 	struct egress *egress;     /* egress.c; NULL while egress is off */
 	struct registry reg;
+	struct registry ended; /* terminated, until --forget-after (ended.h) */
 	struct server *server;
 	struct list_node subscribers;  /* struct event_sub: live event streams */
 	struct list_node create_waits; /* creates waiting for their image (api-sandboxes.c) */

@@ -261,18 +261,24 @@ netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, struc
 		return err_set(err, -EPERM, ERR_REFUSED,
 		               "network mode '%s' is above this server's ceiling '%s'",
 		               net_mode_to_string(mode), net_mode_to_string(p->network.ceiling));
-	/* An empty list would serve a sandbox that reaches nothing while it asked for an
-	 * allowlist; null (or no key) is how a request asks for the default list. */
-	if (jallow && nallow == 0)
-		return err_set(
-		        err, -EPERM, ERR_REFUSED,
-		        "'network.allow' is empty, which would reach nothing: use mode none, "
-		        "or leave 'allow' out (or null) for the default list");
-
 	r = policy_list(p->network.default_allow, "default allow list", &def_allow, &ndef_allow,
 	                err);
 	if (r < 0)
 		return r;
+	/* An empty list would serve a sandbox that reaches nothing while it asked for an
+	 * allowlist; null (or no key) is how a request asks for the default list, which must
+	 * not be empty either. */
+	if (jallow && nallow == 0)
+		return err_set(err, -EPERM, ERR_REFUSED,
+		               "'network.allow' is empty, which would reach nothing: name what the "
+		               "sandbox may reach, or use mode none%s",
+		               ndef_allow ? ", or leave 'allow' out (or null) for the default list"
+		                          : "");
+	if (mode == NET_ALLOWLIST && !jallow && ndef_allow == 0)
+		return err_set(err, -EPERM, ERR_REFUSED,
+		               "mode allowlist without 'network.allow' gets this server's default "
+		               "allow list, which is empty and would reach nothing: name what the "
+		               "sandbox may reach in 'network.allow', or use mode none");
 	r = policy_list(p->network.default_deny, "default deny list", &def_deny, &ndef_deny, err);
 	if (r < 0)
 		return r;

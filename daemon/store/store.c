@@ -369,15 +369,14 @@ row_of(sqlite3_stmt *st)
 	"SELECT id, name, owner, state, reason, image, backend, runtime_ref, spec, created_at, "   \
 	"updated_at FROM sandboxes "
 
-int
-store_load_live(struct store *s, int (*fn)(const struct store_sandbox *row, void *data), void *data)
+static int
+load_rows(struct store *s, const char *sql, int (*fn)(const struct store_sandbox *row, void *data),
+          void *data)
 {
 	sqlite3_stmt *st;
 	int rc, r = 0;
 
-	if (sqlite3_prepare_v2(
-	            s->db, SELECT_SANDBOX "WHERE state != 'terminated' ORDER BY created_at, rowid",
-	            -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct store_sandbox row = row_of(st);
@@ -389,6 +388,57 @@ store_load_live(struct store *s, int (*fn)(const struct store_sandbox *row, void
 		r = -EIO;
 	sqlite3_finalize(st);
 	return r;
+}
+
+int
+store_load_live(struct store *s, int (*fn)(const struct store_sandbox *row, void *data), void *data)
+{
+	return load_rows(s, SELECT_SANDBOX "WHERE state != 'terminated' ORDER BY created_at, rowid",
+	                 fn, data);
+}
+
+int
+store_load_ended(struct store *s, int (*fn)(const struct store_sandbox *row, void *data),
+                 void *data)
+{
+	return load_rows(s, SELECT_SANDBOX "WHERE state = 'terminated' ORDER BY created_at, rowid",
+	                 fn, data);
+}
+
+int
+store_forget_ended(struct store *s, int64_t before_ms)
+{
+	static const char *const sql[] = {
+		"DELETE FROM events WHERE sandbox_id IN (SELECT id FROM sandboxes WHERE state = "
+		"'terminated' AND updated_at < ?1)",
+		"DELETE FROM sandboxes WHERE state = 'terminated' AND updated_at < ?1",
+	};
+	int r, forgotten = 0;
+
+	r = store_begin(s);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < ARRAY_SIZE(sql); i++) {
+		sqlite3_stmt *st;
+		int rc;
+
+		if (sqlite3_prepare_v2(s->db, sql[i], -1, &st, NULL) != SQLITE_OK) {
+			store_rollback(s);
+			return -EIO;
+		}
+		sqlite3_bind_int64(st, 1, before_ms);
+		rc = sqlite3_step(st);
+		sqlite3_finalize(st);
+		if (rc != SQLITE_DONE) {
+			log_error("store: forgetting ended sandboxes failed: %s",
+			          sqlite3_errmsg(s->db));
+			store_rollback(s);
+			return -EIO;
+		}
+		forgotten = sqlite3_changes(s->db);
+	}
+	r = store_commit(s);
+	return r < 0 ? r : forgotten;
 }
 
 int

@@ -58,6 +58,13 @@ int store_update_sandbox(struct store *s, const struct store_sandbox *row);
  * is returned. */
 int store_load_live(struct store *s, int (*fn)(const struct store_sandbox *row, void *data),
                     void *data);
+/* Calls fn for each terminated sandbox row, oldest first (by created_at); a negative return
+ * stops and is returned. */
+int store_load_ended(struct store *s, int (*fn)(const struct store_sandbox *row, void *data),
+                     void *data);
+/* Forgets the terminated sandboxes that ended (updated_at) before before_ms: their rows and
+ * their events, in one transaction. The number of sandboxes forgotten, or -EIO. */
+int store_forget_ended(struct store *s, int64_t before_ms);
 /* Calls fn with the row of id (terminated included) and returns what it returns. -ENOENT. */
 int store_load(struct store *s, const char *id,
                int (*fn)(const struct store_sandbox *row, void *data), void *data);

@@ -78,6 +78,24 @@ expect(const char *text, const char *needle)
 	}
 }
 
+/* The root disk holds /usr/bin/printenv (busybox has none): a script, mode 0755. */
+static void
+expect_printenv(const char *rootfs)
+{
+	_cleanup_free_ char *log = strdup_printf("%s/debugfs.log", tmp), *out = NULL;
+	const char *argv[] = { "debugfs", "-R", "cat /usr/bin/printenv", rootfs, NULL };
+
+	assert_int_equal(run_logged(argv, log, 60, NULL), 0);
+	out = slurp(log);
+	expect(out, "#!/bin/sh");
+	expect(out, "ENVIRON");
+	free(out);
+	argv[2] = "stat /usr/bin/printenv";
+	assert_int_equal(run_logged(argv, log, 60, NULL), 0);
+	out = slurp(log);
+	expect(out, "Mode:  0755");
+}
+
 static void
 test_setup(void **unused)
 {
@@ -107,6 +125,24 @@ test_setup(void **unused)
 	rootfs = strdup_printf("%s/%s", state, m.rootfs);
 	assert_int_equal(bundle_check_pvh(kernel), 0);
 	assert_int_equal(access(rootfs, R_OK), 0);
+	expect_printenv(rootfs);
+
+	/* a root disk an older sandboxd built (its manifest says no layout) is built again */
+	{
+		_cleanup_free_ char *old = NULL;
+		m.rootfs_layout = 0;
+		assert_int_equal(bundle_manifest_write(state, &m), 0);
+		status = run_logged(argv, log, 600, &secs);
+		old = slurp(log);
+		printf("setup over an older root disk: exit %d in %.1f s\n%s", status, secs, old);
+		assert_int_equal(status, 0);
+		expect(old, "is of an older layout (0, now ");
+		expect(old, "setup: done: ");
+		bundle_manifest_done(&m);
+		assert_int_equal(bundle_manifest_read(state, &m), 0);
+		assert_true(m.rootfs_layout > 0);
+		expect_printenv(rootfs);
+	}
 	assert_true(m.n_modules >= 9);
 	assert_string_equal(m.modules[0], "virtio_ring.ko");
 	assert_string_equal(m.modules[1], "virtio.ko");

@@ -593,6 +593,7 @@ test_manifest_round_trip(void **state)
 	m.modules[1] = strdup("virtio.ko");
 	m.n_modules = 2;
 	m.rootfs = strdup("images/busybox/rootfs.ext4");
+	m.rootfs_layout = 2;
 	m.busybox_version = strdup("1:1.35.0-4+deb12u1+b1");
 	m.initramfs = strdup("vm/initramfs-6.1.0-57-cloud-amd64.cpio");
 	memset(m.agent_sha256, 'a', 64);
@@ -610,6 +611,7 @@ test_manifest_round_trip(void **state)
 	assert_string_equal(r.modules[0], "virtio_ring.ko");
 	assert_string_equal(r.modules[1], "virtio.ko");
 	assert_string_equal(r.rootfs, m.rootfs);
+	assert_int_equal(r.rootfs_layout, 2);
 	assert_string_equal(r.busybox_version, m.busybox_version);
 	assert_string_equal(r.initramfs, m.initramfs);
 	assert_string_equal(r.agent_sha256, m.agent_sha256);
@@ -626,6 +628,29 @@ test_manifest_round_trip(void **state)
 		free(m.kernel);
 		m.kernel = strdup(bad_kernels[i]);
 		assert_int_equal(bundle_manifest_write(dir, &m), 0);
+		assert_int_equal(bundle_manifest_read(dir, &r), -EINVAL);
+	}
+	/* a manifest of an older sandboxd has no rootfs_layout: 0 */
+	{
+		_cleanup_free_ char *path = strdup_printf("%s/vm/bundle.json", dir), *text = NULL;
+		char *line, *end;
+		free(m.kernel);
+		m.kernel = strdup("vm/vmlinux-6.1.0-57-cloud-amd64");
+		assert_int_equal(bundle_manifest_write(dir, &m), 0);
+		assert_int_equal(read_file_max(path, 1 << 20, &text, NULL), 0);
+		/* one member a line: the line goes */
+		line = strstr(text, "  \"rootfs_layout\": 2,\n");
+		assert_non_null(line);
+		end = strchr(line, '\n') + 1;
+		memmove(line, end, strlen(end) + 1);
+		assert_int_equal(write_file_atomic(path, text, strlen(text), 0644), 0);
+		assert_int_equal(bundle_manifest_read(dir, &r), 0);
+		assert_int_equal(r.rootfs_layout, 0);
+		bundle_manifest_done(&r);
+		put_filef("{\"format\": 1, \"kernel\": \"vm/k\", \"kernel_version\": \"6\", "
+		          "\"modules_dir\": \"vm/m\", \"modules\": [], \"rootfs\": \"r\", "
+		          "\"rootfs_layout\": \"2\"}",
+		          "%s/vm/bundle.json", dir);
 		assert_int_equal(bundle_manifest_read(dir, &r), -EINVAL);
 	}
 	bundle_manifest_done(&m);

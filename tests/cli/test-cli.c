@@ -406,6 +406,33 @@ test_stop_start_kill(void **state)
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "start", id), 6);
 	harness_expect_in(out, "conflict");
 	free(out);
+
+	/* list hides it, table and JSON; --all and --state terminated show it, with why */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "list"), 0);
+	harness_expect_not_in(out, id);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "list", "--json"), 0);
+	harness_expect_not_in(out, id);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "list", "--all"), 0);
+	harness_expect_in(out, id);
+	harness_expect_in(out, "terminated");
+	harness_expect_in(out, "REASON");
+	harness_expect_in(out, "deleted");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "list", "-a", "--json"), 0);
+	harness_expect_in(out, id);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "list", "--state", "terminated"), 0);
+	harness_expect_in(out, id);
+	harness_expect_not_in(out, "running");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "list", "--state", "running"), 0);
+	harness_expect_not_in(out, id);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "list", "--state", "gone"), 2);
+	harness_expect_in(out, "sandbox-cli: invalid_request: unknown state 'gone'");
+	free(out);
 }
 
 static void

@@ -96,3 +96,75 @@ case_whoami_names_the_caller(void **state)
 	json_array_foreach (scopes, i, s)
 		assert_true(json_is_string(s));
 }
+
+/* A route of a capability the server does not offer answers 501 unsupported with a message
+ * naming the capability as GET /v1/capabilities names it, never 404 (even for a sandbox that
+ * does not exist, and whatever body or Upgrade the request carries). */
+void
+case_unoffered_capabilities_answer_501(void **state)
+{
+	static const struct {
+		const char *capability, *also; /* also: a second name that may be meant instead */
+		const char *method, *path, *body;
+		bool upgrade; /* Upgrade: sbx-tunnel/1 */
+	} routes[] = {
+		{ "tunnel", NULL, "GET", "{ref}/tunnel?port=8080", NULL, true },
+		{ "tunnel", NULL, "GET", "{ref}/tunnel?port=8080", NULL, false },
+		{ "suspend", NULL, "POST", "{ref}/suspend", NULL, false },
+		{ "suspend", NULL, "POST", "{ref}/resume", NULL, false },
+		{ "volumes", NULL, "GET", "/v1/volumes", NULL, false },
+		{ "volumes", NULL, "POST", "/v1/volumes", "{\"name\":\"cf-vol\",\"size_mb\":64}",
+		  false },
+		{ "volumes", NULL, "DELETE", "/v1/volumes/cf-vol", NULL, false },
+		{ "disk_snapshot", "memory_snapshot", "GET", "/v1/snapshots", NULL, false },
+		{ "disk_snapshot", "memory_snapshot", "POST", "{ref}/snapshots", "{}", false },
+		{ "disk_snapshot", "memory_snapshot", "DELETE",
+		  "/v1/snapshots/snap_0123456789abcdef", NULL, false },
+		{ "cordon", NULL, "POST", "/v1/node/cordon", "{\"cordoned\":false}", false },
+	};
+	const char *id = conf_random_id();
+	unsigned checked = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+		/* "{ref}/...": a path under a sandbox that does not exist */
+		const char *path = str_has_prefix(routes[i].path, "{ref}")
+		                           ? conf_fmt("/v1/sandboxes/%s%s", id, routes[i].path + 5)
+		                           : routes[i].path;
+		const char *message, *code;
+		long status;
+		json_t *j;
+
+		if (conf_capability(routes[i].capability) ||
+		    (routes[i].also && conf_capability(routes[i].also)))
+			continue; /* offered: what it answers is its own cases' business */
+		if (routes[i].upgrade) {
+			struct conf_upgrade up;
+			if (conf_upgrade(path, CONF_AUTH_TOKEN,
+			                 (const char *const[]){ "Upgrade: sbx-tunnel/1",
+			                                        "Connection: Upgrade", NULL },
+			                 &up))
+				fail_msg("GET %s was upgraded although capabilities.%s is false",
+				         path, routes[i].capability);
+			status = up.status;
+			j = up.json;
+		} else {
+			status = conf_request(routes[i].method, path, routes[i].body, &j);
+		}
+		code = conf_str(json_object_get(j, "error"), "code");
+		message = conf_error_message(j);
+		if (status != 501 || !streq(code, "unsupported"))
+			fail_msg("%s %s%s: capabilities.%s is false, so expected 501 unsupported; "
+			         "got %ld %s",
+			         routes[i].method, path, routes[i].upgrade ? " (Upgrade)" : "",
+			         routes[i].capability, status, code);
+		if (!strstr(message, routes[i].capability) &&
+		    !(routes[i].also && strstr(message, routes[i].also)))
+			fail_msg("%s %s: the message does not name the capability '%s': '%s'",
+			         routes[i].method, path, routes[i].capability, message);
+		checked++;
+	}
+	if (checked == 0) {
+		print_message("skip: this server offers every capability these routes belong to\n");
+		skip();
+	}
+}

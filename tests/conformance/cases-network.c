@@ -140,6 +140,35 @@ outside_name(void)
 	return NULL;
 }
 
+/* The network object of an allowlist this server grants, with extra members (",\"deny\":[...]"
+ * or ""): the default list where it holds a name ({"mode":"allowlist"} alone), else a name a
+ * request may add; NULL when the server grants no allowlist at all (the default list is
+ * empty and a request may add nothing). */
+static const char *
+granted_allowlist(const char *extra)
+{
+	const char *name;
+
+	if (json_array_size(default_allow()) > 0)
+		return conf_fmt("{\"mode\":\"allowlist\"%s}", extra);
+	name = grantable_name();
+	return name ? conf_fmt("{\"mode\":\"allowlist\",\"allow\":[\"%s\"]%s}", name, extra) : NULL;
+}
+
+/* Skips the case when no allowlist is granted here at all. */
+static const char *
+need_granted_allowlist(const char *extra)
+{
+	const char *net = granted_allowlist(extra);
+
+	if (!net) {
+		print_message("skip: the default allow list is empty and may_allow holds nothing: "
+		              "no allowlist can be granted here\n");
+		skip();
+	}
+	return net;
+}
+
 /* ---- checks on a sandbox's network ---- */
 
 static const json_t *
@@ -232,6 +261,27 @@ same_names(const json_t *a, const json_t *b)
 	return true;
 }
 
+/* What GET says the sandbox's network is now. */
+static json_t *
+current_network(const char *id)
+{
+	return json_incref((json_t *)network_of(conf_get(id)));
+}
+
+/* A PATCH that must be refused with want_status/want_code and leave the network as it was. */
+static void
+patch_refused(const char *id, const json_t *before, const char *body, long want_status,
+              const char *want_code)
+{
+	json_t *now;
+
+	expect_error("PATCH", sandbox_path(id), body, want_status, want_code);
+	now = conf_keep_json(current_network(id));
+	if (!json_equal(now, (json_t *)before))
+		fail_msg("PATCH %s was refused but changed the network from %s to %s", body,
+		         dump(before), dump(now));
+}
+
 /* ---- modes ---- */
 
 /* An unknown mode, allow without allowlist, and unknown fields are 400. */
@@ -274,7 +324,16 @@ case_network_above_ceiling_is_refused(void **state)
 		expect_error("GET", sandbox_path(name), NULL, 404, "not_found");
 	}
 	for (int m = 0; m <= top; m++) {
-		json_t *sb = conf_create(net_body(conf_fmt("{\"mode\":\"%s\"}", modes[m])));
+		/* an allowlist needs names: the default list's, or one the request may add */
+		const char *net =
+		        m == 1 ? granted_allowlist("") : conf_fmt("{\"mode\":\"%s\"}", modes[m]);
+		json_t *sb;
+		if (!net) {
+			print_message("note: no allowlist can be granted here (no names); mode "
+			              "allowlist was not tried\n");
+			continue;
+		}
+		sb = conf_create(net_body(net));
 		assert_string_equal(conf_str(network_of(sb), "mode"), modes[m]);
 	}
 	if (top >= 2) {
@@ -285,16 +344,56 @@ case_network_above_ceiling_is_refused(void **state)
 
 /* ---- allow lists ---- */
 
-/* "allow": [] means nothing, and is refused. */
+/* An allowlist that ends up empty reaches nothing and is refused 403, whether the request
+ * said "allow": [] or left allow out (or null) over an empty default list; on create and on
+ * PATCH. Over a default list that holds names, leaving allow out is granted that list. */
 void
 case_empty_allowlist_is_refused(void **state)
 {
+	static const char *const defaulted[] = {
+		"{\"mode\":\"allowlist\"}",
+		"{\"mode\":\"allowlist\",\"allow\":null}",
+		"{\"mode\":\"allowlist\",\"deny\":[\"cf-deny.example.com\"]}",
+	};
+	bool empty_default = json_array_size(default_allow()) == 0;
+	const char *granted, *id, *name;
+	json_t *before, *j;
+
 	need_allowlist();
-	conf_create_refused("{\"network\":{\"mode\":\"allowlist\",\"allow\":[]}}", 403, "refused");
-	/* the same mode with the default list is fine */
-	assert_string_equal(
-	        conf_str(network_of(conf_create("{\"network\":{\"mode\":\"allowlist\"}}")), "mode"),
-	        "allowlist");
+	name = conf_name("empty");
+	conf_create_refused(
+	        conf_fmt("{\"name\":\"%s\",\"network\":{\"mode\":\"allowlist\",\"allow\":[]}}",
+	                 name),
+	        403, "refused");
+	expect_error("GET", sandbox_path(name), NULL, 404, "not_found");
+	for (size_t i = 0; i < ARRAY_SIZE(defaulted); i++) {
+		if (empty_default) {
+			name = conf_name("empty");
+			conf_create_refused(
+			        conf_fmt("{\"name\":\"%s\",\"network\":%s}", name, defaulted[i]),
+			        403, "refused");
+			expect_error("GET", sandbox_path(name), NULL, 404, "not_found");
+		} else {
+			/* the default list, which holds names, is granted */
+			assert_string_equal(
+			        conf_str(network_of(conf_create(net_body(defaulted[i]))), "mode"),
+			        "allowlist");
+		}
+	}
+	/* PATCH the same ways, on a sandbox whose network is granted */
+	granted = granted_allowlist("");
+	j = conf_create(net_body(granted ? granted : "{\"mode\":\"none\"}"));
+	id = conf_str(j, "id");
+	before = conf_keep_json(json_deep_copy(network_of(j)));
+	patch_refused(id, before, "{\"network\":{\"mode\":\"allowlist\",\"allow\":[]}}", 403,
+	              "refused");
+	if (empty_default)
+		for (size_t i = 0; i < ARRAY_SIZE(defaulted); i++)
+			patch_refused(id, before, conf_fmt("{\"network\":%s}", defaulted[i]), 403,
+			              "refused");
+	if (!empty_default)
+		print_message("note: the default allow list holds names, so an absent allow was "
+		              "granted it; the refusal over an empty default list was not tried\n");
 }
 
 /* "allow": null and an absent allow both mean the server's default list. */
@@ -311,6 +410,14 @@ case_allow_null_or_absent_is_the_default_list(void **state)
 	if (!json_is_array(def))
 		fail_msg("capabilities.network.default.allow is not an array: %s",
 		         dump(caps_network()));
+	if (json_array_size(def) == 0) {
+		/* an empty default list ends up an empty allowlist: refused */
+		for (size_t i = 0; i < ARRAY_SIZE(nets); i++)
+			conf_create_refused(net_body(nets[i]), 403, "refused");
+		print_message("note: the default allow list is empty, so both were refused "
+		              "(empty_allowlist_is_refused)\n");
+		return;
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(nets); i++) {
 		const json_t *net = network_of(conf_create(net_body(nets[i])));
 		assert_string_equal(conf_str(net, "mode"), "allowlist");
@@ -351,9 +458,8 @@ case_names_outside_may_allow_are_refused(void **state)
 		                    403, "refused");
 	/* the positive control: what the policy grants */
 	if (!inside) {
-		print_message("note: neither may_allow nor the default list holds a name; the "
-		              "control is the default list\n");
-		conf_create("{\"network\":{\"mode\":\"allowlist\"}}");
+		print_message("note: neither may_allow nor the default list holds a name: no "
+		              "allowlist is granted here, so there is no positive control\n");
 		return;
 	}
 	j = conf_create(net_body(conf_fmt("{\"mode\":\"allowlist\",\"allow\":[\"%s\"]}", inside)));
@@ -453,8 +559,8 @@ case_network_names_are_normalised(void **state)
 	json_t *sb;
 
 	need_allowlist();
-	sb = conf_create("{\"network\":{\"mode\":\"allowlist\",\"deny\":[\"Gist.GitHub.com.\","
-	                 "\"gist.github.com\",\"a.example.com\"]}}");
+	sb = conf_create(net_body(need_granted_allowlist(
+	        ",\"deny\":[\"Gist.GitHub.com.\",\"gist.github.com\",\"a.example.com\"]")));
 	net = network_of(sb);
 	assert_normal_list(net, "deny");
 	assert_normal_list(net, "allow");
@@ -519,31 +625,10 @@ case_malformed_network_names_are_rejected(void **state)
 			                                      keys[k], bad[i])),
 			                    400, "invalid_request");
 	/* the positive control: a good name in deny (deny only tightens) */
-	conf_create("{\"network\":{\"mode\":\"allowlist\",\"deny\":[\"example.com\"]}}");
+	conf_create(net_body(need_granted_allowlist(",\"deny\":[\"example.com\"]")));
 }
 
 /* ---- live updates ---- */
-
-/* What GET says the sandbox's network is now. */
-static json_t *
-current_network(const char *id)
-{
-	return json_incref((json_t *)network_of(conf_get(id)));
-}
-
-/* A PATCH that must be refused with want_status/want_code and leave the network as it was. */
-static void
-patch_refused(const char *id, const json_t *before, const char *body, long want_status,
-              const char *want_code)
-{
-	json_t *now;
-
-	expect_error("PATCH", sandbox_path(id), body, want_status, want_code);
-	now = conf_keep_json(current_network(id));
-	if (!json_equal(now, (json_t *)before))
-		fail_msg("PATCH %s was refused but changed the network from %s to %s", body,
-		         dump(before), dump(now));
-}
 
 /* PATCH network follows the create rules (400 for what is malformed, 403 for what the
  * policy refuses); a refused update leaves the old policy (and the other fields) in place; a
@@ -559,14 +644,15 @@ case_network_update_follows_the_same_rules(void **state)
 		"{\"network\":{\"mode\":\"none\",\"bogus\":1}}",
 		"{\"network\":\"open\"}",
 	};
-	bool allowlist = ceiling_rank() >= conf_net_mode_rank("allowlist");
+	const char *rich = ceiling_rank() >= conf_net_mode_rank("allowlist")
+	                           ? granted_allowlist(",\"deny\":[\"cf-deny.example.com\"]")
+	                           : NULL;
+	bool allowlist = rich != NULL;
 	const char *id, *name, *outside;
 	json_t *sb, *before, *same, *j;
 
 	/* start from the richest policy the server grants */
-	sb = conf_create(allowlist ? "{\"network\":{\"mode\":\"allowlist\",\"deny\":[\"cf-deny."
-	                             "example.com\"]}}"
-	                           : "{\"network\":{\"mode\":\"none\"}}");
+	sb = conf_create(net_body(rich ? rich : "{\"mode\":\"none\"}"));
 	id = conf_str(sb, "id");
 	name = conf_str(sb, "name");
 	before = conf_keep_json(current_network(id));
@@ -583,6 +669,9 @@ case_network_update_follows_the_same_rules(void **state)
 		              400, "invalid_request");
 		patch_refused(id, before, "{\"network\":{\"mode\":\"allowlist\",\"allow\":[]}}",
 		              403, "refused");
+		if (json_array_size(default_allow()) == 0)
+			patch_refused(id, before, "{\"network\":{\"mode\":\"allowlist\"}}", 403,
+			              "refused");
 		outside = outside_name();
 		if (outside)
 			patch_refused(id, before,
@@ -608,7 +697,7 @@ case_network_update_follows_the_same_rules(void **state)
 	same = json_deep_copy(before);
 	conf_keep_json(same);
 	if (json_array_size(json_object_get(same, "allow")) == 0)
-		json_object_del(same, "allow"); /* [] would be refused: absent is the default */
+		json_object_del(same, "allow"); /* [] would be refused */
 	if (streq(conf_str(same, "mode"), "none"))
 		json_object_del(same, "deny");
 	assert_int_equal(conf_request("PATCH", sandbox_path(id),
@@ -763,7 +852,7 @@ case_sandboxes_cannot_reach_each_other(void **state)
 		skip();
 	}
 	for (int i = 0; i < 2; i++)
-		ids[i] = conf_str(conf_create("{\"network\":{\"mode\":\"allowlist\"}}"), "id");
+		ids[i] = conf_str(conf_create(net_body(need_granted_allowlist(""))), "id");
 	for (int i = 0; i < 2; i++) {
 		addrs[i] = guest_address(ids[i]);
 		if (!*addrs[i]) {

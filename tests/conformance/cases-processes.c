@@ -1109,3 +1109,89 @@ case_the_audit_log_never_keeps_a_processs_arguments(void **state)
 	if (!exited)
 		fail_msg("no process.exited event for process %lld", pid);
 }
+
+/* The commands a generic API client expects of an image, run without a shell: echo, cat,
+ * printenv (every variable; the values of the names given, one a line; exit 1 when one is not
+ * set), env, pwd, sleep, true, false, nc, and in the base image (sandbox-base) python3. */
+static void
+expect_usual_commands(const char *id, bool base)
+{
+	const char *secret = conf_shared_secret();
+	struct ran r;
+	json_t *sb = conf_get(id);
+	bool shared = streq(id, conf_shared_sandbox());
+
+	r = run(id, "{\"argv\":[\"echo\",\"hello\",\"world\"]}");
+	assert_int_equal(r.exit_code, 0);
+	assert_string_equal(r.out, "hello world\n");
+	r = run(id, "{\"argv\":[\"cat\"],\"stdin\":\"bGluZQo=\"}"); /* "line\n" */
+	assert_int_equal(r.exit_code, 0);
+	assert_string_equal(r.out, "line\n");
+	r = run(id, "{\"argv\":[\"pwd\"]}");
+	assert_int_equal(r.exit_code, 0);
+	assert_string_equal(r.out, "/sandbox/home\n");
+	r = run(id, "{\"argv\":[\"sleep\",\"0\"]}");
+	assert_int_equal(r.exit_code, 0);
+	r = run(id, "{\"argv\":[\"true\"]}");
+	assert_int_equal(r.exit_code, 0);
+	r = run(id, "{\"argv\":[\"false\"]}");
+	assert_int_equal(r.exit_code, 1);
+
+	/* env and printenv see the request's environment (and the sandbox's) */
+	r = run(id, "{\"argv\":[\"env\"],\"env\":{\"CF_ONE\":\"1 one\"}}");
+	assert_int_equal(r.exit_code, 0);
+	if (!strstr(r.out, "\nCF_ONE=1 one\n") && !str_has_prefix(r.out, "CF_ONE=1 one\n"))
+		fail_msg("env did not print CF_ONE=1 one: %.500s", r.out);
+	r = run(id, "{\"argv\":[\"printenv\"],\"env\":{\"CF_ONE\":\"1 one\"}}");
+	assert_int_equal(r.exit_code, 0);
+	if (!strstr(r.out, "CF_ONE=1 one\n"))
+		fail_msg("printenv did not print CF_ONE=1 one: %.500s", r.out);
+	r = run(id, "{\"argv\":[\"printenv\",\"CF_ONE\",\"CF_TWO\"],\"env\":{\"CF_ONE\":\"1 "
+	            "one\",\"CF_TWO\":\"two=2\"}}");
+	assert_int_equal(r.exit_code, 0);
+	assert_string_equal(r.out, "1 one\ntwo=2\n");
+	r = run(id,
+	        "{\"argv\":[\"printenv\",\"CF_ONE\",\"CF_NOT_SET\"],\"env\":{\"CF_ONE\":\"x\"}}");
+	assert_int_equal(r.exit_code, 1);
+	assert_string_equal(r.out, "x\n");
+	if (shared && *conf_str(sb, "id")) {
+		r = run(id, "{\"argv\":[\"printenv\",\"CONF_SHARED_SECRET\"]}");
+		assert_int_equal(r.exit_code, 0);
+		assert_string_equal(r.out, conf_fmt("%s\n", secret));
+	}
+	/* nc is there: whatever it says to -h, it ran (a missing program is 400) */
+	(void)run(id, "{\"argv\":[\"nc\",\"-h\"]}");
+	if (base) {
+		r = run(id, "{\"argv\":[\"python3\",\"-c\",\"print(6 * 7)\"]}");
+		assert_int_equal(r.exit_code, 0);
+		assert_string_equal(r.out, "42\n");
+	}
+}
+
+/* The default image, and the base image when the server has it installed. */
+void
+case_default_images_have_the_usual_commands(void **state)
+{
+	const char *id = process_sandbox(), *image = conf_str(conf_get(id), "image");
+	const json_t *img;
+	json_t *images;
+	size_t i;
+	bool base_installed = false;
+
+	expect_usual_commands(id, streq(image, "sandbox-base"));
+	if (streq(image, "sandbox-base"))
+		return;
+	if (conf_request("GET", "/v1/images", NULL, &images) != 200)
+		fail_msg("GET /v1/images: %s", dump(images));
+	json_array_foreach (json_object_get(images, "images"), i, img)
+		if (streq(conf_str(img, "image"), "sandbox-base") &&
+		    streq(conf_str(img, "state"), "installed"))
+			base_installed = true;
+	if (!base_installed) {
+		print_message("note: the default image is '%s'; sandbox-base is not installed, so "
+		              "python3 was not looked for\n",
+		              image);
+		return;
+	}
+	expect_usual_commands(conf_str(conf_create("{\"image\":\"sandbox-base\"}"), "id"), true);
+}

@@ -521,3 +521,186 @@ case_invalid_environment_names_are_rejected(void **state)
 	                               "_ok_1"),
 	                 0);
 }
+
+/* PATCH {} changes nothing and is 400; "name": "" removes the name, as null does; a field
+ * left out stays as it was. */
+void
+case_patch_absent_empty_and_null_fields(void **state)
+{
+	const char *name = conf_name("pname"), *again = conf_name("pname");
+	json_t *sb = conf_create(conf_fmt("{\"name\":\"%s\",\"labels\":{\"conformance\":\"1\","
+	                                  "\"conformance-run\":\"%s\",\"color\":\"red\"}}",
+	                                  name, conf_run_id()));
+	const char *id = conf_str(sb, "id");
+	json_t *j;
+
+	expect_request_error("PATCH", sandbox_path(id, NULL), "{}", 400, "invalid_request");
+	j = conf_get(id);
+	assert_string_equal(conf_str(j, "name"), name);
+	assert_string_equal(conf_str(json_object_get(j, "labels"), "color"), "red");
+
+	/* "" removes the name: it is null, and the old name finds nothing */
+	assert_int_equal(conf_request("PATCH", sandbox_path(id, NULL), "{\"name\":\"\"}", &j), 200);
+	if (!json_is_null(json_object_get(j, "name")))
+		fail_msg("PATCH {\"name\":\"\"} left the name %s", conf_str(j, "name"));
+	assert_true(json_is_null(json_object_get(conf_get(id), "name")));
+	assert_not_found(name);
+	/* the labels, absent from that PATCH, are as they were */
+	assert_string_equal(conf_str(json_object_get(conf_get(id), "labels"), "color"), "red");
+
+	/* null removes it too */
+	assert_int_equal(conf_request("PATCH", sandbox_path(id, NULL),
+	                              conf_fmt("{\"name\":\"%s\"}", again), &j),
+	                 200);
+	assert_string_equal(conf_str(conf_get(again), "id"), id);
+	assert_int_equal(conf_request("PATCH", sandbox_path(id, NULL), "{\"name\":null}", &j), 200);
+	assert_true(json_is_null(json_object_get(j, "name")));
+	assert_not_found(again);
+
+	/* a PATCH of the labels alone leaves the name (set again) as it is */
+	assert_int_equal(conf_request("PATCH", sandbox_path(id, NULL),
+	                              conf_fmt("{\"name\":\"%s\"}", again), &j),
+	                 200);
+	assert_int_equal(
+	        conf_request("PATCH", sandbox_path(id, NULL),
+	                     conf_fmt("{\"labels\":{\"conformance\":\"1\",\"conformance-run\":"
+	                              "\"%s\",\"color\":\"blue\"}}",
+	                              conf_run_id()),
+	                     &j),
+	        200);
+	assert_string_equal(conf_str(j, "name"), again);
+	assert_string_equal(conf_str(json_object_get(j, "labels"), "color"), "blue");
+}
+
+/* The ids of GET /v1/sandboxes?<query>&label=marker=<m>, with each one's state in states
+ * (an object, owned by the case). */
+static json_t *
+list_marked(const char *query, const char *marker, json_t **ret_states)
+{
+	json_t *j, *ids = conf_keep_json(json_array()), *states = conf_keep_json(json_object());
+	const json_t *sb;
+	long status;
+	size_t i;
+
+	status = conf_request(
+	        "GET",
+	        conf_fmt("/v1/sandboxes?%s%slabel=marker=%s", query, *query ? "&" : "", marker),
+	        NULL, &j);
+	if (status != 200)
+		fail_msg("GET /v1/sandboxes?%s: expected 200, got %ld", query, status);
+	json_array_foreach (json_object_get(j, "sandboxes"), i, sb) {
+		json_array_append_new(ids, json_string(conf_str(sb, "id")));
+		json_object_set_new(states, conf_str(sb, "id"), json_string(conf_str(sb, "state")));
+	}
+	if (ret_states)
+		*ret_states = states;
+	return ids;
+}
+
+/* GET /v1/sandboxes lists terminated sandboxes too (state terminated, with a reason), newest
+ * first, until the server forgets them; ?state= filters; the name of a terminated one is free
+ * for a new sandbox, and its id still answers. */
+void
+case_terminated_sandboxes_are_listed(void **state)
+{
+	const char *marker = conf_name("m"), *name = conf_name("ended");
+	const char *fields =
+	        conf_fmt("{\"name\":\"%s\",\"labels\":{\"marker\":\"%s\"}}", name, marker);
+	const char *older =
+	        conf_str(conf_create(conf_fmt("{\"labels\":{\"marker\":\"%s\"}}", marker)), "id");
+	const char *ended = conf_str(conf_create(fields), "id"), *newer;
+	json_t *ids, *states, *sb;
+	const json_t *v;
+	size_t i;
+
+	assert_int_equal(conf_request("DELETE", sandbox_path(ended, NULL), NULL, NULL), 204);
+	ids = list_marked("", marker, &states);
+	assert_int_equal(json_array_size(ids), 2);
+	assert_int_equal(conf_index_of(ids, ended), 0); /* newest first */
+	assert_int_equal(conf_index_of(ids, older), 1);
+	assert_string_equal(conf_str(states, ended), "terminated");
+	assert_string_equal(conf_str(states, older), "running");
+	/* the listed object is the whole sandbox, with why it ended */
+	assert_int_equal(conf_request("GET", "/v1/sandboxes?state=terminated", NULL, &sb), 200);
+	json_array_foreach (json_object_get(sb, "sandboxes"), i, v)
+		if (streq(conf_str(v, "id"), ended)) {
+			for (size_t f = 0; conf_sandbox_fields[f]; f++)
+				if (!json_object_get(v, conf_sandbox_fields[f]))
+					fail_msg("the terminated sandbox in the list has no '%s'",
+					         conf_sandbox_fields[f]);
+			if (!*conf_str(v, "reason"))
+				fail_msg("the terminated sandbox in the list has no reason");
+			assert_string_equal(conf_str(v, "name"), name);
+		}
+
+	/* ?state= selects */
+	ids = list_marked("state=terminated", marker, NULL);
+	assert_int_equal(json_array_size(ids), 1);
+	assert_int_equal(conf_index_of(ids, ended), 0);
+	ids = list_marked("state=running", marker, NULL);
+	assert_int_equal(json_array_size(ids), 1);
+	assert_int_equal(conf_index_of(ids, older), 0);
+	expect_request_error("GET", "/v1/sandboxes?state=bogus", NULL, 400, "invalid_request");
+
+	/* the name is free: a new sandbox takes it, the name finds the new one, the old id the
+	 * terminated one; both are listed */
+	newer = conf_str(conf_create(fields), "id");
+	assert_string_equal(conf_str(conf_get(name), "id"), newer);
+	assert_state(conf_get(ended), "terminated");
+	ids = list_marked("", marker, &states);
+	assert_int_equal(json_array_size(ids), 3);
+	assert_int_equal(conf_index_of(ids, newer), 0);
+	assert_string_equal(conf_str(states, newer), "running");
+	assert_string_equal(conf_str(states, ended), "terminated");
+}
+
+/* A server limit bounds what a create leaves out: with max_lifetime_secs (or
+ * max_idle_timeout_secs) set, a sandbox created without one gets the limit, never none, and
+ * asking for none (0) is out of the limit. */
+void
+case_limits_bound_what_a_create_leaves_out(void **state)
+{
+	static const struct {
+		const char *limit, *field;
+	} timeouts[] = {
+		{ "max_lifetime_secs", "lifetime_secs" },
+		{ "max_idle_timeout_secs", "idle_timeout_secs" },
+	};
+	unsigned checked = 0;
+	json_t *sb = NULL;
+
+	for (size_t i = 0; i < ARRAY_SIZE(timeouts); i++) {
+		json_int_t max = json_integer_value(limit(timeouts[i].limit));
+		const char *name;
+		if (max <= 0)
+			continue;
+		if (!sb)
+			sb = conf_create(NULL);
+		if (json_integer_value(json_object_get(sb, timeouts[i].field)) != max)
+			fail_msg("capabilities.limits.%s is %lld, but a sandbox created without "
+			         "'%s' "
+			         "got %lld",
+			         timeouts[i].limit, (long long)max, timeouts[i].field,
+			         (long long)json_integer_value(
+			                 json_object_get(sb, timeouts[i].field)));
+		if (i == 0 && json_is_null(json_object_get(sb, "expires_at")))
+			fail_msg("a sandbox with lifetime_secs %lld has no expires_at",
+			         (long long)max);
+		/* null is the same as leaving it out */
+		assert_int_equal(json_integer_value(json_object_get(
+		                         conf_create(conf_fmt("{\"%s\":null}", timeouts[i].field)),
+		                         timeouts[i].field)),
+		                 max);
+		/* 0 is none, which is above the limit: refused, never clamped */
+		name = conf_name("limit");
+		conf_create_refused(conf_fmt("{\"name\":\"%s\",\"%s\":0}", name, timeouts[i].field),
+		                    400, "invalid_request");
+		assert_not_found(name);
+		checked++;
+	}
+	if (checked == 0) {
+		print_message("skip: capabilities.limits has neither max_lifetime_secs nor "
+		              "max_idle_timeout_secs\n");
+		skip();
+	}
+}

@@ -29,11 +29,24 @@ static const char *const made_files[] = {
 	"server.key", "server.csr",  "server.pem",  "policy.yaml", "resolv.conf",
 };
 
+/* Every run's limits on the timeouts, so the case that a limit bounds what a create leaves out
+ * runs everywhere (long enough for any run). */
+#define TIMEOUT_LIMITS                                                                             \
+	"limits:\n"                                                                                \
+	"  max_idle_timeout_secs: 3600\n"                                                          \
+	"  max_lifetime_secs: 86400\n"
+
 /* The plain fake's policy: a narrow may_allow, so the may_allow and wildcard cases have
- * something to refuse (the tls run keeps the built-in "*", the other branch). */
+ * something to refuse, and an empty default allow list, so an allowlist left to it is refused
+ * (the tls run keeps the built-in "*" and has a default list: the other branches). */
 static const char plain_policy[] = "network:\n"
                                    "  may_allow: [example.org, '*.example.org', "
-                                   "'*.a.example.net', example.com]\n";
+                                   "'*.a.example.net', example.com]\n" TIMEOUT_LIMITS;
+static const char tls_policy[] =
+        "network:\n"
+        "  default: {mode: allowlist, allow: [example.com]}\n" TIMEOUT_LIMITS;
+/* Real VMs: the built-in network policy (the ceiling follows egress) */
+static const char qemu_policy[] = TIMEOUT_LIMITS;
 
 /* With real VMs as root, sandboxd runs with egress on inside network namespaces of the
  * run's own (tests/egress/netns.sh), so the network cases (sandboxes_cannot_reach_each_other among
@@ -341,21 +354,24 @@ start_daemon(struct daemon_proc *p, const char *mode, const char *token_file, co
 		int port = harness_free_port(), r = -1;
 
 		listen = port > 0 ? strdup_printf("127.0.0.1:%d", port) : NULL;
+		_cleanup_free_ char *policy = in_dir("policy.yaml");
+
 		if (netns_name[0]) {
 			/* in its own network namespace: reached over its unix socket */
-			const char *args[] = { "--egress", "on", NULL };
+			const char *args[] = { "--egress", "on", "--policy", policy, NULL };
 			r = harness_start_vm(p, args, NULL);
 		} else if (listen && streq(mode, "qemu")) {
-			const char *args[] = { "--listen", listen, "--token-file", token_file,
+			const char *args[] = { "--listen", listen,     "--token-file",
+				               token_file, "--policy", policy,
 				               NULL };
 			r = harness_start_vm(p, args, NULL);
 		} else if (listen && streq(mode, "tls")) {
 			const char *args[] = { "--listen",  listen,       "--token-file",
 				               token_file,  "--tls-cert", cert,
-				               "--tls-key", key,          NULL };
+				               "--tls-key", key,          "--policy",
+				               policy,      NULL };
 			r = harness_start(p, harness_binary("SANDBOXD_FAKE"), args, NULL);
 		} else if (listen) {
-			_cleanup_free_ char *policy = in_dir("policy.yaml");
 			const char *args[] = { "--listen", listen,     "--token-file",
 				               token_file, "--policy", policy,
 				               NULL };
@@ -411,7 +427,7 @@ main(int argc, char **argv)
 		key = in_dir("server.key");
 		ca = in_dir("ca.pem");
 	}
-	if (!tls && !qemu && write_file("policy.yaml", plain_policy) < 0) {
+	if (write_file("policy.yaml", tls ? tls_policy : qemu ? qemu_policy : plain_policy) < 0) {
 		remove_dir();
 		return 1;
 	}

@@ -275,6 +275,14 @@ test_a_reused_email_inherits_nothing(void **state _unused_)
 		_cleanup_free_ char *epath = strdup_printf("%s/events", path);
 		json_decref(call_as(second.hsess, "GET", epath, NULL, 404, NULL));
 	}
+	/* nor in the list, which holds terminated sandboxes too */
+	j = call_as(second.hsess, "GET", "/v1/sandboxes", NULL, 200, NULL);
+	{
+		_cleanup_free_ char *text = json_dumps(j, JSON_COMPACT);
+		if (!text || strstr(text, box))
+			fail_msg("a new account with a deleted user's email lists their sandbox");
+	}
+	json_decref(j);
 	/* nor in a replayed event stream */
 	{
 		_cleanup_free_ char *hdrs = strdup_printf("Cookie: %s\r\n", second.cookie);
@@ -296,6 +304,21 @@ test_a_reused_email_inherits_nothing(void **state _unused_)
 	j = call_as(NULL, "GET", path, NULL, 200, NULL);
 	gone = strdup_printf("reused@example.com (deleted %s)", uid);
 	assert_string_equal(json_string_value(json_object_get(j, "owner")), gone);
+	json_decref(j);
+	/* and lists it so */
+	j = call_as(NULL, "GET", "/v1/sandboxes?state=terminated", NULL, 200, NULL);
+	{
+		json_t *sb;
+		size_t i;
+		bool listed = false;
+		json_array_foreach (json_object_get(j, "sandboxes"), i, sb)
+			if (streq(json_string_value(json_object_get(sb, "id")), box)) {
+				listed = true;
+				assert_string_equal(json_string_value(json_object_get(sb, "owner")),
+				                    gone);
+			}
+		assert_true(listed);
+	}
 	json_decref(j);
 	assert_int_equal(harness_stop(&daemon_, SIGTERM), 0);
 }

@@ -1,7 +1,8 @@
 /* test-lifecycle.c: lifecycle paths a user meets that need the fake backend's help to
  * provoke: a boot that fails, a VM that dies on its own, a delete while booting, a stop
- * while booting, lifetimes and idle timeouts. Each failure carries its reason in the
- * sandbox and in the event stream, and nothing is left half-made. */
+ * while booting, lifetimes and idle timeouts; terminated sandboxes in the list until
+ * --forget-after. Each failure carries its reason in the sandbox and in the event stream, and
+ * nothing is left half-made. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -164,6 +165,8 @@ test_lifetime_and_idle_timeout(void **state)
 	json_decref(b);
 }
 
+static const char *list_state(const char *sock, const char *query, const char *id);
+
 /* The unfiltered list is served from a cache: every change must show in the next one. */
 static void
 test_list_follows_every_change(void **state)
@@ -188,10 +191,133 @@ test_list_follows_every_change(void **state)
 	free(list);
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(a, "id"));
 	json_decref(harness_json(p.sock, "DELETE", path, NULL, 204));
-	assert_int_equal(harness_http(p.sock, "GET", "/v1/sandboxes", NULL, &list), 200);
-	assert_null(strstr(list, harness_str(a, "id")));
-	free(list);
+	assert_string_equal(list_state(p.sock, "", harness_str(a, "id")), "terminated");
 	json_decref(a);
+}
+
+/* The state of id in GET /v1/sandboxes<query> (a static buffer), or NULL when it is not in
+ * the list. */
+static const char *
+list_state(const char *sock, const char *query, const char *id)
+{
+	static char state[32];
+	char path[128];
+	json_t *j, *sb;
+	size_t i;
+	const char *found = NULL;
+
+	snprintf(path, sizeof(path), "/v1/sandboxes%s", query);
+	j = harness_json(sock, "GET", path, NULL, 200);
+	json_array_foreach (json_object_get(j, "sandboxes"), i, sb)
+		if (streq_safe(harness_str(sb, "id"), id)) {
+			snprintf(state, sizeof(state), "%s", harness_str(sb, "state"));
+			found = state;
+		}
+	json_decref(j);
+	return found;
+}
+
+/* A terminated sandbox stays in the list (state terminated, with its reason, newest first)
+ * and answers GET by id; ?state= selects; its name is free at once. */
+static void
+test_terminated_sandboxes_are_listed(void **state)
+{
+	json_t *old = harness_json(p.sock, "POST", "/v1/sandboxes", "{\"name\":\"older\"}", 201);
+	json_t *a = harness_json(p.sock, "POST", "/v1/sandboxes", "{\"name\":\"ended\"}", 201);
+	json_t *list, *sb, *again;
+	const char *id = harness_str(a, "id");
+	char path[128];
+	size_t i;
+	int at = -1, older_at = -1;
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+	json_decref(harness_json(p.sock, "DELETE", path, NULL, 204));
+	list = harness_json(p.sock, "GET", "/v1/sandboxes", NULL, 200);
+	json_array_foreach (json_object_get(list, "sandboxes"), i, sb) {
+		if (streq_safe(harness_str(sb, "id"), id)) {
+			at = (int)i;
+			assert_string_equal(harness_str(sb, "state"), "terminated");
+			assert_string_equal(harness_str(sb, "reason"), "deleted");
+			assert_string_equal(harness_str(sb, "name"), "ended");
+		}
+		if (streq_safe(harness_str(sb, "id"), harness_str(old, "id")))
+			older_at = (int)i;
+	}
+	json_decref(list);
+	assert_true(at >= 0 && older_at >= 0 && at < older_at); /* newest first */
+	assert_string_equal(list_state(p.sock, "?state=terminated", id), "terminated");
+	assert_null(list_state(p.sock, "?state=terminated", harness_str(old, "id")));
+	assert_null(list_state(p.sock, "?state=running", id));
+	assert_string_equal(list_state(p.sock, "?state=running&state=terminated", id),
+	                    "terminated");
+	assert_string_equal(list_state(p.sock, "?state=terminated&label=nothing=here", id) ?: "-",
+	                    "-");
+	json_decref(harness_json(p.sock, "GET", "/v1/sandboxes?state=Running", NULL, 400));
+	json_decref(harness_json(p.sock, "GET", "/v1/sandboxes?status=running", NULL, 400));
+	/* the name is free: a new sandbox takes it, and the name finds the new one */
+	again = harness_json(p.sock, "POST", "/v1/sandboxes", "{\"name\":\"ended\"}", 201);
+	sb = harness_json(p.sock, "GET", "/v1/sandboxes/ended", NULL, 200);
+	assert_string_equal(harness_str(sb, "id"), harness_str(again, "id"));
+	json_decref(sb);
+	sb = harness_json(p.sock, "GET", path, NULL, 200);
+	assert_string_equal(harness_str(sb, "state"), "terminated");
+	json_decref(sb);
+	json_decref(again);
+	json_decref(old);
+	json_decref(a);
+}
+
+/* After --forget-after a terminated sandbox is gone: from the list, by id, with its events;
+ * while the daemon runs (the housekeeping timer), and at its start. */
+static void
+test_terminated_sandboxes_are_forgotten(void **state)
+{
+	const char *soon[] = { "--forget-after", "1s", NULL };
+	const char *at_once[] = { "--forget-after", "0", NULL };
+	struct daemon_proc q;
+	char path[128], events[160];
+	json_t *a, *e;
+	bool gone = false;
+
+	/* running: it goes within a housekeeping tick or two of the second it may stay */
+	assert_int_equal(harness_start(&q, harness_binary("SANDBOXD_FAKE"), soon, NULL), 0);
+	a = harness_json(q.sock, "POST", "/v1/sandboxes", "{}", 201);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(a, "id"));
+	snprintf(events, sizeof(events), "/v1/sandboxes/%s/events", harness_str(a, "id"));
+	json_decref(harness_json(q.sock, "DELETE", path, NULL, 204));
+	for (int i = 0; i < 300 && !gone; i++) {
+		char *body = NULL;
+		gone = harness_http(q.sock, "GET", path, NULL, &body) == 404;
+		free(body);
+		if (!gone)
+			usleep(50000);
+	}
+	if (!gone)
+		fail_msg("sandbox %s was never forgotten with --forget-after 1s",
+		         harness_str(a, "id"));
+	assert_null(list_state(q.sock, "", harness_str(a, "id")));
+	e = harness_json(q.sock, "GET", events, NULL, 404);
+	assert_string_equal(harness_str(json_object_get(e, "error"), "code"), "not_found");
+	json_decref(e);
+	json_decref(a);
+
+	/* at the start: a daemon that keeps them a day, then one that keeps them no time */
+	assert_int_equal(harness_stop(&q, SIGTERM), 0);
+	assert_int_equal(harness_restart(&q, harness_binary("SANDBOXD_FAKE"), NULL, NULL), 0);
+	a = harness_json(q.sock, "POST", "/v1/sandboxes", "{}", 201);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(a, "id"));
+	json_decref(harness_json(q.sock, "DELETE", path, NULL, 204));
+	assert_int_equal(harness_stop(&q, SIGTERM), 0);
+	assert_int_equal(harness_restart(&q, harness_binary("SANDBOXD_FAKE"), NULL, NULL), 0);
+	assert_string_equal(list_state(q.sock, "", harness_str(a, "id")), "terminated");
+	assert_int_equal(harness_stop(&q, SIGTERM), 0);
+	assert_int_equal(harness_restart(&q, harness_binary("SANDBOXD_FAKE"), at_once, NULL), 0);
+	assert_null(list_state(q.sock, "", harness_str(a, "id")));
+	json_decref(harness_json(q.sock, "GET", path, NULL, 404));
+	assert_true(harness_file_contains(q.log, "forgot 1 sandbox(es)"));
+	json_decref(a);
+	assert_int_equal(harness_stop(&q, SIGTERM), 0);
+	harness_cleanup(&q);
 }
 
 static long
@@ -261,6 +387,8 @@ main(void)
 		cmocka_unit_test(test_delete_and_stop_while_booting),
 		cmocka_unit_test(test_lifetime_and_idle_timeout),
 		cmocka_unit_test(test_list_follows_every_change),
+		cmocka_unit_test(test_terminated_sandboxes_are_listed),
+		cmocka_unit_test(test_terminated_sandboxes_are_forgotten),
 		cmocka_unit_test(test_node_counts_what_sandboxes_hold),
 	};
 

@@ -94,9 +94,15 @@ test_kill_and_restart(void **state)
 	assert_string_equal(st, "failed");
 	assert_non_null(strstr(reason, "before it finished starting"));
 
-	/* the list holds exactly the live ones, and the events survived too */
+	/* the list holds the live ones and the terminated one (until --forget-after), and the
+	 * events survived too */
 	j = harness_json(p.sock, "GET", "/v1/sandboxes", NULL, 200);
-	assert_int_equal(json_array_size(json_object_get(j, "sandboxes")), 5);
+	assert_int_equal(json_array_size(json_object_get(j, "sandboxes")), 6);
+	json_decref(j);
+	j = harness_json(p.sock, "GET", "/v1/sandboxes?state=terminated", NULL, 200);
+	assert_int_equal(json_array_size(json_object_get(j, "sandboxes")), 1);
+	assert_string_equal(harness_str(json_array_get(json_object_get(j, "sandboxes"), 0), "id"),
+	                    ids[2]);
 	json_decref(j);
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", ids[1]);
 	j = harness_json(p.sock, "GET", path, NULL, 200);

@@ -100,6 +100,17 @@ test_tcp_refusals(void **state)
 			               "--token-file", tok, "--tls-cert", tok,  NULL };
 		expect_refusal(bin, args, "--tls-cert needs --tls-key");
 	}
+	{ /* a --forget-after that is no duration */
+		static const char *const bad[] = { "1w", "-1", "h", "24 h", "3651d", "" };
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			const char *args[] = { "--state-dir",    sd,     "--socket", sock,
+				               "--forget-after", bad[i], NULL };
+			char *out = NULL;
+			assert_int_equal(harness_run(bin, args, NULL, &out), 2);
+			assert_non_null(strstr(out, "--forget-after"));
+			free(out);
+		}
+	}
 	{ /* usage errors exit 2 and point at --help */
 		const char *args[] = { "--bogus", NULL };
 		char *out = NULL;

@@ -141,6 +141,7 @@ enum {
 	P_OPEN,
 	P_ALLOW,
 	P_NONE,
+	P_EMPTY,
 	_P_MAX
 };
 
@@ -173,6 +174,8 @@ setup_policies(void **state)
 	            "[\"pypi.org\", \"files.pythonhosted.org\"]", "[\"ads.example.com\"]",
 	            "[\"*\"]");
 	set_network(&policies[P_NONE], NET_NONE, NET_NONE, "[]", "[]", "[]");
+	/* the embedded policy's network: an empty default allow list */
+	set_network(&policies[P_EMPTY], NET_NONE, NET_ALLOWLIST, "[]", "[]", "[\"*\"]");
 	return 0;
 }
 
@@ -310,6 +313,21 @@ static const struct resolve_case {
 	  "'network.allow' goes only with mode allowlist" },
 	{ P_NONE, "{\"deny\":[\"example.com\"]}", NULL, 400, "invalid_request",
 	  "'network.deny' has no meaning with mode none" },
+
+	/* ceiling allowlist, an empty default allow list: an allowlist must name something,
+	 * whether the request said "allow": [] or left allow out */
+	{ P_EMPTY, NULL, NONE_NET, 0, NULL, NULL },
+	{ P_EMPTY, "{\"mode\":\"allowlist\"}", NULL, 403, "refused",
+	  "gets this server's default allow list, which is empty and would reach nothing" },
+	{ P_EMPTY, "{\"mode\":\"allowlist\",\"allow\":null}", NULL, 403, "refused",
+	  "default allow list, which is empty" },
+	{ P_EMPTY, "{\"mode\":\"allowlist\",\"deny\":[\"x.example\"]}", NULL, 403, "refused",
+	  "default allow list, which is empty" },
+	{ P_EMPTY, "{\"mode\":\"allowlist\",\"allow\":[]}", NULL, 403, "refused",
+	  "is empty, which would reach nothing: name what the sandbox may reach, or use mode "
+	  "none" },
+	{ P_EMPTY, "{\"mode\":\"allowlist\",\"allow\":[\"example.com\"]}",
+	  "{\"mode\":\"allowlist\",\"allow\":[\"example.com\"],\"deny\":[]}", 0, NULL, NULL },
 };
 
 static void

@@ -136,6 +136,7 @@ check_line(const struct outcome *o, unsigned line, const char *key, const char *
 struct setup {
 	bool patch;
 	bool ceiling_open, ceiling_none;
+	uint64_t max_idle, max_lifetime; /* "limit max_idle_timeout_secs N": 0 unset */
 };
 
 static void
@@ -154,9 +155,14 @@ read_setup(const char *name, char *text, struct setup *s)
 			s->ceiling_open = true;
 		else if (n == strlen("ceiling none") && strneq(l, "ceiling none", n))
 			s->ceiling_none = true;
-		else if (strneq(l, "decode", 6) || strneq(l, "ceiling", 7))
-			fail_msg("%s:%u: use 'decode create|patch' or 'ceiling open|none'", name,
-			         line);
+		else if (strneq(l, "limit max_idle_timeout_secs ", 28))
+			s->max_idle = strtoull(l + 28, NULL, 10);
+		else if (strneq(l, "limit max_lifetime_secs ", 24))
+			s->max_lifetime = strtoull(l + 24, NULL, 10);
+		else if (strneq(l, "decode", 6) || strneq(l, "ceiling", 7) || strneq(l, "limit", 5))
+			fail_msg("%s:%u: use 'decode create|patch', 'ceiling open|none' or 'limit "
+			         "max_idle_timeout_secs|max_lifetime_secs N'",
+			         name, line);
 	}
 }
 
@@ -189,6 +195,8 @@ test_case(void **state)
 		p.network.ceiling = NET_OPEN;
 	if (setup.ceiling_none) /* what a sandboxd without egress lowers it to */
 		policy_cap_network(&p, NET_NONE);
+	p.limits.max_idle_timeout_secs = setup.max_idle;
+	p.limits.max_lifetime_secs = setup.max_lifetime;
 
 	body = json_loadb(body_text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!body) {
@@ -221,7 +229,8 @@ test_case(void **state)
 		next = l + n + (l[n] ? 1 : 0);
 		l[n] = '\0';
 		line++;
-		if (*l == '#' || *l == '\0' || strneq(l, "decode ", 7) || strneq(l, "ceiling ", 8))
+		if (*l == '#' || *l == '\0' || strneq(l, "decode ", 7) ||
+		    strneq(l, "ceiling ", 8) || strneq(l, "limit ", 6))
 			continue;
 		sp = strchr(l, ' ');
 		arg = sp ? sp + 1 : l + n;

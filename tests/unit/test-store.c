@@ -1,6 +1,7 @@
 /* test-store.c: the SQLite store: schema migrations, rows surviving a reopen (as plain rows,
  * and as sandboxes the core builds from them), live-name uniqueness, event listing (oldest
- * first, truncation, owner filter) and refusing a database from a newer sandboxd. */
+ * first, truncation, owner filter), terminated rows loaded and forgotten, and refusing a
+ * database from a newer sandboxd. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -248,6 +249,68 @@ test_events(void **state)
 	json_decref(data);
 }
 
+/* Terminated rows load oldest first; forgetting takes those that ended before a time, with
+ * their events, and nothing else. */
+static void
+test_ended_are_loaded_and_forgotten(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = NULL;
+	struct sandbox *live = make("sbx_000000000000003a", "live", "alice", SANDBOX_RUNNING);
+	struct sandbox *old = make("sbx_000000000000003b", "x", "alice", SANDBOX_TERMINATED);
+	struct sandbox *recent = make("sbx_000000000000003c", "x", "alice", SANDBOX_TERMINATED);
+	json_t *ids = json_array(), *seqs = json_array(), *data = json_object();
+	bool truncated;
+
+	/* created in this order; old ended at 1000, recent at 3000 */
+	live->created_at = 1;
+	recent->created_at = 2;
+	old->created_at = 3;
+	old->updated_at = 1000;
+	recent->updated_at = 3000;
+	live->updated_at = 10;
+	assert_int_equal(store_open(f->path, &s), 0);
+	assert_int_equal(sandbox_save(s, live, true), 0);
+	assert_int_equal(sandbox_save(s, old, true), 0);
+	assert_int_equal(sandbox_save(s, recent, true), 0);
+	assert_int_equal(store_add_event(s, old->id, 1000, "state", data, NULL), 0);
+	assert_int_equal(store_add_event(s, recent->id, 3000, "state", data, NULL), 0);
+	assert_int_equal(store_add_event(s, live->id, 10, "state", data, NULL), 0);
+
+	assert_int_equal(sandbox_load_ended(s, collect, ids), 0);
+	assert_int_equal(json_array_size(ids), 2);
+	assert_string_equal(json_string_value(json_array_get(ids, 0)), recent->id);
+	assert_string_equal(json_string_value(json_array_get(ids, 1)), old->id);
+
+	assert_int_equal(store_forget_ended(s, 1000), 0); /* strictly before */
+	assert_int_equal(store_forget_ended(s, 2000), 1);
+	assert_int_equal(store_forget_ended(s, 2000), 0);
+	json_array_clear(ids);
+	assert_int_equal(sandbox_load_ended(s, collect, ids), 0);
+	assert_int_equal(json_array_size(ids), 1);
+	assert_string_equal(json_string_value(json_array_get(ids, 0)), recent->id);
+	{
+		struct sandbox *gone = NULL;
+		assert_int_equal(sandbox_load(s, old->id, &gone), -ENOENT);
+	}
+	assert_int_equal(store_list_events(s, old->id, 10, collect_seq, seqs, &truncated), 0);
+	assert_int_equal(json_array_size(seqs), 0);
+	assert_int_equal(store_list_events(s, recent->id, 10, collect_seq, seqs, &truncated), 0);
+	assert_int_equal(json_array_size(seqs), 1);
+	/* a live sandbox is never forgotten, however old */
+	assert_int_equal(store_forget_ended(s, INT64_MAX), 1);
+	json_array_clear(ids);
+	assert_int_equal(sandbox_load_live(s, collect, ids), 0);
+	assert_int_equal(json_array_size(ids), 1);
+	store_free(s);
+	sandbox_free(live);
+	sandbox_free(old);
+	sandbox_free(recent);
+	json_decref(ids);
+	json_decref(seqs);
+	json_decref(data);
+}
+
 static void
 test_newer_schema_is_refused(void **state)
 {
@@ -273,6 +336,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_rows_as_stored, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_live_names_are_unique, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_events, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ended_are_loaded_and_forgotten, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(test_newer_schema_is_refused, setup, teardown),
 	};
 

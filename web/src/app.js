@@ -27,6 +27,7 @@ const app = {
   me: null, // GET /v1/whoami
   caps: null, // GET /v1/capabilities
   sandboxes: new Map(), // id -> sandbox, every one the caller sees that is not terminated
+  ended: new Map(), // id -> sandbox, the terminated ones the server still lists
   busy: new Map(), // id -> what is being done to it ("Stopping…")
   stream: null,
   lastSeq: 0,
@@ -161,6 +162,7 @@ function signedOut(message) {
   app.me = null;
   app.lastSeq = 0;
   app.sandboxes.clear();
+  app.ended.clear();
   app.busy.clear();
   setCsrf(null);
   renderHeader();
@@ -245,7 +247,10 @@ async function loadSandboxes() {
   try {
     const r = await api('GET', '/v1/sandboxes');
     app.sandboxes.clear();
-    for (const sb of r.sandboxes) app.sandboxes.set(sb.id, sb);
+    app.ended.clear();
+    // terminated ones are listed until the server forgets them (its --forget-after)
+    for (const sb of r.sandboxes)
+      (sb.state === 'terminated' ? app.ended : app.sandboxes).set(sb.id, sb);
     changed();
   } catch (e) {
     if (e.status !== 401) toast(`Could not list sandboxes: ${e.message}`, 'error');
@@ -307,8 +312,12 @@ function streamEvent(msg) {
   if (ev.seq > app.lastSeq) app.lastSeq = ev.seq;
   const sb = ev.sandbox;
   if (sb) {
-    if (sb.state === 'terminated') app.sandboxes.delete(sb.id);
-    else app.sandboxes.set(sb.id, sb);
+    if (sb.state === 'terminated') {
+      app.sandboxes.delete(sb.id);
+      app.ended.set(sb.id, sb);
+    } else {
+      app.sandboxes.set(sb.id, sb);
+    }
     if (ev.type === 'state' && sb.state === 'failed')
       toast(`${label(sb)} failed: ${sb.reason || 'no reason given'}`, 'error');
   }
@@ -426,13 +435,15 @@ function page(title, ...children) {
 function listPage() {
   const list = h('div', { class: 'cards', 'aria-live': 'polite' });
   const capLine = h('p', { class: 'hint' });
+  const ended = h('div', { class: 'ended-wrap' });
   const launch = h('a', { href: '#/launch', class: 'button primary', 'data-key': 'launch' },
     'Launch a sandbox');
   const el = page('Sandboxes',
     h('div', { class: 'title-row' }, h('h1', {}, isAdmin() ? 'All sandboxes' : 'Your sandboxes'),
       launch),
-    capLine, list);
+    capLine, list, ended);
   function update() {
+    endedList(ended);
     // the link stays usable: the launch page says the same, beside its disabled button
     const blocked = launchBlocked();
     capLine.textContent = blocked || capsText();
@@ -489,6 +500,30 @@ function card(sb) {
       isAdmin() || (app.me.user && sb.owner !== app.me.user)
         ? [h('dt', {}, 'owner'), h('dd', { class: 'owner' }, sb.owner)] : null),
     actionButtons(sb));
+}
+
+// The terminated sandboxes the server still lists, folded away under the cards: what ended,
+// and why (deleted, idle, lifetime), until the server forgets them.
+function endedList(wrap) {
+  const sbs = [...app.ended.values()].sort((a, b) =>
+    (b.created_at || '').localeCompare(a.created_at || ''));
+  const open = wrap.querySelector('details')?.open || false;
+  // built again only when the set changed: an event about a live sandbox leaves it be
+  const sig = sbs.map((sb) => `${sb.id}:${sb.owner}`).join(',');
+  if (wrap.dataset.sig === sig) return;
+  wrap.dataset.sig = sig;
+  if (!sbs.length) {
+    rerender(wrap, []);
+    return;
+  }
+  rerender(wrap, h('details', { class: 'ended', open },
+    h('summary', { 'data-key': 'ended' }, `Ended recently (${sbs.length})`),
+    h('ul', {}, sbs.map((sb) => h('li', { 'data-id': sb.id },
+      h('a', { href: `#/sandbox/${seg(sb.id)}` }, label(sb)), ' ',
+      h('span', { class: 'reason' }, sb.reason ? `ended: ${sb.reason}` : 'ended'),
+      isAdmin() || (app.me.user && sb.owner !== app.me.user)
+        ? h('span', { class: 'owner' }, ` · ${sb.owner}`) : null,
+      h('small', {}, ` · created ${when(sb.created_at)}`))))));
 }
 
 // #/launch
