@@ -1004,10 +1004,8 @@ format_peer(const struct sockaddr_storage *ss, char *out, size_t size)
 	snprintf(out, size, "%s", addr);
 }
 
-/* The key a TCP client is counted by: its IPv4 address (IPv4-mapped ones too), or the /64
- * of its IPv6 address (one host commonly holds a whole /64). */
-static void
-client_key(const struct sockaddr_storage *ss, char *out, size_t size)
+void
+server_client_key(const struct sockaddr_storage *ss, char *out, size_t size)
 {
 	char addr[INET6_ADDRSTRLEN] = "?";
 
@@ -1122,7 +1120,7 @@ on_accept(struct loop_source *src, uint32_t events _unused_, void *data)
 		}
 		if (!l->is_unix && s->client_limit > 0) {
 			struct client *cl;
-			client_key(&peer, key, sizeof(key));
+			server_client_key(&peer, key, sizeof(key));
 			cl = hashmap_get(&s->clients, key);
 			if (cl && cl->n >= s->client_limit) {
 				/* one address holds its share already: refused at once */

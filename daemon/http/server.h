@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include "http.h"
 
@@ -76,6 +77,10 @@ void server_set_client_limit(struct server *s, unsigned n);
 /* Lowers (never raises) each listener's budget to n: what the descriptors allow. */
 void server_set_listener_budget(struct server *s, unsigned n);
 unsigned server_listener_count(const struct server *s);
+/* What a TCP client is counted by against that limit: its IPv4 address (an IPv4-mapped IPv6
+ * one too), or the /64 of its IPv6 address, which one host commonly holds whole
+ * ("2001:db8:1:2::/64"). */
+void server_client_key(const struct sockaddr_storage *ss, char *out, size_t size);
 struct server *server_free(struct server *s);
 
 /* Binds a unix socket (0600). Refuses with -EADDRINUSE when another server answers on it; a
