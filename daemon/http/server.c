@@ -1118,7 +1118,7 @@ on_accept(struct loop_source *src, uint32_t events _unused_, void *data)
 				log_warning("%s: accept failed: %m", l->label);
 			return;
 		}
-		if (!l->is_unix && s->client_limit > 0) {
+		if (!l->is_unix && !l->metrics && s->client_limit > 0) {
 			struct client *cl;
 			server_client_key(&peer, key, sizeof(key));
 			cl = hashmap_get(&s->clients, key);

@@ -71,8 +71,9 @@ struct server_handler {
  * none. */
 int server_new(struct loop *loop, const struct server_handler *h, unsigned max_connections,
                struct server **ret);
-/* At most n connections from one client address on the TCP listeners (IPv4: the address,
- * IPv6: its /64); more are refused as they come. 0: no such limit (the default). */
+/* At most n connections from one client address on the TCP API listeners together (IPv4:
+ * the address, IPv6: its /64); more are refused as they come. 0: no such limit (the
+ * default). */
 void server_set_client_limit(struct server *s, unsigned n);
 /* Lowers (never raises) each listener's budget to n: what the descriptors allow. */
 void server_set_listener_budget(struct server *s, unsigned n);

@@ -604,6 +604,33 @@ test_authorised_write(void **state)
 		snprintf(path, sizeof(path), "%s/chunked.bin", target);
 		assert_true(file_equals(path, "hello chunked world", 19));
 	}
+	/* a chunked body past 64 MiB: 413 once it passes, and the write is given up */
+	{
+		int fd = tcp_from(NULL, port);
+		char size_line[32];
+		snprintf(head, sizeof(head),
+		         "PUT /v1/sandboxes/%s/files?path=%s/toolarge.bin HTTP/1.1\r\nHost: "
+		         "localhost\r\nAuthorization: Bearer " TOKEN "\r\n"
+		         "Transfer-Encoding: chunked\r\n\r\n",
+		         id, target);
+		send_str(fd, head);
+		snprintf(size_line, sizeof(size_line), "%x\r\n", 1u << 20);
+		for (unsigned i = 0; i <= UPLOAD_SIZE >> 20; i++) {
+			/* one chunk of 1 MiB after another: the 65th goes past the limit */
+			if (send(fd, size_line, strlen(size_line), MSG_NOSIGNAL) < 0 ||
+			    send(fd, data, 1u << 20, MSG_NOSIGNAL) != (ssize_t)(1u << 20) ||
+			    send(fd, "\r\n", 2, MSG_NOSIGNAL) != 2)
+				break; /* the server closed it after its answer */
+		}
+		assert_int_equal(read_status(fd, 30000, resp, sizeof(resp)), 413);
+		close(fd);
+		for (uint64_t end = now_ms() + 30000; entries(target) != 3;) {
+			if (now_ms() > end)
+				fail_msg("the refused write left %d entries in %s, not 3",
+				         entries(target), target);
+			usleep(20000);
+		}
+	}
 	/* cut off halfway: no file, and no temporary file beside where it would be */
 	{
 		int fd = tcp_from(NULL, port);
