@@ -819,6 +819,49 @@ test_oldest_idle_unauthenticated_goes(void **state)
 	stop(&p);
 }
 
+/* ---- budgets that fit the descriptors ---- */
+
+/* Under a hard descriptor limit of 1500, the two listeners (the unix socket and TCP) cannot
+ * each hold 1024 beside the 1024 descriptors kept for the rest: sandboxd says so and gives each
+ * (1500 - 1024) / 2 = 238. 300 idle connections from one client then leave the 62 oldest
+ * closed for the newest, and the unix socket still has room. */
+static void
+test_budgets_fit_fd_limit(void **state)
+{
+	static const char *const launcher[] = { "/usr/bin/prlimit", "--nofile=1500:1500", NULL };
+	const char *args[] = { "--max-connections-per-client", "0", NULL };
+	enum {
+		N = 300,
+		BUDGET = 238
+	};
+	static int fds[N];
+	struct daemon_proc p;
+	int port = harness_free_port();
+
+	if (access(launcher[0], X_OK) < 0) {
+		harness_skip_case("no %s to lower the daemon's descriptor limit", launcher[0]);
+		return;
+	}
+	harness_set_launcher(launcher);
+	start(&p, port, args, NULL);
+	harness_set_launcher(NULL);
+	assert_true(harness_file_contains(p.log, "each holds at most 238 connections"));
+	for (int i = 0; i < N; i++) {
+		fds[i] = tcp_from(NULL, port);
+		assert_true(fds[i] >= 0);
+	}
+	/* the last connection's arrival closed the (N - BUDGET)th oldest, and those before it */
+	assert_true(closed_by_server(fds[N - BUDGET - 1], 10000));
+	for (int i = 0; i < N - BUDGET - 1; i++)
+		assert_true(closed_by_server(fds[i], 1000));
+	for (int i = N - BUDGET; i < N; i++)
+		assert_false(closed_by_server(fds[i], 0));
+	assert_int_equal(harness_http(p.sock, "GET", "/v1/health", NULL, NULL), 200);
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+	stop(&p);
+}
+
 int
 main(void)
 {
@@ -829,6 +872,7 @@ main(void)
 		cmocka_unit_test(test_flood_per_client),
 		cmocka_unit_test(test_flood_listener_budget),
 		cmocka_unit_test(test_oldest_idle_unauthenticated_goes),
+		cmocka_unit_test(test_budgets_fit_fd_limit),
 	};
 	int failed;
 
