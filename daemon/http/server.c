@@ -743,6 +743,7 @@ body_done(struct conn *c)
 
 	c->body_data = NULL;
 	c->body_end = NULL;
+	c->body_paused = false; /* the last piece may have filled the handler up: nothing to read */
 	c->state = CONN_HANDLING;
 	c->deadline = 0;
 	c->keep_alive = true;
