@@ -2,7 +2,9 @@
  * egress proxy shares) on the bytes of one connection, fed whole, byte by byte and in
  * data-derived pieces (every split must yield the same requests), with pipelined requests
  * parsed in turn; completed requests go through the header and query/path helpers and the
- * Host/Origin splitting of daemon/api/auth.c. */
+ * Host/Origin splitting of daemon/api/auth.c. Each split is also read the way the server
+ * streams a body on (stopped at each head, the body taken out as it comes): the same
+ * requests, bodies and refusals. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,19 +191,36 @@ check_request(const struct http_request *req, struct outcome *o)
 /* Feeds data as if it arrived in pieces ending at cuts[] (ascending, the last one == size),
  * the way the server does: unconsumed bytes are offered again with the next piece. */
 static void
-run(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts, struct outcome *o)
+run(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts, bool streamed,
+    struct outcome *o)
 {
 	struct http_req_parser hp;
+	struct buf taken = BUF_INIT(SIZE_MAX / 2);
 	size_t start = 0;
 
 	*o = (struct outcome){ .hash = 14695981039346656037ull };
 	http_req_parser_init(&hp, body_limit, NULL);
+	hp.stop_at_body = streamed;
 	for (size_t c = 0; c < ncuts; c++) {
 		size_t end = cuts[c];
 
 		while (start < end) {
 			size_t used = 0;
 			int r = http_req_feed(&hp, (const char *)data + start, end - start, &used);
+
+			if (streamed && r >= 0) {
+				/* what the server hands on, leaving the parser's body empty */
+				FUZZ_CHECK(buf_append(&taken, hp.req.body.data, hp.req.body.len) ==
+				           0);
+				buf_reset(&hp.req.body);
+			}
+			if (r == HTTP_FEED_HEAD) {
+				FUZZ_CHECK(streamed && hp.phase == HTTP_PHASE_BODY &&
+				           taken.len == 0);
+				FUZZ_CHECK(used > 0 && used <= end - start);
+				start += used;
+				continue;
+			}
 
 			if (r < 0) {
 				FUZZ_CHECK(r == -EBADMSG);
@@ -222,6 +241,10 @@ run(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts, struct o
 				break;
 			}
 			start += used;
+			if (streamed) {
+				FUZZ_CHECK(buf_append(&hp.req.body, taken.data, taken.len) == 0);
+				buf_reset(&taken);
+			}
 			check_request(&hp.req, o);
 			FUZZ_CHECK(++o->requests <= size);
 			if (hp.req.upgrade) {
@@ -236,6 +259,7 @@ run(const uint8_t *data, size_t size, const size_t *cuts, size_t ncuts, struct o
 out:
 	mix_u64(o, o->error);
 	http_req_parser_done(&hp);
+	buf_free(&taken);
 }
 
 static void
@@ -261,7 +285,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size == 0)
 		return 0;
 	cuts[0] = size;
-	run(data, size, cuts, 1, &whole);
+	run(data, size, cuts, 1, false, &whole);
+	run(data, size, cuts, 1, true, &other);
+	compare(&whole, &other);
 
 	/* two or three pieces, cut at offsets the data chooses */
 	for (size_t i = 0; i < MIN(size, 16); i++)
@@ -269,7 +295,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cuts[0] = (size_t)(h % size);
 	cuts[1] = cuts[0] + (size_t)((h >> 20) % (size - cuts[0]));
 	cuts[2] = size;
-	run(data, size, cuts, 3, &other);
+	run(data, size, cuts, 3, false, &other);
+	compare(&whole, &other);
+	run(data, size, cuts, 3, true, &other);
 	compare(&whole, &other);
 
 	many = malloc(sizeof(*many) * size);
@@ -281,7 +309,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	else
 		for (size_t i = PIECE; i < size + PIECE; i += PIECE)
 			many[nmany++] = MIN(i, size);
-	run(data, size, many, nmany, &other);
+	run(data, size, many, nmany, false, &other);
+	compare(&whole, &other);
+	run(data, size, many, nmany, true, &other);
 	compare(&whole, &other);
 	free(many);
 	return 0;

@@ -304,6 +304,11 @@ files_data(struct agent *a, const struct frame *f)
 		log_debug("FILE_DATA for no write in progress (%u) ignored", f->chan);
 		return;
 	}
+	if (f->flags & AP_F_ABORT) {
+		/* the host's client went: the temporary file goes, the target is untouched */
+		job_end(j, ECANCELED, "the host gave the write up");
+		return;
+	}
 	if (n > j->limit - j->done) {
 		job_end(j, EINVAL, "more FILE_DATA than SIZE");
 		return;
@@ -320,7 +325,8 @@ files_data(struct agent *a, const struct frame *f)
 		n -= (size_t)k;
 		j->done += (uint64_t)k;
 	}
-	if (j->done == j->limit)
+	/* the data may end before SIZE (a body whose length was not known up front) */
+	if (j->done == j->limit || (f->flags & AP_F_EOF))
 		write_finish(j);
 }
 

@@ -15,7 +15,8 @@ void files_read(struct agent *a, uint32_t chan, const void *payload, size_t len)
 void files_write(struct agent *a, uint32_t chan, const void *payload, size_t len);
 void files_list(struct agent *a, uint32_t chan, const void *payload, size_t len);
 void files_remove(struct agent *a, uint32_t chan, const void *payload, size_t len);
-/* FILE_DATA from the host, for a FILE_WRITE in progress (others are ignored). */
+/* FILE_DATA from the host, for a FILE_WRITE in progress (others are ignored); AP_F_EOF ends
+ * its data before SIZE, AP_F_ABORT gives it up (RESULT ECANCELED, no file made). */
 void files_data(struct agent *a, const struct frame *f);
 
 /* Adds at most one frame per job to the queue; false when no job had anything to send. */

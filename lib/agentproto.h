@@ -55,7 +55,9 @@ enum ap_type {
 	                        * FILE_DATA frames, then RESULT with SIZE */
 	AP_FILE_WRITE = 0x0c,  /* chan req; TLV: PATH, SIZE (bytes that follow), MODE; then
 	                        * FILE_DATA frames from the host; answered by RESULT */
-	AP_FILE_DATA = 0x0d,   /* chan req; raw bytes (both directions) */
+	AP_FILE_DATA = 0x0d,   /* chan req; raw bytes (both directions). From the host, flag
+	                        * AP_F_EOF ends a write's data early (SIZE was only its most)
+	                        * and AP_F_ABORT gives the write up (no file is made) */
 	AP_FILE_LIST = 0x0e,   /* chan req; TLV: PATH; answered by DIRENT frames, then RESULT */
 	AP_FILE_REMOVE = 0x0f, /* chan req; TLV: PATH; answered by RESULT */
 	AP_SHUTDOWN = 0x10,    /* chan req; sync, unmount, power off (RESULT first) */
@@ -73,6 +75,7 @@ enum ap_type {
 
 enum ap_flags {
 	AP_F_EOF = 1 << 0,
+	AP_F_ABORT = 1 << 1, /* FILE_DATA from the host: the write is given up */
 };
 
 enum ap_stream {

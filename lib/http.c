@@ -179,8 +179,9 @@ feed_head(struct http_req_parser *hp, const char *data, size_t len, size_t *ret_
 static int
 body_append(struct http_req_parser *hp, const char *at, size_t n)
 {
-	if (hp->req.body.len + n > hp->body_max || buf_append(&hp->req.body, at, n) < 0)
+	if (n > hp->body_max - hp->body_seen || buf_append(&hp->req.body, at, n) < 0)
 		return fail(hp, 413, "request body too large");
+	hp->body_seen += n;
 	return 0;
 }
 
@@ -313,11 +314,14 @@ http_req_parser_reset(struct http_req_parser *hp)
 	struct buf arena = hp->req.arena, head = hp->head;
 	http_body_limit_fn fn = hp->body_limit;
 	void *data = hp->body_limit_data;
+	bool stop_at_body = hp->stop_at_body;
 
 	buf_free(&hp->req.body);
 	buf_reset(&arena);
 	buf_reset(&head);
-	*hp = (struct http_req_parser){ .body_limit = fn, .body_limit_data = data };
+	*hp = (struct http_req_parser){ .body_limit = fn,
+		                        .body_limit_data = data,
+		                        .stop_at_body = stop_at_body };
 	hp->req.arena = arena;
 	hp->head = head;
 	buf_init(&hp->req.body, 0);
@@ -336,6 +340,7 @@ int
 http_req_feed(struct http_req_parser *hp, const char *data, size_t len, size_t *ret_used)
 {
 	size_t head_n = 0, body_n = 0;
+	bool was_head = hp->phase == HTTP_PHASE_HEAD;
 	int r;
 
 	if (hp->phase == HTTP_PHASE_ERROR)
@@ -352,6 +357,10 @@ http_req_feed(struct http_req_parser *hp, const char *data, size_t len, size_t *
 	if (hp->phase == HTTP_PHASE_DONE) {
 		*ret_used = head_n;
 		return 1;
+	}
+	if (was_head && hp->stop_at_body) {
+		*ret_used = head_n;
+		return HTTP_FEED_HEAD;
 	}
 	r = feed_body(hp, data + head_n, len - head_n, &body_n);
 	if (r < 0)

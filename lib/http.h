@@ -65,6 +65,10 @@ struct http_req_parser {
 	http_body_limit_fn body_limit;
 	void *body_limit_data;
 	uint64_t body_max;
+	uint64_t body_seen; /* body bytes read so far, whether still in req.body or not */
+	/* Set by the reader: http_req_feed returns HTTP_FEED_HEAD once a head is in and a body
+	 * follows, before any of the body is read. Kept across http_req_parser_reset. */
+	bool stop_at_body;
 	/* on error: the status to answer and a message safe to show */
 	int err_status;
 	const char *err_message;
@@ -78,7 +82,12 @@ void http_req_parser_done(struct http_req_parser *hp);
 /* Feeds bytes. Returns 1 when a request is complete (*ret_used bytes were consumed; any rest
  * belongs to the next request), 0 when more bytes are needed (all were consumed), or -EBADMSG
  * with err_status/err_message set. For an upgrade request it returns 1 right after the head,
- * and the bytes after it are left unconsumed. */
+ * and the bytes after it are left unconsumed. With stop_at_body, HTTP_FEED_HEAD when the head
+ * just came in and a body follows (*ret_used bytes were the head's; feed the rest again).
+ *
+ * The body collects in req.body. A reader that takes it in pieces (a request streamed on) may
+ * empty req.body between calls (buf_reset): the body limit counts every byte all the same. */
+#define HTTP_FEED_HEAD 2
 int http_req_feed(struct http_req_parser *hp, const char *data, size_t len, size_t *ret_used);
 
 /* True once at least one byte of the current request has arrived. */

@@ -220,7 +220,8 @@ if want_part subscribers; then
 		order=sse,idle
 		[ $((round % 2)) = 0 ] && order=idle,sse
 		log "subscribers: round $round of $ROUNDS, $tr, $order"
-		start_sandboxd "sub-$round-$tr" --max-connections $((2 * SUBSCRIBERS + 64))
+		start_sandboxd "sub-$round-$tr" --max-connections $((2 * SUBSCRIBERS + 64)) \
+			--max-connections-per-client 0
 		if [ "$tr" = tcp ] && [ "$AS" = user ]; then
 			# a user's streams, as the dashboard and the SDKs open them: only
 			# that user's events, an API key on every connection

@@ -1,6 +1,7 @@
 /* api-files.c: files in a sandbox: read, write (creating parent directories), remove, and list
  * a directory. Paths are absolute guest paths, checked here and never resolved on the host;
- * the bytes travel through the sandbox's guest agent. */
+ * the bytes travel through the sandbox's guest agent. A write's body goes on to the guest as
+ * it arrives, never held whole: the connection is read only as fast as the guest takes it. */
 #include "agent.h"
 #include "api-internal.h"
 #include "events.h"
@@ -19,6 +20,7 @@ struct file_op {
 	struct buf data; /* a read's bytes */
 	json_t *entries; /* a listing */
 	size_t written;
+	bool uploading; /* a write whose body is still coming: giving up drops the file */
 };
 
 static void
@@ -37,9 +39,13 @@ op_client_gone(struct conn *c _unused_, void *data)
 {
 	struct file_op *op = data;
 
-	/* the guest finishes what it started (a write lands whole or not at all) */
+	/* the guest finishes what it started (a write lands whole or not at all): a write
+	 * whose body did not all come is given up, one that did still lands */
 	op->c = NULL;
-	agent_cancel(op->req);
+	if (op->uploading)
+		agent_upload_abort(op->req);
+	else
+		agent_cancel(op->req);
 	op_free(op);
 }
 
@@ -209,7 +215,9 @@ write_done(void *data, const struct agent_result *res)
 {
 	struct file_op *op = data;
 
+	/* the guest's answer; before the body's end only a refusal (the rest is not read) */
 	op->req = NULL;
+	op->uploading = false;
 	if (op->c && !reply_failure(op, res)) {
 		conn_reply(op->c, 204, NULL, NULL, 0, NULL);
 		(void)sandbox_event(op->d, op->sb, "file.written",
@@ -219,11 +227,70 @@ write_done(void *data, const struct agent_result *res)
 	finish(op);
 }
 
+/* The upload could not go on: the guest drops what it had, the client is told. */
+static void
+write_failed(struct file_op *op)
+{
+	agent_upload_abort(op->req);
+	op->req = NULL;
+	op->uploading = false;
+	api_reply_err(op->c, ERR_UNAVAILABLE,
+	              "the sandbox's agent cannot take this now; try again");
+	finish(op);
+}
+
+static void
+write_drained(void *data)
+{
+	struct file_op *op = data;
+
+	conn_body_resume(op->c);
+}
+
+/* Sends bytes on; -1 when the upload failed (answered, op is gone). */
+static int
+write_bytes(struct file_op *op, const void *bytes, size_t len)
+{
+	int r = agent_upload_data(op->req, bytes, len);
+
+	if (r < 0) {
+		write_failed(op);
+		return -1;
+	}
+	op->written += len;
+	if (r > 0) {
+		/* the guest is behind: read no more until it caught up */
+		conn_body_pause(op->c);
+		agent_upload_wait(op->req, write_drained);
+	}
+	return 0;
+}
+
+static void
+write_data(struct conn *c _unused_, const void *bytes, size_t len, void *data)
+{
+	(void)write_bytes(data, bytes, len);
+}
+
+static void
+write_end(struct conn *c _unused_, void *data)
+{
+	struct file_op *op = data;
+
+	if (agent_upload_end(op->req, true) < 0) {
+		write_failed(op);
+		return;
+	}
+	op->uploading = false; /* the guest has it all: write_done answers */
+}
+
 void
 api_file_write(struct api_call *call)
 {
-	const char *ct = http_req_header(call->req, "content-type");
+	const struct http_request *req = call->req;
+	const char *ct = http_req_header(req, "content-type");
 	struct file_op *op;
+	uint64_t size;
 
 	if (ct && strncmp(ct, "application/octet-stream", 24) != 0) {
 		api_reply_err(call->c, ERR_INVALID,
@@ -233,10 +300,27 @@ api_file_write(struct api_call *call)
 	op = begin(call);
 	if (!op)
 		return;
-	op->written = call->req->body.len;
-	op->req = agent_write_file(op_agent(op), op->path, 0644, call->req->body.data,
-	                           call->req->body.len, write_done, op);
+	/* a chunked body tells its length only at its end: the guest is told the most it may
+	 * be, and where it ended */
+	size = !call->body_follows ? req->body.len
+	       : req->chunked      ? API_FILE_MAX
+	                           : req->content_length;
+	op->req = agent_write_begin(op_agent(op), op->path, 0644, size,
+	                            call->body_follows && req->chunked, write_done, op);
+	if (!op->req) {
+		started(call, op); /* answers and lets go of op */
+		return;
+	}
 	started(call, op);
+	op->uploading = true;
+	if (call->body_follows) {
+		(void)conn_body_take(call->c, write_data, write_end, op);
+		return;
+	}
+	/* no body to wait for (empty, or read whole) */
+	if (req->body.len > 0 && write_bytes(op, req->body.data, req->body.len) < 0)
+		return;
+	write_end(call->c, op);
 }
 
 static void

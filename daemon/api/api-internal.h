@@ -22,6 +22,9 @@ struct api_call {
 	char sub[256];       /* the second one (a process id, say) */
 	const char *feature; /* for routes this server does not offer yet */
 	json_t *body;        /* the parsed JSON object, or NULL when no body was sent */
+	/* at a raw body's head (api_head): the body is still to come, and the handler takes it
+	 * as it arrives (conn_body_take); otherwise req->body holds it whole */
+	bool body_follows;
 };
 
 typedef void (*api_handler_fn)(struct api_call *call);

@@ -504,6 +504,106 @@ api_process_get(struct api_call *call)
 
 /* ---- stdin and signals ---- */
 
+/* A stdin body going on to the guest as it arrives (never held whole): the connection is read
+ * only as fast as the guest takes it. What came before a client gave up stays sent. */
+struct stdin_op {
+	struct conn *c;
+	struct agent_req *up;
+	bool eof; /* ?close=1: end the process's input after the body */
+};
+
+static void
+stdin_op_free(struct stdin_op *op)
+{
+	if (op->c)
+		conn_on_close(op->c, NULL, NULL);
+	agent_upload_abort(op->up);
+	free(op);
+}
+
+/* The session with the guest ended under the upload (the agent freed it). */
+static void
+stdin_session_gone(void *data, const struct agent_result *res _unused_)
+{
+	struct stdin_op *op = data;
+
+	op->up = NULL;
+	if (op->c)
+		api_reply_err(op->c, ERR_UNAVAILABLE, "the sandbox's agent is not connected");
+	op->c = NULL; /* the answer let go of the connection's hooks */
+	stdin_op_free(op);
+}
+
+static void
+stdin_client_gone(struct conn *c _unused_, void *data)
+{
+	struct stdin_op *op = data;
+
+	op->c = NULL;
+	stdin_op_free(op);
+}
+
+static void
+stdin_drained(void *data)
+{
+	struct stdin_op *op = data;
+
+	conn_body_resume(op->c);
+}
+
+static void
+stdin_data(struct conn *c, const void *bytes, size_t len, void *data)
+{
+	struct stdin_op *op = data;
+	int r = agent_upload_data(op->up, bytes, len);
+
+	if (r < 0) {
+		api_reply_err(c, ERR_UNAVAILABLE, "the sandbox's agent is not connected");
+		op->c = NULL;
+		stdin_op_free(op);
+		return;
+	}
+	if (r > 0) {
+		/* the guest is behind: read no more until it caught up */
+		conn_body_pause(c);
+		agent_upload_wait(op->up, stdin_drained);
+	}
+}
+
+static void
+stdin_end(struct conn *c, void *data)
+{
+	struct stdin_op *op = data;
+	int r = agent_upload_end(op->up, op->eof);
+
+	op->up = NULL; /* ended, whatever it returned */
+	if (r < 0)
+		api_reply_err(c, ERR_UNAVAILABLE, "the sandbox's agent is not connected");
+	else
+		conn_reply(c, 204, NULL, NULL, 0, NULL);
+	op->c = NULL;
+	stdin_op_free(op);
+}
+
+/* Takes the body as it arrives (api_head). */
+static void
+stdin_stream(struct api_call *call, struct proc *p, bool eof)
+{
+	struct stdin_op *op = calloc(1, sizeof(*op));
+
+	if (op)
+		op->up = agent_stdin_begin(p->agent, p->pid, stdin_session_gone, op);
+	if (!op || !op->up) {
+		free(op);
+		api_reply_err(call->c, ERR_UNAVAILABLE, "the sandbox's agent is not connected");
+		return;
+	}
+	op->c = call->c;
+	op->eof = eof;
+	conn_on_close(call->c, stdin_client_gone, op);
+	(void)conn_body_take(call->c, stdin_data, stdin_end, op);
+}
+
 void
 api_process_stdin(struct api_call *call)
 {
@@ -526,6 +626,10 @@ api_process_stdin(struct api_call *call)
 	}
 	if (!p->running) {
 		api_reply_err(call->c, ERR_CONFLICT, "process %u has exited", p->pid);
+		return;
+	}
+	if (call->body_follows) {
+		stdin_stream(call, p, eof);
 		return;
 	}
 	if (agent_stdin(p->agent, p->pid, call->req->body.data, call->req->body.len, eof) < 0) {

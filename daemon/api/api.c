@@ -207,7 +207,7 @@ parse_body(struct api_call *call, const struct route *rt)
 	json_error_t jerr;
 
 	if (rt->flags & ROUTE_RAW)
-		return 0; /* the handler takes req->body as it is */
+		return 0; /* the handler takes the body, whole or as it arrives */
 	if (req->body.len == 0) {
 		if (rt->flags & ROUTE_JSON) {
 			api_reply_err(call->c, ERR_INVALID,
@@ -239,11 +239,17 @@ parse_body(struct api_call *call, const struct route *rt)
 	return 0;
 }
 
-void
-api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
+/* What every request passes before its route runs, in this order: the guard, the
+ * dashboard's files, the route, a credential and its CSRF token, the path's segments, the
+ * method, an upgrade. Returns the route, or NULL once it answered. Run at a body's head too,
+ * so that whoever may not send a body is told before any of it is read. */
+static const struct route *
+prelude(struct api_call *call)
 {
 	_cleanup_buf_ struct buf allow = BUF_INIT(512);
-	struct api_call call = { .d = d, .c = c, .req = req };
+	struct sandboxd *d = call->d;
+	struct conn *c = call->c;
+	const struct http_request *req = call->req;
 	const struct route *rt;
 	const char *why = NULL;
 	int err;
@@ -251,37 +257,37 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 	/* the guard first: a rebound or cross-origin request learns nothing, not even 401 */
 	if (auth_check_origin(d, req, &why) < 0) {
 		api_reply_err(c, ERR_FORBIDDEN_ORIGIN, "%s", why);
-		return;
+		return NULL;
 	}
 	/* the dashboard's page and assets: public, everything else is under /v1 */
-	if (!str_has_prefix(req->path, "/v1/") && web_serve(d, c, req))
-		return;
-	rt = find_route(&call, &allow, &err);
+	if (!str_has_prefix(req->path, "/v1/") && web_serve(d, c, call->req))
+		return NULL;
+	rt = find_route(call, &allow, &err);
 	if (rt && (rt->flags & ROUTE_REGISTRATION) && !d->opts->registration) {
 		/* registration is off: the path answers as one that does not exist, credential
 		 * or not */
 		api_reply_err(c, ERR_NOT_FOUND, "no such API path");
-		return;
+		return NULL;
 	}
 	if (!rt || !(rt->flags & ROUTE_PUBLIC)) {
-		int r = auth_authenticate(d, c, req, &call.who);
+		int r = auth_authenticate(d, c, req, &call->who);
 		if (r == -EIO) {
 			api_reply_err(c, ERR_UNAVAILABLE,
 			              "the accounts cannot be read right now; retry");
-			return;
+			return NULL;
 		}
 		if (r < 0) {
 			api_reply_err(c, ERR_UNAUTHORIZED,
 			              "a valid credential is required: send 'Authorization: "
 			              "Bearer <token>'");
-			return;
+			return NULL;
 		}
 		/* revoking this credential, or ending this user, closes this connection */
-		conn_set_credential(c, call.who.cred, call.who.name);
-		if (rt && auth_check_csrf(req, &call.who) < 0) {
+		conn_set_credential(c, call->who.cred, call->who.name);
+		if (rt && auth_check_csrf(req, &call->who) < 0) {
 			api_reply_err(c, ERR_REFUSED,
 			              "missing or wrong CSRF token; reload the page");
-			return;
+			return NULL;
 		}
 	} else {
 		conn_set_credential(c, NULL, NULL);
@@ -290,7 +296,7 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 		api_reply_err(c, ERR_INVALID, "%s",
 		              err == -E2BIG ? "a path segment is longer than 255 bytes"
 		                            : "the path has an invalid escape");
-		return;
+		return NULL;
 	}
 	if (!rt) {
 		if (allow.len) {
@@ -301,23 +307,47 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 		} else {
 			api_reply_err(c, ERR_NOT_FOUND, "no such API path");
 		}
-		return;
+		return NULL;
 	}
-	call.feature = rt->feature;
+	call->feature = rt->feature;
 	if (rt->fn == api_unsupported) {
 		/* before the body and the Upgrade are looked at: the answer is the same */
-		api_unsupported(&call);
-		return;
+		api_unsupported(call);
+		return NULL;
 	}
 	if (req->upgrade && !(rt->flags & ROUTE_UPGRADE)) {
 		api_reply_err(c, ERR_INVALID, "this path does not upgrade");
-		return;
+		return NULL;
 	}
+	return rt;
+}
+
+void
+api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
+{
+	struct api_call call = { .d = d, .c = c, .req = req };
+	const struct route *rt = prelude(&call);
+
+	if (!rt)
+		return;
+	call.feature = rt->feature;
 	if (parse_body(&call, rt) < 0)
 		goto out;
 	rt->fn(&call);
 out:
 	json_decref(call.body);
+}
+
+void
+api_head(struct sandboxd *d, struct conn *c, struct http_request *req)
+{
+	struct api_call call = { .d = d, .c = c, .req = req, .body_follows = true };
+	const struct route *rt = prelude(&call);
+
+	/* a JSON body (1 MiB at most) is read whole, and the request checked again then; a
+	 * raw one (64 MiB) goes on to the sandbox as it arrives, once its route said yes */
+	if (rt && (rt->flags & ROUTE_RAW))
+		rt->fn(&call);
 }
 
 const char *
@@ -420,6 +450,12 @@ serve_request(void *ctx, struct conn *c, struct http_request *req)
 }
 
 static void
+serve_head(void *ctx, struct conn *c, struct http_request *req)
+{
+	api_head(ctx, c, req);
+}
+
+static void
 serve_metrics(void *ctx, struct conn *c, struct http_request *req)
 {
 	metrics_handle(ctx, c, req);
@@ -444,6 +480,7 @@ api_server_handler(struct sandboxd *d, struct server_handler *ret)
 {
 	*ret = (struct server_handler){
 		.request = serve_request,
+		.head = serve_head,
 		.metrics = serve_metrics,
 		.body_limit = api_body_limit,
 		.protocol_error = protocol_error,

@@ -16,6 +16,11 @@ struct server_handler;
 
 /* Handles one complete request on c. Replies now or later (a waiting create). */
 void api_handle(struct sandboxd *d, struct conn *c, struct http_request *req);
+/* Judges the head of a request whose body follows, before any of it is read: answers what
+ * api_handle would refuse for the head alone (the guard, a credential, the path, the
+ * method: 401, 403, 404, 405, ...; the connection then closes unread), and a raw body's route
+ * (a file write, stdin) takes the body as it arrives. Other bodies are read whole. */
+void api_head(struct sandboxd *d, struct conn *c, struct http_request *req);
 /* How many body bytes a request may carry (http_body_limit_fn). */
 uint64_t api_body_limit(const struct http_request *req, void *data);
 /* What the HTTP server is made with (server_new): API requests to api_handle(), the metrics

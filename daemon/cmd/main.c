@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include "accounts.h"
 #include "api-internal.h"
@@ -26,6 +27,7 @@
 
 #define HOUSEKEEPING_MS 1000
 #define HEARTBEAT_EVERY 15 /* housekeeping ticks */
+#define FD_RESERVE 1024    /* descriptors beside the connections: VMs, the store, the loop */
 
 static void
 on_signal(int signo, void *data)
@@ -49,6 +51,37 @@ housekeeping(struct loop_timer *t _unused_, void *data)
 	ended_forget(d, now_unix_ms());
 	if (++ticks % HEARTBEAT_EVERY == 0)
 		api_events_heartbeat(d);
+}
+
+/* Every connection of every listener's budget needs a descriptor, beside FD_RESERVE for the
+ * rest: the soft limit is raised as far as the hard one allows. When even that is short, the
+ * listeners' budgets are lowered to fit, so that one full listener never takes the
+ * descriptors the others (the operator's unix socket) need. */
+static void
+fit_fd_limit(struct server *s, unsigned per_listener)
+{
+	unsigned listeners = server_listener_count(s);
+	rlim_t need = (rlim_t)per_listener * listeners + FD_RESERVE;
+	struct rlimit rl;
+
+	if (listeners == 0 || getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
+		return;
+	if (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need)
+		rl.rlim_cur = need;
+	else
+		rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	if (rl.rlim_cur >= need)
+		return;
+	per_listener = rl.rlim_cur > FD_RESERVE + listeners
+	                       ? (unsigned)((rl.rlim_cur - FD_RESERVE) / listeners)
+	                       : 1;
+	log_warning("the file descriptor limit (%llu; LimitNOFILE) is below what %u listeners of "
+	            "--max-connections need (%llu): each holds at most %u connections",
+	            (unsigned long long)rl.rlim_cur, listeners, (unsigned long long)need,
+	            per_listener);
+	server_set_listener_budget(s, per_listener);
 }
 
 /* The state directory is 0700 and owned by us: it holds the database and, later, disks. */
@@ -300,6 +333,7 @@ run(struct sandboxd *d)
 	r = server_new(d->loop, &handler, d->opts->max_connections, &d->server);
 	if (r < 0)
 		return r;
+	server_set_client_limit(d->server, d->opts->max_connections_per_client);
 	if (d->opts->socket_path) {
 		r = prepare_socket_dir(d->opts->socket_path);
 		if (r < 0)
@@ -333,6 +367,7 @@ run(struct sandboxd *d)
 			return r;
 		}
 	}
+	fit_fd_limit(d->server, d->opts->max_connections);
 	r = loop_timer_init(d->loop, &d->housekeeping, housekeeping, d);
 	if (r >= 0)
 		r = loop_timer_arm(&d->housekeeping, HOUSEKEEPING_MS, HOUSEKEEPING_MS);

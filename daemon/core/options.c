@@ -75,7 +75,11 @@ static const char usage[] =
         "  --user-max-cpus N      the cpus of a user's active sandboxes together (default 8)\n"
         "  --user-max-memory-mb N their memory together (default 16384)\n"
         "                         (an admin sets other caps per user: /v1/users)\n"
-        "  --max-connections N    open API connections at most (default 1024)\n"
+        "  --max-connections N    open connections per listener at most (default 1024); a\n"
+        "                         full one closes its oldest idle unauthenticated one\n"
+        "  --max-connections-per-client N\n"
+        "                         open TCP connections from one address (IPv6: one /64)\n"
+        "                         at most (default 128; 0: no limit)\n"
         "  --forget-after TIME    how long terminated sandboxes stay listed and found by\n"
         "                         id, with their events (default 24h; s, m, h or d)\n"
         "  --log-level LEVEL      error, warning, info (default) or debug\n"
@@ -389,6 +393,8 @@ static const struct opt_def opt_defs[] = {
 	UINT("boot-timeout", boot_timeout_secs, 1, 3600, "must be 1 to 3600"),
 	UINT("stop-timeout", stop_timeout_secs, 0, 3600, "must be 0 to 3600"),
 	UINT("max-connections", max_connections, 1, 65536, "must be 1 to 65536"),
+	UINT("max-connections-per-client", max_connections_per_client, 0, 65536,
+	     "must be 0 (no limit) to 65536"),
 	CUSTOM("forget-after", parse_forget_after),
 	STRING("policy", policy_file),
 	{ .name = "default-image",
@@ -490,6 +496,7 @@ options_parse(int argc, char **argv, struct options *o)
 	                       LOG_LEVEL_DEBUG == 3,
 	               "log_level_choices follows enum log_level");
 	*o = (struct options){ .max_connections = 1024,
+		               .max_connections_per_client = 128,
 		               .forget_after_secs = 24 * 3600,
 		               .stop_timeout_secs = 20,
 		               .egress = geteuid() == 0,

@@ -30,8 +30,9 @@ struct options {
 	char *initrd;
 	char *agent; /* sandbox-guestd, or NULL: beside sandboxd */
 	unsigned boot_timeout_secs;
-	unsigned stop_timeout_secs; /* how long a guest has to power off; then QMP quit */
-	unsigned max_connections;
+	unsigned stop_timeout_secs;          /* how long a guest has to power off; then QMP quit */
+	unsigned max_connections;            /* per listener */
+	unsigned max_connections_per_client; /* per TCP client address (IPv6: /64); 0: none */
 	uint64_t forget_after_secs; /* --forget-after: terminated sandboxes are then forgotten */
 	char *insecure_registries[OPTIONS_MAX_LIST]; /* HOST:PORT reached over plain HTTP */
 	size_t n_insecure_registries;

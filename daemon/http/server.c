@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include "hashmap.h"
 #include "list.h"
 #include "log.h"
 #include "loop.h"
@@ -29,6 +30,8 @@
 #define DRAIN_LOW (64u << 10)
 #define OUT_KEEP (8u << 10) /* an idle connection keeps at most this much output buffer */
 #define LINGER_MAX (1u << 20)
+#define BODY_PIECE (64u << 10) /* a taken body is handed on in pieces of at most this */
+#define FD_WARN_EVERY_MS 10000
 
 enum conn_state {
 	CONN_HANDSHAKE, /* TLS handshake */
@@ -45,6 +48,7 @@ struct listener {
 	struct loop_source src;
 	struct server *s;
 	struct list_node link;
+	unsigned nconns, budget; /* open connections, and how many it may hold */
 	bool is_unix;
 	bool metrics; /* --metrics-listen: the handler's metrics(), no credential */
 	SSL_CTX *tls;
@@ -58,7 +62,18 @@ struct server {
 	size_t out_max; /* what a connection may hold queued */
 	struct list_node listeners;
 	struct list_node conns;
-	unsigned nconns, max_conns;
+	unsigned nconns;
+	unsigned budget;        /* each new listener's */
+	unsigned client_limit;  /* connections per client address on TCP; 0: none */
+	struct hashmap clients; /* client key -> struct client, while client_limit is set */
+	int spare_fd;           /* given up to accept and shed one when descriptors run out */
+	uint64_t fd_warned;     /* when running out of descriptors was last logged */
+};
+
+/* The connections of one client address on the TCP listeners. */
+struct client {
+	char key[64]; /* "192.0.2.1", or "2001:db8:1:2::/64" */
+	unsigned n;
 };
 
 struct conn {
@@ -79,8 +94,18 @@ struct conn {
 	uint64_t deadline;  /* 0: none */
 	size_t lingered;    /* bytes dropped while lingering */
 	uid_t peer_uid;
-	char peer[48];  /* the client's address ("unix:UID" on the socket) */
-	char cred[64];  /* the credential that authenticated the latest request, or "" */
+	struct client *client; /* counted against its address's limit, or NULL */
+	uint64_t since;        /* when it began to wait for a request (accepted, or answered) */
+	bool authenticated;    /* a request on it came with a credential */
+	/* a request body taken as it arrives (conn_body_take) */
+	void (*body_data)(struct conn *c, const void *bytes, size_t len, void *ctx);
+	void (*body_end)(struct conn *c, void *ctx);
+	void *body_ctx;
+	bool body_paused;
+	bool in_head;            /* the handler's head() is on the stack */
+	uint64_t body_time_left; /* of the body's time limit, while paused */
+	char peer[48];           /* the client's address ("unix:UID" on the socket) */
+	char cred[64];           /* the credential that authenticated the latest request, or "" */
 	char user[256]; /* whose it is (the principal's name: an email is up to 254 bytes) */
 	void (*on_close)(struct conn *c, void *data);
 	void *on_close_data;
@@ -112,11 +137,13 @@ conn_free(void *data)
 static void
 set_interest(struct conn *c)
 {
-	uint32_t ev = EPOLLRDHUP;
+	/* a paused body reads nothing, and a half-close waits for it to go on (a hang-up or
+	 * an error is reported all the same) */
+	uint32_t ev = c->body_paused ? 0 : EPOLLRDHUP;
 
 	if (c->state == CONN_CLOSING)
 		return;
-	if (c->state == CONN_READING || c->state == CONN_HANDSHAKE ||
+	if ((c->state == CONN_READING && !c->body_paused) || c->state == CONN_HANDSHAKE ||
 	    (c->state == CONN_RAW && !c->raw_closing))
 		ev |= EPOLLIN;
 	if (buf_avail(&c->out) > 0)
@@ -135,6 +162,8 @@ conn_close(struct conn *c)
 		return;
 	c->state = CONN_CLOSING;
 	c->on_close = NULL;
+	c->body_data = NULL;
+	c->body_end = NULL;
 	if (hook)
 		hook(c, c->on_close_data);
 	loop_remove(&c->src);
@@ -143,6 +172,12 @@ conn_close(struct conn *c)
 	c->fd = safe_close(c->fd);
 	list_remove(&c->link);
 	c->s->nconns--;
+	c->l->nconns--;
+	if (c->client && --c->client->n == 0) {
+		(void)hashmap_remove(&c->s->clients, c->client->key);
+		free(c->client);
+	}
+	c->client = NULL;
 	if (loop_defer(c->s->loop, conn_free, c) < 0)
 		log_warning("connection: leaking one: out of memory");
 }
@@ -290,7 +325,8 @@ flush(struct conn *c)
 	http_req_parser_reset(&c->hp);
 	c->state = CONN_READING;
 	c->sent_continue = false;
-	c->deadline = now_mono_ms() + IDLE_TIMEOUT_MS;
+	c->since = now_mono_ms();
+	c->deadline = c->since + IDLE_TIMEOUT_MS;
 	set_interest(c);
 	/* pipelined bytes (or TLS-buffered ones) may already wait */
 	if (!c->in_dispatch && !c->continue_scheduled) {
@@ -354,8 +390,13 @@ reply(struct conn *c, int status, const char *content_type, const void *body, si
 		log_error("connection: a second reply for one request (bug)");
 		return;
 	}
+	/* an answer before the whole body came (at its head, or a taken body that failed):
+	 * the rest is never read, and the connection closes */
 	c->keep_alive = c->keep_alive && c->hp.req.keep_alive && c->hp.phase == HTTP_PHASE_DONE;
 	c->on_close = NULL;
+	c->body_data = NULL;
+	c->body_end = NULL;
+	c->body_paused = false;
 	c->state = CONN_WRITING;
 	r = http_put_status_line(&head, status);
 	if (r >= 0)
@@ -572,6 +613,8 @@ conn_set_credential(struct conn *c, const char *cred, const char *user)
 {
 	snprintf(c->cred, sizeof(c->cred), "%s", cred ? cred : "");
 	snprintf(c->user, sizeof(c->user), "%s", user ? user : "");
+	if (cred && *cred)
+		c->authenticated = true;
 }
 
 unsigned
@@ -633,17 +676,100 @@ parse_error(struct conn *c)
 	                                 .message = c->hp.err_message });
 }
 
+/* A taken body that will not complete: its handler lets go (its close hook) and must not
+ * answer; the server answers, or just closes. */
+static void
+body_abandon(struct conn *c)
+{
+	void (*hook)(struct conn *, void *) = c->on_close;
+
+	if (!c->body_data)
+		return;
+	c->body_data = NULL;
+	c->body_end = NULL;
+	c->body_paused = false;
+	c->on_close = NULL;
+	if (hook)
+		hook(c, c->on_close_data);
+}
+
+/* "100 Continue" once, when the client asked for it and the body is wanted. */
+static void
+maybe_continue(struct conn *c)
+{
+	const char *expect;
+
+	if (c->state != CONN_READING || c->hp.phase != HTTP_PHASE_BODY || c->sent_continue)
+		return;
+	expect = http_req_header(&c->hp.req, "expect");
+	if (!expect || strcasecmp(expect, "100-continue") != 0)
+		return;
+	c->sent_continue = true;
+	(void)buf_puts(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
+	flush(c);
+}
+
+/* A head whose body follows: the handler judges it before any of the body is read. */
+static void
+head(struct conn *c)
+{
+	c->in_head = true;
+	c->in_dispatch = true;
+	c->s->h.head(c->s->h.ctx, c, &c->hp.req);
+	c->in_dispatch = false;
+	c->in_head = false;
+	maybe_continue(c);
+}
+
+/* Hands what the parser read of a taken body to its handler. */
+static void
+body_give(struct conn *c)
+{
+	struct buf *b = &c->hp.req.body;
+
+	if (b->len == 0)
+		return;
+	c->in_dispatch = true;
+	c->body_data(c, b->data, b->len, c->body_ctx);
+	c->in_dispatch = false;
+	buf_reset(b);
+}
+
+/* A taken body is whole: its handler answers, now or later. */
+static void
+body_done(struct conn *c)
+{
+	void (*end)(struct conn *, void *) = c->body_end;
+
+	c->body_data = NULL;
+	c->body_end = NULL;
+	c->body_paused = false; /* the last piece may have filled the handler up: nothing to read */
+	c->state = CONN_HANDLING;
+	c->deadline = 0;
+	c->keep_alive = true;
+	c->in_dispatch = true;
+	end(c, c->body_ctx);
+	c->in_dispatch = false;
+	if (c->state == CONN_HANDLING || c->state == CONN_STREAMING)
+		set_interest(c);
+}
+
 static void
 process_input(struct conn *c)
 {
-	while (c->state == CONN_READING && buf_avail(&c->in) > 0) {
+	while (c->state == CONN_READING && !c->body_paused && buf_avail(&c->in) > 0) {
 		bool was_started = http_req_started(&c->hp);
 		enum http_parse_phase before = c->hp.phase;
-		size_t used = 0;
-		int r = http_req_feed(&c->hp, buf_head(&c->in), buf_avail(&c->in), &used);
+		size_t n = buf_avail(&c->in), used = 0;
+		int r;
 
+		/* a taken body goes on in pieces, so that a pause holds back all but one */
+		if (c->body_data)
+			n = MIN(n, (size_t)BODY_PIECE);
+		r = http_req_feed(&c->hp, buf_head(&c->in), n, &used);
 		if (r < 0) {
 			buf_reset(&c->in);
+			body_abandon(c);
 			parse_error(c);
 			return;
 		}
@@ -652,16 +778,22 @@ process_input(struct conn *c)
 			c->deadline = now_mono_ms() + HEAD_TIMEOUT_MS;
 		if (before == HTTP_PHASE_HEAD && c->hp.phase != HTTP_PHASE_HEAD)
 			c->deadline = now_mono_ms() + BODY_TIMEOUT_MS;
+		if (r == HTTP_FEED_HEAD) {
+			head(c);
+			continue;
+		}
+		if (c->body_data) {
+			body_give(c);
+			if (c->state != CONN_READING || !c->body_data)
+				return; /* it answered (a failure), or the client went */
+		}
 		if (r == 0) {
-			const char *expect;
-			if (c->hp.phase == HTTP_PHASE_BODY && !c->sent_continue &&
-			    (expect = http_req_header(&c->hp.req, "expect")) &&
-			    strcasecmp(expect, "100-continue") == 0) {
-				c->sent_continue = true;
-				(void)buf_puts(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
-				flush(c);
-			}
+			maybe_continue(c);
 			return;
+		}
+		if (c->body_data) {
+			body_done(c);
+			continue;
 		}
 		if (c->hp.req.upgrade)
 			c->keep_alive = false; /* unless a handler takes the upgrade */
@@ -676,13 +808,19 @@ process_input(struct conn *c)
 	}
 }
 
+static bool
+reading(const struct conn *c)
+{
+	return (c->state == CONN_READING && !c->body_paused) || c->state == CONN_RAW;
+}
+
 static void
 read_input(struct conn *c)
 {
 	char chunk[READ_CHUNK];
 	size_t total = 0;
 
-	while ((c->state == CONN_READING || c->state == CONN_RAW) && total < 4 * READ_CHUNK) {
+	while (reading(c) && total < 4 * READ_CHUNK) {
 		bool want_write;
 		ssize_t k = conn_read(c, chunk, sizeof(chunk), &want_write);
 
@@ -714,7 +852,8 @@ read_input(struct conn *c)
 			break;
 	}
 	/* a TLS connection may hold decrypted bytes epoll cannot see: come back for them */
-	if (c->state == CONN_READING && total >= 4 * READ_CHUNK && !c->continue_scheduled) {
+	if (c->state == CONN_READING && !c->body_paused && total >= 4 * READ_CHUNK &&
+	    !c->continue_scheduled) {
 		c->continue_scheduled = true;
 		if (loop_defer(c->s->loop, conn_continue, c) < 0)
 			c->continue_scheduled = false;
@@ -727,11 +866,55 @@ conn_continue(void *data)
 	struct conn *c = data;
 
 	c->continue_scheduled = false;
-	if (c->state != CONN_READING)
+	if (c->state != CONN_READING || c->body_paused)
 		return;
 	process_input(c);
 	if (c->state == CONN_READING)
 		read_input(c);
+}
+
+int
+conn_body_take(struct conn *c,
+               void (*data)(struct conn *c, const void *bytes, size_t len, void *ctx),
+               void (*end)(struct conn *c, void *ctx), void *ctx)
+{
+	if (!c->in_head || c->state != CONN_READING || c->hp.phase != HTTP_PHASE_BODY)
+		return -EINVAL;
+	c->body_data = data;
+	c->body_end = end;
+	c->body_ctx = ctx;
+	return 0;
+}
+
+void
+conn_body_pause(struct conn *c)
+{
+	uint64_t now = now_mono_ms();
+
+	if (!c->body_data || c->body_paused || c->state != CONN_READING)
+		return;
+	c->body_paused = true;
+	c->body_time_left = c->deadline > now ? c->deadline - now : 1;
+	c->deadline = 0;
+	set_interest(c);
+}
+
+void
+conn_body_resume(struct conn *c)
+{
+	if (!c->body_paused)
+		return;
+	c->body_paused = false;
+	if (c->state != CONN_READING)
+		return;
+	c->deadline = now_mono_ms() + c->body_time_left;
+	set_interest(c);
+	/* what was read before the pause, and what TLS holds, go on from the loop */
+	if (!c->continue_scheduled) {
+		c->continue_scheduled = true;
+		if (loop_defer(c->s->loop, conn_continue, c) < 0)
+			c->continue_scheduled = false;
+	}
 }
 
 static void
@@ -779,6 +962,11 @@ conn_io(struct loop_source *src _unused_, uint32_t events, void *data)
 		flush(c);
 	if (c->state == CONN_CLOSING)
 		return;
+	if (c->body_paused) {
+		if (events & EPOLLHUP)
+			conn_close(c); /* reset: the body will not come */
+		return;
+	}
 	if ((c->state == CONN_READING || c->state == CONN_RAW) &&
 	    (events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP))) {
 		read_input(c);
@@ -817,6 +1005,93 @@ format_peer(const struct sockaddr_storage *ss, char *out, size_t size)
 	snprintf(out, size, "%s", addr);
 }
 
+void
+server_client_key(const struct sockaddr_storage *ss, char *out, size_t size)
+{
+	char addr[INET6_ADDRSTRLEN] = "?";
+
+	if (ss->ss_family == AF_INET6) {
+		struct in6_addr a = ((const struct sockaddr_in6 *)ss)->sin6_addr;
+		if (!IN6_IS_ADDR_V4MAPPED(&a)) {
+			memset(a.s6_addr + 8, 0, 8);
+			inet_ntop(AF_INET6, &a, addr, sizeof(addr));
+			snprintf(out, size, "%s/64", addr);
+			return;
+		}
+	}
+	format_peer(ss, out, size);
+}
+
+/* The count of key's connections, made at 0 when it has none yet; NULL without memory. */
+static struct client *
+client_get(struct server *s, const char *key)
+{
+	struct client *cl = hashmap_get(&s->clients, key);
+
+	if (cl)
+		return cl;
+	cl = calloc(1, sizeof(*cl));
+	if (!cl)
+		return NULL;
+	snprintf(cl->key, sizeof(cl->key), "%s", key);
+	if (hashmap_put(&s->clients, cl->key, cl) < 0) {
+		free(cl);
+		return NULL;
+	}
+	return cl;
+}
+
+/* Makes room on a full listener: closes its connection that has waited longest for a request
+ * without ever authenticating one (a TLS handshake counts as waiting). A connection a handler
+ * holds (answering, streaming, taking a body, upgraded) is never closed for room. Returns
+ * whether one was. */
+static bool
+evict_idle(struct listener *l)
+{
+	struct conn *oldest = NULL;
+	struct list_node *n;
+
+	LIST_FOREACH (n, &l->s->conns) {
+		struct conn *c = list_entry(n, struct conn, link);
+
+		if (c->l != l || c->authenticated || c->body_data ||
+		    (c->state != CONN_READING && c->state != CONN_HANDSHAKE))
+			continue;
+		if (!oldest || c->since < oldest->since)
+			oldest = c;
+	}
+	if (!oldest)
+		return false;
+	log_debug("%s: full (%u connections): closing the oldest idle one, from %s", l->label,
+	          l->nconns, oldest->peer);
+	conn_close(oldest);
+	return true;
+}
+
+/* accept() found no descriptor left: the pending connection is taken with the spare one and
+ * closed, so that it does not wake the loop again and again. */
+static void
+shed_one(struct listener *l)
+{
+	struct server *s = l->s;
+	uint64_t now = now_mono_ms();
+	int fd;
+
+	if (s->spare_fd < 0)
+		return;
+	s->spare_fd = safe_close(s->spare_fd);
+	fd = accept4(l->src.fd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd >= 0)
+		close(fd);
+	s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (now - s->fd_warned >= FD_WARN_EVERY_MS || !s->fd_warned) {
+		s->fd_warned = now;
+		log_warning("%s: out of file descriptors (%s): a new connection was closed; raise "
+		            "LimitNOFILE or lower --max-connections",
+		            l->label, strerror(EMFILE));
+	}
+}
+
 static void
 on_accept(struct loop_source *src, uint32_t events _unused_, void *data)
 {
@@ -828,16 +1103,34 @@ on_accept(struct loop_source *src, uint32_t events _unused_, void *data)
 		socklen_t peer_len = sizeof(peer);
 		int fd = accept4(src->fd, (struct sockaddr *)&peer, &peer_len,
 		                 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		char key[64] = "";
 		struct conn *c;
 
 		if (fd < 0) {
+			if (errno == EMFILE || errno == ENFILE) {
+				/* room first, from this listener's idle ones; else shed it */
+				if (evict_idle(l))
+					continue;
+				shed_one(l);
+				continue;
+			}
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
 			    errno != ECONNABORTED)
 				log_warning("%s: accept failed: %m", l->label);
 			return;
 		}
-		if (s->nconns >= s->max_conns) {
-			/* over the cap: refuse at once rather than queue without bound */
+		if (!l->is_unix && !l->metrics && s->client_limit > 0) {
+			struct client *cl;
+			server_client_key(&peer, key, sizeof(key));
+			cl = hashmap_get(&s->clients, key);
+			if (cl && cl->n >= s->client_limit) {
+				/* one address holds its share already: refused at once */
+				close(fd);
+				continue;
+			}
+		}
+		if (l->nconns >= l->budget && !evict_idle(l)) {
+			/* full of connections in use: refuse at once rather than queue */
 			close(fd);
 			continue;
 		}
@@ -850,10 +1143,13 @@ on_accept(struct loop_source *src, uint32_t events _unused_, void *data)
 		c->s = s;
 		c->l = l;
 		c->peer_uid = (uid_t)-1;
+		c->since = now_mono_ms();
 		list_init(&c->link);
 		buf_init(&c->in, IN_MAX);
 		buf_init(&c->out, s->out_max);
 		http_req_parser_init(&c->hp, s->h.body_limit, s->h.ctx);
+		/* an API listener's handler judges each head before its body is read */
+		c->hp.stop_at_body = !l->metrics && s->h.head;
 		if (l->is_unix) {
 			struct ucred cred;
 			socklen_t len = sizeof(cred);
@@ -874,10 +1170,10 @@ on_accept(struct loop_source *src, uint32_t events _unused_, void *data)
 			}
 			SSL_set_accept_state(c->ssl);
 			c->state = CONN_HANDSHAKE;
-			c->deadline = now_mono_ms() + HANDSHAKE_TIMEOUT_MS;
+			c->deadline = c->since + HANDSHAKE_TIMEOUT_MS;
 		} else {
 			c->state = CONN_READING;
-			c->deadline = now_mono_ms() + IDLE_TIMEOUT_MS;
+			c->deadline = c->since + IDLE_TIMEOUT_MS;
 		}
 		if (loop_add(s->loop, &c->src, fd, EPOLLIN | EPOLLRDHUP, conn_io, c) < 0) {
 			conn_free(c);
@@ -886,6 +1182,10 @@ on_accept(struct loop_source *src, uint32_t events _unused_, void *data)
 		}
 		list_push_back(&s->conns, &c->link);
 		s->nconns++;
+		l->nconns++;
+		/* counted against its address (without memory for that, it goes uncounted) */
+		if (*key && (c->client = client_get(s, key)))
+			c->client->n++;
 	}
 }
 
@@ -900,11 +1200,41 @@ server_new(struct loop *loop, const struct server_handler *h, unsigned max_conne
 	s->loop = loop;
 	s->h = *h;
 	s->out_max = h->response_max + OUT_SLACK;
-	s->max_conns = max_connections;
+	s->budget = max_connections;
 	list_init(&s->listeners);
 	list_init(&s->conns);
+	s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	*ret = s;
 	return 0;
+}
+
+void
+server_set_client_limit(struct server *s, unsigned n)
+{
+	s->client_limit = n;
+}
+
+void
+server_set_listener_budget(struct server *s, unsigned n)
+{
+	struct list_node *ln;
+
+	s->budget = MIN(s->budget, n);
+	LIST_FOREACH (ln, &s->listeners) {
+		struct listener *l = list_entry(ln, struct listener, link);
+		l->budget = MIN(l->budget, n);
+	}
+}
+
+unsigned
+server_listener_count(const struct server *s)
+{
+	const struct list_node *n;
+	unsigned count = 0;
+
+	LIST_FOREACH (n, &s->listeners)
+		count++;
+	return count;
 }
 
 struct server *
@@ -933,6 +1263,8 @@ server_free(struct server *s)
 		free(l->label);
 		free(l);
 	}
+	hashmap_clear(&s->clients); /* every connection took its count with it */
+	safe_close(s->spare_fd);
 	free(s);
 	return NULL;
 }
@@ -947,6 +1279,7 @@ add_listener(struct server *s, int fd, bool is_unix, SSL_CTX *tls, const char *p
 	if (!l)
 		return -ENOMEM;
 	l->s = s;
+	l->budget = s->budget;
 	l->is_unix = is_unix;
 	l->tls = tls;
 	l->path = path ? strdup(path) : NULL;
@@ -1091,6 +1424,7 @@ server_sweep(struct server *s, uint64_t now_ms)
 			continue;
 		if (c->state == CONN_READING && http_req_started(&c->hp)) {
 			/* a slow or stalled request: say so, then close */
+			body_abandon(c);
 			fault(c, &(struct server_fault){ .kind = SERVER_FAULT_TIMEOUT });
 			if (c->state != CONN_CLOSING)
 				c->deadline = now_ms + 1000; /* the answer gets a second */

@@ -3,20 +3,25 @@
  * answer later (conn_reply from a waiter) or turn the connection into a stream (SSE, NDJSON).
  *
  * The server knows no route and chooses no answer: it is handed, when made, what to call for
- * a request, for a request on the metrics listener, for a body's limit and for a request it
- * could not take (struct server_handler); the layer above writes every response.
+ * a request, for a request's head before its body, for a request on the metrics listener, for
+ * a body's limit and for a request it could not take (struct server_handler); the layer above
+ * writes every response.
  *
  * Bounds: request head 16 KiB, body per request (the handler's body_limit), a head must
  * arrive within 10 s of its first byte, idle keep-alive connections close after 60 s, a client
  * that stops reading a response for 30 s is dropped, and a stream whose client falls 4 MiB
  * behind is closed. No connection can stall another: every socket is non-blocking on one
- * loop. */
+ * loop. Each listener holds at most its own budget of connections, so a flood of one cannot
+ * lock the others (the operator's unix socket) out; on TCP one client address (an IPv6 one by
+ * its /64) holds at most its own share; and a full listener makes room by closing its oldest
+ * idle connection that never authenticated, rather than refusing the new one. */
 #pragma once
 
 #include <openssl/ssl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include "http.h"
 
@@ -41,6 +46,12 @@ struct server_fault {
 struct server_handler {
 	/* A complete request on an API listener (unix socket, TCP). */
 	void (*request)(void *ctx, struct conn *c, struct http_request *req);
+	/* The head of a request on an API listener whose body follows, before any of the body is
+	 * read. The handler may answer at once (conn_reply: the body is never read, and the
+	 * connection closes after the answer), take the body as it arrives (conn_body_take), or
+	 * do neither: then the body is read whole into req->body and request() follows. NULL:
+	 * every body is read whole. */
+	void (*head)(void *ctx, struct conn *c, struct http_request *req);
 	/* A complete request on the metrics listener (server_listen_metrics). */
 	void (*metrics)(void *ctx, struct conn *c, struct http_request *req);
 	/* How many body bytes a request may carry, asked once its head is in (ctx is data). */
@@ -54,10 +65,23 @@ struct server_handler {
 	void *ctx;
 };
 
-/* A server on loop calling h (copied; h->ctx is borrowed). At most max_connections are open
- * at once: more are refused as they come. */
+/* A server on loop calling h (copied; h->ctx is borrowed). Each listener holds at most
+ * max_connections at once (its budget); when it is full, a new connection closes the
+ * listener's oldest idle connection that never authenticated, or is refused when there is
+ * none. */
 int server_new(struct loop *loop, const struct server_handler *h, unsigned max_connections,
                struct server **ret);
+/* At most n connections from one client address on the TCP API listeners together (IPv4:
+ * the address, IPv6: its /64); more are refused as they come. 0: no such limit (the
+ * default). */
+void server_set_client_limit(struct server *s, unsigned n);
+/* Lowers (never raises) each listener's budget to n: what the descriptors allow. */
+void server_set_listener_budget(struct server *s, unsigned n);
+unsigned server_listener_count(const struct server *s);
+/* What a TCP client is counted by against that limit: its IPv4 address (an IPv4-mapped IPv6
+ * one too), or the /64 of its IPv6 address, which one host commonly holds whole
+ * ("2001:db8:1:2::/64"). */
+void server_client_key(const struct sockaddr_storage *ss, char *out, size_t size);
 struct server *server_free(struct server *s);
 
 /* Binds a unix socket (0600). Refuses with -EADDRINUSE when another server answers on it; a
@@ -71,6 +95,20 @@ int server_listen_metrics(struct server *s, const char *host, const char *port);
 /* Closes idle and slow connections; called by the housekeeping timer. */
 void server_sweep(struct server *s, uint64_t now_ms);
 unsigned server_connection_count(const struct server *s);
+
+/* A request body taken as it arrives, from inside the handler's head(): data() gets its bytes
+ * in order (req->body stays empty), then end() once it is whole; the handler answers as it
+ * would a request(). It may answer sooner (a failure): the rest is not read and the connection
+ * closes after the answer. When the body never completes (the client goes, breaks the framing,
+ * runs out of time, the server shuts down), the close hook (conn_on_close, set it first) runs
+ * and the handler must not answer; the server answers what it can. -EINVAL outside head(). */
+int conn_body_take(struct conn *c,
+                   void (*data)(struct conn *c, const void *bytes, size_t len, void *ctx),
+                   void (*end)(struct conn *c, void *ctx), void *ctx);
+/* Stops reading a taken body (from data(), say, while what it feeds is full) until
+ * conn_body_resume(); meanwhile the body's time limit stands still. */
+void conn_body_pause(struct conn *c);
+void conn_body_resume(struct conn *c);
 
 /* Response helpers for handlers. Exactly one of reply/stream_start per request. */
 void conn_reply(struct conn *c, int status, const char *content_type, const void *body, size_t len,
@@ -118,7 +156,8 @@ const char *conn_peer(const struct conn *c);
 
 /* Tags the connection with the credential that authenticated its latest request (an opaque
  * string such as "key:ID" or "session:ID"; NULL or "" for none) and whose it is (the
- * principal's name), so that revoking either ends what it holds open. */
+ * principal's name), so that revoking either ends what it holds open. A connection once
+ * tagged with a credential is never the one a full listener closes to make room. */
 void conn_set_credential(struct conn *c, const char *cred, const char *user);
 /* Closes every connection tagged with cred (when not NULL) or with user (when not NULL),
  * streams, attaches and idle keep-alives alike, except `except` (the connection asking).

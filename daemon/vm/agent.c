@@ -11,8 +11,9 @@
 #include "util.h"
 
 #define RETRY_MS 20
-#define OUT_MAX (80u << 20) /* a 64 MiB file write plus its frames */
+#define OUT_MAX (80u << 20) /* what may be queued for the guest, frames and all */
 #define READ_CHUNK (256u << 10)
+#define DATA_PIECE (64u << 10) /* FILE_DATA and STDIN frames carry at most this */
 
 enum agent_state {
 	AGENT_IDLE,
@@ -31,6 +32,12 @@ struct agent_req {
 	void (*chunk)(void *data, const void *bytes, size_t len);
 	void (*entry)(void *data, const struct agent_dirent *e);
 	void *data;
+	/* an upload (agent_write_begin, agent_stdin_begin) */
+	uint32_t pid;        /* stdin: the process */
+	uint64_t size, sent; /* a write: the SIZE announced, and the bytes sent */
+	bool size_is_max;    /* a write: its data may end sooner (EOF) */
+	void (*drained)(void *data);
+	bool waiting; /* for the queue to drain below AGENT_UPLOAD_LOW */
 };
 
 struct agent {
@@ -190,6 +197,29 @@ agent_ready(const struct agent *a)
 	return a->state == AGENT_READY;
 }
 
+/* Uploads that waited go on once the queue is low: one at a time, in the order they began,
+ * and the next only if the queue is still low (each may queue more, or end). */
+static void
+wake_uploads(struct agent *a)
+{
+	while (buf_avail(&a->out) < AGENT_UPLOAD_LOW) {
+		struct agent_req *w = NULL;
+		struct list_node *n;
+
+		LIST_FOREACH (n, &a->reqs) {
+			struct agent_req *r = list_entry(n, struct agent_req, link);
+			if (r->waiting) {
+				w = r;
+				break;
+			}
+		}
+		if (!w)
+			return;
+		w->waiting = false;
+		w->drained(w->data);
+	}
+}
+
 void
 agent_flush(struct agent *a)
 {
@@ -201,6 +231,7 @@ agent_flush(struct agent *a)
 		buf_consume(&a->out, (size_t)k);
 	}
 	set_interest(a);
+	wake_uploads(a);
 }
 
 /* The frames queued during a batch of the loop's events leave together once the batch is
@@ -443,8 +474,8 @@ on_result(struct agent *a, const struct frame *f)
 	}
 	if (k < 0)
 		return -EPROTO;
-	if (!r)
-		return 0; /* cancelled */
+	if (!r || r->type == AP_STDIN)
+		return 0; /* cancelled, or a stdin upload (the guest answers none) */
 	res.message = message;
 	list_remove(&r->link);
 	if (r->done)
@@ -722,6 +753,7 @@ write_frames(struct agent *a)
 		buf_consume(&a->out, (size_t)k);
 	}
 	set_interest(a);
+	wake_uploads(a);
 }
 
 static void
@@ -832,29 +864,118 @@ agent_read_file(struct agent *a, const char *path, uint64_t max,
 }
 
 struct agent_req *
-agent_write_file(struct agent *a, const char *path, uint32_t mode, const void *bytes, size_t len,
-                 agent_done_fn done, void *data)
+agent_write_begin(struct agent *a, const char *path, uint32_t mode, uint64_t size, bool size_is_max,
+                  agent_done_fn done, void *data)
 {
 	_cleanup_buf_ struct buf p = BUF_INIT(AP_FRAME_MAX);
 	struct agent_req *r;
-	const uint8_t *b = bytes;
 
-	if (path_payload(&p, path) < 0 || tlv_put_u64(&p, AP_T_SIZE, len) < 0 ||
+	if (path_payload(&p, path) < 0 || tlv_put_u64(&p, AP_T_SIZE, size) < 0 ||
 	    tlv_put_u32(&p, AP_T_MODE, mode) < 0)
 		return NULL;
 	r = request(a, AP_FILE_WRITE, &p, done, data);
-	if (!r)
-		return NULL;
-	for (size_t off = 0; off < len;) {
-		size_t n = MIN(len - off, (size_t)(64u << 10));
-		if (send_frame(a, AP_FILE_DATA, 0, r->id, b + off, n) < 0) {
-			/* the queue is full: the request cannot be completed */
-			agent_cancel(r);
-			return NULL;
-		}
-		off += n;
+	if (r) {
+		r->size = size;
+		r->size_is_max = size_is_max;
 	}
 	return r;
+}
+
+struct agent_req *
+agent_stdin_begin(struct agent *a, uint32_t pid, agent_done_fn done, void *data)
+{
+	struct agent_req *r;
+
+	if (a->state != AGENT_READY)
+		return NULL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	/* listed like a request, so that the end of the session ends it too; nothing is sent
+	 * and the guest answers nothing */
+	r->a = a;
+	r->id = a->next_id++;
+	if (a->next_id == 0)
+		a->next_id = 1;
+	r->type = AP_STDIN;
+	r->pid = pid;
+	r->done = done;
+	r->data = data;
+	list_push_back(&a->reqs, &r->link);
+	return r;
+}
+
+int
+agent_upload_data(struct agent_req *r, const void *bytes, size_t len)
+{
+	struct agent *a = r->a;
+	const uint8_t *b = bytes;
+
+	if (r->type == AP_FILE_WRITE && len > r->size - r->sent)
+		return -EFBIG;
+	while (len > 0) {
+		size_t n = MIN(len, (size_t)DATA_PIECE);
+		int k = r->type == AP_STDIN ? send_frame(a, AP_STDIN, 0, r->pid, b, n)
+		                            : send_frame(a, AP_FILE_DATA, 0, r->id, b, n);
+		if (k < 0)
+			return k;
+		b += n;
+		len -= n;
+		r->sent += n;
+	}
+	return buf_avail(&a->out) >= AGENT_UPLOAD_HIGH ? 1 : 0;
+}
+
+void
+agent_upload_wait(struct agent_req *r, void (*drained)(void *data))
+{
+	r->drained = drained;
+	r->waiting = true;
+	/* drained already (or never filled): say so from the loop, not from inside the caller */
+	if (buf_avail(&r->a->out) < AGENT_UPLOAD_LOW && !r->a->send_pending &&
+	    loop_defer(r->a->loop, send_queued, r->a) >= 0)
+		r->a->send_pending = true;
+}
+
+/* Forgets a stdin upload: it was only ever the host's. */
+static void
+stdin_forget(struct agent_req *r)
+{
+	list_remove(&r->link);
+	free(r);
+}
+
+int
+agent_upload_end(struct agent_req *r, bool eof)
+{
+	struct agent *a = r->a;
+	int k = 0;
+
+	r->waiting = false;
+	if (r->type == AP_STDIN) {
+		if (eof)
+			k = send_frame(a, AP_STDIN, AP_F_EOF, r->pid, NULL, 0);
+		stdin_forget(r);
+		return k;
+	}
+	if (r->size_is_max)
+		return send_frame(a, AP_FILE_DATA, AP_F_EOF, r->id, NULL, 0);
+	return r->sent == r->size ? 0 : -EINVAL;
+}
+
+void
+agent_upload_abort(struct agent_req *r)
+{
+	if (!r)
+		return;
+	r->waiting = false;
+	if (r->type == AP_STDIN) {
+		stdin_forget(r);
+		return;
+	}
+	/* the guest drops what it wrote and answers, which nobody hears any more */
+	(void)send_frame(r->a, AP_FILE_DATA, AP_F_ABORT, r->id, NULL, 0);
+	agent_cancel(r);
 }
 
 struct agent_req *
@@ -892,6 +1013,7 @@ agent_cancel(struct agent_req *r)
 	r->proc = NULL;
 	r->chunk = NULL;
 	r->entry = NULL;
+	r->waiting = false;
 }
 
 /* ---- processes ---- */

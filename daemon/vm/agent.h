@@ -90,8 +90,36 @@ struct agent_req *agent_ps(struct agent *a,
 struct agent_req *agent_read_file(struct agent *a, const char *path, uint64_t max,
                                   void (*chunk)(void *data, const void *bytes, size_t len),
                                   agent_done_fn done, void *data);
-struct agent_req *agent_write_file(struct agent *a, const char *path, uint32_t mode,
-                                   const void *bytes, size_t len, agent_done_fn done, void *data);
+
+/* Uploads: bytes sent to the guest as they arrive (a request body streamed on), a file write
+ * or a process's stdin, with backpressure: agent_upload_data says when the queue for the guest
+ * is above AGENT_UPLOAD_HIGH, and the uploader waits (agent_upload_wait) until it is below
+ * AGENT_UPLOAD_LOW again, so an upload holds a bounded amount of memory however large.
+ *
+ * A file write announces size, the bytes that will follow, or with size_is_max only their most
+ * (the data then ends at agent_upload_end). done() gets the guest's RESULT once the bytes are
+ * all there (or at once when the guest refuses the write), or ECONNRESET when the session
+ * ends; the request is gone after it. The file appears whole or not at all. */
+#define AGENT_UPLOAD_HIGH (1u << 20)
+#define AGENT_UPLOAD_LOW (256u << 10)
+struct agent_req *agent_write_begin(struct agent *a, const char *path, uint32_t mode, uint64_t size,
+                                    bool size_is_max, agent_done_fn done, void *data);
+/* stdin of pid. The guest answers nothing: done() runs only when the session ends
+ * (ECONNRESET), and the upload is gone after it. */
+struct agent_req *agent_stdin_begin(struct agent *a, uint32_t pid, agent_done_fn done, void *data);
+/* Queues bytes for the guest. 0, or 1 when the queue is above AGENT_UPLOAD_HIGH (wait before
+ * sending more); -EFBIG past a write's size, -ENOTCONN without a session, -ENOBUFS. */
+int agent_upload_data(struct agent_req *r, const void *bytes, size_t len);
+/* Calls drained(data) once, from the loop, when the queue is below AGENT_UPLOAD_LOW. */
+void agent_upload_wait(struct agent_req *r, void (*drained)(void *data));
+/* The bytes are all sent. A write then waits for done() (-EINVAL when fewer than its exact
+ * size were sent: give it up). stdin: eof closes the process's stdin, and the upload is gone
+ * when this returns. */
+int agent_upload_end(struct agent_req *r, bool eof);
+/* Gives an upload up (the client went): a write's file is not made and done() never runs;
+ * stdin keeps what was sent. The upload is gone (NULL-safe). */
+void agent_upload_abort(struct agent_req *r);
+
 struct agent_dirent {
 	const char *name;
 	char type; /* 'f' 'd' 'l' 'o' */

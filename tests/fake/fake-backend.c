@@ -8,17 +8,30 @@
  * was asked to do (for instance, that a refused create never reached it).
  *
  * Images steer it: "fake/fail-boot" fails to boot, "fake/crash" boots and then dies,
- * "fake/slow" takes 2 s to boot. SANDBOXD_FAKE_BOOT_MS sets the boot time (default 20). */
+ * "fake/slow" takes 2 s to boot. SANDBOXD_FAKE_BOOT_MS sets the boot time (default 20).
+ *
+ * With SANDBOXD_FAKE_AGENT=PATH each booted VM runs PATH (sandbox-guestd) in its test mode on
+ * the host, as the user sandboxd runs as, listening on <state-dir>/fake/<id>.agent, and its
+ * processes and files are that agent's: real ones, on this machine (a test chooses paths of
+ * its own). The boot completes when the agent answers; the agent dies with its VM, and with
+ * sandboxd. Without it the fake has no agent, and processes and files answer 501. */
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include "agent.h"
 #include "backend.h"
 #include "log.h"
 #include "loop.h"
 #include "util.h"
 
+#define AGENT_CONNECT_MS 10000
+
 struct fake {
 	char *dir;
 	unsigned boot_ms;
+	const char *guestd; /* SANDBOXD_FAKE_AGENT, or NULL */
 	struct list_node vms;
 };
 
@@ -28,6 +41,8 @@ struct fake_vm {
 	struct sandbox *sb;
 	struct loop_timer timer;
 	bool crash_after_boot;
+	pid_t guestd; /* its agent process (test mode), or 0 */
+	struct agent *agent;
 };
 
 static struct fake *
@@ -66,16 +81,132 @@ write_state(struct backend *b, const struct sandbox *sb, const char *state)
 	return path ? write_file_atomic(path, state, strlen(state), 0600) : -ENOMEM;
 }
 
+/* Ends a VM's agent: the connection (its requests end with ECONNRESET), then the process. The
+ * core let go of the VM's processes before. */
+static void
+agent_end(struct agent *agent, pid_t pid)
+{
+	agent_free(agent);
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		(void)waitpid(pid, NULL, 0); /* SIGKILL cannot be ignored: this is quick */
+	}
+}
+
+static void
+vm_agent_end(struct fake_vm *vm)
+{
+	struct agent *agent = TAKE_PTR(vm->agent);
+	pid_t pid = vm->guestd;
+
+	vm->guestd = 0;
+	agent_end(agent, pid);
+}
+
 static void
 vm_free(struct fake_vm *vm)
 {
 	if (!vm)
 		return;
+	vm_agent_end(vm);
 	loop_timer_done(&vm->timer);
 	list_remove(&vm->link);
 	if (vm->sb)
 		vm->sb->backend_data = NULL;
 	free(vm);
+}
+
+static void
+agent_ready_cb(struct agent *a _unused_, bool mounted _unused_, const char *version _unused_,
+               void *data)
+{
+	struct fake_vm *vm = data;
+	struct backend *b = vm->b;
+	struct sandbox *sb = vm->sb;
+
+	if (sb->op == SANDBOX_OP_START || sb->op == SANDBOX_OP_RESTART) {
+		backend_done(b, sb, 0, NULL);
+		if (vm->crash_after_boot)
+			(void)loop_timer_arm(&vm->timer, 300, 0);
+	}
+	if (sb->state == SANDBOX_RUNNING)
+		backend_agent_ready(b, sb);
+}
+
+static void
+agent_closed_cb(struct agent *a _unused_, const char *reason, void *data)
+{
+	struct fake_vm *vm = data;
+	struct backend *b = vm->b;
+	struct sandbox *sb = vm->sb;
+
+	if (sb->op == SANDBOX_OP_START || sb->op == SANDBOX_OP_RESTART) {
+		_cleanup_free_ char *why =
+		        strdup_printf("the fake VM's agent did not come up (%s)", reason);
+		vm_agent_end(vm);
+		backend_done(b, sb, -EIO, why ? why : reason);
+		return;
+	}
+	if (sb->state == SANDBOX_RUNNING) {
+		_cleanup_free_ char *why =
+		        strdup_printf("the fake VM's agent went away (%s)", reason);
+		backend_lost(b, sb, why ? why : reason);
+		vm_agent_end(vm);
+	}
+}
+
+static const struct agent_events fake_agent_events = {
+	.ready = agent_ready_cb,
+	.closed = agent_closed_cb,
+};
+
+/* Runs sandbox-guestd in test mode for vm and connects to it. */
+static int
+vm_agent_start(struct fake_vm *vm)
+{
+	struct fake *f = priv(vm->b);
+	_cleanup_free_ char *sock = strdup_printf("%s/%s.agent", f->dir, vm->sb->id);
+	_cleanup_free_ char *home = strdup_printf("%s/%s.home", f->dir, vm->sb->id);
+	struct agent_hello hello = { .hostname = vm->sb->name ? vm->sb->name : vm->sb->id,
+		                     .uid = getuid(),
+		                     .gid = getgid() };
+	pid_t pid;
+	int r;
+
+	vm_agent_end(vm);
+	if (!sock || !home)
+		return -ENOMEM;
+	(void)unlink(sock);
+	if (mkdir(home, 0700) < 0 && errno != EEXIST)
+		return negative_errno();
+	hello.home = home;
+	pid = fork();
+	if (pid < 0)
+		return negative_errno();
+	if (pid == 0) {
+		sigset_t none;
+		/* an empty signal mask, and no agent outliving sandboxd */
+		sigemptyset(&none);
+		(void)sigprocmask(SIG_SETMASK, &none, NULL);
+		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execl(f->guestd, "sandbox-guestd", "--port", sock, "--home", home, (char *)NULL);
+		_exit(127);
+	}
+	vm->guestd = pid;
+	r = agent_new(vm->b->cfg.loop, sock, &hello, &fake_agent_events, vm, &vm->agent);
+	if (r >= 0)
+		r = agent_connect(vm->agent, now_mono_ms() + AGENT_CONNECT_MS);
+	if (r < 0)
+		vm_agent_end(vm);
+	return r;
+}
+
+static struct agent *
+fake_agent(struct backend *b _unused_, struct sandbox *sb)
+{
+	struct fake_vm *vm = sb->backend_data;
+
+	return vm ? vm->agent : NULL;
 }
 
 static void
@@ -93,6 +224,7 @@ timer_fired(struct loop_timer *t _unused_, void *data)
 			unlink(path);
 		vm->crash_after_boot = false;
 		backend_lost(b, sb, "the fake VM crashed (image fake/crash asks for it)");
+		vm_agent_end(vm);
 		return;
 	}
 	switch (sb->op) {
@@ -112,6 +244,13 @@ timer_fired(struct loop_timer *t _unused_, void *data)
 		free(sb->runtime_ref);
 		sb->runtime_ref = strdup_printf("fake-%s", sb->id + 4);
 		vm->crash_after_boot = streq(sb->image, "fake/crash");
+		if (priv(b)->guestd) {
+			/* booted once its agent answers (agent_ready_cb) */
+			r = vm_agent_start(vm);
+			if (r < 0)
+				backend_done(b, sb, r, "the fake VM's agent could not start");
+			return;
+		}
 		backend_done(b, sb, 0, NULL);
 		if (vm->crash_after_boot)
 			(void)loop_timer_arm(&vm->timer, 300, 0);
@@ -119,6 +258,7 @@ timer_fired(struct loop_timer *t _unused_, void *data)
 	case SANDBOX_OP_STOP:
 		r = write_state(b, sb, "stopped");
 		backend_done(b, sb, r, r < 0 ? "could not record the stop" : NULL);
+		vm_agent_end(vm);
 		return;
 	case SANDBOX_OP_DESTROY: {
 		_cleanup_free_ char *path = vm_path(b, sb);
@@ -227,11 +367,14 @@ fake_describe(struct backend *b _unused_)
 }
 
 static void
-fake_caps(struct backend *b _unused_, struct backend_caps *ret)
+fake_caps(struct backend *b, struct backend_caps *ret)
 {
 	/* it runs no network at all, so every mode up to allowlist is enforced (nothing gets
 	 * out): the policy's network rules can be tested against it */
-	*ret = (struct backend_caps){ .accel = "none", .egress = NET_ALLOWLIST };
+	*ret = (struct backend_caps){ .accel = "none",
+		                      .egress = NET_ALLOWLIST,
+		                      .processes = priv(b)->guestd != NULL,
+		                      .files = priv(b)->guestd != NULL };
 }
 
 static void
@@ -256,6 +399,7 @@ static const struct backend_ops fake_ops = {
 	.stop = fake_stop,
 	.destroy = fake_destroy,
 	.status = fake_status,
+	.agent = fake_agent,
 };
 
 static int
@@ -275,6 +419,9 @@ fake_create(const struct backend_config *cfg, struct backend **ret)
 	if (ms && parse_u64(ms, &n) < 0)
 		n = 20;
 	f->boot_ms = (unsigned)MIN(n, 60000u);
+	f->guestd = getenv("SANDBOXD_FAKE_AGENT");
+	if (f->guestd && !*f->guestd)
+		f->guestd = NULL;
 	list_init(&f->vms);
 	f->dir = strdup_printf("%s/fake", cfg->state_dir);
 	if (!f->dir || (r = mkdir_p(f->dir, 0700)) < 0) {

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -1146,6 +1147,93 @@ test_files(void **state)
 	conn_close(&c);
 }
 
+/* Whether dir holds an entry whose name contains part (dot files included). */
+static bool
+dir_has(const char *d, const char *part)
+{
+	DIR *dh = opendir(d);
+	struct dirent *e;
+	bool found = false;
+
+	assert_non_null(dh);
+	while ((e = readdir(dh)))
+		found |= strstr(e->d_name, part) != NULL;
+	closedir(dh);
+	return found;
+}
+
+/* FILE_DATA flags from the host: EOF ends a write's data before its SIZE (a body whose length
+ * was known only at its end: SIZE was its most), ABORT gives a write up (the client went) and
+ * leaves nothing behind; a write that never ends keeps its temporary file until then. */
+static void
+test_file_write_eof_abort(void **state)
+{
+	char d[300], path[400];
+	uint64_t most = 1u << 20;
+	struct buf got;
+	struct conn c;
+	struct stat st;
+	uint32_t req;
+
+	snprintf(d, sizeof(d), "%s/flags", dir);
+	assert_int_equal(mkdir(d, 0700), 0);
+	conn_open(&c, NULL, 0);
+	/* EOF on the last piece of data */
+	snprintf(path, sizeof(path), "%s/eof.txt", d);
+	file_request(&c, AP_FILE_WRITE, path, &most, NULL, &req);
+	send_frame(&c, AP_FILE_DATA, 0, req, "hello ", 6);
+	send_frame(&c, AP_FILE_DATA, AP_F_EOF, req, "world", 5);
+	expect(&c, AP_RESULT, req);
+	assert_int_equal(tlv_uint(&c.f, AP_T_ERRNO), 0);
+	assert_int_equal(tlv_uint(&c.f, AP_T_SIZE), 11);
+	assert_int_equal(read_file(&c, path, 100, &got), 0);
+	assert_int_equal(got.len, 11);
+	assert_memory_equal(got.data, "hello world", 11);
+	buf_free(&got);
+	/* EOF alone, after the data */
+	snprintf(path, sizeof(path), "%s/eof-empty-frame.txt", d);
+	file_request(&c, AP_FILE_WRITE, path, &most, NULL, &req);
+	send_frame(&c, AP_FILE_DATA, 0, req, "abc", 3);
+	send_frame(&c, AP_FILE_DATA, AP_F_EOF, req, NULL, 0);
+	expect(&c, AP_RESULT, req);
+	assert_int_equal(tlv_uint(&c.f, AP_T_ERRNO), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 3);
+	/* EOF with no data at all: an empty file */
+	snprintf(path, sizeof(path), "%s/eof-nothing.txt", d);
+	file_request(&c, AP_FILE_WRITE, path, &most, NULL, &req);
+	send_frame(&c, AP_FILE_DATA, AP_F_EOF, req, NULL, 0);
+	expect(&c, AP_RESULT, req);
+	assert_int_equal(tlv_uint(&c.f, AP_T_ERRNO), 0);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_size, 0);
+	/* ABORT halfway: ECANCELED, no file, no temporary file; an existing file stays */
+	snprintf(path, sizeof(path), "%s/eof.txt", d);
+	file_request(&c, AP_FILE_WRITE, path, &most, NULL, &req);
+	send_frame(&c, AP_FILE_DATA, 0, req, "partial", 7);
+	send_frame(&c, AP_FILE_DATA, AP_F_ABORT, req, NULL, 0);
+	expect(&c, AP_RESULT, req);
+	assert_int_equal(tlv_uint(&c.f, AP_T_ERRNO), ECANCELED);
+	assert_false(dir_has(d, ".sbx-"));
+	assert_int_equal(read_file(&c, path, 100, &got), 0);
+	assert_memory_equal(got.data, "hello world", 11);
+	buf_free(&got);
+	snprintf(path, sizeof(path), "%s/aborted.txt", d);
+	file_request(&c, AP_FILE_WRITE, path, &most, NULL, &req);
+	send_frame(&c, AP_FILE_DATA, 0, req, "partial", 7);
+	assert_int_equal(file_request(&c, AP_FILE_LIST, d, NULL, NULL, NULL), 0);
+	assert_true(dir_has(d, ".aborted.txt.sbx-")); /* under way: its temporary file */
+	send_frame(&c, AP_FILE_DATA, AP_F_ABORT, req, NULL, 0);
+	expect(&c, AP_RESULT, req);
+	assert_int_equal(tlv_uint(&c.f, AP_T_ERRNO), ECANCELED);
+	assert_int_equal(stat(path, &st), -1);
+	assert_false(dir_has(d, "aborted"));
+	/* an exact SIZE still ends the write by itself */
+	snprintf(path, sizeof(path), "%s/exact.txt", d);
+	assert_int_equal(write_file(&c, path, (const uint8_t *)"12345", 5, 0644), 0);
+	conn_close(&c);
+}
+
 static void
 test_ps_and_unknown(void **state)
 {
@@ -1272,6 +1360,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_backpressure),
 		cmocka_unit_test(test_tty_hangup_while_throttled),
 		cmocka_unit_test(test_files),
+		cmocka_unit_test(test_file_write_eof_abort),
 		cmocka_unit_test(test_ps_and_unknown),
 		cmocka_unit_test(test_switch_ids),
 	};

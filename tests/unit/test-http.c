@@ -1,6 +1,8 @@
 /* test-http.c: lib/http.c's request parser, driven by tests/data/http (NAME.req holds the raw
  * bytes of a connection, NAME.expect what must come out; see the README there), plus table
- * tests for the query and path-segment decoders. */
+ * tests for the query and path-segment decoders. Every case also runs the way the server
+ * streams a body on: stopped at each head (stop_at_body) and the body taken out piece by
+ * piece; it must come to the same requests, bodies and refusals. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -36,6 +38,7 @@ struct expect {
 
 struct run {
 	const char *name; /* "whole", "bytewise", "split at N" */
+	bool streamed;    /* stop at each head, and take the body out as it comes */
 	unsigned requests;
 	int status;
 	const char *message;
@@ -300,9 +303,11 @@ run_case(const char *name, const char *data, size_t size, const size_t *cuts, si
          const struct expect *e, struct run *run)
 {
 	struct http_req_parser hp;
+	struct buf taken = BUF_INIT(SIZE_MAX / 2);
 	size_t start = 0;
 
 	http_req_parser_init(&hp, body_limit, (void *)e);
+	hp.stop_at_body = run->streamed;
 	for (size_t c = 0; c < ncuts && !run->status; c++) {
 		while (start < cuts[c]) {
 			size_t used = 0;
@@ -314,12 +319,31 @@ run_case(const char *name, const char *data, size_t size, const size_t *cuts, si
 				run->message = hp.err_message;
 				break;
 			}
+			if (run->streamed) {
+				/* what the server hands on: the body's bytes so far, then none */
+				assert_int_equal(
+				        buf_append(&taken, hp.req.body.data, hp.req.body.len), 0);
+				buf_reset(&hp.req.body);
+			}
+			if (r == HTTP_FEED_HEAD) {
+				assert_true(run->streamed);
+				assert_int_equal(hp.phase, HTTP_PHASE_BODY);
+				assert_int_equal(taken.len, 0);
+				start += used;
+				continue;
+			}
 			if (r == 0) {
 				assert_int_equal(used, cuts[c] - start);
 				start = cuts[c];
 				break;
 			}
 			start += used;
+			if (run->streamed) {
+				/* the whole body, for the checks below */
+				assert_int_equal(buf_append(&hp.req.body, taken.data, taken.len),
+				                 0);
+				buf_reset(&taken);
+			}
 			run->requests++;
 			if (run->requests > e->requests)
 				fail_msg("%s [%s]: more than the %u requests expected", name,
@@ -333,6 +357,7 @@ run_case(const char *name, const char *data, size_t size, const size_t *cuts, si
 	run->started = !run->status && http_req_started(&hp);
 out:
 	http_req_parser_done(&hp);
+	buf_free(&taken);
 	for (size_t i = 0; i < e->n; i++)
 		if (streq(e->d[i].key, "message-contains") &&
 		    (!run->message || !strstr(run->message, e->d[i].arg)))
@@ -372,17 +397,24 @@ test_case(void **state)
 	/* all at once */
 	cuts[0] = size;
 	run_case(name, data, size, cuts, 1, &e, &(struct run){ .name = "whole" });
+	run_case(name, data, size, cuts, 1, &e,
+	         &(struct run){ .name = "whole, streamed", .streamed = true });
 	/* one byte at a time */
 	for (size_t i = 0; i < size; i++)
 		cuts[i] = i + 1;
 	run_case(name, data, size, cuts, size, &e, &(struct run){ .name = "bytewise" });
+	run_case(name, data, size, cuts, size, &e,
+	         &(struct run){ .name = "bytewise, streamed", .streamed = true });
 	/* in two pieces, cut at every offset */
 	for (size_t at = 1; size <= ALL_SPLITS_MAX && at < size; at++) {
-		char label[32];
+		char label[48];
 		snprintf(label, sizeof(label), "split at %zu", at);
 		cuts[0] = at;
 		cuts[1] = size;
 		run_case(name, data, size, cuts, 2, &e, &(struct run){ .name = label });
+		snprintf(label, sizeof(label), "split at %zu, streamed", at);
+		run_case(name, data, size, cuts, 2, &e,
+		         &(struct run){ .name = label, .streamed = true });
 	}
 	expect_free(&e);
 }
