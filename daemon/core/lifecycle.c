@@ -796,6 +796,7 @@ lifecycle_backend_config(struct sandboxd *d, struct backend_config *ret)
 		.boot_timeout_secs = o->boot_timeout_secs,
 		.stop_timeout_secs = o->stop_timeout_secs,
 		.egress = o->egress && geteuid() == 0,
+		.allow_unconfined = o->allow_unconfined,
 	};
 }
 

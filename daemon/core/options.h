@@ -31,6 +31,8 @@ struct options {
 	char *agent; /* sandbox-guestd, or NULL: beside sandboxd */
 	unsigned boot_timeout_secs;
 	unsigned stop_timeout_secs; /* how long a guest has to power off; then QMP quit */
+	bool allow_unconfined;      /* as root: run VMMs without cgroup limits where none can
+	                             * be made, rather than refuse to start */
 	unsigned max_connections;
 	char *insecure_registries[OPTIONS_MAX_LIST]; /* HOST:PORT reached over plain HTTP */
 	size_t n_insecure_registries;
