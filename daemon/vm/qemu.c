@@ -274,18 +274,20 @@ vm_free(struct vm *vm)
 }
 
 /* Kills a process that is not ours to reap (an adopted or a stray VMM) and waits, briefly,
- * until it has exited, so that its cgroup can go and its tap is gone. */
-static void
+ * until it has exited, so that its cgroup can go and its tap is gone. Returns whether it was
+ * there to kill. */
+static bool
 kill_and_wait(pid_t pid)
 {
 	_cleanup_close_ int fd = (int)syscall(SYS_pidfd_open, pid, 0);
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 
 	if (fd < 0)
-		return; /* gone already */
+		return false; /* gone already */
 	if (syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) < 0)
-		return;
+		return false;
 	(void)poll(&p, 1, KILL_WAIT_MS); /* SIGKILL cannot be ignored: this is quick */
+	return true;
 }
 
 /* Kills QEMU (if any) and waits for it, briefly: destroy and failure paths. */
@@ -298,7 +300,7 @@ vm_kill(struct vm *vm)
 		kill(vm->pid, SIGKILL);
 		(void)waitpid(vm->pid, NULL, 0); /* SIGKILL cannot be ignored: this is quick */
 	} else {
-		kill_and_wait(vm->pid);
+		(void)kill_and_wait(vm->pid);
 	}
 	vm_forget_process(vm);
 }
@@ -1312,8 +1314,8 @@ qemu_recovered(struct backend *b)
 		if (known)
 			continue;
 		/* waited for: its tap goes with it, and its cgroup can be removed below */
-		kill_and_wait((pid_t)pid);
-		ended++;
+		if (kill_and_wait((pid_t)pid))
+			ended++;
 	}
 	closedir(d);
 	if (ended)
