@@ -263,6 +263,23 @@ retain_bounded(struct agent *a)
 	}
 }
 
+/* How many processes the kernel's OOM killer has ended since boot (/proc/vmstat oom_kill),
+ * or 0 when it does not say. */
+static uint64_t
+oom_kills(void)
+{
+	_cleanup_free_ char *text = NULL;
+	const char *at;
+	uint64_t n = 0;
+
+	if (read_file_max("/proc/vmstat", 64u << 10, &text, NULL) < 0)
+		return 0;
+	at = strstr(text, "\noom_kill ");
+	if (at && parse_u64_n(at + 10, strcspn(at + 10, "\n"), &n) < 0)
+		n = 0;
+	return n;
+}
+
 static void
 exited(struct proc *p, int status)
 {
@@ -273,6 +290,11 @@ exited(struct proc *p, int status)
 		p->exit_code = 128 + WTERMSIG(status);
 	else
 		p->exit_code = 255;
+	/* a SIGKILL (137: its own, or the one its shell reports for a child) that nobody here
+	 * sent while the OOM killer ended something: memory ran out. The count is the guest's,
+	 * so a process killed from inside the sandbox (kill -9) while another one was OOM-killed
+	 * is counted too: the sandbox ran out of memory either way */
+	p->oom = p->exit_code == 137 && !p->host_killed && oom_kills() > p->oom_kills_start;
 	check_finished(p);
 	if (p->attached)
 		agent_kick(p->agent);
@@ -612,6 +634,7 @@ proc_exec(struct agent *a, uint32_t chan, const void *payload, size_t len)
 	}
 	p->id = a->next_id++;
 	p->started_ms = now_unix_ms();
+	p->oom_kills_start = oom_kills();
 	list_push_back(&a->procs, &p->node);
 	update(p);
 	(void)agent_result_u32(a, chan, AP_T_PID, p->id);
@@ -654,8 +677,11 @@ on_signal(struct proc *p, const struct frame *f)
 		return;
 	}
 	/* after the reap, the group id could name someone else's group */
-	if (!p->reaped)
-		(void)kill(-p->pid, (int)sig);
+	if (p->reaped)
+		return;
+	if (sig == SIGKILL)
+		p->host_killed = true;
+	(void)kill(-p->pid, (int)sig);
 }
 
 static void
@@ -791,7 +817,7 @@ proc_pump(struct proc *p)
 		be32_put(h, (uint32_t)p->exit_code);
 		be64_put(h + 4, end);
 		p->exit_sent = true;
-		(void)agent_send(a, AP_EXIT, 0, p->id, h, 12);
+		(void)agent_send(a, AP_EXIT, p->oom ? AP_F_OOM : 0, p->id, h, 12);
 		return true;
 	}
 	return false;
@@ -806,8 +832,10 @@ proc_session_end(struct agent *a)
 		struct proc *p = list_entry(n, struct proc, node);
 		p->attached = false;
 		p->drop = 0;
-		if (!p->keep && !p->reaped)
+		if (!p->keep && !p->reaped) {
+			p->host_killed = true;
 			(void)kill(-p->pid, SIGKILL);
+		}
 		update(p);
 	}
 }
@@ -829,6 +857,8 @@ put_proc(struct buf *b, const struct proc *p)
 		r = tlv_put_u8(b, AP_T_STATE, p->reaped ? AP_PROC_EXITED : AP_PROC_RUNNING);
 	if (r >= 0 && p->reaped)
 		r = tlv_put_u32(b, AP_T_EXIT_CODE, (uint32_t)p->exit_code);
+	if (r >= 0 && p->oom)
+		r = tlv_put_u8(b, AP_T_OOM, 1);
 	if (r >= 0)
 		r = tlv_put_u64(b, AP_T_STARTED_MS, (uint64_t)p->started_ms);
 	if (r >= 0)

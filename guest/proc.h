@@ -29,6 +29,12 @@ struct proc {
 	bool tty, keep;
 	bool reaped; /* waitpid() collected it; exit_code is set */
 	int exit_code;
+	/* the kernel's OOM killer ended it (or the one of its processes that took its exit):
+	 * it ended with 137, the host did not send it a SIGKILL, and the guest's count of OOM
+	 * kills rose while it ran */
+	bool oom;
+	bool host_killed;         /* the host sent its group a SIGKILL */
+	uint64_t oom_kills_start; /* /proc/vmstat oom_kill when it started */
 	int64_t started_ms;
 	struct proc_fd out, err, in; /* with a TTY, out is the master and err, in are unused */
 	struct ring ring;

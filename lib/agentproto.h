@@ -67,15 +67,17 @@ enum ap_type {
 	AP_RESULT = 0x82,    /* chan req; TLV: ERRNO (0: success), MESSAGE, PID, SIZE */
 	AP_OUTPUT = 0x83,    /* chan pid; u8 stream (AP_STDOUT/AP_STDERR), u64 offset, bytes */
 	AP_DROPPED = 0x84,   /* chan pid; u64 how many bytes before the ring's start are gone */
-	AP_EXIT = 0x85,   /* chan pid; i32 exit code (128 + signal when killed), u64 end offset */
-	AP_PROC = 0x86,   /* chan req; TLV: PID, ARG (argv[0]), TTY, KEEP, STATE, EXIT_CODE,
-	                   * STARTED_MS, SIZE (output bytes so far) */
-	AP_DIRENT = 0x87, /* chan req; TLV: NAME, FTYPE, SIZE */
+	AP_EXIT = 0x85,      /* chan pid; i32 exit code (128 + signal when killed), u64 end offset;
+	                      * flag AP_F_OOM: the OOM killer ended it (code 137) */
+	AP_PROC = 0x86,      /* chan req; TLV: PID, ARG (argv[0]), TTY, KEEP, STATE, EXIT_CODE,
+	                      * OOM, STARTED_MS, SIZE (output bytes so far) */
+	AP_DIRENT = 0x87,    /* chan req; TLV: NAME, FTYPE, SIZE */
 };
 
 enum ap_flags {
-	AP_F_EOF = 1 << 0,
+	AP_F_EOF = 1 << 0,   /* STDIN, and FILE_DATA from the host: the write ends here */
 	AP_F_ABORT = 1 << 1, /* FILE_DATA from the host: the write is given up */
+	AP_F_OOM = 1 << 2,   /* EXIT: the guest's OOM killer ended the process */
 };
 
 enum ap_stream {
@@ -116,6 +118,7 @@ enum ap_tag {
 	AP_T_STARTED_MS = 29, /* u64: guest CLOCK_REALTIME ms */
 	AP_T_NAME = 30,       /* string */
 	AP_T_FTYPE = 31,      /* u8: 'f' file, 'd' directory, 'l' link, 'o' other */
+	AP_T_OOM = 32,        /* u8: the OOM killer ended it (present only when it did) */
 };
 
 enum ap_proc_state {

@@ -241,8 +241,9 @@ run_exited(struct proc_reader *r, int code)
 		k |= base64_encode(&out, op->out[1].data, op->out[1].len);
 		k |= buf_puts(&out, "\",\"stderr\":\"");
 		k |= base64_encode(&out, op->out[2].data, op->out[2].len);
-		k |= buf_printf(&out, "\",\"truncated\":%s,\"timed_out\":%s}",
-		                op->truncated ? "true" : "false", op->timed_out ? "true" : "false");
+		k |= buf_printf(&out, "\",\"truncated\":%s,\"timed_out\":%s,\"oom\":%s}",
+		                op->truncated ? "true" : "false", op->timed_out ? "true" : "false",
+		                op->p && op->p->oom ? "true" : "false");
 		if (k < 0)
 			api_reply_err(op->c, ERR_INTERNAL, "the output does not fit in memory");
 		else

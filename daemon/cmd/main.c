@@ -170,8 +170,16 @@ startup_line(struct sandboxd *d)
 		                 o->listen, o->client_ca ? ", client certificates required" : "");
 	if (d->backend) {
 		d->backend->ops->caps(d->backend, &caps);
-		(void)buf_printf(&line, "; backend %s (%s); network ceiling %s",
-		                 d->backend->ops->name, caps.accel,
+		(void)buf_printf(&line, "; backend %s (%s)", d->backend->ops->name, caps.accel);
+		/* what holds between VMMs, and between a VMM and the host, said where it is weaker
+		 * than a root sandboxd's own uid and cgroup per VMM */
+		if (caps.vmm_shared_uid)
+			(void)buf_printf(&line, "; VMMs share sandboxd's uid %u%s (not root)",
+			                 (unsigned)geteuid(),
+			                 caps.vmm_no_cgroups ? ", without cgroup limits" : "");
+		else if (caps.vmm_no_cgroups)
+			(void)buf_puts(&line, "; VMMs without cgroup limits (--allow-unconfined)");
+		(void)buf_printf(&line, "; network ceiling %s",
 		                 net_mode_to_string(d->policy.network.ceiling));
 		if (egress_enabled(d))
 			(void)buf_printf(&line, " (egress proxy tcp %u, DNS stub udp %u)",
@@ -313,8 +321,9 @@ run(struct sandboxd *d)
 		if (r >= 0)
 			r = lifecycle_backend_started(d);
 		if (r < 0) {
-			/* a missing bundle or QEMU was explained, with what to do */
-			if (r != -ENOENT)
+			/* a missing bundle or QEMU, or VMMs that cannot be confined, was explained,
+			 * with what to do */
+			if (r != -ENOENT && r != -EPERM)
 				log_error("backend: cannot start: %s", strerror(-r));
 			return r;
 		}

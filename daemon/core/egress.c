@@ -202,6 +202,42 @@ egress_tap_open(const struct egress_link *link, int *ret_fd)
 	return 0;
 }
 
+/* Removes the taps of ours (named sbxN) that no process holds: a tap sandboxd makes is not
+ * persistent and goes with the last descriptor on it (its VMM's), so one that is left was made
+ * persistent by something else (an earlier version, a person) and would otherwise take over
+ * the link of the sandbox that gets its slot. A tap held by a VMM (one taken back, or one of a
+ * stray VMM, ended later at startup) refuses a second owner (EBUSY) and stays; an interface that
+ * is not a tap refuses too. Returns how many were removed. */
+static unsigned
+taps_sweep(void)
+{
+	struct if_nameindex *all = if_nameindex(), *it;
+	unsigned removed = 0;
+
+	for (it = all; it && it->if_index; it++) {
+		const char *digits = it->if_name + strlen(NFTRULES_TAP_PREFIX);
+		struct ifreq ifr = { 0 };
+		_cleanup_close_ int fd = -1;
+
+		if (!str_has_prefix(it->if_name, NFTRULES_TAP_PREFIX) || !*digits ||
+		    strspn(digits, "0123456789") != strlen(digits))
+			continue;
+		fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			break;
+		ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", it->if_name);
+		if (ioctl(fd, TUNSETIFF, &ifr) < 0)
+			continue; /* held, or not a tap */
+		/* no longer persistent: it goes when fd closes */
+		if (ioctl(fd, TUNSETPERSIST, 0) == 0)
+			removed++;
+	}
+	if (all)
+		if_freenameindex(all);
+	return removed;
+}
+
 /* ---- the table ---- */
 
 static int
@@ -1070,6 +1106,12 @@ egress_start(struct sandboxd *d, uid_t uid)
 	if (r < 0) {
 		egress_free(e);
 		return r;
+	}
+	{
+		unsigned n = taps_sweep();
+		if (n)
+			log_info("egress: removed %u tap(s) named %sN that no VMM held", n,
+			         NFTRULES_TAP_PREFIX);
 	}
 	r = worker_spawn(e);
 	if (r < 0) {

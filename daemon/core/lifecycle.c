@@ -12,6 +12,7 @@
 #include "ended.h"
 #include "images.h"
 #include "log.h"
+#include "netpolicy.h"
 #include "proc.h"
 #include "sandboxd.h"
 #include "store.h"
@@ -41,6 +42,23 @@ fail(struct sandboxd *d, struct sandbox *sb, const char *fmt, ...)
 	proc_clear(sb); /* its processes are gone with its VM */
 	if (sb->state != SANDBOX_FAILED && sb->state != SANDBOX_TERMINATED)
 		(void)sandbox_set_state(d, sb, SANDBOX_FAILED, reason);
+}
+
+/* Whether the policy as it is now still permits sb's network. The policy file is read at
+ * each start of sandboxd, so what a sandbox was granted at its create (or PATCH) may have been
+ * narrowed since: a VM taken back after a restart, and each start of a stopped sandbox, get
+ * only what the policy permits now. Otherwise *ret_why says what it no longer permits. */
+static bool
+network_permitted(struct sandboxd *d, const struct sandbox *sb, char **ret_why)
+{
+	struct err err = {};
+	int r = netpolicy_permits(&d->policy, sb->network, &err);
+
+	if (r >= 0)
+		return true;
+	*ret_why = strdup_printf("its network is no longer permitted by this server's policy: %s",
+	                         err.message[0] ? err.message : strerror(-r));
+	return false;
 }
 
 /* Takes a slot for sb's VM (see struct vm_launch), unless it holds one or the backend uses
@@ -305,9 +323,22 @@ static const struct move move_start = {
 	.refusal = "only a stopped sandbox starts",
 };
 
+/* A start the policy refuses (network_permitted): said in the log and in the sandbox's
+ * events as well as to the client, since it is the operator's policy that changed under an
+ * existing sandbox, not a request that asked for too much. */
+static int
+start_refused(struct sandboxd *d, struct sandbox *sb, const char *why, struct err *err)
+{
+	log_warning("sandbox '%s': start refused: %s", sb->id, why);
+	(void)sandbox_commit(d, sb, false, "start_refused", json_pack("{s:s}", "reason", why));
+	return err_set(err, -EPERM, ERR_REFUSED, "sandbox '%s' cannot start: %s", sb->id, why);
+}
+
 static int
 move(struct sandboxd *d, struct sandbox *sb, const struct move *m, struct err *err)
 {
+	_cleanup_free_ char *why = NULL;
+
 	lifecycle_touch(sb);
 	if (m->done & STATE_BIT(sb->state))
 		return 0; /* already there, or on its way */
@@ -318,6 +349,8 @@ move(struct sandboxd *d, struct sandbox *sb, const struct move *m, struct err *e
 		return err_set(err, -ENODEV, ERR_UNAVAILABLE,
 		               "the backend '%s' of sandbox '%s' is not available", sb->backend,
 		               sb->id);
+	if (m->op == SANDBOX_OP_RESTART && !network_permitted(d, sb, &why))
+		return why ? start_refused(d, sb, why, err) : -ENOMEM;
 	return begin(d, sb, m->op, m->via);
 }
 
@@ -560,8 +593,27 @@ take_back(struct sandboxd *d, struct backend *b, struct sandbox *sb, const struc
 
 struct recover_counts {
 	struct sandboxd *d;
-	unsigned taken_back, failed, kept;
+	unsigned taken_back, failed, kept, ended;
 };
+
+/* A sandbox whose VM runs is taken back only while the policy permits its network
+ * (network_permitted): one it no longer permits is ended, disk and all, with the reason, and
+ * counted. Returns whether it was. */
+static bool
+ended_by_policy(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
+{
+	_cleanup_free_ char *why = NULL;
+	struct err err = {};
+
+	if (network_permitted(d, sb, &why))
+		return false;
+	log_warning("sandbox '%s': not taken back: %s; ending it", sb->id,
+	            why ? why : "its network is no longer permitted");
+	if (lifecycle_delete(d, sb, why ? why : "its network is no longer permitted", &err) < 0)
+		fail(d, sb, "%s", err.message);
+	c->ended++;
+	return true;
+}
 
 /* Takes a running VM back (take_back); a failure fails the sandbox and is counted. */
 static bool
@@ -608,6 +660,8 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 		sb->has_slot = true;
 		sb->slot = found.slot;
 	}
+	if (st == BACKEND_RUNNING && sb->state != SANDBOX_STOPPED && ended_by_policy(d, sb, c))
+		return;
 	switch (sb->state) {
 	case SANDBOX_PENDING:
 	case SANDBOX_STARTING:
@@ -691,10 +745,15 @@ lifecycle_recover(struct sandboxd *d)
 		recover_one(d, list_entry(n, struct sandbox, by_created), &c);
 	if (d->backend && d->backend->ops->recovered)
 		d->backend->ops->recovered(d->backend);
-	if (d->reg.count > 0)
+	if (d->reg.count > 0) {
+		char ended[64] = "";
+		if (c.ended)
+			snprintf(ended, sizeof(ended), ", %u ended (network no longer permitted)",
+			         c.ended);
 		log_info("after the restart: %u sandbox(es) taken back, %u kept stopped or failed, "
-		         "%u failed now",
-		         c.taken_back, c.kept, c.failed);
+		         "%u failed now%s",
+		         c.taken_back, c.kept, c.failed, ended);
+	}
 	return 0;
 }
 
@@ -740,6 +799,7 @@ lifecycle_backend_config(struct sandboxd *d, struct backend_config *ret)
 		.boot_timeout_secs = o->boot_timeout_secs,
 		.stop_timeout_secs = o->stop_timeout_secs,
 		.egress = o->egress && geteuid() == 0,
+		.allow_unconfined = o->allow_unconfined,
 	};
 }
 

@@ -45,6 +45,8 @@ static const char usage[] =
         "  --boot-timeout SECS    how long a booting guest has to answer (default 60)\n"
         "  --stop-timeout SECS    how long a stopping guest has to power off before QEMU is\n"
         "                         told to quit (default 20; 0: at once)\n"
+        "  --allow-unconfined     as root, run VMMs without cgroup limits where this host\n"
+        "                         cannot make their cgroups (default: refuse to start)\n"
         "  --policy FILE          the server policy (YAML: default image, images, defaults,\n"
         "                         limits, network, pools); packaging/policy.example.yaml\n"
         "  --default-image IMAGE  what a create that names no image gets (default\n"
@@ -221,6 +223,7 @@ enum opt_kind {
 	OPT_ABS_PATH,   /* char *, an absolute path */
 	OPT_UINT,       /* unsigned, min to max */
 	OPT_ON_OFF,     /* bool */
+	OPT_FLAG,       /* bool set by the flag alone (no value) */
 	OPT_CHOICE,     /* char * (accel) or an int (log level), one of choices[] */
 	OPT_IMAGE,      /* char *, an image reference */
 	OPT_IMAGE_LIST, /* appended to allowed_images */
@@ -392,6 +395,7 @@ static const struct opt_def opt_defs[] = {
 	STRING("agent", agent),
 	UINT("boot-timeout", boot_timeout_secs, 1, 3600, "must be 1 to 3600"),
 	UINT("stop-timeout", stop_timeout_secs, 0, 3600, "must be 0 to 3600"),
+	{ .name = "allow-unconfined", .kind = OPT_FLAG, F(allow_unconfined) },
 	UINT("max-connections", max_connections, 1, 65536, "must be 1 to 65536"),
 	UINT("max-connections-per-client", max_connections_per_client, 0, 65536,
 	     "must be 0 (no limit) to 65536"),
@@ -461,6 +465,9 @@ opt_apply(const struct opt_def *def, const char *arg, struct options *o)
 			break;
 		*(bool *)field = streq(arg, "on");
 		return 0;
+	case OPT_FLAG:
+		*(bool *)field = true;
+		return 0;
 	case OPT_CHOICE:
 		for (i = 0; def->choices[i] && !streq(def->choices[i], arg); i++)
 			;
@@ -510,7 +517,8 @@ options_parse(int argc, char **argv, struct options *o)
 		               .user_pull = true,
 		               .log_level = LOG_LEVEL_INFO };
 	for (size_t i = 0; i < N_OPTS; i++) {
-		bool no_arg = opt_defs[i].kind == OPT_HELP || opt_defs[i].kind == OPT_VERSION;
+		bool no_arg = opt_defs[i].kind == OPT_HELP || opt_defs[i].kind == OPT_VERSION ||
+		              opt_defs[i].kind == OPT_FLAG;
 		long_options[i] =
 		        (struct option){ opt_defs[i].name, no_arg ? no_argument : required_argument,
 			                 NULL, 256 + (int)i };

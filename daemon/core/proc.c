@@ -129,12 +129,18 @@ on_exited(struct agent_sub *s, int code, uint64_t end)
 
 	p->running = false;
 	p->exit_code = code;
+	p->oom = s->oom;
 	(void)end;
-	log_debug("sandbox '%s': process %u exited with %d", sb->id, pid, code);
+	if (p->oom)
+		log_info("sandbox '%s': process %u was ended by the guest's OOM killer (%u MiB)",
+		         sb->id, pid, sb->memory_mb);
+	else
+		log_debug("sandbox '%s': process %u exited with %d", sb->id, pid, code);
 	/* readers (a run's answer among them) first; the database write after */
 	pump_all(p);
 	(void)sandbox_event(d, sb, "process.exited",
-	                    json_pack("{s:I, s:i}", "pid", (json_int_t)pid, "exit_code", code));
+	                    json_pack("{s:I, s:i, s:b}", "pid", (json_int_t)pid, "exit_code", code,
+	                              "oom", p->oom));
 }
 
 int
@@ -335,9 +341,9 @@ proc_to_json(const struct proc *p)
 	for (size_t i = 0; argv && p->argv[i]; i++)
 		json_array_append_new(argv, json_string(p->argv[i]));
 	format_rfc3339(p->started_at, started);
-	return json_pack("{s:I, s:b, s:b, s:o, s:s, s:o, s:s}", "pid", (json_int_t)p->pid, "tty",
-	                 p->tty, "keep", p->keep, "argv", argv ? argv : json_array(), "state",
-	                 p->running ? "running" : "exited", "exit_code",
-	                 p->running ? json_null() : json_integer(p->exit_code), "started_at",
-	                 started);
+	return json_pack("{s:I, s:b, s:b, s:o, s:s, s:o, s:o, s:s}", "pid", (json_int_t)p->pid,
+	                 "tty", p->tty, "keep", p->keep, "argv", argv ? argv : json_array(),
+	                 "state", p->running ? "running" : "exited", "exit_code",
+	                 p->running ? json_null() : json_integer(p->exit_code), "oom",
+	                 p->running ? json_null() : json_boolean(p->oom), "started_at", started);
 }

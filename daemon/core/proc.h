@@ -46,6 +46,7 @@ struct proc {
 	bool tty, keep;
 	bool running;
 	int exit_code;
+	bool oom; /* it ended because the guest ran out of memory (its OOM killer; code 137) */
 	int64_t started_at; /* unix ms */
 	struct agent_sub sub;
 	struct ring ring; /* its end: every byte the guest sent */
@@ -79,5 +80,5 @@ void proc_reader_remove(struct proc_reader *r);
 /* Delivers what a reader can take now; called again when a reader that was full drains. */
 void proc_pump(struct proc_reader *r);
 
-/* The API form: {pid, tty, argv, state, exit_code, started_at, keep}. */
+/* The API form: {pid, tty, argv, state, exit_code, oom, started_at, keep}. */
 json_t *proc_to_json(const struct proc *p);

@@ -333,3 +333,59 @@ netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, struc
 	*ret = out;
 	return 0;
 }
+
+int
+netpolicy_permits(const struct policy *p, const json_t *net, struct err *err)
+{
+	_cleanup_free_ name_t *allow = NULL, *deny = NULL, *def_allow = NULL, *def_deny = NULL,
+	                      *may = NULL;
+	size_t nallow = 0, ndeny = 0, ndef_allow = 0, ndef_deny = 0, nmay = 0;
+	const json_t *jallow = json_object_get(net, "allow"), *jdeny = json_object_get(net, "deny");
+	const char *mode_text = json_string_value(json_object_get(net, "mode"));
+	enum net_mode mode = mode_text ? net_mode_from_string(mode_text) : _NET_MODE_INVALID;
+	_cleanup_free_ char *why = NULL;
+	int r;
+
+	if (mode == _NET_MODE_INVALID || !json_is_array(jallow) || !json_is_array(jdeny))
+		return err_set(err, -EINVAL, ERR_INTERNAL,
+		               "the sandbox's network is not one sandboxd granted");
+	if (mode > p->network.ceiling)
+		return err_set(err, -EPERM, ERR_REFUSED,
+		               "network mode '%s' is above this server's ceiling '%s'",
+		               net_mode_to_string(mode), net_mode_to_string(p->network.ceiling));
+	if (mode == NET_NONE)
+		return 0; /* nothing reachable is always within the policy */
+	if ((r = collect(jallow, &allow, &nallow, &why)) < 0 ||
+	    (r = collect(jdeny, &deny, &ndeny, &why)) < 0) {
+		if (r == -EINVAL)
+			err_set(err, r, ERR_INTERNAL, "the sandbox's network: %s", why);
+		return r;
+	}
+	r = policy_list(p->network.default_allow, "default allow list", &def_allow, &ndef_allow,
+	                err);
+	if (r >= 0)
+		r = policy_list(p->network.default_deny, "default deny list", &def_deny, &ndef_deny,
+		                err);
+	if (r >= 0)
+		r = policy_may_allow(p->network.may_allow, &may, &nmay, err);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < nallow; i++)
+		if (!granted(def_allow, ndef_allow, may, nmay, allow[i]))
+			return err_set(err, -EPERM, ERR_REFUSED,
+			               "'%s' is neither in this server's default allow list nor "
+			               "within its may_allow",
+			               allow[i]);
+	/* a name the server denies now, which the sandbox was granted before */
+	for (size_t i = 0; i < ndef_deny; i++) {
+		bool denied = false;
+		for (size_t j = 0; j < ndeny && !denied; j++)
+			denied = netpolicy_covers(deny[j], def_deny[i]);
+		if (!denied)
+			return err_set(err, -EPERM, ERR_REFUSED,
+			               "this server's default deny list holds '%s', which the "
+			               "sandbox's network does not deny",
+			               def_deny[i]);
+	}
+	return 0;
+}

@@ -36,3 +36,11 @@ bool netpolicy_covers(const char *wide, const char *narrow);
  * may_allow (a wildcard only by "*" or an equal or broader wildcard there); deny may name
  * anything (it only tightens). Never clamps: what cannot be granted is refused. */
 int netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, struct err *err);
+
+/* Whether a sandbox's network as it was granted (a netpolicy_resolve result, kept with the
+ * sandbox) is still within the policy, which may have changed since (the policy file is read
+ * at each start of sandboxd): its mode at most the ceiling, each allowed name in the default
+ * allow list or within may_allow, and each name on the default deny list denied. 0, or -EPERM
+ * with err (ERR_REFUSED) naming the first thing the policy no longer permits; -EINVAL
+ * (ERR_INTERNAL) for a value that is not a granted network. */
+int netpolicy_permits(const struct policy *p, const json_t *net, struct err *err);

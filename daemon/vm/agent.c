@@ -525,6 +525,10 @@ on_proc(struct agent *a, const struct frame *f)
 			e = tlv_u32(&t, &u32);
 			info.exit_code = (int)u32;
 			break;
+		case AP_T_OOM:
+			e = tlv_u8(&t, &u8);
+			info.oom = u8 == 1;
+			break;
 		case AP_T_STARTED_MS:
 			e = tlv_u64(&t, &info.started_ms);
 			break;
@@ -539,6 +543,7 @@ on_proc(struct agent *a, const struct frame *f)
 	}
 	if (k < 0 || info.pid == 0)
 		return -EPROTO;
+	info.oom = info.oom && !info.running && info.exit_code == 137;
 	info.argv0 = argv0 ? argv0 : "";
 	if (r && r->proc)
 		r->proc(r->data, &info);
@@ -649,6 +654,7 @@ on_exit_frame(struct agent *a, const struct frame *f)
 	if (end != s->next_offset || code < 0 || code > 255)
 		return -EPROTO;
 	s->ended = true;
+	s->oom = (f->flags & AP_F_OOM) && code == 137;
 	s->exited(s, code, end);
 	return 0;
 }

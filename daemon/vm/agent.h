@@ -80,6 +80,7 @@ struct agent_proc_info {
 	const char *argv0;
 	bool tty, keep, running;
 	int exit_code;
+	bool oom; /* the guest says its OOM killer ended it */
 	uint64_t started_ms, output_bytes;
 };
 struct agent_req *agent_ps(struct agent *a,
@@ -149,6 +150,7 @@ struct agent_sub {
 	void (*dropped)(struct agent_sub *s, uint64_t count);
 	void (*exited)(struct agent_sub *s, int code, uint64_t end);
 	void *data;
+	bool oom; /* when exited is called: the guest says its OOM killer ended it (code 137) */
 	/* private */
 	struct list_node link;
 	uint64_t next_offset;

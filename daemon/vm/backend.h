@@ -51,6 +51,11 @@ struct backend_caps {
 	/* the widest network mode it enforces: none without egress (no root, --egress off),
 	 * allowlist with it (there is no open mode: everything goes by name) */
 	enum net_mode egress;
+	/* what its VMMs run without (for the startup line): a uid of their own each (sandboxd
+	 * is not root, so they run as its uid), cgroup limits (not root, or
+	 * --allow-unconfined where none could be made) */
+	bool vmm_shared_uid;
+	bool vmm_no_cgroups;
 };
 
 /* How a backend reports to whoever created it, always on the loop; ctx is the config's. */
@@ -81,6 +86,9 @@ struct backend_config {
 	/* the core runs egress for its VMs: each is launched with a tap, and what it enforces
 	 * is an allowlist */
 	bool egress;
+	/* as root: VMMs may run without cgroup limits where none can be made (else the
+	 * backend refuses to start) */
+	bool allow_unconfined;
 };
 
 /* A VM's network: a tap and the two ends of its link. */

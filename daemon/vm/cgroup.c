@@ -93,7 +93,12 @@ probe(void)
 		snprintf(base[i], sizeof(base[i]), "/sys/fs/cgroup/%s%s/sandboxd", v1_names[i],
 		         streq(own, "/") ? "" : own);
 		if (mkdir(base[i], 0755) < 0 && errno != EEXIST) {
-			why_not = "cannot create cgroup v1 groups";
+			/* the kernel has the hierarchy, but this /sys does not show it */
+			why_not =
+			        errno == ENOENT
+			                ? "no cgroup hierarchy is mounted at /sys/fs/cgroup (under "
+			                  "'ip netns exec', which mounts a /sys of its own?)"
+			                : "cannot create cgroup v1 groups";
 			return;
 		}
 	}

@@ -48,6 +48,7 @@
 #define KILL_WAIT_MS 5000
 #define RECONNECT_MS 10000
 #define VMM_OVERHEAD_MB 256 /* QEMU itself and TCG's translation cache, on top of guest RAM */
+#define VMM_MAX_PIDS 256    /* tasks (QEMU's threads) in a VMM's cgroup */
 #define GUEST_UID 1001
 
 enum vm_phase {
@@ -272,15 +273,35 @@ vm_free(struct vm *vm)
 		free(vm);
 }
 
+/* Kills a process that is not ours to reap (an adopted or a stray VMM) and waits, briefly,
+ * until it has exited, so that its cgroup can go and its tap is gone. Returns whether it was
+ * there to kill. */
+static bool
+kill_and_wait(pid_t pid)
+{
+	_cleanup_close_ int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	if (fd < 0)
+		return false; /* gone already */
+	if (syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) < 0)
+		return false;
+	(void)poll(&p, 1, KILL_WAIT_MS); /* SIGKILL cannot be ignored: this is quick */
+	return true;
+}
+
 /* Kills QEMU (if any) and waits for it, briefly: destroy and failure paths. */
 static void
 vm_kill(struct vm *vm)
 {
 	if (vm->pid <= 0)
 		return;
-	kill(vm->pid, SIGKILL);
-	if (vm->child)
+	if (vm->child) {
+		kill(vm->pid, SIGKILL);
 		(void)waitpid(vm->pid, NULL, 0); /* SIGKILL cannot be ignored: this is quick */
+	} else {
+		(void)kill_and_wait(vm->pid);
+	}
 	vm_forget_process(vm);
 }
 
@@ -478,8 +499,12 @@ exec_vmm(struct vm *vm, struct launch *l, uid_t uid)
 		signal(s, SIG_DFL);
 	if (chdir(vm->dir) < 0)
 		_exit(126);
-	if (vm->q->cgroups)
-		(void)cgroup_enter(vm->cgroup);
+	if (vm->q->cgroups && cgroup_enter(vm->cgroup) < 0 && !vm->q->b.cfg.allow_unconfined) {
+		/* no VMM outside its limits; the reason reaches the boot's failure via qemu.log */
+		static const char msg[] = "sandboxd: the VMM could not enter its cgroup\n";
+		(void)!write(l->fds[QEMU_FD_LOG - QEMU_FD_KERNEL], msg, sizeof(msg) - 1);
+		_exit(126);
+	}
 	/* move the fds to their numbers without clobbering each other: first above them all,
 	 * then down */
 	for (int i = 0; i < QEMU_FD_COUNT; i++) {
@@ -592,8 +617,17 @@ spawn_qemu(struct vm *vm, const struct vm_launch *vl, bool fresh_layer)
 	}
 	if (q->cgroups) {
 		uint64_t mem = ((uint64_t)vl->memory_mb + VMM_OVERHEAD_MB) << 20;
-		if (cgroup_create(vm->cgroup, mem, vl->cpus, 256) < 0)
-			log_warning("sandbox '%s': no cgroup limits for its VMM", sb->id);
+		r = cgroup_create(vm->cgroup, mem, vl->cpus, VMM_MAX_PIDS);
+		if (r < 0 && !q->b.cfg.allow_unconfined) {
+			/* no VMM without its limits (the host's cgroups went away under us) */
+			log_error("sandbox '%s': cannot make its VMM's cgroup: %s", sb->id,
+			          strerror(-r));
+			goto out;
+		}
+		if (r < 0)
+			log_warning(
+			        "sandbox '%s': no cgroup limits for its VMM (--allow-unconfined)",
+			        sb->id);
 	}
 	r = qemu_argv_build(&machine, vl, &l.argv);
 	if (r < 0)
@@ -1216,7 +1250,9 @@ qemu_caps(struct backend *b, struct backend_caps *ret)
 	*ret = (struct backend_caps){ .accel = Q(b)->accel,
 		                      .processes = true,
 		                      .files = true,
-		                      .egress = b->cfg.egress ? NET_ALLOWLIST : NET_NONE };
+		                      .egress = b->cfg.egress ? NET_ALLOWLIST : NET_NONE,
+		                      .vmm_shared_uid = !Q(b)->root,
+		                      .vmm_no_cgroups = !Q(b)->cgroups };
 }
 
 static void
@@ -1275,12 +1311,20 @@ qemu_recovered(struct backend *b)
 		LIST_FOREACH (it, &q->vms)
 			if (list_entry(it, struct vm, link)->pid == (pid_t)pid)
 				known = true;
-		if (!known && kill((pid_t)pid, SIGKILL) == 0)
+		if (known)
+			continue;
+		/* waited for: its tap goes with it, and its cgroup can be removed below */
+		if (kill_and_wait((pid_t)pid))
 			ended++;
 	}
 	closedir(d);
 	if (ended)
 		log_info("after the restart: %u stray VMM(s) ended", ended);
+	if (ended && q->cgroups) {
+		char parent[16];
+		snprintf(parent, sizeof(parent), "%u", (unsigned)q->uid_base);
+		(void)cgroup_sweep(parent);
+	}
 }
 
 static const struct backend_ops qemu_ops = {
@@ -1402,8 +1446,20 @@ qemu_backend_create(const struct backend_config *cfg, struct backend **ret)
 	if (q->root)
 		q->b.spare_uid = q->uid_base + UID_SLOTS - 1;
 	q->cgroups = cgroup_available(&why);
+	if (!q->cgroups && q->root && !cfg->allow_unconfined) {
+		/* a root sandboxd promises each VMM its limits: a guest must not take the host's
+		 * memory or tasks because this host's cgroups are out of reach (under `ip netns
+		 * exec`, which mounts a /sys without them; in a container that hides them) */
+		log_error("backend qemu: cannot confine VMMs: no cgroup limits can be made: %s; "
+		          "give sandboxd the host's cgroups (/sys/fs/cgroup, delegated), or pass "
+		          "--allow-unconfined to run VMs without limits",
+		          why);
+		r = -EPERM;
+		goto fail;
+	}
 	if (!q->cgroups)
-		log_warning("backend qemu: VMMs run without cgroup limits: %s", why);
+		log_warning("backend qemu: VMMs run without cgroup limits: %s%s", why,
+		            q->root ? " (--allow-unconfined)" : "");
 	if (q->cgroups) {
 		/* the groups of this sandboxd's VMMs sit under one parent named for its uid range,
 		 * which no other sandboxd uses: the empty ones there belong to VMMs that ended

@@ -13,8 +13,9 @@
 #   netns.sh exec-host NAME RESOLV_CONF PROGRAM ARGS...
 #                         execs PROGRAM in NAME-host, in a private mount namespace where
 #                         RESOLV_CONF is /etc/resolv.conf (the egress worker resolves names
-#                         through it); exec all the way, so PROGRAM keeps this script's pid
-#                         (the harness's launcher, harness_set_launcher)
+#                         through it) and /sys/fs/cgroup is the machine's (sandboxd refuses
+#                         to run VMMs without cgroup limits); exec all the way, so PROGRAM
+#                         keeps this script's pid (the harness's launcher, harness_set_launcher)
 #
 # NAME starts with sbxt and has at most 14 characters. The veth ends are v<NAME without sbx>h
 # and ...i: never sbx..., which sandboxd's table treats as a sandbox's tap (it drops what
@@ -115,10 +116,18 @@ exec-host)
 	[ -f "$resolv" ] || die "no file '$resolv'"
 	exists "$host" || die "no namespace $host (netns.sh up $name first)"
 	# unshare and ip netns exec both exec, so the program ends up with this pid; ip netns exec
-	# makes a mount namespace of its own too, a copy of this one, bind mount included
-	# shellcheck disable=SC2016 # expanded by the inner shell
+	# makes a mount namespace of its own too, a copy of this one, bind mount included. It
+	# also mounts a /sys of the namespace's own, which has no cgroups in it: the machine's
+	# cgroup tree is kept aside first (on a tmpfs over /mnt, in this mount namespace only)
+	# and put back, so sandboxd confines its VMMs here as it does outside
+	# shellcheck disable=SC2016 # expanded by the inner shells
 	exec unshare -m --propagation private sh -c \
-		'mount --bind "$1" /etc/resolv.conf && ns=$2 && shift 2 && exec ip netns exec "$ns" "$@"' \
+		'mount --bind "$1" /etc/resolv.conf &&
+		mount -t tmpfs -o mode=0700,size=16k sbxt-cgroup /mnt && mkdir /mnt/cgroup &&
+		mount --rbind /sys/fs/cgroup /mnt/cgroup &&
+		ns=$2 && shift 2 &&
+		exec ip netns exec "$ns" sh -c "mount --rbind /mnt/cgroup /sys/fs/cgroup && exec \"\$@\"" \
+			netns.sh "$@"' \
 		netns.sh "$resolv" "$host" "$@"
 	;;
 *)

@@ -1,6 +1,7 @@
 /* test-persistence.c: nothing a client was told succeeded is lost when sandboxd is killed
  * with SIGKILL and started again; sandboxes whose VMs still run are taken back, and the ones
- * whose VMs vanished while sandboxd was down are marked failed with the reason. Runs the real
+ * whose VMs vanished while sandboxd was down are marked failed with the reason, and those whose
+ * network a narrowed policy no longer permits are ended (or refused a start). Runs the real
  * daemon with the test-only fake backend, whose "VMs" are files that outlive the daemon the
  * way a real QEMU process does. */
 #include <setjmp.h>
@@ -192,6 +193,139 @@ test_streams_end_cleanly_and_replay(void **state)
 	harness_cleanup(&p);
 }
 
+static void
+write_policy(const char *path, const char *may_allow)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fprintf(f,
+	        "network:\n  default:\n    mode: none\n  ceiling: allowlist\n"
+	        "  may_allow: %s\n",
+	        may_allow);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* Whether the sandbox's events hold one of type whose data mentions needle. */
+static bool
+has_event(struct daemon_proc *p, const char *id, const char *type, const char *needle)
+{
+	char path[128];
+	json_t *j, *e;
+	size_t i;
+	bool found = false;
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", id);
+	j = harness_json(p->sock, "GET", path, NULL, 200);
+	json_array_foreach (json_object_get(j, "events"), i, e) {
+		char *data = json_dumps(json_object_get(e, "data"), JSON_COMPACT);
+		if (strcmp(json_string_value(json_object_get(e, "type")), type) == 0 && data &&
+		    strstr(data, needle))
+			found = true;
+		free(data);
+	}
+	json_decref(j);
+	return found;
+}
+
+/* R-L4: the policy file is read at each start of sandboxd, and what a sandbox was granted
+ * before is held to it: narrowing may_allow and restarting ends the running sandbox whose
+ * allowlist it no longer permits (terminated with the reason, in the log and the events), and
+ * refuses to start the stopped one (403 refused, naming the name); a sandbox within the new
+ * policy is taken back and starts as before. */
+static void
+test_narrowed_policy_ends_wider_sandboxes(void **state)
+{
+	const char *bin = harness_binary("SANDBOXD_FAKE");
+	struct daemon_proc p;
+	char policy[400], wide[32], stopped[32], narrow[32], path[512], st[32], reason[256];
+	char *body = NULL;
+	const char *args[] = { "--policy", policy, NULL };
+	json_t *j;
+
+	(void)state;
+	/* a first start makes the directory the policy file goes in */
+	assert_int_equal(harness_start(&p, bin, NULL, NULL), 0);
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	snprintf(policy, sizeof(policy), "%s/policy.yaml", p.dir);
+	write_policy(policy, "[\"example.org\", \"pypi.org\"]");
+	assert_int_equal(harness_restart(&p, bin, args, NULL), 0);
+	j = harness_json(p.sock, "POST", "/v1/sandboxes",
+	                 "{\"name\":\"wide\",\"network\":{\"mode\":\"allowlist\","
+	                 "\"allow\":[\"example.org\"]}}",
+	                 201);
+	snprintf(wide, sizeof(wide), "%s", harness_str(j, "id"));
+	json_decref(j);
+	j = harness_json(p.sock, "POST", "/v1/sandboxes",
+	                 "{\"name\":\"stopped\",\"network\":{\"mode\":\"allowlist\","
+	                 "\"allow\":[\"example.org\"]}}",
+	                 201);
+	snprintf(stopped, sizeof(stopped), "%s", harness_str(j, "id"));
+	json_decref(j);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/stop", stopped);
+	json_decref(harness_json(p.sock, "POST", path, NULL, 200));
+	j = harness_json(p.sock, "POST", "/v1/sandboxes",
+	                 "{\"name\":\"narrow\",\"network\":{\"mode\":\"allowlist\","
+	                 "\"allow\":[\"pypi.org\"]}}",
+	                 201);
+	snprintf(narrow, sizeof(narrow), "%s", harness_str(j, "id"));
+	json_decref(j);
+
+	/* the operator narrows the policy: example.org is no longer granted */
+	assert_int_equal(harness_stop(&p, SIGKILL), 128 + SIGKILL);
+	write_policy(policy, "[\"pypi.org\"]");
+	assert_int_equal(harness_restart(&p, bin, args, NULL), 0);
+
+	/* the running one is ended, disk and all, with the reason */
+	for (int i = 0; i < 100; i++) {
+		get_state(&p, wide, st, sizeof(st), reason, sizeof(reason));
+		if (strcmp(st, "terminated") == 0)
+			break;
+		usleep(20000);
+	}
+	assert_string_equal(st, "terminated");
+	assert_string_equal(reason, "its network is no longer permitted by this server's policy: "
+	                            "'example.org' is neither in this server's default allow "
+	                            "list nor within its may_allow");
+	assert_true(has_event(&p, wide, "state", "no longer permitted"));
+	assert_true(harness_file_contains(p.log, "not taken back: its network is no longer "
+	                                         "permitted"));
+	assert_true(harness_file_contains(p.log, "1 ended (network no longer permitted)"));
+	snprintf(path, sizeof(path), "%s/fake/calls.log", p.state);
+	{
+		char line[80];
+		snprintf(line, sizeof(line), "destroy %s", wide);
+		assert_true(harness_file_contains(path, line));
+	}
+	/* the one within the new policy is taken back */
+	get_state(&p, narrow, st, sizeof(st), NULL, 0);
+	assert_string_equal(st, "running");
+
+	/* the stopped one is refused a start, and stays as it was */
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/start", stopped);
+	assert_int_equal(harness_http(p.sock, "POST", path, NULL, &body), 403);
+	harness_expect_in(body, "\"code\":\"refused\"");
+	harness_expect_in(body, "cannot start: its network is no longer permitted by this "
+	                        "server's policy: 'example.org' is neither");
+	free(body);
+	get_state(&p, stopped, st, sizeof(st), NULL, 0);
+	assert_string_equal(st, "stopped");
+	assert_true(has_event(&p, stopped, "start_refused", "'example.org'"));
+	assert_true(harness_file_contains(p.log, "start refused: its network is no longer"));
+	/* narrowed to what the policy grants, it starts */
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", stopped);
+	json_decref(harness_json(p.sock, "PATCH", path,
+	                         "{\"network\":{\"mode\":\"allowlist\",\"allow\":[\"pypi.org\"]}}",
+	                         200));
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/start", stopped);
+	j = harness_json(p.sock, "POST", path, NULL, 200);
+	assert_string_equal(harness_str(j, "state"), "running");
+	json_decref(j);
+
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	harness_cleanup(&p);
+}
+
 int
 main(void)
 {
@@ -199,6 +333,7 @@ main(void)
 		cmocka_unit_test(test_kill_and_restart),
 		cmocka_unit_test(test_sigterm_keeps_sandboxes),
 		cmocka_unit_test(test_streams_end_cleanly_and_replay),
+		cmocka_unit_test(test_narrowed_policy_ends_wider_sandboxes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -431,6 +431,92 @@ test_resolve_bad_policy(void **state)
 	policy_done(&p);
 }
 
+/* A network granted earlier, checked against the policy as it is now (at a restart of
+ * sandboxd, and at each start of a stopped sandbox): what a request would be refused is no
+ * longer permitted, with the same words. */
+static const struct permits_case {
+	int policy;
+	const char *net;
+	const char *refusal; /* NULL: permitted */
+} permits_cases[] = {
+	{ P_OPEN, OPEN_DEFAULT, NULL },
+	{ P_OPEN, NONE_NET, NULL },
+	{ P_OPEN, "{\"mode\":\"open\",\"allow\":[],\"deny\":[\"evil.github.com\"]}", NULL },
+	/* within may_allow, and narrower than a default wildcard */
+	{ P_OPEN,
+	  "{\"mode\":\"allowlist\",\"allow\":[\"a.example.org\",\"api.github.com\"],"
+	  "\"deny\":[\"evil.github.com\"]}",
+	  NULL },
+	/* a broader deny covers the server's name */
+	{ P_OPEN, "{\"mode\":\"allowlist\",\"allow\":[\"pypi.org\"],\"deny\":[\"*.github.com\"]}",
+	  NULL },
+	/* granted under a wider may_allow */
+	{ P_OPEN,
+	  "{\"mode\":\"allowlist\",\"allow\":[\"anything.net\"],\"deny\":[\"evil.github.com\"]}",
+	  "'anything.net' is neither in this server's default allow list nor within its "
+	  "may_allow" },
+	{ P_OPEN, "{\"mode\":\"allowlist\",\"allow\":[\"*.org\"],\"deny\":[\"evil.github.com\"]}",
+	  "'*.org' is neither" },
+	/* granted before the server denied a name */
+	{ P_OPEN, "{\"mode\":\"allowlist\",\"allow\":[\"pypi.org\"],\"deny\":[]}",
+	  "this server's default deny list holds 'evil.github.com', which the sandbox's network "
+	  "does not deny" },
+	{ P_OPEN, "{\"mode\":\"open\",\"allow\":[],\"deny\":[\"x.com\"]}",
+	  "default deny list holds 'evil.github.com'" },
+	/* the ceiling came down */
+	{ P_ALLOW, "{\"mode\":\"open\",\"allow\":[],\"deny\":[\"ads.example.com\"]}",
+	  "network mode 'open' is above this server's ceiling 'allowlist'" },
+	{ P_ALLOW,
+	  "{\"mode\":\"allowlist\",\"allow\":[\"*.corp.example\"],\"deny\":[\"ads.example.com\"]}",
+	  NULL },
+	{ P_NONE, ALLOW_DEFAULT, "network mode 'allowlist' is above this server's ceiling 'none'" },
+	{ P_NONE, NONE_NET, NULL },
+};
+
+static void
+test_permits(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(permits_cases); i++) {
+		const struct permits_case *c = &permits_cases[i];
+		json_t *net = parse(c->net);
+		struct err err = {};
+		int r = netpolicy_permits(&policies[c->policy], net, &err);
+
+		if (!c->refusal && r < 0)
+			fail_msg("case %zu %s: refused: %s", i, c->net, err.message);
+		if (c->refusal) {
+			if (r != -EPERM)
+				fail_msg("case %zu %s: got %d, want refused", i, c->net, r);
+			assert_int_equal(err.kind, ERR_REFUSED);
+			if (!strstr(err.message, c->refusal))
+				fail_msg("case %zu: '%s' lacks '%s'", i, err.message, c->refusal);
+		}
+		json_decref(net);
+	}
+}
+
+/* What was stored is not a network sandboxd granted: the server's fault, never a pass. */
+static void
+test_permits_bad_network(void **state)
+{
+	static const char *const bad[] = {
+		"{}", "{\"mode\":\"wide\",\"allow\":[],\"deny\":[]}",
+		"{\"mode\":\"allowlist\",\"allow\":[\"a b\"],\"deny\":[]}",
+		"{\"mode\":\"allowlist\",\"deny\":[]}"
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		json_t *net = parse(bad[i]);
+		struct err err = {};
+
+		assert_int_equal(netpolicy_permits(&policies[P_OPEN], net, &err), -EINVAL);
+		assert_int_equal(err.kind, ERR_INTERNAL);
+		json_decref(net);
+	}
+}
+
 int
 main(void)
 {
@@ -442,6 +528,8 @@ main(void)
 		cmocka_unit_test(test_resolve_then_allows),
 		cmocka_unit_test(test_resolve_deny_limit),
 		cmocka_unit_test(test_resolve_bad_policy),
+		cmocka_unit_test(test_permits),
+		cmocka_unit_test(test_permits_bad_network),
 	};
 
 	return cmocka_run_group_tests(tests, setup_policies, teardown_policies);
