@@ -57,7 +57,7 @@ enum ap_type {
 	                        * FILE_DATA frames from the host; answered by RESULT */
 	AP_FILE_DATA = 0x0d,   /* chan req; raw bytes (both directions) */
 	AP_FILE_LIST = 0x0e,   /* chan req; TLV: PATH; answered by DIRENT frames, then RESULT */
-	AP_FILE_REMOVE = 0x0f, /* chan req; TLV: PATH; answered by RESULT */
+	AP_FILE_REMOVE = 0x0f, /* chan req; TLV: PATH; answered by RESULT (SIZE: a file's) */
 	AP_SHUTDOWN = 0x10,    /* chan req; sync, unmount, power off (RESULT first) */
 	AP_PING = 0x11,        /* chan req; answered by RESULT */
 
