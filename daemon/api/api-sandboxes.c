@@ -1,5 +1,5 @@
 /* api-sandboxes.c: the sandbox resource (create, list, get, patch, delete, stop, start), its
- * audit trail, and the live SSE stream. */
+ * audit trail and samples (events, metrics), and the live SSE stream. */
 #include "accounts.h"
 #include "api-internal.h"
 #include "egress.h"
@@ -8,6 +8,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "request.h"
+#include "samples.h"
 #include "sandboxd.h"
 #include "server.h"
 #include "sse.h"
@@ -758,6 +759,48 @@ api_sandbox_events(struct api_call *call)
 	api_reply_json(call->c, 200,
 	               json_pack("{s:o, s:b, s:I}", "events", arr, "truncated", truncated,
 	                         "last_seq", (json_int_t)last_seq));
+}
+
+static void
+append_sample(const struct sample *x, void *data)
+{
+	json_t *arr = data;
+	char when[32];
+
+	format_rfc3339(x->time_ms, when);
+	(void)json_array_append_new(arr, json_pack("{s:s, s:f, s:I, s:I, s:I, s:I}", "time", when,
+	                                           "cpu_seconds", (double)x->cpu_ns / 1e9,
+	                                           "memory_bytes", (json_int_t)x->memory_bytes,
+	                                           "disk_bytes", (json_int_t)x->disk_bytes,
+	                                           "net_rx_bytes", (json_int_t)x->net_rx_bytes,
+	                                           "net_tx_bytes", (json_int_t)x->net_tx_bytes));
+}
+
+void
+api_sandbox_metrics(struct api_call *call)
+{
+	struct sandbox *sb = api_lookup_live(call), *ended = NULL;
+	json_t *arr;
+
+	if (!samples_available(call->d)) {
+		api_reply_err(call->c, ERR_UNSUPPORTED,
+		              "this server's backend measures no sandboxes (capability metrics)");
+		return;
+	}
+	if (!sb) {
+		/* an ended sandbox's samples went with it: it has none */
+		ended = api_lookup_ended(call);
+		if (!ended) {
+			api_reply_not_found(call);
+			return;
+		}
+		sandbox_free(ended);
+	}
+	arr = json_array();
+	if (arr && sb)
+		samples_each(sb, now_unix_ms() - (int64_t)SAMPLES_MAX * SAMPLES_EVERY_MS,
+		             append_sample, arr);
+	api_reply_json(call->c, 200, json_pack("{s:o}", "samples", arr ? arr : json_array()));
 }
 
 /* ---- the live stream ---- */

@@ -16,6 +16,7 @@
 #include "paths.h"
 #include "policyfile.h"
 #include "proc.h"
+#include "samples.h"
 #include "sandboxd.h"
 #include "server.h"
 #include "store.h"
@@ -27,6 +28,7 @@
 #define HOUSEKEEPING_MS 1000
 #define HEARTBEAT_EVERY 15 /* housekeeping ticks */
 #define PRUNE_EVERY 60     /* housekeeping ticks: the store's oldest events past the bound */
+#define SAMPLE_EVERY (SAMPLES_EVERY_MS / HOUSEKEEPING_MS)
 
 static void
 on_signal(int signo, void *data)
@@ -49,6 +51,8 @@ housekeeping(struct loop_timer *t _unused_, void *data)
 	lifecycle_housekeeping(d, now_unix_ms());
 	if (++ticks % HEARTBEAT_EVERY == 0)
 		api_events_heartbeat(d);
+	if (ticks % SAMPLE_EVERY == 0)
+		samples_take_all(d);
 	if (ticks % PRUNE_EVERY == 0)
 		(void)store_prune_events(d->store, d->opts->audit_max_events);
 }

@@ -12,6 +12,7 @@
 #include "images.h"
 #include "log.h"
 #include "proc.h"
+#include "samples.h"
 #include "sandboxd.h"
 #include "store.h"
 #include "util.h"
@@ -392,8 +393,9 @@ on_backend_done(void *ctx, struct sandbox *sb, int error, const char *reason)
 		if (error < 0) {
 			vm_gone(d, sb);
 			fail(d, sb, "%s", reason ? reason : strerror(-error));
-		} else {
-			(void)sandbox_set_state(d, sb, SANDBOX_RUNNING, NULL);
+		} else if (sandbox_set_state(d, sb, SANDBOX_RUNNING, NULL) == 0) {
+			/* a fresh boot has its first sample at once */
+			samples_take(d, sb, true);
 		}
 		break;
 	case SANDBOX_OP_STOP:
@@ -618,6 +620,7 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 			if (sb->state == SANDBOX_PENDING)
 				(void)sandbox_set_state(d, sb, SANDBOX_STARTING, NULL);
 			(void)sandbox_set_state(d, sb, SANDBOX_RUNNING, NULL);
+			samples_take(d, sb, false);
 			c->taken_back++;
 		} else {
 			fail(d, sb, "sandboxd restarted before it finished starting");
@@ -629,6 +632,7 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 		if (st == BACKEND_RUNNING) {
 			if (!took_back(d, b, sb, &found, c))
 				return;
+			samples_take(d, sb, false);
 			c->taken_back++;
 		} else {
 			fail(d, sb, "its VM ended while sandboxd was not running");

@@ -96,6 +96,7 @@ sandbox_free(struct sandbox *sb)
 	free(sb->image);
 	free(sb->backend);
 	free(sb->runtime_ref);
+	free(sb->samples);
 	json_decref(sb->labels);
 	json_decref(sb->network);
 	for (size_t i = 0; i < sb->nenv; i++) {

@@ -56,6 +56,8 @@ enum sandbox_end {
 /* "request", "idle", "lifetime". */
 const char *sandbox_end_to_string(enum sandbox_end e);
 
+struct sandbox_samples;
+
 struct sandbox_env {
 	char *name;
 	char *value; /* held in memory only: never persisted, returned or logged */
@@ -97,6 +99,7 @@ struct sandbox {
 
 	struct list_node procs;          /* struct proc: its processes, while it runs */
 	bool procs_listed;               /* the guest's own list was read after (re)start */
+	struct sandbox_samples *samples; /* samples.h: measured on the host; NULL: none yet */
 	struct list_node by_created;     /* registry: newest first */
 	struct list_node waiters;        /* struct sandbox_waiter */
 };
