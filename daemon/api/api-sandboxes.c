@@ -750,10 +750,9 @@ api_sandbox_events(struct api_call *call)
 		api_reply_err(call->c, ERR_INTERNAL, "could not read the events: %s", strerror(-r));
 		return;
 	}
-	/* every trail starts with sandbox.created: one that does not lost its oldest records
-	 * (--audit-max-events) */
-	if (json_array_size(arr) > 0 &&
-	    !streq(json_string_value(json_object_get(json_array_get(arr, 0), "type")) ?: "",
+	/* every trail starts with sandbox.created: one that does not (or is empty) lost its
+	 * oldest records (--audit-max-events) */
+	if (!streq(json_string_value(json_object_get(json_array_get(arr, 0), "type")) ?: "",
 	           "sandbox.created"))
 		truncated = true;
 	api_reply_json(call->c, 200,
