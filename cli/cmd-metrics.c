@@ -9,7 +9,9 @@
 int
 cmd_metrics(struct cli *cli, int argc, char **argv)
 {
-	static const char *const headers[] = { "TIME", "CPU", "MEMORY", "DISK", "NET IN", "NET OUT" };
+	static const char *const headers[] = {
+		"TIME", "CPU", "MEMORY", "DISK", "NET IN", "NET OUT"
+	};
 	_cleanup_(table_freep) struct table *t = NULL;
 	_cleanup_free_ char *path = NULL;
 	json_t *answer = NULL, *samples, *x;

@@ -779,7 +779,8 @@ void
 api_sandbox_metrics(struct api_call *call)
 {
 	struct sandbox *sb = api_lookup_live(call), *ended = NULL;
-	json_t *arr;
+	_cleanup_free_ char *text = NULL;
+	json_t *arr, *answer;
 
 	if (!samples_available(call->d)) {
 		api_reply_err(call->c, ERR_UNSUPPORTED,
@@ -799,7 +800,16 @@ api_sandbox_metrics(struct api_call *call)
 	if (arr && sb)
 		samples_each(sb, now_unix_ms() - (int64_t)SAMPLES_MAX * SAMPLES_EVERY_MS,
 		             append_sample, arr);
-	api_reply_json(call->c, 200, json_pack("{s:o}", "samples", arr ? arr : json_array()));
+	answer = json_pack("{s:o}", "samples", arr ? arr : json_array());
+	/* cpu_seconds as people write them (2.85, not 2.8500000000000001): 15 digits keep the
+	 * nanoseconds of 11 days */
+	text = answer ? json_dumps(answer, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+	json_decref(answer);
+	if (!text) {
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
+		return;
+	}
+	conn_reply(call->c, 200, "application/json", text, strlen(text), NULL);
 }
 
 /* ---- the live stream ---- */

@@ -34,13 +34,13 @@ pick(json_t *f, const json_t *data, const char *const *keys)
 static const char *
 build_created(const json_t *data, json_t *f, int *r)
 {
-	static const char *const keys[] = { "name", "image", "labels", "network", "env_names",
-		                            "snapshot", NULL };
+	static const char *const keys[] = { "name",      "image",    "labels", "network",
+		                            "env_names", "snapshot", NULL };
 	json_t *volumes = json_object_get(data, "volumes");
 
 	*r = pick(f, data, keys);
-	if (*r >= 0 && json_object_set_new(f, "volumes",
-	                                   volumes ? json_incref(volumes) : json_array()) < 0)
+	if (*r >= 0 &&
+	    json_object_set_new(f, "volumes", volumes ? json_incref(volumes) : json_array()) < 0)
 		*r = -ENOMEM;
 	/* a sandbox claimed from a pool says so */
 	if (*r >= 0 && str_of(data, "reason") &&
@@ -76,8 +76,8 @@ build_state(const json_t *data, json_t *f, int *r)
 			continue;
 		if (state_records[i].reason) {
 			reason = str_of(data, state_records[i].reason);
-			if (json_object_set_new(f, "reason", reason ? json_string(reason)
-			                                            : json_null()) < 0)
+			if (json_object_set_new(f, "reason",
+			                        reason ? json_string(reason) : json_null()) < 0)
 				*r = -ENOMEM;
 		}
 		return state_records[i].type;
@@ -111,8 +111,8 @@ build_destroy_failed(const json_t *data, json_t *f, int *r)
 static const char *
 build_process_started(const json_t *data, json_t *f, int *r)
 {
-	static const char *const keys[] = { "pid",  "program",   "arg_count", "args_sha256",
-		                            "cwd",  "env_names", NULL };
+	static const char *const keys[] = { "pid", "program",   "arg_count", "args_sha256",
+		                            "cwd", "env_names", NULL };
 
 	*r = pick(f, data, keys);
 	return "process.started";

@@ -63,7 +63,7 @@ static const char usage[] =
         "  --audit-log FILE|none  the JSONL audit log (default STATE-DIR/audit/events.jsonl;\n"
         "                         0600 in a 0700 directory; rotated at 8 MiB, 5 kept)\n"
         "  --audit-max-events N   the events the store keeps at most, every sandbox's\n"
-        "                         together; the oldest go first (default 1000000)\n"
+        "                         together; the oldest go first (default 500000)\n"
         "  --metrics-listen HOST:PORT\n"
         "                         serve Prometheus metrics at /metrics there (loopback only:\n"
         "                         it has no credential)\n"

@@ -61,7 +61,7 @@ struct options {
 #define OPTIONS_DEFAULT_TOKEN_FILE "operator.token"
 /* The audit log, in the state directory unless --audit-log says otherwise. */
 #define OPTIONS_DEFAULT_AUDIT_LOG "audit/events.jsonl"
-#define OPTIONS_DEFAULT_AUDIT_MAX_EVENTS 1000000
+#define OPTIONS_DEFAULT_AUDIT_MAX_EVENTS 500000
 
 /* Parses argv into opts, applying the defaults for the current user (root or not).
  * Returns 0 to go on, 1 when --help or --version was handled, -EINVAL after printing a

@@ -104,16 +104,24 @@ samples_take(struct sandboxd *d, struct sandbox *sb, bool new_boot)
 void
 samples_take_all(struct sandboxd *d)
 {
+	int64_t now = now_unix_ms();
 	struct list_node *n;
 
 	if (!samples_available(d))
 		return;
 	LIST_FOREACH (n, &d->reg.all) {
 		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
-		/* a boot under way is sampled once it completes (new_boot) */
-		if ((sb->state == SANDBOX_RUNNING || sb->state == SANDBOX_SUSPENDED) &&
-		    sb->op == SANDBOX_OP_NONE)
-			samples_take(d, sb, false);
+		const struct sandbox_samples *s = sb->samples;
+		/* a boot under way is sampled once it completes (new_boot), and one that just did
+		 * has its sample */
+		if ((sb->state != SANDBOX_RUNNING && sb->state != SANDBOX_SUSPENDED) ||
+		    sb->op != SANDBOX_OP_NONE)
+			continue;
+		if (s && s->count > 0 &&
+		    now - s->ring[(s->next + SAMPLES_MAX - 1) % SAMPLES_MAX].time_ms <
+		            SAMPLES_EVERY_MS / 2)
+			continue;
+		samples_take(d, sb, false);
 	}
 }
 
@@ -126,7 +134,8 @@ samples_each(const struct sandbox *sb, int64_t since_ms,
 	if (!s)
 		return;
 	for (unsigned i = 0; i < s->count; i++) {
-		const struct sample *x = &s->ring[(s->next + SAMPLES_MAX - s->count + i) % SAMPLES_MAX];
+		const struct sample *x =
+		        &s->ring[(s->next + SAMPLES_MAX - s->count + i) % SAMPLES_MAX];
 		if (x->time_ms >= since_ms)
 			fn(x, data);
 	}

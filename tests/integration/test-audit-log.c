@@ -163,12 +163,14 @@ test_an_unwritable_log_fails_no_request(void **state)
 	assert_true(harness_file_contains(p.log, "requests go on"));
 	make_unwritable(dir, false);
 	post(&p, id, "stop");
-	assert_true(harness_file_contains(p.log, "written again; 2 record(s) could not be written"));
+	assert_true(
+	        harness_file_contains(p.log, "written again; 2 record(s) could not be written"));
 
 	/* the store kept everything; the log has what it could write */
 	answer = trail(&p, id);
 	events = json_object_get(answer, "events");
-	assert_int_equal(json_array_size(events), 5); /* created, started, stopped, started, stopped */
+	assert_int_equal(json_array_size(events),
+	                 5); /* created, started, stopped, started, stopped */
 	lines = logged(file, id);
 	assert_int_equal(json_array_size(lines), 3);
 	assert_true(json_equal(json_array_get(lines, 0), json_array_get(events, 0)));
@@ -250,8 +252,8 @@ test_no_log_and_refusals(void **state)
 	snprintf(file, sizeof(file), "%s/events.jsonl", open_dir);
 	{
 		char sd[320], sock[320];
-		const char *args[] = { "--state-dir", sd,     "--socket", sock, "--audit-log",
-			               file,          NULL };
+		const char *args[] = { "--state-dir", sd,   "--socket", sock,
+			               "--audit-log", file, NULL };
 		snprintf(sd, sizeof(sd), "%s/other-state", p.dir);
 		snprintf(sock, sizeof(sock), "%s/other.sock", p.dir);
 		assert_true(harness_run_checked(bin, args, NULL, &out) != 0);

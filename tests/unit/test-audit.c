@@ -69,8 +69,8 @@ assert_shape(const json_t *rec, const char *type, const char *const *fields)
 static void
 test_sandbox_records(void **state)
 {
-	static const char *const created[] = { "name",     "image",   "labels", "network",
-		                                "env_names", "snapshot", "volumes", NULL };
+	static const char *const created[] = { "name",      "image",    "labels",  "network",
+		                               "env_names", "snapshot", "volumes", NULL };
 	static const char *const reason[] = { "reason", NULL };
 	static const char *const network[] = { "network", NULL };
 	static const char *const none[] = { NULL };
@@ -157,9 +157,10 @@ test_process_file_egress_records(void **state)
 	assert_shape(r, "file.removed", file);
 	json_decref(r);
 	/* a connection: bytes both ways together; the proxy's detail is the stream's */
-	r = record("egress.allowed", "{\"via\":\"tls\",\"name\":\"a.org\",\"port\":443,\"verdict\":"
-	                             "\"allowed\",\"reason\":\"on the allow list\",\"addr\":"
-	                             "\"192.0.2.1\",\"bytes_out\":10,\"bytes_in\":32,\"cut\":false}");
+	r = record("egress.allowed",
+	           "{\"via\":\"tls\",\"name\":\"a.org\",\"port\":443,\"verdict\":"
+	           "\"allowed\",\"reason\":\"on the allow list\",\"addr\":"
+	           "\"192.0.2.1\",\"bytes_out\":10,\"bytes_in\":32,\"cut\":false}");
 	assert_shape(r, "egress.allowed", egress);
 	assert_int_equal(json_integer_value(json_object_get(r, "bytes")), 42);
 	json_decref(r);
@@ -281,7 +282,8 @@ test_log_rotates_and_keeps_five(void **state)
 		numbers_in(p, &first, &last, &size);
 		assert_true(size <= AUDIT_LOG_ROTATE_BYTES);
 		if (g > 0)
-			assert_true(size > AUDIT_LOG_ROTATE_BYTES - 8192); /* full, give or take a line */
+			assert_true(size >
+			            AUDIT_LOG_ROTATE_BYTES - 8192); /* full, give or take a line */
 		if (g != AUDIT_LOG_KEEP)
 			assert_int_equal(first, next);
 		next = last + 1;

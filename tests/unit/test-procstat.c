@@ -27,9 +27,9 @@ test_parse(void **state)
 	assert_int_equal(rss, 123456ull * 1024);
 
 	/* an ended process is gone, not zero */
-	assert_int_equal(procstat_parse("1 (q) Z 1 1 1 0 -1 0 0 0 0 0 5 5 0", status, 100, &cpu,
-	                                &rss),
-	                 -ESRCH);
+	assert_int_equal(
+	        procstat_parse("1 (q) Z 1 1 1 0 -1 0 0 0 0 0 5 5 0", status, 100, &cpu, &rss),
+	        -ESRCH);
 	/* text that is not Linux's */
 	assert_int_equal(procstat_parse("1 (q) S 1 2", status, 100, &cpu, &rss), -EINVAL);
 	assert_int_equal(procstat_parse("no parenthesis", status, 100, &cpu, &rss), -EINVAL);
