@@ -151,6 +151,7 @@ int cmd_stop(struct cli *cli, int argc, char **argv);
 int cmd_start(struct cli *cli, int argc, char **argv);
 int cmd_kill(struct cli *cli, int argc, char **argv);
 int cmd_events(struct cli *cli, int argc, char **argv);
+int cmd_metrics(struct cli *cli, int argc, char **argv);
 int cmd_run(struct cli *cli, int argc, char **argv);
 int cmd_exec(struct cli *cli, int argc, char **argv);
 int cmd_attach(struct cli *cli, int argc, char **argv);

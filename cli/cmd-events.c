@@ -1,6 +1,7 @@
-/* cmd-events.c: "events": a sandbox's recorded events as a table, or the live Server-Sent
- * Events stream, parsed as it arrives and printed one line per event. Following one sandbox
- * prints its history first and resumes the stream right after it, so nothing falls between. */
+/* cmd-events.c: "events": a sandbox's audit trail as a table, or the live Server-Sent Events
+ * stream, parsed as it arrives and printed one line per event. Following one sandbox prints
+ * its trail first and resumes the stream right after it (the answer's last_seq), so nothing
+ * falls between; from the stream it prints the audit records its events carry. */
 #include <errno.h>
 #include <stdlib.h>
 #include "cli.h"
@@ -18,6 +19,8 @@ enum {
 };
 
 /* ---- what an event says, in a few words ---- */
+
+/* The live stream's own types: its data under "data". */
 
 static void
 detail_created(const json_t *data, struct buf *out)
@@ -70,32 +73,131 @@ detail_reason(const json_t *data, struct buf *out)
 	(void)buf_puts(out, reason ? reason : "");
 }
 
-static const struct {
+static const struct detail_format {
 	const char *type;
 	void (*fn)(const json_t *data, struct buf *out);
-} detail_formats[] = {
+} stream_formats[] = {
 	{ .type = "created", .fn = detail_created },
 	{ .type = "state", .fn = detail_state },
 	{ .type = "updated", .fn = detail_updated },
 	{ .type = "destroy_failed", .fn = detail_reason },
 };
 
-/* The DETAIL column of an event, made safe for a terminal; caller frees. */
-static char *
-event_detail(const json_t *ev)
-{
-	_cleanup_buf_ struct buf out = BUF_INIT(4096);
-	const char *type = output_str(ev, "type");
-	json_t *data = json_object_get(ev, "data");
+/* The audit trail's records (GET …/events): flat, their fields beside "type". */
 
-	for (size_t i = 0; type && i < ARRAY_SIZE(detail_formats); i++)
-		if (streq(type, detail_formats[i].type)) {
-			detail_formats[i].fn(data, &out);
-			return termsafe_dup(out.data ? out.data : "");
-		}
-	/* a type this version does not know: its data as it came, shortened */
-	if (json_object_size(data) > 0) {
-		_cleanup_free_ char *text = json_dumps(data, JSON_COMPACT | JSON_ENSURE_ASCII);
+static void
+names_of(const json_t *arr, struct buf *out)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach (arr, i, v)
+		(void)buf_printf(out, "%s%s", i ? "," : "",
+		                 json_string_value(v) ? json_string_value(v) : "?");
+}
+
+static void
+audit_created(const json_t *r, struct buf *out)
+{
+	const json_t *net = json_object_get(r, "network");
+	const char *k;
+	json_t *v;
+	bool first = true;
+
+	(void)buf_printf(out, "image %s, network %s",
+	                 output_str(r, "image") ? output_str(r, "image") : "?",
+	                 output_str(net, "mode") ? output_str(net, "mode") : "?");
+	json_object_foreach (json_object_get(r, "labels"), k, v) {
+		(void)buf_printf(out, "%s%s=%s", first ? ", labels " : ",", k,
+		                 json_string_value(v) ? json_string_value(v) : "?");
+		first = false;
+	}
+	if (json_array_size(json_object_get(r, "env_names"))) {
+		(void)buf_puts(out, ", env ");
+		names_of(json_object_get(r, "env_names"), out);
+	}
+	if (output_str(r, "reason"))
+		(void)buf_printf(out, " (%s)", output_str(r, "reason"));
+}
+
+static void
+audit_network(const json_t *r, struct buf *out)
+{
+	const json_t *net = json_object_get(r, "network");
+
+	(void)buf_printf(out, "network %s",
+	                 output_str(net, "mode") ? output_str(net, "mode") : "?");
+	if (json_array_size(json_object_get(net, "allow"))) {
+		(void)buf_puts(out, ", allow ");
+		names_of(json_object_get(net, "allow"), out);
+	}
+	if (json_array_size(json_object_get(net, "deny"))) {
+		(void)buf_puts(out, ", deny ");
+		names_of(json_object_get(net, "deny"), out);
+	}
+}
+
+static void
+audit_process_started(const json_t *r, struct buf *out)
+{
+	int64_t n = output_int(r, "arg_count", 0);
+
+	(void)buf_printf(out, "pid %lld: %s, %lld argument%s, in %s",
+	                 (long long)output_int(r, "pid", 0),
+	                 output_str(r, "program") ? output_str(r, "program") : "?", (long long)n,
+	                 n == 1 ? "" : "s", output_str(r, "cwd") ? output_str(r, "cwd") : "?");
+	if (json_array_size(json_object_get(r, "env_names"))) {
+		(void)buf_puts(out, ", env ");
+		names_of(json_object_get(r, "env_names"), out);
+	}
+}
+
+static void
+audit_process_exited(const json_t *r, struct buf *out)
+{
+	(void)buf_printf(out, "pid %lld: exit code %lld after %lld ms",
+	                 (long long)output_int(r, "pid", 0),
+	                 (long long)output_int(r, "exit_code", 0),
+	                 (long long)output_int(r, "duration_ms", 0));
+}
+
+static void
+audit_file(const json_t *r, struct buf *out)
+{
+	(void)buf_printf(out, "%s (%lld bytes)",
+	                 output_str(r, "path") ? output_str(r, "path") : "?",
+	                 (long long)output_int(r, "bytes", 0));
+}
+
+static void
+audit_egress(const json_t *r, struct buf *out)
+{
+	(void)buf_printf(out, "%s:%lld, %lld bytes: %s",
+	                 output_str(r, "name") ? output_str(r, "name") : "(no name)",
+	                 (long long)output_int(r, "port", 0), (long long)output_int(r, "bytes", 0),
+	                 output_str(r, "reason") ? output_str(r, "reason") : "");
+}
+
+static const struct detail_format audit_formats[] = {
+	{ .type = "sandbox.created", .fn = audit_created },
+	{ .type = "sandbox.network_updated", .fn = audit_network },
+	{ .type = "sandbox.failed", .fn = detail_reason },
+	{ .type = "sandbox.terminated", .fn = detail_reason },
+	{ .type = "process.started", .fn = audit_process_started },
+	{ .type = "process.exited", .fn = audit_process_exited },
+	{ .type = "file.read", .fn = audit_file },
+	{ .type = "file.written", .fn = audit_file },
+	{ .type = "file.removed", .fn = audit_file },
+	{ .type = "egress.allowed", .fn = audit_egress },
+	{ .type = "egress.denied", .fn = audit_egress },
+};
+
+/* What a type this version does not know says: its fields as they came, shortened. */
+static char *
+detail_raw(const json_t *fields)
+{
+	if (json_object_size(fields) > 0) {
+		_cleanup_free_ char *text = json_dumps(fields, JSON_COMPACT | JSON_ENSURE_ASCII);
 		if (text && strlen(text) > 200)
 			memcpy(text + 197, "...", 4);
 		return termsafe_dup(text);
@@ -103,13 +205,42 @@ event_detail(const json_t *ev)
 	return termsafe_dup("");
 }
 
-static bool
-is_terminated(const json_t *ev)
+/* The DETAIL column of a stream event (audit false: its data is under "data") or of an audit
+ * record (its fields beside "type"), made safe for a terminal; caller frees. */
+static char *
+event_detail(const json_t *ev, bool audit)
 {
-	const char *type = output_str(ev, "type"),
-	           *to = output_str(json_object_get(ev, "data"), "to");
+	_cleanup_buf_ struct buf out = BUF_INIT(4096);
+	const char *type = output_str(ev, "type");
+	const struct detail_format *formats = audit ? audit_formats : stream_formats;
+	size_t n = audit ? ARRAY_SIZE(audit_formats) : ARRAY_SIZE(stream_formats);
+	json_t *fields;
+	char *text;
 
-	return type && to && streq(type, "state") && streq(to, "terminated");
+	for (size_t i = 0; type && i < n; i++)
+		if (streq(type, formats[i].type)) {
+			formats[i].fn(audit ? ev : json_object_get(ev, "data"), &out);
+			return termsafe_dup(out.data ? out.data : "");
+		}
+	if (!audit)
+		return detail_raw(json_object_get(ev, "data"));
+	fields = json_deep_copy(ev);
+	if (!fields)
+		return NULL;
+	json_object_del(fields, "time");
+	json_object_del(fields, "type");
+	json_object_del(fields, "sandbox");
+	text = detail_raw(fields);
+	json_decref(fields);
+	return text;
+}
+
+static bool
+is_terminated(const json_t *record)
+{
+	const char *type = output_str(record, "type");
+
+	return type && streq(type, "sandbox.terminated");
 }
 
 static const char *
@@ -118,11 +249,12 @@ or_dash(const char *s)
 	return s ? s : "-";
 }
 
-/* One line for a followed event: TIME [ID NAME] TYPE DETAIL. */
+/* One line for a followed event: TIME [ID NAME] TYPE DETAIL; an audit record's is TIME TYPE
+ * DETAIL. */
 static int
-print_event_line(const json_t *ev, bool with_sandbox)
+print_event_line(const json_t *ev, bool audit, bool with_sandbox)
 {
-	_cleanup_free_ char *detail = event_detail(ev), *line = NULL, *safe = NULL;
+	_cleanup_free_ char *detail = event_detail(ev, audit), *line = NULL, *safe = NULL;
 	const json_t *sb = json_object_get(ev, "sandbox");
 	const char *when = or_dash(output_str(ev, "time")), *type = or_dash(output_str(ev, "type"));
 
@@ -164,17 +296,27 @@ on_event(void *userdata, const char *type, const char *id, const char *data, siz
 	}
 	if (output_int(ev, "seq", 0) > f->last_seq)
 		f->last_seq = output_int(ev, "seq", 0);
-	if (f->only_id && !streq(f->only_id, output_str(ev, "sandbox_id") ?: "")) {
+	if (f->only_id) {
+		/* one sandbox's audit trail, carried on: only its events that have a record */
+		const json_t *rec = json_object_get(ev, "audit");
+		if (!streq(f->only_id, output_str(ev, "sandbox_id") ?: "") ||
+		    !json_is_object(rec)) {
+			json_decref(ev);
+			return 0;
+		}
+		r = f->cli->json ? output_json_line(rec) : print_event_line(rec, true, false);
+		if (r < 0)
+			f->error = r;
+		else if (is_terminated(rec)) {
+			f->terminated = true;
+			r = 1; /* stop: nothing more will happen to it */
+		}
 		json_decref(ev);
-		return 0;
+		return r;
 	}
-	r = f->cli->json ? output_json_line(ev) : print_event_line(ev, !f->only_id);
+	r = f->cli->json ? output_json_line(ev) : print_event_line(ev, false, true);
 	if (r < 0)
 		f->error = r;
-	else if (f->only_id && is_terminated(ev)) {
-		f->terminated = true;
-		r = 1; /* stop: nothing more will happen to it */
-	}
 	json_decref(ev);
 	return r;
 }
@@ -245,7 +387,7 @@ follow(struct cli *cli, const char *only_id, int64_t since, bool replay)
 static int
 add_row(struct table *t, const json_t *ev)
 {
-	_cleanup_free_ char *detail = event_detail(ev);
+	_cleanup_free_ char *detail = event_detail(ev, true);
 	const char *row[] = { output_str(ev, "time"), output_str(ev, "type"), detail };
 
 	return t && detail ? table_add(t, row) : -ENOMEM;
@@ -259,7 +401,7 @@ history(struct cli *cli, const char *ref, bool then_follow)
 	_cleanup_free_ char *esc = client_escape(ref), *path = NULL, *id = NULL;
 	json_t *answer = NULL, *events, *ev;
 	int64_t last_seq = 0;
-	bool ended = false;
+	bool ended = false, resume;
 	size_t i;
 	int r;
 
@@ -289,13 +431,17 @@ history(struct cli *cli, const char *ref, bool then_follow)
 		output_error("out of memory");
 		return CLI_EXIT_FAILED;
 	}
+	/* where the stream carries on from: the answer is complete up to that event (a server
+	 * that does not say is followed from now on) */
+	resume = json_is_integer(json_object_get(answer, "last_seq"));
+	last_seq = output_int(answer, "last_seq", 0);
 	json_array_foreach (events, i, ev) {
-		last_seq = MAX(last_seq, output_int(ev, "seq", 0));
 		ended = ended || is_terminated(ev);
-		if (!id && output_str(ev, "sandbox_id"))
-			id = strdup(output_str(ev, "sandbox_id"));
-		r = then_follow ? (cli->json ? output_json_line(ev) : print_event_line(ev, false))
-		                : add_row(t, ev);
+		if (!id && output_str(ev, "sandbox"))
+			id = strdup(output_str(ev, "sandbox"));
+		r = then_follow
+		            ? (cli->json ? output_json_line(ev) : print_event_line(ev, true, false))
+		            : add_row(t, ev);
 		if (r < 0)
 			break;
 	}
@@ -326,7 +472,7 @@ history(struct cli *cli, const char *ref, bool then_follow)
 			return CLI_EXIT_FAILED;
 		}
 	}
-	return follow(cli, id, last_seq, true);
+	return follow(cli, id, last_seq, resume);
 }
 
 int

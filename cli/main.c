@@ -103,14 +103,22 @@ static const struct verb verbs[] = {
 	  .run = cmd_network },
 	{ .name = "events",
 	  .usage = "events [REF] [--follow] [--since SEQ]",
-	  .summary = "Show a sandbox's recorded events, or follow the live stream.",
-	  .help = "  REF          show this sandbox's events (TIME TYPE DETAIL); with --follow,\n"
-	          "               then follow its new ones until it is terminated\n"
+	  .summary = "Show a sandbox's audit trail, or follow the live stream.",
+	  .help = "  REF          show this sandbox's audit trail (TIME TYPE DETAIL); with\n"
+	          "               --follow, then its new records until it is terminated\n"
 	          "  --follow     follow the live stream (the default without REF)\n"
 	          "  --since SEQ  when following: first replay the events after sequence SEQ\n"
 	          "\n"
 	          "With --json, each event is printed as one JSON object per line.\n",
 	  .run = cmd_events },
+	{ .name = "metrics",
+	  .usage = "metrics REF",
+	  .summary = "Show what a sandbox used over the last hour, measured on the host.",
+	  .help = "Columns: TIME, CPU (the VMM's CPU time so far), MEMORY (the VMM's), DISK\n"
+	          "(what its writes allocated), NET IN and NET OUT (through its network device,\n"
+	          "as the guest sees it; so far). A sample every 10 s while it runs, oldest\n"
+	          "first. With --json, the server's {samples} object.\n",
+	  .run = cmd_metrics },
 	{ .name = "run",
 	  .usage = "run [options] -- CMD [ARGS...]",
 	  .summary = "Run a command in a fresh sandbox that is removed afterwards.",

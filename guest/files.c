@@ -456,7 +456,11 @@ files_remove(struct agent *a, uint32_t chan, const void *payload, size_t len)
 		r = rmdir(f.path) < 0 ? errno : 0;
 	else
 		r = unlink(f.path) < 0 ? errno : 0;
-	(void)agent_result(a, chan, r, NULL);
+	/* a file's size goes to the host's audit trail (file.removed) */
+	if (r == 0 && S_ISREG(st.st_mode))
+		(void)agent_result_u64(a, chan, AP_T_SIZE, (uint64_t)st.st_size);
+	else
+		(void)agent_result(a, chan, r, NULL);
 }
 
 /* --- the pump --- */

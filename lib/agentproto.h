@@ -59,7 +59,7 @@ enum ap_type {
 	                        * AP_F_EOF ends a write's data early (SIZE was only its most)
 	                        * and AP_F_ABORT gives the write up (no file is made) */
 	AP_FILE_LIST = 0x0e,   /* chan req; TLV: PATH; answered by DIRENT frames, then RESULT */
-	AP_FILE_REMOVE = 0x0f, /* chan req; TLV: PATH; answered by RESULT */
+	AP_FILE_REMOVE = 0x0f, /* chan req; TLV: PATH; answered by RESULT (SIZE: a file's) */
 	AP_SHUTDOWN = 0x10,    /* chan req; sync, unmount, power off (RESULT first) */
 	AP_PING = 0x11,        /* chan req; answered by RESULT */
 

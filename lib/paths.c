@@ -51,7 +51,7 @@ paths_default_socket(void)
 }
 
 int
-paths_state_dir_prepare(const char *dir, char **ret_why)
+paths_private_dir_prepare(const char *dir, const char *what, char **ret_why)
 {
 	struct stat st;
 	int r;
@@ -59,25 +59,30 @@ paths_state_dir_prepare(const char *dir, char **ret_why)
 	*ret_why = NULL;
 	r = mkdir_p(dir, 0700);
 	if (r < 0) {
-		*ret_why = strdup_printf("state directory '%s': cannot create it: %s", dir,
-		                         strerror(-r));
+		*ret_why = strdup_printf("%s '%s': cannot create it: %s", what, dir, strerror(-r));
 		return r;
 	}
 	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		*ret_why = strdup_printf("state directory '%s' is not a directory", dir);
+		*ret_why = strdup_printf("%s '%s' is not a directory", what, dir);
 		return -ENOTDIR;
 	}
 	if (st.st_uid != geteuid()) {
-		*ret_why = strdup_printf("state directory '%s' belongs to uid %u, not to this uid "
+		*ret_why = strdup_printf("%s '%s' belongs to uid %u, not to this uid "
 		                         "%u; run sandboxd (and sandboxd admin) as that user",
-		                         dir, (unsigned)st.st_uid, (unsigned)geteuid());
+		                         what, dir, (unsigned)st.st_uid, (unsigned)geteuid());
 		return -EPERM;
 	}
 	if (st.st_mode & 077) {
-		*ret_why = strdup_printf("state directory '%s' is open to group or others (mode "
+		*ret_why = strdup_printf("%s '%s' is open to group or others (mode "
 		                         "%04o); run 'chmod 700 %s'",
-		                         dir, (unsigned)(st.st_mode & 07777), dir);
+		                         what, dir, (unsigned)(st.st_mode & 07777), dir);
 		return -EPERM;
 	}
 	return 0;
+}
+
+int
+paths_state_dir_prepare(const char *dir, char **ret_why)
+{
+	return paths_private_dir_prepare(dir, "state directory", ret_why);
 }

@@ -15,3 +15,6 @@ char *paths_default_socket(void);
  * written by another user would lock sandboxd out; others must not read disks and records).
  * 0, or -errno with *ret_why (caller frees) saying what is wrong and what to do. */
 int paths_state_dir_prepare(const char *dir, char **ret_why);
+/* The same for another directory of sandboxd's (what names it in *ret_why: "audit log
+ * directory"). */
+int paths_private_dir_prepare(const char *dir, const char *what, char **ret_why);

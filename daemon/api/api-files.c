@@ -331,8 +331,11 @@ remove_done(void *data, const struct agent_result *res)
 	op->req = NULL;
 	if (op->c && !reply_failure(op, res)) {
 		conn_reply(op->c, 204, NULL, NULL, 0, NULL);
-		(void)sandbox_event(op->d, op->sb, "file.removed",
-		                    json_pack("{s:s}", "path", op->path));
+		/* the size of what went, as the guest saw it (a directory, or an agent from
+		 * before it said: 0) */
+		(void)sandbox_event(
+		        op->d, op->sb, "file.removed",
+		        json_pack("{s:s, s:I}", "path", op->path, "bytes", (json_int_t)res->size));
 	}
 	finish(op);
 }

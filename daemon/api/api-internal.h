@@ -37,6 +37,7 @@ void api_sandbox_delete(struct api_call *call);
 void api_sandbox_stop(struct api_call *call);
 void api_sandbox_start(struct api_call *call);
 void api_sandbox_events(struct api_call *call);
+void api_sandbox_metrics(struct api_call *call);
 void api_events_stream(struct api_call *call);
 void api_image_list(struct api_call *call);
 void api_image_install(struct api_call *call);

@@ -97,18 +97,24 @@ merge_env(const struct sandbox *sb, char **req_env)
 	return env ?: calloc(1, sizeof(char *)); /* empty, but not NULL: that is no memory */
 }
 
-/* The audit record of a process: the program, how many arguments, and a SHA-256 over each
- * argument followed by a NUL; never the arguments themselves (an agent's prompt is one). */
+/* The audit record of a process: the program, how many arguments, a SHA-256 over each
+ * argument followed by a NUL, its cwd and the names of the environment the request set;
+ * never the arguments or the values themselves (an agent's prompt is one). */
 static void
-record_started(struct sandboxd *d, struct sandbox *sb, uint32_t pid, char *const *argv, bool keep)
+record_started(struct sandboxd *d, struct sandbox *sb, uint32_t pid, const struct exec_request *x)
 {
+	char *const *argv = x->argv;
 	unsigned char md[SHA256_DIGEST_LENGTH];
 	char hex[2 * SHA256_DIGEST_LENGTH + 1];
 	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	json_t *env_names = json_array();
 	size_t n = 0;
 
-	if (!ctx)
+	if (!ctx || !env_names) {
+		EVP_MD_CTX_free(ctx);
+		json_decref(env_names);
 		return;
+	}
 	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
 	/* the arguments after the program, each with its NUL: printf '%s\\0' ARGS | sha256sum */
 	for (; argv[n]; n++)
@@ -118,10 +124,18 @@ record_started(struct sandboxd *d, struct sandbox *sb, uint32_t pid, char *const
 	EVP_MD_CTX_free(ctx);
 	for (size_t i = 0; i < sizeof(md); i++)
 		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	/* "K=V": the name only */
+	for (size_t i = 0; x->env && x->env[i]; i++) {
+		const char *eq = strchr(x->env[i], '=');
+		(void)json_array_append_new(
+		        env_names,
+		        json_stringn(x->env[i], eq ? (size_t)(eq - x->env[i]) : strlen(x->env[i])));
+	}
 	(void)sandbox_event(d, sb, "process.started",
-	                    json_pack("{s:I, s:s, s:I, s:s, s:b}", "pid", (json_int_t)pid,
+	                    json_pack("{s:I, s:s, s:I, s:s, s:s, s:o, s:b}", "pid", (json_int_t)pid,
 	                              "program", argv[0], "arg_count", (json_int_t)n - 1,
-	                              "args_sha256", hex, "keep", keep));
+	                              "args_sha256", hex, "cwd", x->cwd ? x->cwd : PROC_HOME,
+	                              "env_names", env_names, "keep", x->keep));
 }
 
 /* An exec the guest refused: a missing program or a bad cwd is the request's fault. */
@@ -304,7 +318,7 @@ run_started(void *data, const struct agent_result *res)
 	/* the audit record once the guest has its frames (a database write takes a while, and
 	 * the guest waits for the ATTACH to report the exit) */
 	agent_flush(op->agent);
-	record_started(op->d, op->sb, res->pid, op->x.argv, false);
+	record_started(op->d, op->sb, res->pid, &op->x);
 	if (!op->c) {
 		run_kill(op);
 	} else if (op->x.timeout_secs) {
@@ -438,7 +452,7 @@ start_done(void *data, const struct agent_result *res)
 	if (op->c)
 		api_reply_json(op->c, 201, proc_to_json(p));
 	/* the audit record after the answer (a database write takes a while) */
-	record_started(op->d, op->sb, res->pid, op->x.argv, op->x.keep);
+	record_started(op->d, op->sb, res->pid, &op->x);
 	start_op_free(op);
 }
 

@@ -1,5 +1,5 @@
-/* api-sandboxes.c: the sandbox resource (create, list, get, patch, delete, stop, start) and
- * its events, including the live SSE stream. */
+/* api-sandboxes.c: the sandbox resource (create, list, get, patch, delete, stop, start), its
+ * audit trail and samples (events, metrics), and the live SSE stream. */
 #include "accounts.h"
 #include "api-internal.h"
 #include "egress.h"
@@ -8,6 +8,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "request.h"
+#include "samples.h"
 #include "sandboxd.h"
 #include "server.h"
 #include "sse.h"
@@ -723,7 +724,7 @@ api_sandbox_delete(struct api_call *call)
 		}
 		return;
 	}
-	r = lifecycle_delete(call->d, sb, "deleted", &err);
+	r = lifecycle_delete(call->d, sb, SANDBOX_END_REQUEST, &err);
 	if (r < 0) {
 		api_reply_failure(call->c, r, &err);
 		return;
@@ -769,12 +770,17 @@ api_sandbox_start(struct api_call *call)
 }
 
 static int
-append_event(const struct store_event *e, void *data)
+append_record(const char *record, void *data)
 {
 	json_t *arr = data;
-	json_t *j = sse_event_json(e);
+	json_t *j = json_loads(record, 0, NULL);
 
-	return j && json_array_append_new(arr, j) == 0 ? 0 : -ENOMEM;
+	/* the store holds what audit.c wrote: an object, or the row is skipped */
+	if (!json_is_object(j)) {
+		json_decref(j);
+		return 0;
+	}
+	return json_array_append_new(arr, j) == 0 ? 0 : -ENOMEM;
 }
 
 void
@@ -784,6 +790,7 @@ api_sandbox_events(struct api_call *call)
 	const char *id;
 	bool truncated = false;
 	json_t *arr;
+	int64_t last_seq;
 	int r;
 
 	if (!live) {
@@ -794,9 +801,11 @@ api_sandbox_events(struct api_call *call)
 		}
 	}
 	id = live ? live->id : ended->id;
+	/* complete up to here: the loop is single-threaded, nothing lands in between */
+	last_seq = store_last_event_seq(call->d->store);
 	arr = json_array();
-	r = arr ? store_list_events(call->d->store, id, EVENTS_LIST_MAX, append_event, arr,
-	                            &truncated)
+	r = arr ? store_list_audit(call->d->store, id, EVENTS_LIST_MAX, append_record, arr,
+	                           &truncated)
 	        : -ENOMEM;
 	sandbox_free(ended);
 	if (r < 0) {
@@ -804,8 +813,66 @@ api_sandbox_events(struct api_call *call)
 		api_reply_err(call->c, ERR_INTERNAL, "could not read the events: %s", strerror(-r));
 		return;
 	}
+	/* every trail starts with sandbox.created: one that does not (or is empty) lost its
+	 * oldest records (--audit-max-events) */
+	if (!streq(json_string_value(json_object_get(json_array_get(arr, 0), "type")) ?: "",
+	           "sandbox.created"))
+		truncated = true;
 	api_reply_json(call->c, 200,
-	               json_pack("{s:o, s:b}", "events", arr, "truncated", truncated));
+	               json_pack("{s:o, s:b, s:I}", "events", arr, "truncated", truncated,
+	                         "last_seq", (json_int_t)last_seq));
+}
+
+static void
+append_sample(const struct sample *x, void *data)
+{
+	json_t *arr = data;
+	char when[32];
+
+	format_rfc3339(x->time_ms, when);
+	(void)json_array_append_new(arr, json_pack("{s:s, s:f, s:I, s:I, s:I, s:I}", "time", when,
+	                                           "cpu_seconds", (double)x->cpu_ns / 1e9,
+	                                           "memory_bytes", (json_int_t)x->memory_bytes,
+	                                           "disk_bytes", (json_int_t)x->disk_bytes,
+	                                           "net_rx_bytes", (json_int_t)x->net_rx_bytes,
+	                                           "net_tx_bytes", (json_int_t)x->net_tx_bytes));
+}
+
+void
+api_sandbox_metrics(struct api_call *call)
+{
+	struct sandbox *sb = api_lookup_live(call), *ended = NULL;
+	_cleanup_free_ char *text = NULL;
+	json_t *arr, *answer;
+
+	if (!samples_available(call->d)) {
+		api_reply_err(call->c, ERR_UNSUPPORTED,
+		              "this server's backend measures no sandboxes (capability metrics)");
+		return;
+	}
+	if (!sb) {
+		/* an ended sandbox's samples went with it: it has none */
+		ended = api_lookup_ended(call);
+		if (!ended) {
+			api_reply_not_found(call);
+			return;
+		}
+		sandbox_free(ended);
+	}
+	arr = json_array();
+	if (arr && sb)
+		samples_each(sb, now_unix_ms() - (int64_t)SAMPLES_MAX * SAMPLES_EVERY_MS,
+		             append_sample, arr);
+	answer = json_pack("{s:o}", "samples", arr ? arr : json_array());
+	/* cpu_seconds as people write them (2.85, not 2.8500000000000001): 15 digits keep the
+	 * nanoseconds of 11 days */
+	text = answer ? json_dumps(answer, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+	json_decref(answer);
+	if (!text) {
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
+		return;
+	}
+	conn_reply(call->c, 200, "application/json", text, strlen(text), NULL);
 }
 
 /* ---- the live stream ---- */

@@ -3,6 +3,7 @@
 #include "api-internal.h"
 #include "log.h"
 #include "metrics.h"
+#include "samples.h"
 #include "sandboxd.h"
 #include "server.h"
 #include "util.h"
@@ -53,6 +54,7 @@ static const struct route routes[] = {
 	ROUTE(POST, "/v1/sandboxes/{ref}/stop", api_sandbox_stop, ROUTE_JSON_OPT),
 	ROUTE(POST, "/v1/sandboxes/{ref}/start", api_sandbox_start, ROUTE_JSON_OPT),
 	ROUTE(GET, "/v1/sandboxes/{ref}/events", api_sandbox_events, 0),
+	ROUTE(GET, "/v1/sandboxes/{ref}/metrics", api_sandbox_metrics, 0),
 	ROUTE(GET, "/v1/events/stream", api_events_stream, 0),
 	LATER(POST, "/v1/sandboxes/{ref}/suspend", "suspend"),
 	LATER(POST, "/v1/sandboxes/{ref}/resume", "suspend"),
@@ -406,9 +408,9 @@ api_capabilities(struct api_call *call)
 	              "disk_snapshot", caps.disk_snapshot, "egress_allowlist",
 	              d->policy.network.ceiling >= NET_ALLOWLIST, "egress_open",
 	              d->policy.network.ceiling >= NET_OPEN, "tunnel", false, "volumes", false,
-	              "metrics", d->opts->metrics_listen != NULL, "audit", true, "images", true,
-	              "processes", caps.processes, "files", caps.files, "limits",
-	              policy_limits_json(&d->policy), "network", policy_network_json(&d->policy));
+	              "metrics", samples_available(d), "audit", true, "images", true, "processes",
+	              caps.processes, "files", caps.files, "limits", policy_limits_json(&d->policy),
+	              "network", policy_network_json(&d->policy));
 	/* (ext) POST /v1/node/cordon: not offered yet */
 	if (j)
 		(void)json_object_set_new(json_object_get(j, "capabilities"), "cordon",

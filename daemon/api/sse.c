@@ -7,16 +7,30 @@
 
 #define SSE_MESSAGE_MAX (4u << 20)
 
+/* Adds the event's audit record, when it has one, as "audit". */
+static int
+add_audit(json_t *ev, const char *audit)
+{
+	json_t *rec = audit ? json_loads(audit, 0, NULL) : NULL;
+
+	return rec ? json_object_set_new(ev, "audit", rec) : 0;
+}
+
 json_t *
 sse_event_json(const struct store_event *e)
 {
 	char when[32];
-	json_t *data = json_loads(e->data, 0, NULL);
+	json_t *data = json_loads(e->data, 0, NULL), *ev;
 
 	format_rfc3339(e->time_ms, when);
-	return json_pack("{s:I, s:s, s:s, s:s, s:o}", "seq", (json_int_t)e->seq, "time", when,
-	                 "sandbox_id", e->sandbox_id, "type", e->type, "data",
-	                 data ? data : json_object());
+	ev = json_pack("{s:I, s:s, s:s, s:s, s:o}", "seq", (json_int_t)e->seq, "time", when,
+	               "sandbox_id", e->sandbox_id, "type", e->type, "data",
+	               data ? data : json_object());
+	if (ev && add_audit(ev, e->audit) < 0) {
+		json_decref(ev);
+		return NULL;
+	}
+	return ev;
 }
 
 int
@@ -37,8 +51,10 @@ sandbox_event_text(const struct event *e)
 	ev = json_pack("{s:I, s:s, s:s, s:s, s:O, s:o}", "seq", (json_int_t)e->seq, "time", when,
 	               "sandbox_id", sb->id, "type", e->type, "data", (json_t *)e->data, "sandbox",
 	               obj ? obj : json_null());
-	if (!ev)
+	if (!ev || add_audit(ev, e->audit) < 0) {
+		json_decref(ev);
 		return NULL;
+	}
 	text = json_dumps(ev, JSON_COMPACT);
 	json_decref(ev);
 	return text;
@@ -76,7 +92,7 @@ sse_live(const struct event *e, const char **ret, size_t *ret_len)
 		text = e->sb ? sandbox_event_text(e) : node_event_text(e);
 		if (!text)
 			return -ENOMEM;
-		if (e->sb)
+		if (e->sb && e->seq > 0)
 			r = sse_format(&last.msg, e->seq, e->type, text);
 		else
 			r = buf_printf(&last.msg, "event: %s\ndata: %s\n\n", e->type, text);

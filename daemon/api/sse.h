@@ -11,7 +11,9 @@
 struct event;
 struct store_event;
 
-/* The API form of a stored event: {seq, time, sandbox_id, type, data}. NULL: out of memory. */
+/* The API form of a stored event on the stream: {seq, time, sandbox_id, type, data}, and
+ * "audit", its audit record (the object GET …/events lists), when it has one. NULL: out of
+ * memory. */
 json_t *sse_event_json(const struct store_event *e);
 
 /* Appends one SSE message "id: SEQ\nevent: TYPE\ndata: JSON\n\n"; json is compact (it holds
@@ -19,7 +21,8 @@ json_t *sse_event_json(const struct store_event *e);
 int sse_format(struct buf *out, int64_t seq, const char *type, const char *json);
 
 /* The SSE message of a broadcast event: for a sandbox's, the API form with the sandbox object
- * as it is now ("sandbox") under the event's seq; for the node's, {time, type, data} with no
+ * as it is now ("sandbox") under the event's seq (no id: line when the store could not keep
+ * it); for the node's, {time, type, data} with no
  * id: line (so a reconnecting client's Last-Event-ID stays the last sandbox event). Built once
  * per broadcast, however many streams are handed it: *ret stays valid until the next event is
  * written. -ENOMEM. */

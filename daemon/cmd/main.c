@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include "accounts.h"
 #include "api-internal.h"
+#include "audit.h"
 #include "bundle.h"
 #include "egress.h"
 #include "ended.h"
@@ -17,6 +18,7 @@
 #include "paths.h"
 #include "policyfile.h"
 #include "proc.h"
+#include "samples.h"
 #include "sandboxd.h"
 #include "server.h"
 #include "store.h"
@@ -28,6 +30,8 @@
 #define HOUSEKEEPING_MS 1000
 #define HEARTBEAT_EVERY 15 /* housekeeping ticks */
 #define FD_RESERVE 1024    /* descriptors beside the connections: VMs, the store, the loop */
+#define PRUNE_EVERY 60     /* housekeeping ticks: the store's oldest events past the bound */
+#define SAMPLE_EVERY (SAMPLES_EVERY_MS / HOUSEKEEPING_MS)
 
 static void
 on_signal(int signo, void *data)
@@ -51,6 +55,30 @@ housekeeping(struct loop_timer *t _unused_, void *data)
 	ended_forget(d, now_unix_ms());
 	if (++ticks % HEARTBEAT_EVERY == 0)
 		api_events_heartbeat(d);
+	if (ticks % SAMPLE_EVERY == 0)
+		samples_take_all(d);
+	if (ticks % PRUNE_EVERY == 0)
+		(void)store_prune_events(d->store, d->opts->audit_max_events);
+}
+
+/* The audit log's directory is checked (and made) before anything is served: a record that
+ * cannot be written later is logged, never a refusal. */
+static int
+open_audit_log(struct sandboxd *d)
+{
+	_cleanup_free_ char *why = NULL;
+	int r;
+
+	if (!d->opts->audit_log) {
+		log_info("audit log: none (--audit-log none); GET /v1/sandboxes/{ref}/events still "
+		         "answers from the store");
+		return 0;
+	}
+	r = audit_log_open(d->opts->audit_log, AUDIT_LOG_ROTATE_BYTES, AUDIT_LOG_KEEP, &d->audit,
+	                   &why);
+	if (r < 0)
+		log_error("%s", why ? why : strerror(-r));
+	return r;
 }
 
 /* Every connection of every listener's budget needs a descriptor, beside FD_RESERVE for the
@@ -304,6 +332,13 @@ run(struct sandboxd *d)
 			log_error("store '%s': cannot open: %s", db, strerror(-r));
 		return r;
 	}
+	r = store_prune_events(d->store, d->opts->audit_max_events);
+	if (r > 0)
+		log_info("store: removed the %d oldest event(s) past --audit-max-events %u", r,
+		         d->opts->audit_max_events);
+	r = open_audit_log(d);
+	if (r < 0)
+		return r;
 	r = accounts_new(d->loop, &d->accounts);
 	if (r < 0) {
 		log_error("accounts: cannot start the password hashing threads: %s", strerror(-r));
@@ -476,6 +511,7 @@ out:
 	registry_done(&d.ended);
 	buf_free(&d.list_cache);
 	d.store = store_free(d.store);
+	d.audit = audit_log_free(d.audit);
 	d.loop = loop_free(d.loop);
 	policy_done(&d.policy);
 	if (d.token) {

@@ -19,6 +19,7 @@ struct event {
 	const char *type;         /* "state", "created", "process.started", "image.progress"... */
 	const struct sandbox *sb; /* the sandbox as it is now; NULL: a node event */
 	const json_t *data;       /* the event's own data, an object */
+	const char *audit;        /* its audit record (audit.h), JSON text; NULL: none */
 };
 
 struct event_sub {
@@ -32,14 +33,17 @@ void events_subscribe(struct sandboxd *d, struct event_sub *s);
 void events_unsubscribe(struct event_sub *s);
 
 /* Writes the sandbox row (inserting it when insert is true) and one event of the given type
- * with data (stolen; NULL means {}) in one transaction, then broadcasts it. On failure
- * nothing was written and nothing was broadcast. */
+ * with data (stolen; NULL means {}) in one transaction, then broadcasts it and appends its
+ * audit record, if it has one, to the audit log. An event the store cannot write is logged
+ * and left out, the row written all the same: the audit trail never fails a change. On
+ * failure (the row) nothing was written and nothing was broadcast. */
 int sandbox_commit(struct sandboxd *d, struct sandbox *sb, bool insert, const char *type,
                    json_t *data);
 
-/* Records an event that changes nothing in the row (a process started, a file written) and
- * broadcasts it. data is stolen (NULL: -ENOMEM). Best effort for callers: a failure to record
- * is logged by the store and never fails the request. */
+/* Records an event that changes nothing in the row (a process started, a file written),
+ * broadcasts it and appends its audit record to the audit log. data is stolen (NULL:
+ * -ENOMEM). Best effort for callers: a failure to record is logged by the store and never
+ * fails the request (the event is still broadcast, without a seq). */
 int sandbox_event(struct sandboxd *d, struct sandbox *sb, const char *type, json_t *data);
 
 /* Broadcasts an event about the node rather than a sandbox (an image being installed) to the

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "netpolicy.h"
 #include "proc.h"
+#include "samples.h"
 #include "sandboxd.h"
 #include "store.h"
 #include "util.h"
@@ -268,9 +269,10 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err)
 		return -ENOMEM;
 	sb->state = SANDBOX_PENDING;
 	sb->created_at = sb->last_active = now_unix_ms();
-	data = json_pack("{s:s, s:i, s:i, s:I, s:O, s:O}", "image", sb->image, "cpus",
-	                 (int)sb->cpus, "memory_mb", (int)sb->memory_mb, "disk_mb",
-	                 (json_int_t)sb->disk_mb, "network", sb->network, "labels", sb->labels);
+	data = json_pack("{s:s?, s:s, s:i, s:i, s:I, s:O, s:O}", "name", sb->name, "image",
+	                 sb->image, "cpus", (int)sb->cpus, "memory_mb", (int)sb->memory_mb,
+	                 "disk_mb", (json_int_t)sb->disk_mb, "network", sb->network, "labels",
+	                 sb->labels);
 	if (data) {
 		json_t *names = json_array();
 		for (size_t i = 0; names && i < sb->nenv; i++)
@@ -366,38 +368,42 @@ lifecycle_start(struct sandboxd *d, struct sandbox *sb, struct err *err)
 	return move(d, sb, &move_start, err);
 }
 
+/* The reason a terminated sandbox shows, for each thing that ends one. */
+static const char *const end_reasons[_SANDBOX_END_MAX] = {
+	[SANDBOX_END_REQUEST] = "deleted",
+	[SANDBOX_END_IDLE] = "it was idle past its idle timeout",
+	[SANDBOX_END_LIFETIME] = "its lifetime ended",
+	[SANDBOX_END_POLICY] = "its network is no longer permitted by the policy",
+};
+
+/* sb ended for sb->end. */
 static void
-terminated(struct sandboxd *d, struct sandbox *sb, const char *why)
+terminated(struct sandboxd *d, struct sandbox *sb)
 {
 	sb->op = SANDBOX_OP_NONE;
 	proc_clear(sb);
-	if (sandbox_set_state(d, sb, SANDBOX_TERMINATED, why) == 0) {
+	if (sandbox_set_state(d, sb, SANDBOX_TERMINATED, end_reasons[sb->end]) == 0) {
 		ended_add(d, sb->id); /* listed until --forget-after */
 		registry_drop(d, sb);
 	}
 }
 
 int
-lifecycle_delete(struct sandboxd *d, struct sandbox *sb, const char *why, struct err *err)
+lifecycle_delete(struct sandboxd *d, struct sandbox *sb, enum sandbox_end why, struct err *err)
 {
 	struct backend *b = backend_for(d, sb);
-	char *reason;
 	int r;
 
 	if (sb->state == SANDBOX_TERMINATED || sb->op == SANDBOX_OP_DESTROY)
 		return 0;
+	/* recorded when the destroy completes */
+	sb->end = why >= 0 && why < _SANDBOX_END_MAX ? why : SANDBOX_END_REQUEST;
 	if (!b) {
 		/* nothing this sandboxd could have started is left to end */
-		terminated(d, sb, why);
+		terminated(d, sb);
 		return 0;
 	}
-	reason = strdup(why);
-	if (!reason)
-		return err_set(err, -ENOMEM, ERR_INTERNAL, "out of memory");
 	proc_clear(sb);
-	/* the reason is recorded when the destroy completes */
-	free(sb->pending_reason);
-	sb->pending_reason = reason;
 	sb->op = SANDBOX_OP_DESTROY;
 	r = b->ops->destroy(b, sb);
 	if (r < 0) {
@@ -424,8 +430,9 @@ on_backend_done(void *ctx, struct sandbox *sb, int error, const char *reason)
 		if (error < 0) {
 			vm_gone(d, sb);
 			fail(d, sb, "%s", reason ? reason : strerror(-error));
-		} else {
-			(void)sandbox_set_state(d, sb, SANDBOX_RUNNING, NULL);
+		} else if (sandbox_set_state(d, sb, SANDBOX_RUNNING, NULL) == 0) {
+			/* a fresh boot has its first sample at once */
+			samples_take(d, sb, true);
 		}
 		break;
 	case SANDBOX_OP_STOP:
@@ -451,9 +458,8 @@ on_backend_done(void *ctx, struct sandbox *sb, int error, const char *reason)
 		} else if (error < 0) {
 			fail(d, sb, "could not be removed: %s", reason ? reason : strerror(-error));
 		} else {
-			_cleanup_free_ char *why = TAKE_PTR(sb->pending_reason);
 			vm_gone(d, sb);
-			terminated(d, sb, why ? why : "deleted");
+			terminated(d, sb);
 		}
 		break;
 	case SANDBOX_OP_NONE:
@@ -609,7 +615,7 @@ ended_by_policy(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c
 		return false;
 	log_warning("sandbox '%s': not taken back: %s; ending it", sb->id,
 	            why ? why : "its network is no longer permitted");
-	if (lifecycle_delete(d, sb, why ? why : "its network is no longer permitted", &err) < 0)
+	if (lifecycle_delete(d, sb, SANDBOX_END_POLICY, &err) < 0)
 		fail(d, sb, "%s", err.message);
 	c->ended++;
 	return true;
@@ -672,6 +678,7 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 			if (sb->state == SANDBOX_PENDING)
 				(void)sandbox_set_state(d, sb, SANDBOX_STARTING, NULL);
 			(void)sandbox_set_state(d, sb, SANDBOX_RUNNING, NULL);
+			samples_take(d, sb, false);
 			c->taken_back++;
 		} else {
 			fail(d, sb, "sandboxd restarted before it finished starting");
@@ -683,6 +690,7 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 		if (st == BACKEND_RUNNING) {
 			if (!took_back(d, b, sb, &found, c))
 				return;
+			samples_take(d, sb, false);
 			c->taken_back++;
 		} else {
 			fail(d, sb, "its VM ended while sandboxd was not running");
@@ -770,10 +778,10 @@ lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms)
 		if (sb->op == SANDBOX_OP_DESTROY || sb->state == SANDBOX_TERMINATED)
 			continue;
 		if (exp && now_ms >= exp)
-			(void)lifecycle_delete(d, sb, "its lifetime ended", &err);
+			(void)lifecycle_delete(d, sb, SANDBOX_END_LIFETIME, &err);
 		else if (sb->idle_timeout_secs && sb->state == SANDBOX_RUNNING &&
 		         now_ms - sb->last_active >= (int64_t)sb->idle_timeout_secs * 1000)
-			(void)lifecycle_delete(d, sb, "it was idle past its idle timeout", &err);
+			(void)lifecycle_delete(d, sb, SANDBOX_END_IDLE, &err);
 	}
 }
 

@@ -17,8 +17,9 @@ int lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err);
 int lifecycle_stop(struct sandboxd *d, struct sandbox *sb, struct err *err);
 /* stopped -> starting -> running, booting the same writable layer (restart mode). */
 int lifecycle_start(struct sandboxd *d, struct sandbox *sb, struct err *err);
-/* Ends the sandbox and discards its disk; why is recorded as the reason. Idempotent. */
-int lifecycle_delete(struct sandboxd *d, struct sandbox *sb, const char *why, struct err *err);
+/* Ends the sandbox and discards its disk; why is recorded (the reason it shows, and its
+ * sandbox.terminated audit record's). Idempotent. */
+int lifecycle_delete(struct sandboxd *d, struct sandbox *sb, enum sandbox_end why, struct err *err);
 
 /* At startup, the backend is created with this config: the events of the lifecycle (ctx is
  * d) and the options it needs. */

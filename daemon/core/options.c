@@ -68,6 +68,10 @@ static const char usage[] =
         "  --egress-dns-port N    the DNS stub's UDP port on the host (default 7353)\n"
         "  --egress-subnet CIDR   where sandboxes' /30 links come from (default\n"
         "                         10.200.0.0/16; at most /22)\n"
+        "  --audit-log FILE|none  the JSONL audit log (default STATE-DIR/audit/events.jsonl;\n"
+        "                         0600 in a 0700 directory; rotated at 8 MiB, 5 kept)\n"
+        "  --audit-max-events N   the events the store keeps at most, every sandbox's\n"
+        "                         together; the oldest go first (default 500000)\n"
         "  --metrics-listen HOST:PORT\n"
         "                         serve Prometheus metrics at /metrics there (loopback only:\n"
         "                         it has no credential)\n"
@@ -253,6 +257,18 @@ parse_socket(struct options *o, const char *arg)
 }
 
 static int
+parse_audit_log(struct options *o, const char *arg)
+{
+	if (!streq(arg, "none") && (arg[0] != '/' || arg[strlen(arg) - 1] == '/')) {
+		fprintf(stderr,
+		        "sandboxd: --audit-log '%s' must be an absolute file path or 'none'\n",
+		        arg);
+		return -EINVAL;
+	}
+	return set_string(&o->audit_log, arg);
+}
+
+static int
 parse_allowed_host(struct options *o, const char *arg)
 {
 	struct in6_addr a6;
@@ -410,6 +426,8 @@ static const struct opt_def opt_defs[] = {
 	CUSTOM("local-registry", parse_local_registry),
 	{ .name = "user-pull", .kind = OPT_ON_OFF, F(user_pull), .what = "on or off" },
 	{ .name = "egress", .kind = OPT_ON_OFF, F(egress), .what = "on or off" },
+	CUSTOM("audit-log", parse_audit_log),
+	UINT("audit-max-events", audit_max_events, 1000, 1000000000, "must be 1000 to 1000000000"),
 	STRING("metrics-listen", metrics_listen),
 	UINT("egress-proxy-port", egress_proxy_port, 1, 65535, "must be a port, 1 to 65535"),
 	UINT("egress-dns-port", egress_dns_port, 1, 65535, "must be a port, 1 to 65535"),
@@ -515,6 +533,7 @@ options_parse(int argc, char **argv, struct options *o)
 		               .user_max_cpus = 8,
 		               .user_max_memory_mb = 16384,
 		               .user_pull = true,
+		               .audit_max_events = OPTIONS_DEFAULT_AUDIT_MAX_EVENTS,
 		               .log_level = LOG_LEVEL_INFO };
 	for (size_t i = 0; i < N_OPTS; i++) {
 		bool no_arg = opt_defs[i].kind == OPT_HELP || opt_defs[i].kind == OPT_VERSION ||
@@ -564,6 +583,13 @@ options_parse(int argc, char **argv, struct options *o)
 		if (!o->token_file || set_string(&o->listen, OPTIONS_DEFAULT_LISTEN) < 0)
 			return -ENOMEM;
 		o->token_generate = true;
+	}
+	if (!o->audit_log &&
+	    !(o->audit_log = strdup_printf("%s/%s", o->state_dir, OPTIONS_DEFAULT_AUDIT_LOG)))
+		return -ENOMEM;
+	if (streq(o->audit_log, "none")) {
+		free(o->audit_log);
+		o->audit_log = NULL;
 	}
 	if (!o->socket_path && !(o->socket_path = paths_default_socket()))
 		return -ENOMEM;
@@ -741,6 +767,7 @@ options_done(struct options *o)
 	free(o->listen);
 	free(o->listen_host);
 	free(o->listen_port);
+	free(o->audit_log);
 	free(o->metrics_listen);
 	free(o->metrics_host);
 	free(o->metrics_port);

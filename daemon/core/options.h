@@ -43,9 +43,11 @@ struct options {
 	bool user_pull; /* --user-pull: a user's create may install an image (default on) */
 	char *allowed_images[OPTIONS_MAX_LIST]; /* the policy's images list; none: any image */
 	size_t n_allowed_images;
-	char *default_image;  /* NULL: the policy's (sandbox-base) */
-	char *policy_file;    /* --policy: the operator's YAML policy, or NULL */
-	char *metrics_listen; /* --metrics-listen HOST:PORT (loopback), or NULL */
+	char *default_image;       /* NULL: the policy's (sandbox-base) */
+	char *policy_file;         /* --policy: the operator's YAML policy, or NULL */
+	char *audit_log;           /* --audit-log: the JSONL audit log, or NULL ("none") */
+	unsigned audit_max_events; /* the store's events at most (--audit-max-events) */
+	char *metrics_listen;      /* --metrics-listen HOST:PORT (loopback), or NULL */
 	char *metrics_host;
 	char *metrics_port;
 	bool egress; /* --egress on|off: taps, nftables and the egress worker (root) */
@@ -64,6 +66,9 @@ struct options {
  * with an operator token it keeps in the state directory. */
 #define OPTIONS_DEFAULT_LISTEN "127.0.0.1:7070"
 #define OPTIONS_DEFAULT_TOKEN_FILE "operator.token"
+/* The audit log, in the state directory unless --audit-log says otherwise. */
+#define OPTIONS_DEFAULT_AUDIT_LOG "audit/events.jsonl"
+#define OPTIONS_DEFAULT_AUDIT_MAX_EVENTS 500000
 
 /* Parses argv into opts, applying the defaults for the current user (root or not).
  * Returns 0 to go on, 1 when --help or --version was handled, -EINVAL after printing a

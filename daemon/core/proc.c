@@ -139,8 +139,10 @@ on_exited(struct agent_sub *s, int code, uint64_t end)
 	/* readers (a run's answer among them) first; the database write after */
 	pump_all(p);
 	(void)sandbox_event(d, sb, "process.exited",
-	                    json_pack("{s:I, s:i, s:b}", "pid", (json_int_t)pid, "exit_code", code,
-	                              "oom", p->oom));
+	                    json_pack("{s:I, s:i, s:I, s:b}", "pid", (json_int_t)pid, "exit_code",
+	                              code, "duration_ms",
+	                              (json_int_t)MAX(now_unix_ms() - p->started_at, 0), "oom",
+	                              p->oom));
 }
 
 int

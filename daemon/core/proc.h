@@ -36,6 +36,9 @@ struct proc_reader {
 	void *data_ptr;
 };
 
+/* Where a process runs when its request names no cwd: the sandbox user's home. */
+#define PROC_HOME "/sandbox/home"
+
 struct proc {
 	struct list_node link; /* in the sandbox's list */
 	struct sandboxd *d;

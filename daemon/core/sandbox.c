@@ -48,6 +48,19 @@ sandbox_state_from_string(const char *s)
 	return _SANDBOX_STATE_INVALID;
 }
 
+static const char *const end_names[_SANDBOX_END_MAX] = {
+	[SANDBOX_END_REQUEST] = "request",
+	[SANDBOX_END_IDLE] = "idle",
+	[SANDBOX_END_LIFETIME] = "lifetime",
+	[SANDBOX_END_POLICY] = "policy",
+};
+
+const char *
+sandbox_end_to_string(enum sandbox_end e)
+{
+	return e >= 0 && e < _SANDBOX_END_MAX ? end_names[e] : "request";
+}
+
 bool
 sandbox_transition_allowed(enum sandbox_state from, enum sandbox_state to)
 {
@@ -84,7 +97,7 @@ sandbox_free(struct sandbox *sb)
 	free(sb->image);
 	free(sb->backend);
 	free(sb->runtime_ref);
-	free(sb->pending_reason);
+	free(sb->samples);
 	json_decref(sb->labels);
 	json_decref(sb->network);
 	for (size_t i = 0; i < sb->nenv; i++) {
@@ -400,6 +413,12 @@ sandbox_set_state(struct sandboxd *d, struct sandbox *sb, enum sandbox_state to,
 	sb->state = to;
 	data = json_pack("{s:s, s:s, s:s?}", "from", sandbox_state_to_string(from), "to",
 	                 sandbox_state_to_string(to), "reason", reason);
+	/* what ended it, in the audit trail's words */
+	if (data && to == SANDBOX_TERMINATED &&
+	    json_object_set_new(data, "end", json_string(sandbox_end_to_string(sb->end))) < 0) {
+		json_decref(data);
+		data = NULL;
+	}
 	r = data ? sandbox_commit(d, sb, false, "state", data) : -ENOMEM;
 	if (r < 0) {
 		/* the record of truth did not change, so neither does the cache */

@@ -45,6 +45,20 @@ enum sandbox_op {
 	SANDBOX_OP_DESTROY,
 };
 
+/* Why a sandbox was ended: the reason of its sandbox.terminated audit record. */
+enum sandbox_end {
+	SANDBOX_END_REQUEST,  /* DELETE */
+	SANDBOX_END_IDLE,     /* idle past its idle timeout */
+	SANDBOX_END_LIFETIME, /* its lifetime ran out */
+	SANDBOX_END_POLICY,   /* its network is no longer permitted (at a restart) */
+	_SANDBOX_END_MAX,
+};
+
+/* "request", "idle", "lifetime", "policy". */
+const char *sandbox_end_to_string(enum sandbox_end e);
+
+struct sandbox_samples;
+
 struct sandbox_env {
 	char *name;
 	char *value; /* held in memory only: never persisted, returned or logged */
@@ -75,7 +89,7 @@ struct sandbox {
 	int64_t last_active; /* unix ms of the last request or process activity */
 
 	enum sandbox_op op;
-	char *pending_reason; /* recorded when the destroy under way completes */
+	enum sandbox_end end; /* why it is being ended: set when the destroy begins */
 	void *backend_data;   /* owned by the backend */
 	bool has_slot;        /* its VM holds a slot (struct vm_launch) while it runs */
 	unsigned slot;
@@ -84,10 +98,11 @@ struct sandbox {
 	char *json;
 	size_t json_len;
 
-	struct list_node procs;      /* struct proc: its processes, while it runs */
-	bool procs_listed;           /* the guest's own list was read after (re)start */
-	struct list_node by_created; /* registry: newest first */
-	struct list_node waiters;    /* struct sandbox_waiter */
+	struct list_node procs;          /* struct proc: its processes, while it runs */
+	bool procs_listed;               /* the guest's own list was read after (re)start */
+	struct sandbox_samples *samples; /* samples.h: measured on the host; NULL: none yet */
+	struct list_node by_created;     /* registry: newest first */
+	struct list_node waiters;        /* struct sandbox_waiter */
 };
 
 /* A waiter is called after every state change of its sandbox, and once more with
@@ -137,7 +152,8 @@ bool sandbox_matches_labels(const struct sandbox *sb, const json_t *filter);
 
 /* The only writer of sb->state. Refuses moves not in the table with -EINVAL (and logs it:
  * that is a bug). Persists the row and a "state" event in one transaction, logs
- * "old -> new", publishes the event and wakes the waiters. reason may be NULL. */
+ * "old -> new", publishes the event and wakes the waiters. reason may be NULL. A move to
+ * terminated records sb->end too. */
 int sandbox_set_state(struct sandboxd *d, struct sandbox *sb, enum sandbox_state to,
                       const char *reason);
 

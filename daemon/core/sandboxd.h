@@ -13,6 +13,7 @@
 #include "sandbox.h"
 
 struct accounts;
+struct audit_log;
 struct egress;
 struct images;
 struct server;
@@ -23,6 +24,7 @@ struct sandboxd {
 	const struct options *opts;
 	struct policy policy;
 	struct store *store;
+	struct audit_log *audit;   /* audit.h: the JSONL audit log; NULL with --audit-log none */
 	struct accounts *accounts; /* accounts.c: the hashing pool, the login limiters */
 	struct backend *backend;   /* NULL when this build has none */
 	struct images *images;     /* images.c */

@@ -80,6 +80,11 @@ static const char *const migrations[] = {
 	"  last_used_at INTEGER"
 	") STRICT;"
 	"CREATE INDEX api_keys_by_user ON api_keys(user_id);",
+	/* 2 -> 3: each event's audit record (core/audit.c: the same text as the audit log's
+	 * line), NULL when the event has none; a sandbox's audit trail reads only those. Events
+	 * from before keep NULL: their records were never made. */
+	"ALTER TABLE events ADD COLUMN audit TEXT;"
+	"CREATE INDEX events_audit ON events(sandbox_id, seq) WHERE audit IS NOT NULL;",
 };
 
 int
@@ -203,8 +208,8 @@ store_open(const char *path, struct store **ret)
 	            "image = ?6, backend = ?7, runtime_ref = ?8, spec = ?9, created_at = ?10, "
 	            "updated_at = ?11 WHERE id = ?1") < 0 ||
 	    prepare(s, &s->add_event,
-	            "INSERT INTO events (sandbox_id, time, type, data) VALUES (?1, ?2, ?3, ?4)") <
-	            0)
+	            "INSERT INTO events (sandbox_id, time, type, data, audit) "
+	            "VALUES (?1, ?2, ?3, ?4, ?5)") < 0)
 		return -EIO;
 	*ret = TAKE_PTR(s);
 	return 0;
@@ -482,10 +487,11 @@ store_disown_ended(struct store *s, const char *owner, const char *new_owner)
 
 int
 store_add_event(struct store *s, const char *sandbox_id, int64_t time_ms, const char *type,
-                const json_t *data, int64_t *ret_seq)
+                const json_t *data, const char *audit, int64_t *ret_seq)
 {
 	_cleanup_free_ char *text = json_dumps(data, JSON_COMPACT);
 	sqlite3_stmt *st = s->add_event;
+	bool nested = !sqlite3_get_autocommit(s->db); /* in the row's transaction */
 	int rc;
 
 	if (!text)
@@ -495,13 +501,16 @@ store_add_event(struct store *s, const char *sandbox_id, int64_t time_ms, const 
 	sqlite3_bind_int64(st, 2, time_ms);
 	sqlite3_bind_text(st, 3, type, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_text(st, 4, text, -1, SQLITE_TRANSIENT);
+	bind_text_or_null(st, 5, audit);
 	rc = sqlite3_step(st);
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
 	if (rc != SQLITE_DONE) {
-		log_error("store: adding an event for '%s' failed: %s", sandbox_id,
+		log_error("store: adding a '%s' event for '%s' failed: %s", type, sandbox_id,
 		          sqlite3_errmsg(s->db));
-		return -EIO;
+		/* a failed statement is undone by itself; some errors (a full disk, I/O) end the
+		 * whole transaction, the row's with it */
+		return nested && sqlite3_get_autocommit(s->db) ? -ECANCELED : -EIO;
 	}
 	if (ret_seq)
 		*ret_seq = sqlite3_last_insert_rowid(s->db);
@@ -520,6 +529,7 @@ each_event(sqlite3_stmt *st, int (*fn)(const struct store_event *e, void *data),
 			.sandbox_id = (const char *)sqlite3_column_text(st, 2),
 			.type = (const char *)sqlite3_column_text(st, 3),
 			.data = (const char *)sqlite3_column_text(st, 4),
+			.audit = (const char *)sqlite3_column_text(st, 5),
 		};
 		if (!e.sandbox_id || !e.type || !e.data)
 			continue;
@@ -531,32 +541,39 @@ each_event(sqlite3_stmt *st, int (*fn)(const struct store_event *e, void *data),
 }
 
 int
-store_list_events(struct store *s, const char *sandbox_id, unsigned limit,
-                  int (*fn)(const struct store_event *e, void *data), void *data,
-                  bool *ret_truncated)
+store_list_audit(struct store *s, const char *sandbox_id, unsigned limit,
+                 int (*fn)(const char *record, void *data), void *data, bool *ret_truncated)
 {
 	sqlite3_stmt *st;
 	int64_t total = 0;
-	int r;
+	int rc, r = 0;
 
-	if (sqlite3_prepare_v2(s->db, "SELECT COUNT(*) FROM events WHERE sandbox_id = ?1", -1, &st,
-	                       NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(s->db,
+	                       "SELECT COUNT(*) FROM events WHERE sandbox_id = ?1 AND audit IS NOT "
+	                       "NULL",
+	                       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_text(st, 1, sandbox_id, -1, SQLITE_TRANSIENT);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		total = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
 
-	/* the newest `limit` rows, returned oldest first */
+	/* the newest `limit` records, returned oldest first */
 	if (sqlite3_prepare_v2(s->db,
-	                       "SELECT seq, time, sandbox_id, type, data FROM ("
-	                       " SELECT * FROM events WHERE sandbox_id = ?1 ORDER BY seq DESC"
+	                       "SELECT audit FROM (SELECT seq, audit FROM events"
+	                       " WHERE sandbox_id = ?1 AND audit IS NOT NULL ORDER BY seq DESC"
 	                       " LIMIT ?2) ORDER BY seq",
 	                       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_text(st, 1, sandbox_id, -1, SQLITE_TRANSIENT);
 	sqlite3_bind_int64(st, 2, limit);
-	r = each_event(st, fn, data);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *text = (const char *)sqlite3_column_text(st, 0);
+		if (text && (r = fn(text, data)) < 0)
+			break;
+	}
+	if (r == 0 && rc != SQLITE_DONE)
+		r = -EIO;
 	sqlite3_finalize(st);
 	if (r == 0 && ret_truncated)
 		*ret_truncated = total > (int64_t)limit;
@@ -571,8 +588,8 @@ store_events_since(struct store *s, int64_t after, const char *owner, unsigned l
 	int r;
 
 	if (sqlite3_prepare_v2(s->db,
-	                       "SELECT e.seq, e.time, e.sandbox_id, e.type, e.data FROM events e "
-	                       "JOIN sandboxes s ON s.id = e.sandbox_id "
+	                       "SELECT e.seq, e.time, e.sandbox_id, e.type, e.data, e.audit "
+	                       "FROM events e JOIN sandboxes s ON s.id = e.sandbox_id "
 	                       "WHERE e.seq > ?1 AND (?3 IS NULL OR s.owner = ?3) "
 	                       "ORDER BY e.seq LIMIT ?2",
 	                       -1, &st, NULL) != SQLITE_OK)
@@ -583,6 +600,27 @@ store_events_since(struct store *s, int64_t after, const char *owner, unsigned l
 	r = each_event(st, fn, data);
 	sqlite3_finalize(st);
 	return r;
+}
+
+int
+store_prune_events(struct store *s, uint64_t keep)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	/* seq grows by one per event and only the oldest go, so this leaves at most `keep` */
+	if (sqlite3_prepare_v2(s->db,
+	                       "DELETE FROM events WHERE seq <= (SELECT MAX(seq) FROM events) - ?1",
+	                       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sqlite3_bind_int64(st, 1, (sqlite3_int64)MIN(keep, (uint64_t)INT64_MAX));
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		log_error("store: pruning the oldest events failed: %s", sqlite3_errmsg(s->db));
+		return -EIO;
+	}
+	return sqlite3_changes(s->db);
 }
 
 int64_t

@@ -72,24 +72,30 @@ int store_load(struct store *s, const char *id,
  * The number of rows changed, or -EIO. */
 int store_disown_ended(struct store *s, const char *owner, const char *new_owner);
 
-/* Appends an event; data is a JSON object (borrowed). Returns the new sequence number. */
+/* Appends an event; data is a JSON object (borrowed), audit its audit record's text or NULL.
+ * Sets the new sequence number. Inside a transaction (store_begin) a failure leaves the rest
+ * of it as it was and returns -EIO, or -ECANCELED when SQLite ended the whole transaction
+ * (a full disk): then nothing of it was written. Failures are logged. */
 int store_add_event(struct store *s, const char *sandbox_id, int64_t time_ms, const char *type,
-                    const json_t *data, int64_t *ret_seq);
+                    const json_t *data, const char *audit, int64_t *ret_seq);
 
 struct store_event {
 	int64_t seq;
 	int64_t time_ms;
 	const char *sandbox_id;
 	const char *type;
-	const char *data; /* JSON text */
+	const char *data;  /* JSON text */
+	const char *audit; /* the audit record's text, or NULL */
 };
-/* Calls fn for the newest `limit` events of one sandbox, oldest first; *ret_truncated tells
- * whether older ones exist. */
-int store_list_events(struct store *s, const char *sandbox_id, unsigned limit,
-                      int (*fn)(const struct store_event *e, void *data), void *data,
-                      bool *ret_truncated);
+/* Calls fn with the newest `limit` audit records of one sandbox, oldest first; *ret_truncated
+ * tells whether older ones exist. */
+int store_list_audit(struct store *s, const char *sandbox_id, unsigned limit,
+                     int (*fn)(const char *record, void *data), void *data, bool *ret_truncated);
 /* Calls fn for events with seq > after, oldest first, at most limit; owner (NULL: any)
  * limits them to that owner's sandboxes. */
 int store_events_since(struct store *s, int64_t after, const char *owner, unsigned limit,
                        int (*fn)(const struct store_event *e, void *data), void *data);
+/* Deletes the oldest events past the newest `keep` (their audit records with them). The number
+ * deleted, or -EIO (logged). */
+int store_prune_events(struct store *s, uint64_t keep);
 int64_t store_last_event_seq(struct store *s);

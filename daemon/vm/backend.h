@@ -58,6 +58,13 @@ struct backend_caps {
 	bool vmm_no_cgroups;
 };
 
+/* What a running sandbox's VM uses, measured on the host (never asked of the guest). */
+struct backend_sample {
+	uint64_t cpu_ns;       /* the VMM's CPU time (user and system) since it started */
+	uint64_t memory_bytes; /* the VMM's memory now */
+	uint64_t disk_bytes;   /* the allocated size of the writable layer */
+};
+
 /* How a backend reports to whoever created it, always on the loop; ctx is the config's. */
 struct backend_events {
 	/* The operation under way on sb (sb->op) finished: error is 0 or -errno, reason says
@@ -148,6 +155,10 @@ struct backend_ops {
 	 * the image to be installed, and each launch names its disk. false: an image name is
 	 * only a name to it (the fake backend). */
 	bool boots_images;
+
+	/* Measures a running sandbox's VM. Synchronous and quick (a few small files read).
+	 * -errno (-ESRCH: no VM runs for it). NULL: this backend measures nothing. */
+	int (*sample)(struct backend *b, struct sandbox *sb, struct backend_sample *ret);
 
 	/* The connected guest agent of a running sandbox, through which processes and files
 	 * work (daemon/vm/agent.h), or NULL when there is none (not running, or a backend without

@@ -229,3 +229,66 @@ cgroup_sweep(const char *parent)
 	}
 	return n;
 }
+
+int
+cgroup_parse_cpu_usec(const char *cpu_stat, uint64_t *ret)
+{
+	const char *line = cpu_stat;
+
+	/* "usage_usec 1234\nuser_usec ..." */
+	while (line && *line) {
+		if (str_has_prefix(line, "usage_usec "))
+			return parse_u64_n(line + 11, strcspn(line + 11, "\n"), ret);
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	return -EINVAL;
+}
+
+/* Whether pid is among the group's processes (cgroup.procs: one pid a line). */
+static bool
+group_has(const char *dir, pid_t pid)
+{
+	_cleanup_free_ char *path = strdup_printf("%s/cgroup.procs", dir), *text = NULL;
+	char *save = NULL;
+
+	if (!path || read_file_max(path, 1u << 20, &text, NULL) < 0)
+		return false;
+	for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		uint64_t v;
+		if (parse_u64(l, &v) == 0 && v == (uint64_t)pid)
+			return true;
+	}
+	return false;
+}
+
+int
+cgroup_usage(const char *name, pid_t pid, uint64_t *ret_cpu_ns, uint64_t *ret_memory_bytes)
+{
+	_cleanup_free_ char *cpu = NULL, *mem = NULL, *cpu_path = NULL, *mem_path = NULL;
+	char dir[1100];
+	uint64_t usec, bytes;
+	size_t len;
+	int r;
+
+	if (!usable || !v2)
+		return -EOPNOTSUPP;
+	group_dir(0, name, dir, sizeof(dir));
+	if (!dir[0] || !group_has(dir, pid))
+		return -ENOENT;
+	cpu_path = strdup_printf("%s/cpu.stat", dir);
+	mem_path = strdup_printf("%s/memory.current", dir);
+	if (!cpu_path || !mem_path)
+		return -ENOMEM;
+	if ((r = read_file_max(cpu_path, 4096, &cpu, NULL)) < 0 ||
+	    (r = read_file_max(mem_path, 64, &mem, &len)) < 0)
+		return r;
+	while (len > 0 && mem[len - 1] == '\n')
+		mem[--len] = '\0';
+	if (cgroup_parse_cpu_usec(cpu, &usec) < 0 || parse_u64(mem, &bytes) < 0)
+		return -EINVAL;
+	*ret_cpu_ns = usec * 1000;
+	*ret_memory_bytes = bytes;
+	return 0;
+}

@@ -21,3 +21,10 @@ void cgroup_remove(const char *name);
  * when sandboxd was not there to remove them). Groups with processes stay. Returns how many
  * were removed. */
 int cgroup_sweep(const char *parent);
+
+/* What the group of a VMM counted, cgroup v2 only: its CPU time (cpu.stat usage_usec) and
+ * its memory (memory.current: its pages, the page cache it caused included). -EOPNOTSUPP
+ * without cgroup v2 here, -ENOENT when pid is not in the group (its VMM could not enter it). */
+int cgroup_usage(const char *name, pid_t pid, uint64_t *ret_cpu_ns, uint64_t *ret_memory_bytes);
+/* The usage_usec of a cpu.stat text (pure: unit-tested). -EINVAL without one. */
+int cgroup_parse_cpu_usec(const char *cpu_stat, uint64_t *ret);

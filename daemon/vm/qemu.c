@@ -33,6 +33,7 @@
 #include "frame.h"
 #include "tlv.h"
 #include "cgroup.h"
+#include "procstat.h"
 #include "log.h"
 #include "loop.h"
 #include "qmp.h"
@@ -1230,6 +1231,33 @@ qemu_abandon(struct backend *b _unused_, struct sandbox *sb)
 	}
 }
 
+/* Measured on the host: the VMM's group when it is in one (cgroup v2), else the VMM itself;
+ * the disk is what the guest's writes allocated in its layer (the image below is shared). */
+static int
+qemu_sample(struct backend *b _unused_, struct sandbox *sb, struct backend_sample *ret)
+{
+	struct vm *vm = sb->backend_data;
+	_cleanup_free_ char *upper = NULL;
+	struct stat st;
+	int r;
+
+	if (!vm || vm->pid <= 0)
+		return -ESRCH;
+	r = vm->q->cgroups ? cgroup_usage(vm->cgroup, vm->pid, &ret->cpu_ns, &ret->memory_bytes)
+	                   : -EOPNOTSUPP;
+	if (r < 0)
+		r = procstat_read(vm->pid, &ret->cpu_ns, &ret->memory_bytes);
+	if (r < 0)
+		return r;
+	upper = vm_path(vm, "upper.qcow2");
+	if (!upper)
+		return -ENOMEM;
+	if (stat(upper, &st) < 0)
+		return negative_errno();
+	ret->disk_bytes = (uint64_t)st.st_blocks * 512;
+	return 0;
+}
+
 static struct agent *
 qemu_agent(struct backend *b _unused_, struct sandbox *sb)
 {
@@ -1341,6 +1369,7 @@ static const struct backend_ops qemu_ops = {
 	.abandon = qemu_abandon,
 	.boots_images = true,
 	.agent = qemu_agent,
+	.sample = qemu_sample,
 	.recovered = qemu_recovered,
 };
 

@@ -205,7 +205,7 @@ async function run(browser) {
 
   step('the events of the sandbox, live');
   const events = page.locator('.events');
-  await events.locator('li', { hasText: 'starting → running' }).waitFor();
+  await events.locator('li', { hasText: 'sandbox.started' }).first().waitFor();
   await events.locator('li', { hasText: 'process.started' }).first().waitFor();
   check(await events.locator('li', { hasText: 'created from busybox' }).count() === 1,
     'the created event');
@@ -332,7 +332,7 @@ async function run(browser) {
   await page.locator(`[data-key="delete-${id}"]`).click();
   await page.locator(`[data-key="delete-${id}"]`, { hasText: 'Delete browser-test?' }).click();
   await page.locator('h1 .state', { hasText: 'terminated' }).waitFor({ timeout: 60000 });
-  await page.locator('.events li', { hasText: 'running → terminated: deleted' }).waitFor();
+  await page.locator('.events li', { hasText: 'ended: request' }).waitFor();
   await shot(page, '12-deleted');
   await page.click('#nav a:has-text("Sandboxes")');
   const bid = await page.locator('.card', { hasText: 'broken' }).getAttribute('data-id');

@@ -517,17 +517,44 @@ test_events(void **state)
 	free(out);
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "events", "eventful"), 0);
 	harness_expect_in(out, "TIME");
-	harness_expect_in(out, "created");
-	harness_expect_in(out, "state");
-	harness_expect_in(out, "starting -> running");
-	harness_expect_in(out, "running -> stopping");
+	harness_expect_in(out, "sandbox.created");
+	harness_expect_in(out, "image ");
+	harness_expect_in(out, "sandbox.started");
+	harness_expect_in(out, "sandbox.stopped");
 	free(out);
+	/* the server's answer as it is: flat records, oldest first */
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "events", id, "--json"), 0);
 	j = parse_json(out);
-	assert_true(json_array_size(json_object_get(j, "events")) >= 4);
+	assert_int_equal(json_array_size(json_object_get(j, "events")), 3);
+	assert_string_equal(str(json_array_get(json_object_get(j, "events"), 0), "sandbox"), id);
 	json_decref(j);
 	free(out);
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "events", "no-such-sandbox"), 5);
+	free(out);
+}
+
+static void
+test_metrics(void **state)
+{
+	char id[32], *out;
+	json_t *j;
+
+	create("measured", id);
+	/* a sample is taken as it starts */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "metrics", "measured"), 0);
+	harness_expect_in(out, "TIME");
+	harness_expect_in(out, "MEMORY");
+	harness_expect_in(out, "NET OUT");
+	harness_expect_in(out, "0.00s");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "metrics", id, "--json"), 0);
+	j = parse_json(out);
+	assert_true(json_array_size(json_object_get(j, "samples")) >= 1);
+	json_decref(j);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "metrics", "no-such-sandbox"), 5);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "metrics"), 2);
 	free(out);
 }
 
@@ -637,17 +664,21 @@ test_follow_one_sandbox(void **state)
 	snprintf(path, sizeof(path), "%s/follow-one.out", home);
 	pid = spawn_bg(path, (const char *const[]){ "--endpoint", unix_ep, "events", "watched",
 	                                            "--follow", NULL });
-	for (int i = 0; i < 500 && !harness_file_contains(path, "starting -> running"); i++)
+	for (int i = 0; i < 500 && !harness_file_contains(path, "sandbox.started"); i++)
 		usleep(10000);
 	create("bystander", other);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "stop", "watched"), 0);
+	free(out);
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "kill", "watched"), 0);
 	free(out);
 	rc = wait_exit(pid, 10000);
 	if (rc == -1)
 		stop_bg(pid);
 	assert_int_equal(rc, 0);
-	assert_true(harness_file_contains(path, "created"));
-	assert_true(harness_file_contains(path, "-> terminated"));
+	/* the trail, then what the stream carried on with: the stop and the end */
+	assert_true(harness_file_contains(path, "sandbox.created"));
+	assert_true(harness_file_contains(path, "sandbox.stopped"));
+	assert_true(harness_file_contains(path, "sandbox.terminated  request"));
 	assert_false(harness_file_contains(path, other));
 	assert_false(harness_file_contains(path, "bystander"));
 }
@@ -975,6 +1006,7 @@ main(void)
 		cmocka_unit_test(test_stop_start_kill),
 		cmocka_unit_test(test_exit_codes),
 		cmocka_unit_test(test_events),
+		cmocka_unit_test(test_metrics),
 		cmocka_unit_test(test_network_flags),
 		cmocka_unit_test(test_network_policy),
 		cmocka_unit_test(test_follow_stream),

@@ -88,18 +88,7 @@ expect_error(const char *method, const char *path, long want_status, const char 
 	conf_assert_error(status, j, want_status, want_code);
 }
 
-static const json_t *
-events_of(const char *id)
-{
-	json_t *j;
-
-	if (conf_request("GET", conf_fmt("/v1/sandboxes/%s/events", id), NULL, &j) != 200 ||
-	    !json_is_array(json_object_get(j, "events")))
-		fail_msg("GET /v1/sandboxes/%s/events: no events", id);
-	return json_object_get(j, "events");
-}
-
-/* Whether an event of type about path with this byte count (-1: any) is among events. */
+/* Whether a record of type about path with this byte count (-1: any) is among events. */
 static bool
 has_file_event(const json_t *events, const char *type, const char *path, long long bytes)
 {
@@ -107,9 +96,8 @@ has_file_event(const json_t *events, const char *type, const char *path, long lo
 	size_t i;
 
 	json_array_foreach ((json_t *)events, i, ev) {
-		const json_t *data = json_object_get(ev, "data");
-		if (streq(conf_str(ev, "type"), type) && streq(conf_str(data, "path"), path) &&
-		    (bytes < 0 || json_integer_value(json_object_get(data, "bytes")) == bytes))
+		if (streq(conf_str(ev, "type"), type) && streq(conf_str(ev, "path"), path) &&
+		    (bytes < 0 || json_integer_value(json_object_get(ev, "bytes")) == bytes))
 			return true;
 	}
 	return false;
@@ -151,7 +139,7 @@ case_files_round_trip_binary_safe(void **state)
 	remove_later(id, text);
 	put_ok(id, text, marker, strlen(marker));
 	expect_file(id, text, marker, strlen(marker));
-	events = events_of(id);
+	events = conf_audit_trail(id);
 	dump = conf_keep(json_dumps(events, JSON_COMPACT));
 	if (strstr(dump, marker))
 		fail_msg("the audit log holds a file's content");

@@ -1057,7 +1057,7 @@ case_the_audit_log_never_keeps_a_processs_arguments(void **state)
 	const char *marker = conf_fmt("secret-arg-%s", conf_name("x"));
 	const char *const args[] = { marker, "two words" };
 	const char *want, *with_program;
-	json_t *j, *events, *ev, *started = NULL;
+	json_t *events, *ev, *started = NULL;
 	const char *text;
 	long long pid = -1;
 	bool exited = false;
@@ -1069,22 +1069,19 @@ case_the_audit_log_never_keeps_a_processs_arguments(void **state)
 	/* the same with the program in front, to say what a mismatch is */
 	with_program = args_sha256("echo", args, ARRAY_SIZE(args));
 
-	assert_int_equal(conf_request("GET", proc_path(id, 0, "/events"), NULL, &j), 200);
-	events = json_object_get(j, "events");
-	if (!json_is_array(events))
-		fail_msg("GET events: no \"events\" array");
+	events = conf_audit_trail(id);
 	text = dump(events);
 	if (strstr(text, marker))
 		fail_msg("the audit log holds a process's argument '%s'", marker);
 	json_array_foreach (events, i, ev) {
-		const json_t *data = json_object_get(ev, "data");
-		const char *sha = conf_str(data, "args_sha256");
+		const char *sha = conf_str(ev, "args_sha256");
+		conf_assert_audit_record(ev, id);
 		if (!streq(conf_str(ev, "type"), "process.started") ||
-		    !streq(conf_str(data, "program"), "echo") ||
+		    !streq(conf_str(ev, "program"), "echo") ||
 		    (!streq(sha, want) && !streq(sha, with_program)))
 			continue;
-		started = (json_t *)data;
-		pid = json_integer_value(json_object_get(data, "pid"));
+		started = ev;
+		pid = json_integer_value(json_object_get(ev, "pid"));
 	}
 	if (!started)
 		fail_msg("no process.started event with program 'echo' and args_sha256 %s "
@@ -1099,10 +1096,9 @@ case_the_audit_log_never_keeps_a_processs_arguments(void **state)
 		        "by a NUL, the arguments arg_count counts (2) without the program: %s",
 		        marker, want);
 	json_array_foreach (events, i, ev) {
-		const json_t *data = json_object_get(ev, "data");
 		if (streq(conf_str(ev, "type"), "process.exited") &&
-		    json_integer_value(json_object_get(data, "pid")) == pid) {
-			assert_int_equal(json_integer_value(json_object_get(data, "exit_code")), 0);
+		    json_integer_value(json_object_get(ev, "pid")) == pid) {
+			assert_int_equal(json_integer_value(json_object_get(ev, "exit_code")), 0);
 			exited = true;
 		}
 	}

@@ -1,5 +1,6 @@
 /* conf.c: the conformance suite's HTTP client and per-case context; see conf.h. Only the HTTP
  * API is used: nothing here knows what kind of server answers. */
+#include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <poll.h>
@@ -1060,6 +1061,141 @@ conf_event_seq(const json_t *ev)
 	uint64_t v;
 
 	return parse_u64(conf_str(ev, "id"), &v) < 0 || v > INT64_MAX ? -1 : (long long)v;
+}
+
+/* ---- the audit trail ---- */
+
+json_t *
+conf_audit_trail(const char *ref)
+{
+	json_t *j, *events;
+	long status = conf_request("GET", conf_fmt("/v1/sandboxes/%s/events", ref), NULL, &j);
+
+	if (status != 200)
+		fail_msg("GET /v1/sandboxes/%s/events: expected 200, got %ld", ref, status);
+	events = json_object_get(j, "events");
+	if (!json_is_array(events))
+		fail_msg("GET /v1/sandboxes/%s/events: no \"events\" array", ref);
+	if (!json_is_boolean(json_object_get(j, "truncated")))
+		fail_msg("GET /v1/sandboxes/%s/events: no \"truncated\" flag", ref);
+	if (json_is_true(json_object_get(j, "truncated")))
+		fail_msg("GET /v1/sandboxes/%s/events: truncated for a sandbox of a few events",
+		         ref);
+	return events;
+}
+
+bool
+conf_time_valid(const char *s)
+{
+	/* YYYY-MM-DDTHH:MM:SS, a fraction, Z */
+	static const char form[] = "dddd-dd-ddTdd:dd:dd";
+	size_t i;
+
+	for (i = 0; form[i]; i++)
+		if (form[i] == 'd' ? !isdigit((unsigned char)s[i]) : s[i] != form[i])
+			return false;
+	if (s[i] == '.') {
+		size_t n = strspn(s + i + 1, "0123456789");
+		if (n == 0)
+			return false;
+		i += 1 + n;
+	}
+	return streq(s + i, "Z");
+}
+
+/* The audit vocabulary: each record type and its fields, each of them always present. */
+#define AUDIT_FIELDS_MAX 7
+static const struct {
+	const char *type;
+	const char *fields[AUDIT_FIELDS_MAX + 1];
+} audit_types[] = {
+	{ "sandbox.created",
+	  { "name", "image", "labels", "network", "env_names", "snapshot", "volumes" } },
+	{ "sandbox.network_updated", { "network" } },
+	{ "sandbox.stopped", { NULL } },
+	{ "sandbox.started", { NULL } },
+	{ "sandbox.suspended", { NULL } },
+	{ "sandbox.resumed", { NULL } },
+	{ "sandbox.failed", { "reason" } },
+	{ "sandbox.terminated", { "reason" } },
+	{ "snapshot.created", { "snapshot", "bytes" } },
+	{ "snapshot.deleted", { "reason" } },
+	{ "process.started", { "pid", "program", "arg_count", "args_sha256", "cwd", "env_names" } },
+	{ "process.exited", { "pid", "exit_code", "duration_ms" } },
+	{ "file.read", { "path", "bytes" } },
+	{ "file.written", { "path", "bytes" } },
+	{ "file.removed", { "path", "bytes" } },
+	{ "tunnel.opened", { "port" } },
+	{ "egress.allowed", { "name", "port", "reason", "bytes" } },
+	{ "egress.denied", { "name", "port", "reason", "bytes" } },
+};
+
+/* A member that must be a count: an integer, not negative. */
+static void
+expect_count(const json_t *ev, const char *key, const char *text)
+{
+	const json_t *v = json_object_get(ev, key);
+
+	if (v && (!json_is_integer(v) || json_integer_value(v) < 0))
+		fail_msg("audit record: \"%s\" is not a count: %s", key, text);
+}
+
+void
+conf_assert_audit_record(const json_t *ev, const char *sandbox_id)
+{
+	char *text = conf_keep(json_dumps(ev, JSON_COMPACT));
+	const char *type = conf_str(ev, "type"), *reason = conf_str(ev, "reason");
+	size_t want = 3, i, k;
+
+	if (!json_is_object(ev))
+		fail_msg("audit record: not an object: %s", text ? text : "?");
+	if (!conf_time_valid(conf_str(ev, "time")))
+		fail_msg("audit record: \"time\" is not an RFC 3339 UTC time: %s", text);
+	if (!streq(conf_str(ev, "sandbox"), sandbox_id))
+		fail_msg("audit record: \"sandbox\" is not '%s' (the flat shape has the id "
+		         "there): %s",
+		         sandbox_id, text);
+	for (i = 0; i < ARRAY_SIZE(audit_types); i++)
+		if (streq(type, audit_types[i].type))
+			break;
+	if (i == ARRAY_SIZE(audit_types))
+		fail_msg("audit record: \"type\" '%s' is not one of the audit trail's: %s", type,
+		         text);
+	for (k = 0; k < AUDIT_FIELDS_MAX && audit_types[i].fields[k]; k++, want++)
+		if (!json_object_get(ev, audit_types[i].fields[k]))
+			fail_msg("audit record: %s without \"%s\": %s", type,
+			         audit_types[i].fields[k], text);
+	/* a sandbox claimed from a pool says so, and only that */
+	if (streq(type, "sandbox.created") && json_object_get(ev, "reason")) {
+		if (!streq(reason, "pool"))
+			fail_msg("audit record: sandbox.created with a reason other than \"pool\": "
+			         "%s",
+			         text);
+		want++;
+	}
+	if (json_object_size(ev) != want)
+		fail_msg("audit record: %s has members beyond {time, type, sandbox, %s%s...}: %s",
+		         type, audit_types[i].fields[0] ? audit_types[i].fields[0] : "",
+		         audit_types[i].fields[0] ? ", " : "", text);
+	if (streq(type, "sandbox.terminated") && !streq(reason, "request") &&
+	    !streq(reason, "idle") && !streq(reason, "lifetime") && !streq(reason, "failed"))
+		fail_msg("audit record: sandbox.terminated's reason is not request, idle, lifetime "
+		         "or failed: %s",
+		         text);
+	if (streq(type, "snapshot.deleted") && !streq(reason, "request") &&
+	    !streq(reason, "retention"))
+		fail_msg("audit record: snapshot.deleted's reason is not request or retention: %s",
+		         text);
+	expect_count(ev, "bytes", text);
+	expect_count(ev, "arg_count", text);
+	expect_count(ev, "duration_ms", text);
+	expect_count(ev, "pid", text);
+	if (json_object_get(ev, "env_names") && !json_is_array(json_object_get(ev, "env_names")))
+		fail_msg("audit record: \"env_names\" is not an array: %s", text);
+	if (json_object_get(ev, "args_sha256") &&
+	    (strlen(conf_str(ev, "args_sha256")) != 64 ||
+	     strspn(conf_str(ev, "args_sha256"), "0123456789abcdef") != 64))
+		fail_msg("audit record: \"args_sha256\" is not 64 lowercase hex digits: %s", text);
 }
 
 /* ---- raw connections ---- */

@@ -141,6 +141,16 @@ const char *conf_str(const json_t *obj, const char *key);
 /* s percent-encoded for a query string, owned by the case. */
 char *conf_escape(const char *s);
 
+/* GET /v1/sandboxes/{ref}/events, which must answer 200 with {"events":[...], "truncated"}
+ * (and truncated false: the suite's sandboxes are young). The events, owned by the case. */
+json_t *conf_audit_trail(const char *ref);
+/* Asserts that ev is one record of the audit trail in exactly its contract shape (docs/api.md,
+ * "Events"): {"time","type","sandbox",...fields} with the fields of its type and no other,
+ * "sandbox" sandbox_id and "time" an RFC 3339 UTC time. */
+void conf_assert_audit_record(const json_t *ev, const char *sandbox_id);
+/* Whether s is an RFC 3339 UTC time as the API writes them: YYYY-MM-DDTHH:MM:SS[.fff]Z. */
+bool conf_time_valid(const char *s);
+
 /* Live SSE streams (GET with Accept: text/event-stream). */
 struct conf_stream;
 /* Opens path; last_event_id may be NULL. Returns once the response headers arrived (status

@@ -172,23 +172,46 @@ output_of(json_t *s, const char *script)
 	return out;
 }
 
+/* The sandbox's events as the event stream has them ({seq, type, data, audit, ...}: its
+ * egress events with the proxy's whole account, via, addr, bytes each way and cut, which the
+ * audit trail sums up), oldest first: a replay from the start, read for a second. A new
+ * array. */
+static json_t *
+stream_events(json_t *s)
+{
+	int fd = harness_stream_open(p.sock, "GET", "/v1/events/stream?since=0", NULL);
+	json_t *out = json_array();
+	char *buf = NULL, *at;
+	size_t len = 0;
+
+	if (fd < 0)
+		return out;
+	(void)harness_stream_read(fd, 1000, NULL, &buf, &len);
+	close(fd);
+	/* one message a chunk: "event: TYPE\ndata: {...}\n\n" */
+	for (at = buf; at && (at = strstr(at, "\ndata: ")); at++) {
+		size_t n = strcspn(at + 7, "\n");
+		json_t *ev = json_loadb(at + 7, n, 0, NULL);
+		if (ev && strcmp(harness_str(ev, "sandbox_id") ?: "", id_of(s)) == 0)
+			json_array_append(out, ev);
+		json_decref(ev);
+	}
+	free(buf);
+	return out;
+}
+
 /* The sandbox's last few egress events, one a line, for a failure's message (caller frees):
  * why sandboxd let something through or refused it. */
 static char *
 recent_egress(json_t *s)
 {
 	struct buf b = BUF_INIT(1u << 20);
-	char path[128], *body = NULL;
-	json_t *all = NULL, *e;
+	json_t *all = stream_events(s), *e;
 	size_t i, n, shown = 0;
 
-	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", id_of(s));
-	if (harness_http_timeout(p.sock, "GET", path, NULL, 10000, &body) == 200 && body)
-		all = json_loads(body, 0, NULL);
-	free(body);
-	n = json_array_size(json_object_get(all, "events"));
+	n = json_array_size(all);
 	for (i = n; i > 0 && shown < 4; i--) {
-		e = json_array_get(json_object_get(all, "events"), i - 1);
+		e = json_array_get(all, i - 1);
 		if (strncmp(harness_str(e, "type") ? harness_str(e, "type") : "", "egress.", 7) ==
 		    0) {
 			char *d = json_dumps(json_object_get(e, "data"), JSON_COMPACT);
@@ -256,21 +279,36 @@ struct want {
 	const char *addr;        /* the address dialled */
 };
 
+/* An egress event's audit record (GET …/events) sums up what the stream says: the same
+ * name, port and reason, and the bytes both ways together. */
+static void
+check_audit_record(const json_t *e)
+{
+	const json_t *d = json_object_get(e, "data"), *rec = json_object_get(e, "audit");
+	json_int_t bytes = json_integer_value(json_object_get(d, "bytes_out")) +
+	                   json_integer_value(json_object_get(d, "bytes_in"));
+
+	if (!json_is_object(rec) || json_object_size(rec) != 7 ||
+	    !json_equal(json_object_get(rec, "name"), json_object_get(d, "name")) ||
+	    !json_equal(json_object_get(rec, "port"), json_object_get(d, "port")) ||
+	    !json_equal(json_object_get(rec, "reason"), json_object_get(d, "reason")) ||
+	    json_integer_value(json_object_get(rec, "bytes")) != bytes) {
+		char *t = json_dumps(e, JSON_COMPACT);
+		fail_msg("an egress event whose audit record does not sum it up: %s", t ? t : "");
+	}
+}
+
 /* The first event of type whose data.name is name (NULL: null) and whose other fields are as
  * w says, waiting up to 10 s for it (an allowed connection's event comes when it ends). A new
  * reference to its data, or NULL. */
 static json_t *
 event(json_t *s, const char *type, const char *name, struct want w)
 {
-	char path[128];
-
-	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", id_of(s));
 	for (int i = 0; i < 50; i++) {
-		json_t *all = harness_json_timeout(p.sock, "GET", path, NULL, 10000, 200), *e,
-		       *found = NULL;
+		json_t *all = stream_events(s), *e, *found = NULL;
 		size_t k;
 
-		json_array_foreach (json_object_get(all, "events"), k, e) {
+		json_array_foreach (all, k, e) {
 			json_t *d = json_object_get(e, "data");
 			json_t *n = json_object_get(d, "name");
 			const char *r = harness_str(d, "reason");
@@ -292,6 +330,7 @@ event(json_t *s, const char *type, const char *name, struct want w)
 			    (!harness_str(d, "addr") || strcmp(harness_str(d, "addr"), w.addr)))
 				continue;
 			found = json_incref(d);
+			check_audit_record(e);
 		}
 		json_decref(all);
 		if (found)
@@ -304,8 +343,8 @@ event(json_t *s, const char *type, const char *name, struct want w)
 static void
 expect_event(json_t *s, const char *type, const char *name, struct want w)
 {
-	json_t *d = event(s, type, name, w);
-	char path[128], *all = NULL;
+	json_t *d = event(s, type, name, w), *all;
+	char *text;
 
 	if (d) {
 		/* a refusal says why */
@@ -314,11 +353,11 @@ expect_event(json_t *s, const char *type, const char *name, struct want w)
 		json_decref(d);
 		return;
 	}
-	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", id_of(s));
-	(void)harness_http_timeout(p.sock, "GET", path, NULL, 10000, &all);
+	all = stream_events(s);
+	text = json_dumps(all, JSON_COMPACT);
 	fail_msg("no %s event for %s (port %d, via %s, reason ~'%s'%s) in:\n%s", type,
 	         name ? name : "no name", w.port, w.via ? w.via : "*",
-	         w.reason_part ? w.reason_part : "*", w.cut ? ", cut" : "", all ? all : "");
+	         w.reason_part ? w.reason_part : "*", w.cut ? ", cut" : "", text ? text : "");
 }
 
 /* One word of a sandbox's own view: its first line of output. */

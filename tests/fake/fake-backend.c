@@ -7,6 +7,9 @@
  * Every call is appended to <state-dir>/fake/calls.log, so tests can check what the backend
  * was asked to do (for instance, that a refused create never reached it).
  *
+ * Its samples (GET …/metrics) are honest about running nothing: no CPU, memory or network,
+ * and for the disk the allocated size of that file.
+ *
  * Images steer it: "fake/fail-boot" fails to boot, "fake/crash" boots and then dies,
  * "fake/slow" takes 2 s to boot. SANDBOXD_FAKE_BOOT_MS sets the boot time (default 20).
  *
@@ -360,6 +363,22 @@ fake_status(struct backend *b, struct sandbox *sb, struct backend_found *ret)
 	return 0;
 }
 
+/* A fake VM runs nothing, so it uses no CPU, memory or network: its sample says so, and its
+ * disk is the file that stands for it (its allocated blocks, measured like a real layer's). */
+static int
+fake_sample(struct backend *b, struct sandbox *sb, struct backend_sample *ret)
+{
+	_cleanup_free_ char *path = vm_path(b, sb);
+	struct stat st;
+
+	if (!path)
+		return -ENOMEM;
+	if (stat(path, &st) < 0)
+		return errno == ENOENT ? -ESRCH : negative_errno();
+	*ret = (struct backend_sample){ .disk_bytes = (uint64_t)st.st_blocks * 512 };
+	return 0;
+}
+
 static const char *
 fake_describe(struct backend *b _unused_)
 {
@@ -400,6 +419,7 @@ static const struct backend_ops fake_ops = {
 	.destroy = fake_destroy,
 	.status = fake_status,
 	.agent = fake_agent,
+	.sample = fake_sample,
 };
 
 static int

@@ -90,7 +90,7 @@ test_failed_boot(void **state)
 	 * inspection until it is deleted */
 	assert_string_equal(harness_str(j, "state"), "failed");
 	assert_non_null(strstr(harness_str(j, "reason"), "failed to boot"));
-	assert_true(has_event(harness_str(j, "id"), "state", "failed to boot"));
+	assert_true(has_event(harness_str(j, "id"), "sandbox.failed", "failed to boot"));
 	{
 		char path[128];
 		snprintf(path, sizeof(path), "/v1/sandboxes/%s", harness_str(j, "id"));
@@ -112,8 +112,7 @@ test_vm_dies_on_its_own(void **state)
 	assert_string_equal(harness_str(j, "state"), "running");
 	g = await_state(harness_str(j, "id"), "failed");
 	assert_non_null(strstr(harness_str(g, "reason"), "crashed"));
-	assert_true(
-	        has_event(harness_str(j, "id"), "state", "\"from\":\"running\",\"to\":\"failed\""));
+	assert_true(has_event(harness_str(j, "id"), "sandbox.failed", "crashed"));
 	json_decref(g);
 	json_decref(j);
 }

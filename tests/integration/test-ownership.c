@@ -455,6 +455,7 @@ static const struct {
 	{ "DELETE", "/v1/sandboxes/{ref}/files?path=/tmp/x", NULL },
 	{ "GET", "/v1/sandboxes/{ref}/dirs?path=/", NULL },
 	{ "GET", "/v1/sandboxes/{ref}/events", NULL },
+	{ "GET", "/v1/sandboxes/{ref}/metrics", NULL },
 	{ "DELETE", "/v1/sandboxes/{ref}", NULL },
 };
 

@@ -107,7 +107,15 @@ test_kill_and_restart(void **state)
 	json_decref(j);
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", ids[1]);
 	j = harness_json(p.sock, "GET", path, NULL, 200);
-	assert_true(json_array_size(json_object_get(j, "events")) >= 5);
+	{
+		static const char *const trail[] = { "sandbox.created", "sandbox.started",
+			                             "sandbox.stopped" };
+		json_t *events = json_object_get(j, "events");
+		assert_int_equal(json_array_size(events), sizeof(trail) / sizeof(trail[0]));
+		for (size_t i = 0; i < sizeof(trail) / sizeof(trail[0]); i++)
+			assert_string_equal(harness_str(json_array_get(events, i), "type"),
+			                    trail[i]);
+	}
 	json_decref(j);
 
 	/* the taken-back sandboxes keep working */

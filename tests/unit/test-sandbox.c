@@ -1,10 +1,13 @@
 /* test-sandbox.c: the lifecycle transition table (every (from, to) pair), the only writer of
- * a sandbox's state (sandbox_set_state: refuses, persists, publishes), names and ids. */
+ * a sandbox's state (sandbox_set_state: refuses, persists, publishes, and an audit store that
+ * fails never fails it), names and ids. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <sqlite3.h>
 #include <stdlib.h>
+#include "audit.h"
 #include "events.h"
 #include "sandboxd.h"
 #include "store.h"
@@ -79,6 +82,8 @@ struct fixture {
 	unsigned notified;
 	enum sandbox_state last_seen;
 	unsigned broadcast;
+	bool events_refused;
+	char *last_audit; /* the last broadcast's audit record */
 };
 
 static int
@@ -106,6 +111,7 @@ teardown(void **state)
 	char cmd[128];
 
 	registry_done(&f->d.reg);
+	free(f->last_audit);
 	f->d.store = store_free(f->d.store);
 	f->d.loop = loop_free(f->d.loop);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", f->dir);
@@ -150,9 +156,12 @@ on_event(struct event_sub *s, const struct event *e)
 
 	assert_string_equal(e->type, "state");
 	assert_non_null(e->sb);
-	assert_true(e->seq > 0);
+	assert_true(f->events_refused ? e->seq == 0 : e->seq > 0);
 	assert_non_null(json_object_get(e->data, "to"));
 	f->broadcast++;
+	/* a move to starting has no audit record, one to running has */
+	free(f->last_audit);
+	f->last_audit = e->audit ? strdup(e->audit) : NULL;
 }
 
 static int
@@ -160,6 +169,16 @@ count_events(const struct store_event *e, void *data)
 {
 	(*(unsigned *)data)++;
 	return 0;
+}
+
+/* How many events the store holds (one sandbox's in these tests). */
+static unsigned
+stored_events(struct fixture *f)
+{
+	unsigned n = 0;
+
+	assert_int_equal(store_events_since(f->d.store, 0, NULL, 1000, count_events, &n), 0);
+	return n;
 }
 
 static void
@@ -170,8 +189,6 @@ test_set_state_persists_and_publishes(void **state)
 	struct sandbox_waiter w = { .fn = on_change, .data = f };
 	struct event_sub sub = { .fn = on_event, .data = f, .owner = "alice" };
 	struct sandbox *loaded = NULL;
-	unsigned n = 0;
-	bool truncated;
 
 	list_init(&w.link);
 	list_init(&sub.link);
@@ -179,7 +196,10 @@ test_set_state_persists_and_publishes(void **state)
 	events_subscribe(&f->d, &sub);
 
 	assert_int_equal(sandbox_set_state(&f->d, sb, SANDBOX_STARTING, NULL), 0);
+	assert_null(f->last_audit);
 	assert_int_equal(sandbox_set_state(&f->d, sb, SANDBOX_RUNNING, NULL), 0);
+	assert_non_null(f->last_audit);
+	assert_non_null(strstr(f->last_audit, "\"type\":\"sandbox.started\""));
 	assert_int_equal(f->notified, 2);
 	assert_int_equal(f->last_seen, SANDBOX_RUNNING);
 	assert_int_equal(f->broadcast, 2);
@@ -190,10 +210,7 @@ test_set_state_persists_and_publishes(void **state)
 	assert_string_equal(loaded->owner, "alice");
 	assert_string_equal(loaded->json, sb->json);
 	sandbox_free(loaded);
-	assert_int_equal(store_list_events(f->d.store, sb->id, 100, count_events, &n, &truncated),
-	                 0);
-	assert_int_equal(n, 3); /* created, 2 state changes */
-	assert_false(truncated);
+	assert_int_equal(stored_events(f), 3); /* created, 2 state changes */
 
 	/* another owner's stream sees nothing */
 	sub.owner = "bob";
@@ -210,8 +227,6 @@ test_refused_move_changes_nothing(void **state)
 	struct sandbox *sb = make_sandbox(f, "sbx_00000000000000b2", NULL);
 	struct sandbox *loaded = NULL;
 	_cleanup_free_ char *before = NULL;
-	unsigned n = 0;
-	bool truncated;
 
 	before = strdup(sb->json);
 	/* pending -> running skips starting: not in the table */
@@ -221,15 +236,55 @@ test_refused_move_changes_nothing(void **state)
 	assert_int_equal(sandbox_load(f->d.store, sb->id, &loaded), 0);
 	assert_int_equal(loaded->state, SANDBOX_PENDING);
 	sandbox_free(loaded);
-	assert_int_equal(store_list_events(f->d.store, sb->id, 100, count_events, &n, &truncated),
-	                 0);
-	assert_int_equal(n, 1); /* only "created" */
+	assert_int_equal(stored_events(f), 1); /* only "created" */
 
 	/* terminated is final */
 	assert_int_equal(sandbox_set_state(&f->d, sb, SANDBOX_TERMINATED, "deleted"), 0);
 	assert_string_equal(sb->reason, "deleted");
 	for (int to = 0; to < _SANDBOX_STATE_MAX; to++)
 		assert_int_equal(sandbox_set_state(&f->d, sb, to, NULL), -EINVAL);
+}
+
+/* R-S4: the audit store failing (every event insert refused) never fails a change: the row
+ * is written, the event still goes to the streams (without a seq) and to the audit log. */
+static void
+test_failed_event_never_fails_the_change(void **state)
+{
+	struct fixture *f = *state;
+	struct sandbox *sb = make_sandbox(f, "sbx_00000000000000d4", "full");
+	struct event_sub sub = { .fn = on_event, .data = f, .owner = "alice" };
+	struct sandbox *loaded = NULL;
+	_cleanup_free_ char *db = strdup_printf("%s/db", f->dir);
+	_cleanup_free_ char *log_path = strdup_printf("%s/audit/events.jsonl", f->dir);
+	_cleanup_free_ char *why = NULL, *text = NULL;
+	sqlite3 *conn;
+
+	assert_int_equal(
+	        audit_log_open(log_path, AUDIT_LOG_ROTATE_BYTES, AUDIT_LOG_KEEP, &f->d.audit, &why),
+	        0);
+	assert_int_equal(sqlite3_open(db, &conn), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(conn,
+	                              "CREATE TRIGGER refuse_events BEFORE INSERT ON events "
+	                              "BEGIN SELECT RAISE(ABORT, 'the audit store is full'); END",
+	                              NULL, NULL, NULL),
+	                 SQLITE_OK);
+	sqlite3_close(conn);
+	f->events_refused = true;
+	list_init(&sub.link);
+	events_subscribe(&f->d, &sub);
+
+	assert_int_equal(sandbox_set_state(&f->d, sb, SANDBOX_STARTING, NULL), 0);
+	assert_int_equal(sandbox_set_state(&f->d, sb, SANDBOX_RUNNING, NULL), 0);
+	assert_int_equal(f->broadcast, 2);
+	assert_int_equal(sandbox_load(f->d.store, sb->id, &loaded), 0);
+	assert_int_equal(loaded->state, SANDBOX_RUNNING);
+	sandbox_free(loaded);
+	assert_int_equal(stored_events(f), 1); /* "created", from before */
+	/* the log has the record the store could not keep */
+	assert_int_equal(read_file_max(log_path, 1u << 20, &text, NULL), 0);
+	assert_non_null(strstr(text, "\"type\":\"sandbox.started\""));
+	events_unsubscribe(&sub);
+	f->d.audit = audit_log_free(f->d.audit);
 }
 
 static void
@@ -261,6 +316,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_set_state_persists_and_publishes, setup,
 		                                teardown),
 		cmocka_unit_test_setup_teardown(test_refused_move_changes_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_failed_event_never_fails_the_change, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(test_registry_names, setup, teardown),
 	};
 

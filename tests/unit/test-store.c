@@ -1,6 +1,7 @@
 /* test-store.c: the SQLite store: schema migrations, rows surviving a reopen (as plain rows,
  * and as sandboxes the core builds from them), live-name uniqueness, event listing (oldest
- * first, truncation, owner filter), terminated rows loaded and forgotten, and refusing a
+ * first, truncation, owner filter), terminated rows loaded and forgotten, audit records and
+ * the bound on events, an event that fails without taking its row along, and refusing a
  * database from a newer sandboxd. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -203,6 +204,13 @@ collect_seq(const struct store_event *e, void *data)
 	return 0;
 }
 
+static int
+collect_record(const char *record, void *data)
+{
+	json_array_append_new(data, json_string(record));
+	return 0;
+}
+
 static void
 test_events(void **state)
 {
@@ -210,7 +218,7 @@ test_events(void **state)
 	struct store *s = NULL;
 	struct sandbox *a = make("sbx_000000000000002a", NULL, "alice", SANDBOX_RUNNING);
 	struct sandbox *b = make("sbx_000000000000002b", NULL, "bob", SANDBOX_RUNNING);
-	json_t *seqs = json_array(), *data = json_object();
+	json_t *seqs = json_array(), *records = json_array(), *data = json_object();
 	bool truncated = true;
 	int64_t seq = 0;
 
@@ -218,34 +226,56 @@ test_events(void **state)
 	assert_int_equal(sandbox_save(s, a, true), 0);
 	assert_int_equal(sandbox_save(s, b, true), 0);
 	for (int i = 0; i < 10; i++) {
-		assert_int_equal(store_add_event(s, a->id, now_unix_ms(), "state", data, &seq), 0);
-		assert_int_equal(store_add_event(s, b->id, now_unix_ms(), "state", data, NULL), 0);
+		/* a's odd ones have audit records ("r1", "r3" ... "r9"), b's none */
+		char rec[8];
+		snprintf(rec, sizeof(rec), "r%d", i);
+		assert_int_equal(store_add_event(s, a->id, now_unix_ms(), "state", data,
+		                                 i % 2 ? rec : NULL, &seq),
+		                 0);
+		assert_int_equal(
+		        store_add_event(s, b->id, now_unix_ms(), "state", data, NULL, NULL), 0);
 	}
 	assert_int_equal(seq, 19);
 	assert_int_equal(store_last_event_seq(s), 20);
 
-	/* the newest 4 of a's 10, oldest first, and truncation is reported */
-	assert_int_equal(store_list_events(s, a->id, 4, collect_seq, seqs, &truncated), 0);
-	assert_int_equal(json_array_size(seqs), 4);
-	assert_int_equal(json_integer_value(json_array_get(seqs, 0)), 13);
-	assert_int_equal(json_integer_value(json_array_get(seqs, 3)), 19);
+	/* the newest 3 of a's 5 records, oldest first, and truncation is reported */
+	assert_int_equal(store_list_audit(s, a->id, 3, collect_record, records, &truncated), 0);
+	assert_int_equal(json_array_size(records), 3);
+	assert_string_equal(json_string_value(json_array_get(records, 0)), "r5");
+	assert_string_equal(json_string_value(json_array_get(records, 2)), "r9");
 	assert_true(truncated);
-	json_array_clear(seqs);
-	assert_int_equal(store_list_events(s, a->id, 10, collect_seq, seqs, &truncated), 0);
+	json_array_clear(records);
+	assert_int_equal(store_list_audit(s, a->id, 5, collect_record, records, &truncated), 0);
+	assert_int_equal(json_array_size(records), 5);
 	assert_false(truncated);
+	json_array_clear(records);
+	assert_int_equal(store_list_audit(s, b->id, 5, collect_record, records, &truncated), 0);
+	assert_int_equal(json_array_size(records), 0);
 
 	/* replay after seq 10, only bob's */
-	json_array_clear(seqs);
 	assert_int_equal(store_events_since(s, 10, "bob", 100, collect_seq, seqs), 0);
 	assert_int_equal(json_array_size(seqs), 5);
 	assert_int_equal(json_integer_value(json_array_get(seqs, 0)), 12);
 	json_array_clear(seqs);
 	assert_int_equal(store_events_since(s, 10, NULL, 3, collect_seq, seqs), 0);
 	assert_int_equal(json_array_size(seqs), 3);
+
+	/* the bound: the newest 6 stay, the oldest go, their records with them */
+	assert_int_equal(store_prune_events(s, 100), 0);
+	assert_int_equal(store_prune_events(s, 6), 14);
+	json_array_clear(seqs);
+	assert_int_equal(store_events_since(s, 0, NULL, 100, collect_seq, seqs), 0);
+	assert_int_equal(json_array_size(seqs), 6);
+	assert_int_equal(json_integer_value(json_array_get(seqs, 0)), 15);
+	json_array_clear(records);
+	assert_int_equal(store_list_audit(s, a->id, 5, collect_record, records, &truncated), 0);
+	assert_int_equal(json_array_size(records), 2); /* r7 and r9 */
+	assert_int_equal(store_prune_events(s, 6), 0);
 	store_free(s);
 	sandbox_free(a);
 	sandbox_free(b);
 	json_decref(seqs);
+	json_decref(records);
 	json_decref(data);
 }
 
@@ -309,6 +339,52 @@ test_ended_are_loaded_and_forgotten(void **state)
 	json_decref(ids);
 	json_decref(seqs);
 	json_decref(data);
+/* Makes every insert into events fail, as a full or broken audit store would. */
+static void
+refuse_events(const char *path)
+{
+	sqlite3 *db;
+
+	assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db,
+	                              "CREATE TRIGGER refuse_events BEFORE INSERT ON events "
+	                              "BEGIN SELECT RAISE(ABORT, 'the audit store is full'); END",
+	                              NULL, NULL, NULL),
+	                 SQLITE_OK);
+	sqlite3_close(db);
+}
+
+/* In a row's transaction, a failed event is left out and the row is written all the same. */
+static void
+test_failed_event_keeps_the_row(void **state)
+{
+	struct fixture *f = *state;
+	struct store *s = NULL;
+	struct sandbox *a = make("sbx_000000000000003a", "kept", "alice", SANDBOX_RUNNING);
+	json_t *data = json_object(), *seqs = json_array();
+	struct sandbox *loaded = NULL;
+	int64_t seq = -1;
+
+	assert_int_equal(store_open(f->path, &s), 0);
+	assert_int_equal(sandbox_save(s, a, true), 0);
+	refuse_events(f->path);
+	a->state = SANDBOX_STOPPED;
+	assert_int_equal(store_begin(s), 0);
+	assert_int_equal(sandbox_save(s, a, false), 0);
+	assert_int_equal(store_add_event(s, a->id, now_unix_ms(), "state", data, "{}", &seq), -EIO);
+	assert_int_equal(seq, -1);
+	assert_int_equal(store_commit(s), 0);
+	assert_int_equal(sandbox_load(s, a->id, &loaded), 0);
+	assert_int_equal(loaded->state, SANDBOX_STOPPED);
+	assert_int_equal(store_events_since(s, 0, NULL, 100, collect_seq, seqs), 0);
+	assert_int_equal(json_array_size(seqs), 0);
+	/* and outside a transaction it just fails */
+	assert_int_equal(store_add_event(s, a->id, now_unix_ms(), "state", data, NULL, NULL), -EIO);
+	store_free(s);
+	sandbox_free(a);
+	sandbox_free(loaded);
+	json_decref(data);
+	json_decref(seqs);
 }
 
 static void
@@ -338,6 +414,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_events, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ended_are_loaded_and_forgotten, setup,
 		                                teardown),
+		cmocka_unit_test_setup_teardown(test_failed_event_keeps_the_row, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_newer_schema_is_refused, setup, teardown),
 	};
 

@@ -392,7 +392,7 @@ test_guest_oom_is_reported(void **state)
 	ev = harness_json(p.sock, "GET", path, NULL, 200);
 	json_array_foreach (json_object_get(ev, "events"), i, e)
 		if (strcmp(json_string_value(json_object_get(e, "type")), "process.exited") == 0 &&
-		    member_true(json_object_get(e, "data"), "oom"))
+		    member_true(e, "oom"))
 			recorded = true;
 	json_decref(ev);
 	assert_true(recorded);

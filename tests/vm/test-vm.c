@@ -1,19 +1,22 @@
 /* test-vm.c: real microVMs through the product sandboxd (QEMU microvm; TCG on machines
  * without working KVM): the guest's own kernel, exit codes and output, resources the guest
  * sees, restart mode (files survive a stop, processes do not), kept processes that outlive
- * their client and sandboxd itself, a VMM killed from outside, the VMM's confinement, and
- * nothing left behind. Boots are few: each costs seconds under TCG. */
+ * their client and sandboxd itself, a VMM killed from outside, the VMM's confinement, what
+ * the host measures of a VM (GET …/metrics), and nothing left behind. Boots are few: each costs
+ * seconds under TCG. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 #include <dirent.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 #include "base64.h"
 #include "harness.h"
@@ -162,6 +165,112 @@ test_limits_are_what_the_guest_sees(void **state)
 	/* 256 MiB less what the kernel keeps for itself */
 	assert_true(kb > 180 * 1024 && kb <= 256 * 1024);
 	free(out);
+	destroy(sb);
+}
+
+/* The newest sample of GET …/metrics (a new reference), waiting up to 25 s for one taken at
+ * or after not_before (an RFC 3339 time; NULL: any). */
+static json_t *
+newest_sample(json_t *sb, const char *not_before)
+{
+	char path[128];
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/metrics", harness_str(sb, "id"));
+	for (int i = 0; i < 50; i++) {
+		json_t *m = harness_json(p.sock, "GET", path, NULL, 200);
+		json_t *samples = json_object_get(m, "samples");
+		json_t *last = json_array_get(samples, json_array_size(samples) - 1);
+		if (last && (!not_before || strcmp(harness_str(last, "time"), not_before) >= 0)) {
+			json_incref(last);
+			json_decref(m);
+			return last;
+		}
+		json_decref(m);
+		usleep(500000);
+	}
+	fail_msg("no sample of %s came", harness_str(sb, "id"));
+	return NULL;
+}
+
+/* The resident memory of the sandbox's VMM, as its /proc/PID/status says. */
+static uint64_t
+vmm_rss(json_t *sb)
+{
+	char cmd[160], status[64], line[256];
+	uint64_t kb = 0;
+	int pid = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "pgrep -x 'qemu-sbx-%.6s'", harness_str(sb, "id") + 4);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%d", &pid), 1);
+	pclose(f);
+	snprintf(status, sizeof(status), "/proc/%d/status", pid);
+	f = fopen(status, "r");
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %" SCNu64 " kB", &kb) == 1)
+			break;
+	fclose(f);
+	assert_true(kb > 0);
+	return kb * 1024;
+}
+
+static char *
+now_rfc3339(void)
+{
+	char when[32];
+	time_t t = time(NULL);
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return strdup(when);
+}
+
+/* GET …/metrics measures the VM on the host: memory_bytes is the VMM's (its RSS here, where
+ * VMMs get no cgroup v2 group: within a factor of two of what /proc says of it around the
+ * sample), the CPU its boot took, and disk_bytes grows by what the guest writes to its disk. */
+static void
+test_metrics_are_measured_on_the_host(void **state)
+{
+	json_t *sb = create("{\"memory_mb\":256}"), *first, *x;
+	uint64_t rss0, rss1, mem, disk0;
+	char *since, *out = NULL;
+
+	first = newest_sample(sb, NULL); /* taken as it started */
+	assert_true(json_number_value(json_object_get(first, "cpu_seconds")) > 0);
+	json_decref(first);
+
+	rss0 = vmm_rss(sb);
+	since = now_rfc3339();
+	x = newest_sample(sb, since);
+	free(since);
+	rss1 = vmm_rss(sb);
+	mem = (uint64_t)json_integer_value(json_object_get(x, "memory_bytes"));
+	if (mem < MIN(rss0, rss1) / 2 || mem > MAX(rss0, rss1) * 2)
+		fail_msg("memory_bytes %" PRIu64 " is not the VMM's RSS (%" PRIu64 " then %" PRIu64
+		         ")",
+		         mem, rss0, rss1);
+	disk0 = (uint64_t)json_integer_value(json_object_get(x, "disk_bytes"));
+	json_decref(x);
+
+	/* 32 MiB the guest writes to its own disk, synced down to the VMM's layer file */
+	assert_int_equal(run(sb,
+	                     "[\"sh\",\"-c\",\"dd if=/dev/urandom of=/sandbox/home/big bs=1M "
+	                     "count=32 2>/dev/null && sync && echo ok\"]",
+	                     &out, NULL),
+	                 0);
+	assert_string_equal(out, "ok\n");
+	free(out);
+	since = now_rfc3339();
+	x = newest_sample(sb, since);
+	free(since);
+	if ((uint64_t)json_integer_value(json_object_get(x, "disk_bytes")) < disk0 + (24u << 20))
+		fail_msg("disk_bytes went from %" PRIu64 " to %" PRIu64 " after 32 MiB written",
+		         disk0, (uint64_t)json_integer_value(json_object_get(x, "disk_bytes")));
+	json_decref(x);
 	destroy(sb);
 }
 
@@ -417,6 +526,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_guest_kernel_output_and_exit_codes),
 		cmocka_unit_test(test_limits_are_what_the_guest_sees),
+		cmocka_unit_test(test_metrics_are_measured_on_the_host),
 		cmocka_unit_test(test_stop_keeps_files_not_processes),
 		cmocka_unit_test(test_kept_process_outlives_client_and_daemon),
 		cmocka_unit_test(test_killed_vmm_fails_and_leaves_nothing),

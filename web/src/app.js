@@ -648,7 +648,11 @@ function sandboxPage(id) {
   let disposed = false;
   const sessions = []; // TerminalSession
   let active = null;
-  const seen = new Map(); // seq -> event
+  // the Events panel is the audit trail: GET …/events, then the records the stream's events
+  // carry (ev.audit), each once: those after the answer's last_seq, or with no seq at all
+  const records = []; // {rec, live}: oldest first
+  let trailSeq = null; // the answer's last_seq, once it came
+  const early = []; // stream events that came before it
 
   function update() {
     if (!sb) return;
@@ -798,10 +802,27 @@ function sandboxPage(id) {
     update();
   }
 
-  function addEvents(list) {
-    for (const ev of list) if (ev.sandbox_id === id || ev.sandbox_id === sb?.id) seen.set(ev.seq, ev);
-    const sorted = [...seen.values()].sort((a, b) => b.seq - a.seq).slice(0, 300);
-    rerender(events, sorted.map(eventItem));
+  function renderEvents() {
+    rerender(events, records.slice(-300).reverse().map(eventItem));
+  }
+
+  function addTrail(answer) {
+    for (const rec of answer.events) records.push({ rec, live: null });
+    trailSeq = answer.last_seq ?? 0;
+    for (const ev of early.splice(0)) addLive(ev);
+    renderEvents();
+  }
+
+  // a stream event of this sandbox: its record, with what the stream says besides
+  function addLive(ev) {
+    if (!ev.audit) return;
+    if (trailSeq === null) {
+      early.push(ev);
+      return;
+    }
+    if (ev.seq && ev.seq <= trailSeq) return; // the trail had it
+    records.push({ rec: ev.audit, live: ev.data });
+    renderEvents();
   }
 
   async function load() {
@@ -825,7 +846,7 @@ function sandboxPage(id) {
     if (sb.state === 'running') reattach();
     try {
       const r = await api('GET', `/v1/sandboxes/${seg(sb.id)}/events`);
-      if (!disposed) addEvents(r.events);
+      if (!disposed) addTrail(r);
     } catch (e) {
       if (e.status !== 401) toast(`Events: ${e.message}`, 'error');
     }
@@ -834,7 +855,7 @@ function sandboxPage(id) {
   function event(ev) {
     if (!sb || ev.sandbox_id !== sb.id) return;
     if (ev.sandbox) sb = ev.sandbox;
-    addEvents([ev]);
+    addLive(ev);
     if (ev.type === 'state' && ev.data.from === 'running') {
       // its processes are gone: the terminals say so and stop reconnecting
       for (const s of sessions) if (s.exitCode === null) s.end(`sandbox ${ev.data.to}`);
@@ -856,51 +877,64 @@ function sandboxPage(id) {
   return { el, update, event, dispose };
 }
 
-function eventItem(ev) {
-  const d = ev.data || {};
+// One record of the audit trail (docs/api.md, "Events"); live: what the stream said besides
+// (an egress connection's way, address and bytes each way), when it came live.
+function eventItem({ rec: r, live }) {
   let text;
-  switch (ev.type) {
-    case 'created':
-      text = `created from ${d.image}: ${plural(d.cpus, 'CPU', 'CPUs')}, ${mib(d.memory_mb)}`;
+  switch (r.type) {
+    case 'sandbox.created':
+      text = `created from ${r.image}, network ${r.network?.mode ?? '?'}` +
+        (r.env_names?.length ? `, environment ${r.env_names.join(', ')}` : '') +
+        (r.reason ? ` (${r.reason})` : '');
       break;
-    case 'state':
-      text = `${d.from} → ${d.to}${d.reason ? `: ${d.reason}` : ''}`;
+    case 'sandbox.network_updated':
+      text = `network ${r.network?.mode ?? '?'}` +
+        (r.network?.allow?.length ? `: ${r.network.allow.join(', ')}` : '');
       break;
-    case 'updated':
-      text = `changed: ${(d.fields || []).join(', ')}`;
+    case 'sandbox.started':
+    case 'sandbox.stopped':
+    case 'sandbox.suspended':
+    case 'sandbox.resumed':
+      text = r.type.split('.')[1];
       break;
-    case 'destroy_failed':
-      text = `delete failed: ${d.reason}`;
+    case 'sandbox.failed':
+      text = `failed: ${r.reason ?? 'no reason given'}`;
+      break;
+    case 'sandbox.terminated':
+      text = `ended: ${r.reason}`;
       break;
     case 'process.started':
-      text = `process ${d.pid} started: ${d.program}` +
-        (d.arg_count ? ` (${plural(d.arg_count, 'argument', 'arguments')})` : '');
+      text = `process ${r.pid} started: ${r.program}` +
+        (r.arg_count ? ` (${plural(r.arg_count, 'argument', 'arguments')})` : '') +
+        ` in ${r.cwd}`;
       break;
     case 'process.exited':
-      text = `process ${d.pid} exited with code ${d.exit_code}`;
+      text = `process ${r.pid} exited with code ${r.exit_code} after ${r.duration_ms} ms`;
       break;
     case 'file.read':
     case 'file.written':
-      text = `${d.path} (${plural(d.bytes, 'byte', 'bytes')})`;
-      break;
     case 'file.removed':
-      text = d.path;
+      text = `${r.path} (${plural(r.bytes, 'byte', 'bytes')})`;
       break;
     case 'egress.allowed':
-      text = `${d.via} ${d.name}:${d.port} → ${d.addr ?? 'not connected'} ` +
-        `(${d.bytes_out} B out, ${d.bytes_in} B in${d.cut ? ', cut' : ''})`;
+      text = live?.via
+        ? `${live.via} ${live.name}:${live.port} → ${live.addr ?? 'not connected'} ` +
+          `(${live.bytes_out} B out, ${live.bytes_in} B in${live.cut ? ', cut' : ''})`
+        : `${r.name}:${r.port} (${plural(r.bytes, 'byte', 'bytes')})`;
       break;
     case 'egress.denied':
-      text = `${d.via} ${d.name ?? '(no name)'}:${d.port}: ${d.reason}`;
+      text = `${live?.via ? `${live.via} ` : ''}${r.name ?? '(no name)'}:${r.port}: ${r.reason}`;
       break;
-    default:
-      text = JSON.stringify(d);
+    default: {
+      const { time, type, sandbox, ...fields } = r;
+      text = JSON.stringify(fields);
+    }
   }
-  const kind = ev.type.split('.')[0];
-  return h('li', { class: `event event-${kind} ${ev.type === 'egress.denied' ||
-    (ev.type === 'state' && d.to === 'failed') ? 'bad' : ''}` },
-  h('time', { datetime: ev.time }, when(ev.time)), ' ',
-  h('span', { class: 'event-type' }, ev.type), ' ', h('span', {}, text));
+  const kind = r.type.split('.')[0];
+  return h('li', { class: `event event-${kind} ${r.type === 'egress.denied' ||
+    r.type === 'sandbox.failed' ? 'bad' : ''}` },
+  h('time', { datetime: r.time }, when(r.time)), ' ',
+  h('span', { class: 'event-type' }, r.type), ' ', h('span', {}, text));
 }
 
 // #/fleet (admins): every sandbox, owners, resources, and the node
