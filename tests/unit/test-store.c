@@ -303,9 +303,9 @@ test_ended_are_loaded_and_forgotten(void **state)
 	assert_int_equal(sandbox_save(s, live, true), 0);
 	assert_int_equal(sandbox_save(s, old, true), 0);
 	assert_int_equal(sandbox_save(s, recent, true), 0);
-	assert_int_equal(store_add_event(s, old->id, 1000, "state", data, NULL), 0);
-	assert_int_equal(store_add_event(s, recent->id, 3000, "state", data, NULL), 0);
-	assert_int_equal(store_add_event(s, live->id, 10, "state", data, NULL), 0);
+	assert_int_equal(store_add_event(s, old->id, 1000, "state", data, "{}", NULL), 0);
+	assert_int_equal(store_add_event(s, recent->id, 3000, "state", data, "{}", NULL), 0);
+	assert_int_equal(store_add_event(s, live->id, 10, "state", data, "{}", NULL), 0);
 
 	assert_int_equal(sandbox_load_ended(s, collect, ids), 0);
 	assert_int_equal(json_array_size(ids), 2);
@@ -323,9 +323,9 @@ test_ended_are_loaded_and_forgotten(void **state)
 		struct sandbox *gone = NULL;
 		assert_int_equal(sandbox_load(s, old->id, &gone), -ENOENT);
 	}
-	assert_int_equal(store_list_events(s, old->id, 10, collect_seq, seqs, &truncated), 0);
+	assert_int_equal(store_list_audit(s, old->id, 10, collect_record, seqs, &truncated), 0);
 	assert_int_equal(json_array_size(seqs), 0);
-	assert_int_equal(store_list_events(s, recent->id, 10, collect_seq, seqs, &truncated), 0);
+	assert_int_equal(store_list_audit(s, recent->id, 10, collect_record, seqs, &truncated), 0);
 	assert_int_equal(json_array_size(seqs), 1);
 	/* a live sandbox is never forgotten, however old */
 	assert_int_equal(store_forget_ended(s, INT64_MAX), 1);
@@ -339,6 +339,8 @@ test_ended_are_loaded_and_forgotten(void **state)
 	json_decref(ids);
 	json_decref(seqs);
 	json_decref(data);
+}
+
 /* Makes every insert into events fail, as a full or broken audit store would. */
 static void
 refuse_events(const char *path)
