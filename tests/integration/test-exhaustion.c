@@ -372,7 +372,8 @@ test_unauthenticated_uploads(void **state)
 
 /* Heads answered before their bodies: a JSON route without a credential (401), a raw route
  * with one but no such sandbox (404) or a method the path does not take (405), a raw body
- * over 64 MiB (413, R-A9); and HTTP/1.2 and HTTP/1.9 (400: only 1.0 and 1.1 are spoken).
+ * over 64 MiB (413, R-A9), a login body over 64 KiB (413: what needs no credential may not
+ * hold a MiB); and HTTP/1.2 and HTTP/1.9 (400: only 1.0 and 1.1 are spoken).
  * Only the head is sent: each answer comes without a byte of its body. */
 static void
 test_early_answers(void **state)
@@ -405,6 +406,9 @@ test_early_answers(void **state)
 		{ "PUT /v1/sandboxes/sbx_0000000000000000/files?path=/x HTTP/1.1\r\nHost: "
 		  "evil.example\r\nContent-Length: 1000000\r\n\r\n",
 		  403, "forbidden_origin" },
+		{ "POST /v1/auth/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+		  "application/json\r\nContent-Length: 65537\r\n\r\n",
+		  413, "invalid_request" },
 		{ "GET /v1/health HTTP/1.2\r\nHost: localhost\r\n\r\n", 400, "invalid_request" },
 		{ "GET /v1/health HTTP/1.9\r\nHost: localhost\r\n\r\n", 400, "invalid_request" },
 	};
