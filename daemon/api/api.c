@@ -165,11 +165,17 @@ api_body_limit(const struct http_request *req, void *data _unused_)
 {
 	char ref[256], sub[256];
 
-	/* raw bodies (file writes, stdin) may be up to 64 MiB; everything else is JSON */
-	for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
-		if ((routes[i].flags & ROUTE_RAW) && routes[i].method == req->method &&
-		    match(routes[i].pattern, req->path, ref, sizeof(ref), sub, sizeof(sub)) == 1)
+	/* raw bodies (file writes, stdin) may be up to 64 MiB; everything else is JSON, and
+	 * what needs no credential (login, register) far less */
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+		if (routes[i].method != req->method ||
+		    !(routes[i].flags & (ROUTE_RAW | ROUTE_PUBLIC)) ||
+		    match(routes[i].pattern, req->path, ref, sizeof(ref), sub, sizeof(sub)) != 1)
+			continue;
+		if (routes[i].flags & ROUTE_RAW)
 			return API_FILE_MAX;
+		return API_PUBLIC_JSON_MAX;
+	}
 	return API_JSON_MAX;
 }
 

@@ -13,6 +13,9 @@ struct server_handler;
 
 #define API_JSON_MAX (1u << 20)  /* JSON bodies */
 #define API_FILE_MAX (64u << 20) /* file and stdin bodies */
+/* JSON bodies anyone may send, before any credential (login, register): an email and a
+ * password need far less, and a flood of them must not hold a MiB per connection */
+#define API_PUBLIC_JSON_MAX (64u << 10)
 
 /* Handles one complete request on c. Replies now or later (a waiting create). */
 void api_handle(struct sandboxd *d, struct conn *c, struct http_request *req);

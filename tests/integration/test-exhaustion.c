@@ -372,7 +372,8 @@ test_unauthenticated_uploads(void **state)
 
 /* Heads answered before their bodies: a JSON route without a credential (401), a raw route
  * with one but no such sandbox (404) or a method the path does not take (405), a raw body
- * over 64 MiB (413, R-A9); and HTTP/1.2 and HTTP/1.9 (400: only 1.0 and 1.1 are spoken).
+ * over 64 MiB (413, R-A9), a login body over 64 KiB (413: what needs no credential may not
+ * hold a MiB); and HTTP/1.2 and HTTP/1.9 (400: only 1.0 and 1.1 are spoken).
  * Only the head is sent: each answer comes without a byte of its body. */
 static void
 test_early_answers(void **state)
@@ -405,6 +406,9 @@ test_early_answers(void **state)
 		{ "PUT /v1/sandboxes/sbx_0000000000000000/files?path=/x HTTP/1.1\r\nHost: "
 		  "evil.example\r\nContent-Length: 1000000\r\n\r\n",
 		  403, "forbidden_origin" },
+		{ "POST /v1/auth/login HTTP/1.1\r\nHost: localhost\r\nContent-Type: "
+		  "application/json\r\nContent-Length: 65537\r\n\r\n",
+		  413, "invalid_request" },
 		{ "GET /v1/health HTTP/1.2\r\nHost: localhost\r\n\r\n", 400, "invalid_request" },
 		{ "GET /v1/health HTTP/1.9\r\nHost: localhost\r\n\r\n", 400, "invalid_request" },
 	};
@@ -448,6 +452,39 @@ guestd_or_skip(void)
 		return NULL;
 	}
 	return g;
+}
+
+/* The fake backend's agent process (sandbox-guestd in test mode, listening under the
+ * daemon's state directory), or -1. */
+static pid_t
+agent_pid(const struct daemon_proc *p)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	pid_t found = -1;
+
+	assert_non_null(d);
+	while (found < 0 && (e = readdir(d))) {
+		char path[300], cmd[4096];
+		size_t n;
+		FILE *f;
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		n = fread(cmd, 1, sizeof(cmd) - 1, f);
+		fclose(f);
+		for (size_t i = 0; i < n; i++)
+			if (cmd[i] == '\0')
+				cmd[i] = ' ';
+		cmd[n] = '\0';
+		if (strstr(cmd, "--port ") && strstr(cmd, p->state))
+			found = (pid_t)strtol(e->d_name, NULL, 10);
+	}
+	closedir(d);
+	return found;
 }
 
 /* A fake sandbox with an agent, running; its id in id. */
@@ -589,6 +626,56 @@ test_authorised_write(void **state)
 	assert_true(file_equals(path, data, UPLOAD_SIZE));
 	assert_true(peak - idle < (long)RSS_SLACK_KIB);
 
+	/* backpressure: with the agent stopped, the daemon stops reading the client once about
+	 * 1 MiB waits for the agent, so the client cannot push the 32 MiB it announced, and the
+	 * daemon holds no more than that; the agent going on lets the rest through */
+	{
+		pid_t agent = agent_pid(&p);
+		size_t total = 32u << 20, sent = 0;
+		long held;
+		int fd = tcp_from(NULL, port);
+
+		assert_true(agent > 0);
+		assert_int_equal(kill(agent, SIGSTOP), 0);
+		snprintf(head, sizeof(head),
+		         "PUT /v1/sandboxes/%s/files?path=%s/held.bin HTTP/1.1\r\nHost: "
+		         "localhost\r\n"
+		         "Authorization: Bearer " TOKEN "\r\nContent-Length: %zu\r\n"
+		         "Connection: close\r\n\r\n",
+		         id, target, total);
+		send_str(fd, head);
+		assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+		for (;;) {
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			ssize_t k;
+			/* two seconds without taking a byte: it stopped reading */
+			if (sent == total || poll(&pfd, 1, 2000) != 1)
+				break;
+			k = send(fd, data + sent, MIN(total - sent, (size_t)(256u << 10)),
+			         MSG_NOSIGNAL);
+			assert_true(k > 0 || errno == EAGAIN);
+			if (k > 0)
+				sent += (size_t)k;
+		}
+		held = proc_kib(p.pid, "VmRSS");
+		print_message("with the agent stopped: %zu of %zu bytes taken, daemon RSS %ld KiB "
+		              "(+%ld KiB)\n",
+		              sent, total, held, held - idle);
+		assert_true(sent < total);
+		assert_true(held - idle < (long)RSS_SLACK_KIB);
+		assert_int_equal(kill(agent, SIGCONT), 0);
+		assert_int_equal(fcntl(fd, F_SETFL, 0), 0);
+		while (sent < total) {
+			ssize_t k = send(fd, data + sent, total - sent, MSG_NOSIGNAL);
+			assert_true(k > 0);
+			sent += (size_t)k;
+		}
+		assert_int_equal(read_status(fd, 60000, resp, sizeof(resp)), 204);
+		close(fd);
+		snprintf(path, sizeof(path), "%s/held.bin", target);
+		assert_true(file_equals(path, data, total));
+		assert_int_equal(unlink(path), 0);
+	}
 	/* chunked: three chunks, the length known only at the end */
 	{
 		int fd = tcp_from(NULL, port);
@@ -695,6 +782,69 @@ test_authorised_write(void **state)
 	}
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
 	json_decref(harness_json(p.sock, "DELETE", path, NULL, 204));
+	stop(&p);
+}
+
+/* The same streaming over TLS, where decrypted bytes can wait unseen by epoll while the
+ * connection is paused: 8 MiB through curl over https land whole. */
+static void
+test_authorised_write_tls(void **state)
+{
+	const char *guestd = guestd_or_skip();
+	struct daemon_proc p;
+	int port = harness_free_port();
+	char env_agent[600], cert[300], key[300], ca[300], src[400], url[600], target[400];
+	char id[64], *out = NULL;
+	static unsigned char data[8u << 20];
+	FILE *f;
+
+	if (!guestd)
+		return;
+	if (access("/usr/bin/curl", X_OK) < 0 || access("/usr/bin/openssl", X_OK) < 0) {
+		harness_skip_case("no /usr/bin/curl or /usr/bin/openssl");
+		return;
+	}
+	assert_int_equal(harness_make_certs(dir, "", false), 0);
+	snprintf(cert, sizeof(cert), "%s/server.pem", dir);
+	snprintf(key, sizeof(key), "%s/server.key", dir);
+	snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", guestd);
+	start(&p, port, (const char *const[]){ "--tls-cert", cert, "--tls-key", key, NULL },
+	      (const char *const[]){ env_agent, NULL });
+	running_sandbox(&p, id, sizeof(id));
+	snprintf(target, sizeof(target), "%s/tls.bin", p.dir);
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)((i * 40503u) >> 7);
+	snprintf(src, sizeof(src), "%s/tls-src.bin", dir);
+	f = fopen(src, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, sizeof(data), f), sizeof(data));
+	fclose(f);
+	snprintf(url, sizeof(url), "https://127.0.0.1:%d/v1/sandboxes/%s/files?path=%s", port, id,
+	         target);
+	{
+		const char *args[] = { "-sS",
+			               "--max-time",
+			               "120",
+			               "--cacert",
+			               ca,
+			               "-H",
+			               "Authorization: Bearer " TOKEN,
+			               "-H",
+			               "Content-Type: application/octet-stream",
+			               "-T",
+			               src,
+			               "-w",
+			               "%{http_code}",
+			               url,
+			               NULL };
+		assert_int_equal(harness_run("/usr/bin/curl", args, NULL, &out), 0);
+	}
+	if (strcmp(out, "204") != 0)
+		fail_msg("PUT over TLS: '%s'", out);
+	free(out);
+	assert_true(file_equals(target, data, sizeof(data)));
+	unlink(src);
 	stop(&p);
 }
 
@@ -869,6 +1019,7 @@ main(void)
 		cmocka_unit_test(test_unauthenticated_uploads),
 		cmocka_unit_test(test_early_answers),
 		cmocka_unit_test(test_authorised_write),
+		cmocka_unit_test(test_authorised_write_tls),
 		cmocka_unit_test(test_flood_per_client),
 		cmocka_unit_test(test_flood_listener_budget),
 		cmocka_unit_test(test_oldest_idle_unauthenticated_goes),
