@@ -382,7 +382,8 @@ terminated(struct sandboxd *d, struct sandbox *sb)
 {
 	sb->op = SANDBOX_OP_NONE;
 	proc_clear(sb);
-	if (sandbox_set_state(d, sb, SANDBOX_TERMINATED, end_reasons[sb->end]) == 0) {
+	if (sandbox_set_state(d, sb, SANDBOX_TERMINATED,
+	                      sb->end_why ? sb->end_why : end_reasons[sb->end]) == 0) {
 		ended_add(d, sb->id); /* listed until --forget-after */
 		registry_drop(d, sb);
 	}
@@ -615,6 +616,8 @@ ended_by_policy(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c
 		return false;
 	log_warning("sandbox '%s': not taken back: %s; ending it", sb->id,
 	            why ? why : "its network is no longer permitted");
+	free(sb->end_why);
+	sb->end_why = TAKE_PTR(why);
 	if (lifecycle_delete(d, sb, SANDBOX_END_POLICY, &err) < 0)
 		fail(d, sb, "%s", err.message);
 	c->ended++;

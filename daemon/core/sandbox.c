@@ -94,6 +94,7 @@ sandbox_free(struct sandbox *sb)
 	free(sb->name);
 	free(sb->owner);
 	free(sb->reason);
+	free(sb->end_why);
 	free(sb->image);
 	free(sb->backend);
 	free(sb->runtime_ref);

@@ -90,6 +90,7 @@ struct sandbox {
 
 	enum sandbox_op op;
 	enum sandbox_end end; /* why it is being ended: set when the destroy begins */
+	char *end_why;        /* the reason in full where the table's is too general; or NULL */
 	void *backend_data;   /* owned by the backend */
 	bool has_slot;        /* its VM holds a slot (struct vm_launch) while it runs */
 	unsigned slot;
