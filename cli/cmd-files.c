@@ -1,6 +1,7 @@
 /* cmd-files.c: "cp": one file between this machine (or stdin and stdout) and a sandbox, through
  * GET and PUT .../files. Only the bytes travel: no mode, owner or time. A file is at most
- * 64 MiB, the server's limit, and is held in memory on the way. */
+ * 64 MiB, the server's limit, and is held in memory on the way. "ls": a directory in a
+ * sandbox, through GET .../dirs. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -10,6 +11,7 @@
 #include "cli.h"
 #include "client.h"
 #include "output.h"
+#include "table.h"
 #include "util.h"
 
 #define FILE_MAX (64u << 20) /* the server's limit for a file */
@@ -268,4 +270,78 @@ cmd_cp(struct cli *cli, int argc, char **argv)
 		return cli_usage_error(cli, "one side must be in a sandbox (REF:/path) and the "
 		                            "other here (a path, or - for stdin or stdout)");
 	return src.ref ? download(cli, &src, &dst) : upload(cli, &src, &dst);
+}
+
+/* ---- ls ---- */
+
+/* Entries by name, as ls sorts them (bytes, not the locale's order). */
+static int
+entry_cmp(const void *a, const void *b)
+{
+	const char *x = json_string_value(json_object_get(*(json_t *const *)a, "name"));
+	const char *y = json_string_value(json_object_get(*(json_t *const *)b, "name"));
+
+	return strcmp(x ? x : "", y ? y : "");
+}
+
+int
+cmd_ls(struct cli *cli, int argc, char **argv)
+{
+	static const char *const headers[] = { "TYPE", "SIZE", "NAME" };
+	_cleanup_(side_done) struct side where = { 0 };
+	_cleanup_(table_freep) struct table *t = NULL;
+	_cleanup_free_ char *url = NULL, *arg = NULL;
+	_cleanup_free_ json_t **sorted = NULL;
+	json_t *answer = NULL, *list, *e;
+	size_t i, n;
+	int c, r;
+
+	while ((c = cli_getopt(cli, argc, argv, NULL)) != -1)
+		return cli_option_end(cli, c);
+	if (argc - optind != 1 || !*argv[optind])
+		return cli_usage_error(cli, "needs one REF:/path (or REF for /sandbox/home)");
+	/* a bare REF is its home directory */
+	arg = strchr(argv[optind], ':') ? strdup(argv[optind])
+	                                : strdup_printf("%s:/sandbox/home", argv[optind]);
+	if (!arg)
+		return cli_oom();
+	r = parse_side(cli, arg, &where);
+	if (r != 0)
+		return r;
+	if (!where.ref)
+		return cli_usage_error(cli, "'%s' is not in a sandbox: write REF:/path", arg);
+	url = file_path(where.ref, "dirs", where.path);
+	if (!url)
+		return cli_oom();
+	r = cli_get_list(cli, url, "entries", &answer, &list);
+	if (r >= 0)
+		return r;
+	n = json_array_size(list);
+	sorted = calloc(n ? n : 1, sizeof(*sorted));
+	t = table_new(ARRAY_SIZE(headers), headers);
+	if (!sorted || !t) {
+		json_decref(answer);
+		return cli_oom();
+	}
+	json_array_foreach (list, i, e)
+		sorted[i] = e;
+	qsort(sorted, n, sizeof(*sorted), entry_cmp);
+	for (i = 0; i < n; i++) {
+		char size[24];
+		snprintf(size, sizeof(size), "%lld", (long long)output_int(sorted[i], "size", 0));
+		/* the table quotes what the guest named (termsafe_dup) */
+		const char *row[] = { output_str(sorted[i], "type"), size,
+			              output_str(sorted[i], "name") };
+		if (table_add(t, row) < 0) {
+			json_decref(answer);
+			return cli_oom();
+		}
+	}
+	json_decref(answer);
+	if (table_rows(t) == 0) {
+		fprintf(stderr, "The directory is empty.\n");
+		return CLI_EXIT_OK;
+	}
+	table_print(t, stdout);
+	return CLI_EXIT_OK;
 }

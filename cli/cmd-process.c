@@ -436,7 +436,12 @@ int
 cmd_shell(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_(command_done) struct command cmd = { .tty = true, .keep = true };
-	char *shell_argv[] = { "/bin/sh", "-l" };
+	/* the image's bash when it has one (history, line editing), as the dashboard does;
+	 * /bin/sh is always there */
+	char *shell_argv[] = {
+		"/bin/sh", "-c",
+		"if [ -x /bin/bash ]; then exec /bin/bash -l; else exec /bin/sh -l; fi"
+	};
 	uint32_t pid;
 	int c, r;
 

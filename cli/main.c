@@ -178,7 +178,8 @@ static const struct verb verbs[] = {
 	  .run = cmd_attach },
 	{ .name = "shell",
 	  .usage = "shell REF",
-	  .summary = "Open an interactive shell (/bin/sh -l) in a sandbox.",
+	  .summary = "Open an interactive shell in a sandbox (bash -l when the image has it, else "
+	             "/bin/sh -l).",
 	  .help = "Needs a terminal on stdin. Your terminal is in raw mode while attached: keys,\n"
 	          "Ctrl-C and colours pass through, and the window size follows yours. Ctrl-]\n"
 	          "detaches and leaves the shell running: 'sandbox-cli attach REF PID' comes\n"
@@ -204,6 +205,15 @@ static const struct verb verbs[] = {
 	          "directories in the sandbox are created. A destination that is a directory\n"
 	          "(or ends with /) gets the file under its own name.\n",
 	  .run = cmd_cp },
+	{ .name = "ls",
+	  .usage = "ls REF[:/path]",
+	  .summary = "List a directory in a sandbox (default /sandbox/home).",
+	  .help = "Columns: TYPE (file, dir, link or other), SIZE (bytes), NAME, sorted by\n"
+	          "name. Names the guest chose are printed with control characters escaped.\n"
+	          "With --json, the server's {entries} object.\n"
+	          "\n"
+	          "  sandbox-cli ls web:/etc\n",
+	  .run = cmd_ls },
 	{ .name = "image",
 	  .usage = "image pull|ls|rm ...",
 	  .summary = "Manage the server's images: install with progress, list, remove.",

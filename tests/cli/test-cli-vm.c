@@ -633,6 +633,28 @@ test_cp_both_ways(void **state)
 	RUN(&r, "cp", local, back);
 	assert_int_equal(r.rc, 2);
 	result_done(&r);
+
+	/* ls: the directory the copy made, sorted by name; a name with an escape sequence and a
+	 * newline in it (a hostile guest's) is printed with them as "?", on one line */
+	RUN_IN(&r, "x", 1, "cp", "-", SBX ":/sandbox/home/new/dir/evil\033[2J\nname");
+	assert_int_equal(r.rc, 0);
+	result_done(&r);
+	RUN(&r, "ls", SBX ":/sandbox/home/new/dir");
+	assert_int_equal(r.rc, 0);
+	expect_in("ls", &r.out, "TYPE  SIZE    NAME\n");
+	expect_in("ls", &r.out, "file  204800  data.bin\n");
+	expect_in("ls", &r.out, "file  1       evil?[2J?name\n");
+	assert_null(memchr(r.out.data, '\033', r.out.len));
+	result_done(&r);
+	RUN(&r, "ls", SBX);
+	assert_int_equal(r.rc, 0);
+	expect_in("ls of the home directory", &r.out, "dir   ");
+	expect_in("ls of the home directory", &r.out, "  new\n");
+	result_done(&r);
+	RUN(&r, "ls", SBX ":/no/such/dir");
+	assert_int_equal(r.rc, 5);
+	expect_in("stderr", &r.err, "not_found");
+	result_done(&r);
 }
 
 /* ---- https ---- */
