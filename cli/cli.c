@@ -394,6 +394,15 @@ cli_fail_transport_on(struct client *c, int r)
 		if (client_kind(c) == ENDPOINT_UNIX && f->os_errno == EACCES)
 			hint = "the socket belongs to another user (run as that user, or use a TCP "
 			       "endpoint with a token)";
+		else if (client_kind(c) == ENDPOINT_UNIX && geteuid() != 0)
+			/* a user's own socket: most likely there is a shared sandboxd instead */
+			hint = "no sandboxd of yours runs there. To use a shared server, get an "
+			       "API "
+			       "key for your account (docs/accounts.md, API keys), save it in a "
+			       "file "
+			       "(chmod 600) and add a context: sandbox-cli context add shared "
+			       "http://127.0.0.1:7070 --token-file FILE && sandbox-cli context use "
+			       "shared";
 		else if (client_kind(c) == ENDPOINT_UNIX)
 			hint = "is sandboxd running? (start it, or pick a context: sandbox-cli "
 			       "context ls)";

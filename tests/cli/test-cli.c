@@ -481,6 +481,21 @@ test_exit_codes(void **state)
 	harness_expect_in(out, "cannot reach");
 	harness_expect_in(out, "is sandboxd running?");
 	free(out);
+	/* a user who is not root is told how to reach a shared server instead */
+	if (geteuid() == 0 && access("/usr/bin/setpriv", X_OK) == 0) {
+		char gone[64];
+		snprintf(gone, sizeof(gone), "unix:///tmp/sbx-none-%d.sock", (int)getpid());
+		const char *const args[] = { "--reuid=65534",  "--regid=65534",
+			                     "--clear-groups", cli_bin,
+			                     "--endpoint",     gone,
+			                     "list",           NULL };
+		const char *const env[] = { "HOME=/nonexistent", NULL };
+		assert_int_equal(harness_run_checked("/usr/bin/setpriv", args, env, &out), 3);
+		harness_expect_in(out, "no sandboxd of yours runs there");
+		harness_expect_in(out, "sandbox-cli context add shared http://127.0.0.1:7070 "
+		                       "--token-file FILE");
+		free(out);
+	}
 	{
 		char ep[64];
 		snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", harness_free_port());
