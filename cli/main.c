@@ -57,7 +57,8 @@ static const struct verb verbs[] = {
 	          "  --cpus N             virtual CPUs\n"
 	          "  --memory MB          memory in MiB\n"
 	          "  --disk MB            disk in MiB\n"
-	          "  --network MODE       none, allowlist or open (default: the server's)\n"
+	          "  --network MODE       none or allowlist (default: the server's); open where\n"
+	          "                       the server offers it (sandboxd never does)\n"
 	          "  --allow NAME         a host name it may reach over http(s), such as\n"
 	          "                       example.org or *.example.org (repeatable; means\n"
 	          "                       --network allowlist)\n"
@@ -89,7 +90,7 @@ static const struct verb verbs[] = {
 	{ .name = "network",
 	  .usage = "network REF [--network MODE] [--allow NAME]... [--deny NAME]...",
 	  .summary = "Show a sandbox's network policy, or replace it while it runs.",
-	  .help = "  --network MODE  none, allowlist or open\n"
+	  .help = "  --network MODE  none or allowlist; open where the server offers it\n"
 	          "  --allow NAME    a host name it may reach over http(s), such as example.org\n"
 	          "                  or *.example.org (repeatable; means --network allowlist)\n"
 	          "  --deny NAME     a host name it may never reach (repeatable)\n"
@@ -127,7 +128,8 @@ static const struct verb verbs[] = {
 	          "  --memory MB       memory in MiB\n"
 	          "  --disk MB         disk in MiB\n"
 	          "  --name NAME       a name for the sandbox\n"
-	          "  --network MODE    none, allowlist or open (default: the server's)\n"
+	          "  --network MODE    none or allowlist (default: the server's); open where the\n"
+	          "                    server offers it (sandboxd never does)\n"
 	          "  --allow NAME      a host name CMD may reach over http(s), such as\n"
 	          "                    example.org or *.example.org (repeatable; means\n"
 	          "                    --network allowlist)\n"
