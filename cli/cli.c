@@ -456,20 +456,30 @@ static const struct {
 	  .hint = "the server does not answer to this host name: use a loopback address, or a "
 	          "name its operator allowed with 'sandboxd --allowed-host'" },
 	{ .code = "rate_limited", .hint = "wait a moment and try again" },
-	{ .code = "unavailable", .hint = "the server cannot serve right now; try again later" },
+	{ .code = "unavailable", .hint = NULL },
 	{ .code = "unsupported",
 	  .hint = "this server lacks that capability (see: sandbox-cli "
 	          "doctor)" },
 };
 
 static void
-print_hint(struct cli *cli, const char *code)
+print_hint(struct cli *cli, const char *code, const char *message)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(code_hints); i++) {
 		if (!streq(code, code_hints[i].code))
 			continue;
 		if (code_hints[i].hint)
 			output_error("hint: %s", code_hints[i].hint);
+		else if (streq(code, "unavailable") && message &&
+		         str_has_prefix(message, "registry "))
+			/* waiting does not give the server a route to the registry */
+			output_error("hint: the server could not reach or use that registry, so "
+			             "trying again will not help until that changes; its operator "
+			             "can install the image from a registry the server reaches "
+			             "('sandboxd image install', docs/images.md)");
+		else if (streq(code, "unavailable"))
+			output_error(
+			        "hint: the server could not do it; the message above says why");
 		else if (client_has_token(cli->client))
 			output_error("hint: %s refused the token; check the token of the context "
 			             "(sandbox-cli context ls) or the one given with --token-file "
@@ -499,7 +509,7 @@ cli_fail_status(struct cli *cli, const struct client_response *resp)
 	if (code && message) {
 		_cleanup_free_ char *c = termsafe_dup(code), *m = termsafe_dup(message);
 		output_error("%s: %s", c ? c : "?", m ? m : "?");
-		print_hint(cli, code);
+		print_hint(cli, code, message);
 	} else {
 		output_error("%s answered HTTP %ld without an API error; is it sandboxd?",
 		             client_endpoint(cli->client), resp->status);

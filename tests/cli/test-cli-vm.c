@@ -254,8 +254,12 @@ ps_row(unsigned pid)
 /* A private CA, a certificate for localhost and a token, so that the daemon also serves
  * https; without openssl, https_ep stays empty and the https case is skipped. */
 static char listen_arg[32], cert_file[320], key_file[320];
-static const char *tls_args[] = { "--listen", listen_arg,  "--token-file", token_file, "--tls-cert",
-	                          cert_file,  "--tls-key", key_file,       NULL };
+/* 127.0.0.1:1: a registry the operator named where nothing listens */
+static const char *tls_args[] = { "--listen",    listen_arg,   "--token-file",
+	                          token_file,    "--tls-cert", cert_file,
+	                          "--tls-key",   key_file,     "--insecure-registry",
+	                          "127.0.0.1:1", NULL };
+static const char *plain_args[] = { "--insecure-registry", "127.0.0.1:1", NULL };
 
 static int
 make_tls_files(void)
@@ -297,7 +301,7 @@ setup(void **state)
 	setenv("TERM", "xterm", 1);
 	if (make_tls_files() < 0)
 		return -1;
-	if (harness_start_vm(&sbxd, https_ep[0] ? tls_args : NULL, NULL) < 0)
+	if (harness_start_vm(&sbxd, https_ep[0] ? tls_args : plain_args, NULL) < 0)
 		return -1;
 	snprintf(endpoint, sizeof(endpoint), "unix://%s", sbxd.sock);
 	RUN(&r, "create", "--name", SBX);
@@ -568,6 +572,27 @@ test_attach_replays_what_happened_meanwhile(void **state)
 }
 
 /* ---- cp ---- */
+
+/* run --image naming a registry the server cannot reach: it says so, and does not send the
+ * user off to try again later (waiting gives the server no route); nothing is left */
+static void
+test_run_unreachable_registry(void **state)
+{
+	struct result r;
+
+	RUN(&r, "run", "--image", "127.0.0.1:1/cli/nowhere:1", "--", "true");
+	assert_int_equal(r.rc, 1);
+	expect_in("stderr", &r.err, "sandbox-cli: unavailable: registry 127.0.0.1:1");
+	expect_in("stderr", &r.err, "trying again will not help until that changes");
+	if (strstr(text(&r.err), "try again later"))
+		fail_msg("the hint sends the user off to try again later:\n%s", text(&r.err));
+	result_done(&r);
+	RUN(&r, "list", "--all");
+	assert_int_equal(r.rc, 0);
+	if (strstr(text(&r.out), "nowhere"))
+		fail_msg("a sandbox was left: %s", text(&r.out));
+	result_done(&r);
+}
 
 static void
 test_cp_both_ways(void **state)
@@ -861,6 +886,7 @@ main(void)
 		cmocka_unit_test(test_ctrl_c_is_forwarded_then_detaches),
 		cmocka_unit_test(test_attach_replays_what_happened_meanwhile),
 		cmocka_unit_test(test_cp_both_ways),
+		cmocka_unit_test(test_run_unreachable_registry),
 		cmocka_unit_test(test_exec_over_https),
 		cmocka_unit_test(test_shell_refuses_a_non_terminal),
 		cmocka_unit_test(test_shell_in_a_terminal),
