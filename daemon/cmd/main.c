@@ -18,6 +18,7 @@
 #include "paths.h"
 #include "policyfile.h"
 #include "proc.h"
+#include "reconcile.h"
 #include "samples.h"
 #include "sandboxd.h"
 #include "server.h"
@@ -369,6 +370,11 @@ run(struct sandboxd *d)
 		log_error("store: cannot load the sandboxes: %s", strerror(-r));
 		return r;
 	}
+	r = reconcile_start(d);
+	if (r < 0) {
+		log_error("the reconciler cannot start: %s", strerror(-r));
+		return r;
+	}
 	r = ended_load(d, now_unix_ms());
 	if (r < 0)
 		return r;
@@ -495,6 +501,7 @@ main(int argc, char **argv)
 	r = run(&d);
 	loop_signals_done(&d.signals);
 out:
+	reconcile_stop(&d);
 	d.server = server_free(d.server);
 	d.accounts = accounts_free(d.accounts); /* after the server: nothing waits on it now */
 	/* the processes followed let go of their agents before the backend frees those (they

@@ -207,9 +207,9 @@ egress_tap_open(const struct egress_link *link, int *ret_fd)
  * persistent by something else (an earlier version, a person) and would otherwise take over
  * the link of the sandbox that gets its slot. A tap held by a VMM (one taken back, or one of a
  * stray VMM, ended later at startup) refuses a second owner (EBUSY) and stays; an interface that
- * is not a tap refuses too. Returns how many were removed. */
+ * is not a tap refuses too. fn (may be NULL) is told each one removed. Returns how many were. */
 static unsigned
-taps_sweep(void)
+taps_sweep(struct sandboxd *d, void (*fn)(struct sandboxd *d, const char *tap))
 {
 	struct if_nameindex *all = if_nameindex(), *it;
 	unsigned removed = 0;
@@ -230,12 +230,22 @@ taps_sweep(void)
 		if (ioctl(fd, TUNSETIFF, &ifr) < 0)
 			continue; /* held, or not a tap */
 		/* no longer persistent: it goes when fd closes */
-		if (ioctl(fd, TUNSETPERSIST, 0) == 0)
+		if (ioctl(fd, TUNSETPERSIST, 0) == 0) {
 			removed++;
+			fd = safe_close(fd);
+			if (fn)
+				fn(d, it->if_name);
+		}
 	}
 	if (all)
 		if_freenameindex(all);
 	return removed;
+}
+
+unsigned
+egress_sweep_taps(struct sandboxd *d, void (*fn)(struct sandboxd *d, const char *tap))
+{
+	return d->egress ? taps_sweep(d, fn) : 0;
 }
 
 /* ---- the table ---- */
@@ -1108,7 +1118,7 @@ egress_start(struct sandboxd *d, uid_t uid)
 		return r;
 	}
 	{
-		unsigned n = taps_sweep();
+		unsigned n = taps_sweep(d, NULL);
 		if (n)
 			log_info("egress: removed %u tap(s) named %sN that no VMM held", n,
 			         NFTRULES_TAP_PREFIX);

@@ -36,6 +36,9 @@ int egress_start(struct sandboxd *d, uid_t uid);
  * rewrites them). NULL-safe, idempotent. */
 void egress_stop(struct sandboxd *d);
 bool egress_enabled(const struct sandboxd *d);
+/* While egress runs: removes the taps named like ours (sbxN) that no VMM holds, as its start
+ * does, telling fn (may be NULL) each one's name. Returns how many were removed. */
+unsigned egress_sweep_taps(struct sandboxd *d, void (*fn)(struct sandboxd *d, const char *tap));
 
 /* NULL while egress is off. */
 const struct egress_counters *egress_counters(const struct sandboxd *d);

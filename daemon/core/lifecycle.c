@@ -3,7 +3,8 @@
  * Restart mode vs provision mode: start after a stop boots the writable layer the
  * stop kept, so files survive and memory and processes do not; the first start provisions a
  * fresh layer. Which one runs is chosen here (SANDBOX_OP_RESTART vs SANDBOX_OP_START), and
- * the backend implements each. */
+ * the backend implements each. A failed sandbox starts in restart mode too, when its layer
+ * outlived what failed (a VMM that died keeps it; a first boot that failed leaves none). */
 #include <net/if.h>
 #include "events.h"
 #include "lifecycle.h"
@@ -14,6 +15,7 @@
 #include "log.h"
 #include "netpolicy.h"
 #include "proc.h"
+#include "reconcile.h"
 #include "samples.h"
 #include "sandboxd.h"
 #include "store.h"
@@ -318,11 +320,11 @@ static const struct move move_stop = {
 };
 
 static const struct move move_start = {
-	.op = SANDBOX_OP_RESTART, /* restart mode: the layer the stop kept boots again */
+	.op = SANDBOX_OP_RESTART, /* restart mode: the layer the stop (or the crash) kept */
 	.via = SANDBOX_STARTING,
-	.from = STATE_BIT(SANDBOX_STOPPED),
+	.from = STATE_BIT(SANDBOX_STOPPED) | STATE_BIT(SANDBOX_FAILED),
 	.done = STATE_BIT(SANDBOX_RUNNING) | STATE_BIT(SANDBOX_STARTING),
-	.refusal = "only a stopped sandbox starts",
+	.refusal = "only a stopped or failed sandbox starts",
 };
 
 /* A start the policy refuses (network_permitted): said in the log and in the sandbox's
@@ -336,23 +338,58 @@ start_refused(struct sandboxd *d, struct sandbox *sb, const char *why, struct er
 	return err_set(err, -EPERM, ERR_REFUSED, "sandbox '%s' cannot start: %s", sb->id, why);
 }
 
+/* A failed sandbox starts again only from its layer: the backend says what is left of it. A
+ * VM that still runs for it (one sandboxd does not supervise: it was found running while its
+ * sandbox was stopped) is ended first, so that no two VMs share the layer. */
+static int
+failed_startable(struct sandboxd *d, struct backend *b, struct sandbox *sb, struct err *err)
+{
+	struct backend_found found;
+	int r = b->ops->status(b, sb, &found);
+
+	if (r < 0)
+		return err_set(err, r, ERR_INTERNAL,
+		               "sandbox '%s': what is left of its VM cannot be checked: %s", sb->id,
+		               strerror(-r));
+	if (found.status == BACKEND_GONE)
+		return err_set(err, -ENOENT, ERR_CONFLICT,
+		               "sandbox '%s' is failed and its disk is gone (it failed before its "
+		               "first boot completed, or its disk was removed): it cannot start "
+		               "again, only be deleted",
+		               sb->id);
+	if (found.status == BACKEND_RUNNING) {
+		log_warning("sandbox '%s': ending the VM that still ran for it before it starts",
+		            sb->id);
+		if (b->ops->abandon)
+			b->ops->abandon(b, sb);
+		vm_gone(d, sb);
+	}
+	return 0;
+}
+
 static int
 move(struct sandboxd *d, struct sandbox *sb, const struct move *m, struct err *err)
 {
 	_cleanup_free_ char *why = NULL;
+	struct backend *b = backend_for(d, sb);
+	int r;
 
 	lifecycle_touch(sb);
+	if (sb->op == SANDBOX_OP_DESTROY)
+		return err_set(err, -EBUSY, ERR_CONFLICT, "sandbox '%s' is being deleted", sb->id);
 	if (m->done & STATE_BIT(sb->state))
 		return 0; /* already there, or on its way */
 	if (!(m->from & STATE_BIT(sb->state)))
 		return err_set(err, -EBUSY, ERR_CONFLICT, "sandbox '%s' is %s; %s", sb->id,
 		               sandbox_state_to_string(sb->state), m->refusal);
-	if (!backend_for(d, sb))
+	if (!b)
 		return err_set(err, -ENODEV, ERR_UNAVAILABLE,
 		               "the backend '%s' of sandbox '%s' is not available", sb->backend,
 		               sb->id);
 	if (m->op == SANDBOX_OP_RESTART && !network_permitted(d, sb, &why))
 		return why ? start_refused(d, sb, why, err) : -ENOMEM;
+	if (sb->state == SANDBOX_FAILED && (r = failed_startable(d, b, sb, err)) < 0)
+		return r;
 	return begin(d, sb, m->op, m->via);
 }
 
@@ -513,6 +550,20 @@ adopt_done(void *data, const struct agent_result *res)
 		log_warning("sandbox '%s': listing its processes failed: %s", a->id,
 		            res->message ? res->message : strerror(res->err));
 	free(a);
+}
+
+void
+lifecycle_abandon(struct sandboxd *d, struct sandbox *sb, const char *reason)
+{
+	struct backend *b = backend_for(d, sb);
+
+	if (sb->state == SANDBOX_FAILED || sb->state == SANDBOX_TERMINATED ||
+	    sb->op == SANDBOX_OP_DESTROY)
+		return;
+	if (b && b->ops->abandon)
+		b->ops->abandon(b, sb);
+	vm_gone(d, sb);
+	fail(d, sb, "%s", reason);
 }
 
 /* The backend's agent_ready event: the agent of a running sandbox (re)connected. The first
@@ -754,8 +805,6 @@ lifecycle_recover(struct sandboxd *d)
 		return r;
 	LIST_FOREACH_SAFE (n, tmp, &d->reg.all)
 		recover_one(d, list_entry(n, struct sandbox, by_created), &c);
-	if (d->backend && d->backend->ops->recovered)
-		d->backend->ops->recovered(d->backend);
 	if (d->reg.count > 0) {
 		char ended[64] = "";
 		if (c.ended)
@@ -795,6 +844,8 @@ lifecycle_backend_config(struct sandboxd *d, struct backend_config *ret)
 		.done = on_backend_done,
 		.agent_ready = on_agent_ready,
 		.lost = on_backend_lost,
+		.owns = reconcile_owns,
+		.swept = reconcile_swept,
 	};
 	const struct options *o = d->opts;
 

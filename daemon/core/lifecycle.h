@@ -15,7 +15,8 @@ struct sandboxd;
 int lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err);
 /* running/suspended -> stopping -> stopped (the writable layer is kept). */
 int lifecycle_stop(struct sandboxd *d, struct sandbox *sb, struct err *err);
-/* stopped -> starting -> running, booting the same writable layer (restart mode). */
+/* stopped (or failed) -> starting -> running, booting the same writable layer (restart
+ * mode); a failed sandbox whose layer is gone is refused (409). */
 int lifecycle_start(struct sandboxd *d, struct sandbox *sb, struct err *err);
 /* Ends the sandbox and discards its disk; why is recorded (the reason it shows, and its
  * sandbox.terminated audit record's). Idempotent. */
@@ -30,6 +31,10 @@ int lifecycle_backend_started(struct sandboxd *d);
 
 /* At startup: loads the live rows and takes back what the backend still runs. */
 int lifecycle_recover(struct sandboxd *d);
+/* Ends what the backend runs for sb (cancelling the operation under way; its layer is kept)
+ * and fails it with reason: the reconciler's remedy for a VM that is gone or an operation
+ * that never finished. Nothing for a sandbox failed, terminated or being deleted already. */
+void lifecycle_abandon(struct sandboxd *d, struct sandbox *sb, const char *reason);
 /* Periodic: ends sandboxes past their lifetime or idle timeout. */
 void lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms);
 /* Marks activity (a request about it) for the idle timeout. */

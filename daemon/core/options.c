@@ -45,6 +45,11 @@ static const char usage[] =
         "  --boot-timeout SECS    how long a booting guest has to answer (default 60)\n"
         "  --stop-timeout SECS    how long a stopping guest has to power off before QEMU is\n"
         "                         told to quit (default 20; 0: at once)\n"
+        "  --reconcile-interval SECS\n"
+        "                         how often the reconciler fails sandboxes whose VM is gone\n"
+        "                         or whose start or stop never finished, and removes VMMs,\n"
+        "                         taps, cgroups and layers of ours that no sandbox owns\n"
+        "                         (default 60)\n"
         "  --allow-unconfined     as root, run VMMs without cgroup limits where this host\n"
         "                         cannot make their cgroups (default: refuse to start)\n"
         "  --policy FILE          the server policy (YAML: default image, images, defaults,\n"
@@ -411,6 +416,7 @@ static const struct opt_def opt_defs[] = {
 	STRING("agent", agent),
 	UINT("boot-timeout", boot_timeout_secs, 1, 3600, "must be 1 to 3600"),
 	UINT("stop-timeout", stop_timeout_secs, 0, 3600, "must be 0 to 3600"),
+	UINT("reconcile-interval", reconcile_interval_secs, 1, 86400, "must be 1 to 86400"),
 	{ .name = "allow-unconfined", .kind = OPT_FLAG, F(allow_unconfined) },
 	UINT("max-connections", max_connections, 1, 65536, "must be 1 to 65536"),
 	UINT("max-connections-per-client", max_connections_per_client, 0, 65536,
@@ -524,6 +530,7 @@ options_parse(int argc, char **argv, struct options *o)
 		               .max_connections_per_client = 128,
 		               .forget_after_secs = 24 * 3600,
 		               .stop_timeout_secs = 20,
+		               .reconcile_interval_secs = 60,
 		               .egress = geteuid() == 0,
 		               .egress_proxy_port = 3128,
 		               .egress_dns_port = 7353,

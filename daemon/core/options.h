@@ -31,6 +31,7 @@ struct options {
 	char *agent; /* sandbox-guestd, or NULL: beside sandboxd */
 	unsigned boot_timeout_secs;
 	unsigned stop_timeout_secs;          /* how long a guest has to power off; then QMP quit */
+	unsigned reconcile_interval_secs;    /* the reconciler's period (reconcile.h) */
 	unsigned max_connections;            /* per listener */
 	unsigned max_connections_per_client; /* per TCP client address (IPv6: /64); 0: none */
 	uint64_t forget_after_secs; /* --forget-after: terminated sandboxes are then forgotten */

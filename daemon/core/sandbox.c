@@ -18,7 +18,8 @@ static const char *const state_names[_SANDBOX_STATE_MAX] = {
  *
  *   pending -> starting -> running -> stopping -> stopped -> starting ...
  *                          running <-> suspended
- *   failed is final but for DELETE; terminated is final. */
+ *   failed -> starting (its layer boots again: a crash does not trap the work on it);
+ *   terminated is final. */
 #define BIT(s) (1u << (s))
 static const unsigned transitions[_SANDBOX_STATE_MAX] = {
 	[SANDBOX_PENDING] = BIT(SANDBOX_STARTING) | BIT(SANDBOX_FAILED) | BIT(SANDBOX_TERMINATED),
@@ -29,7 +30,7 @@ static const unsigned transitions[_SANDBOX_STATE_MAX] = {
 	[SANDBOX_STOPPED] = BIT(SANDBOX_STARTING) | BIT(SANDBOX_FAILED) | BIT(SANDBOX_TERMINATED),
 	[SANDBOX_SUSPENDED] = BIT(SANDBOX_RUNNING) | BIT(SANDBOX_STOPPING) | BIT(SANDBOX_FAILED) |
 	                      BIT(SANDBOX_TERMINATED),
-	[SANDBOX_FAILED] = BIT(SANDBOX_TERMINATED),
+	[SANDBOX_FAILED] = BIT(SANDBOX_STARTING) | BIT(SANDBOX_TERMINATED),
 	[SANDBOX_TERMINATED] = 0,
 };
 
@@ -398,6 +399,7 @@ sandbox_set_state(struct sandboxd *d, struct sandbox *sb, enum sandbox_state to,
 {
 	enum sandbox_state from = sb->state;
 	char *old_reason = sb->reason;
+	uint64_t old_since = sb->state_since;
 	json_t *data;
 	int r;
 
@@ -412,6 +414,7 @@ sandbox_set_state(struct sandboxd *d, struct sandbox *sb, enum sandbox_state to,
 		return -ENOMEM;
 	}
 	sb->state = to;
+	sb->state_since = now_mono_ms();
 	data = json_pack("{s:s, s:s, s:s?}", "from", sandbox_state_to_string(from), "to",
 	                 sandbox_state_to_string(to), "reason", reason);
 	/* what ended it, in the audit trail's words */
@@ -426,6 +429,7 @@ sandbox_set_state(struct sandboxd *d, struct sandbox *sb, enum sandbox_state to,
 		free(sb->reason);
 		sb->reason = old_reason;
 		sb->state = from;
+		sb->state_since = old_since;
 		(void)sandbox_refresh_json(sb);
 		log_error("sandbox '%s': persisting %s -> %s failed: %s", sb->id,
 		          sandbox_state_to_string(from), sandbox_state_to_string(to), strerror(-r));

@@ -86,7 +86,9 @@ struct sandbox {
 
 	int64_t created_at; /* unix ms */
 	int64_t updated_at;
-	int64_t last_active; /* unix ms of the last request or process activity */
+	int64_t last_active;  /* unix ms of the last request or process activity */
+	uint64_t state_since; /* monotonic ms it entered its state (sandbox_set_state); 0: before
+	                       * this sandboxd ran (the reconciler starts counting then) */
 
 	enum sandbox_op op;
 	enum sandbox_end end; /* why it is being ended: set when the destroy begins */

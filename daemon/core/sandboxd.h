@@ -10,6 +10,7 @@
 #include "loop.h"
 #include "options.h"
 #include "policy.h"
+#include "reconcile.h"
 #include "sandbox.h"
 
 struct accounts;
@@ -38,6 +39,7 @@ struct sandboxd {
 	uint64_t list_cache_gen;       /* sandbox_generation() it was built at */
 	bool list_cache_valid;
 	struct loop_timer housekeeping;
+	struct reconcile reconcile; /* reconcile.c */
 	struct loop_signals signals;
 	char *token; /* the operator token, or NULL (unix socket peers only) */
 	size_t token_len;

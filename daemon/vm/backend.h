@@ -75,6 +75,12 @@ struct backend_events {
 	/* A sandbox's VM ended on its own (no operation asked for it). The backend frees the
 	 * VM's agent only after this returns. */
 	void (*lost)(void *ctx, struct sandbox *sb, const char *reason);
+	/* For the sweep: whether the core still has a sandbox with this id (one that is not
+	 * terminated, or one it cannot tell about): what the backend keeps of it is its own. */
+	bool (*owns)(void *ctx, const char *id);
+	/* The sweep removed something of the backend's that no sandbox owned: what ("vmm",
+	 * "cgroup", "layer") and which (a pid, a group's name, a sandbox id). */
+	void (*swept)(void *ctx, const char *what, const char *name);
 };
 
 /* What a backend is told when it is created. The strings are borrowed: they outlive it. */
@@ -143,13 +149,24 @@ struct backend_ops {
 	 * supervise it again and reconnect to its agent (asynchronously; a failure is reported
 	 * with the lost event). NULL: nothing to do. */
 	int (*adopt)(struct backend *b, struct sandbox *sb, const struct vm_launch *l);
-	/* Ends a VM status() found running that the core does not take back (it runs with
-	 * another network than the one it would be given now); its writable layer is kept.
-	 * Required with adopt. */
+	/* Ends whatever runs for sb now, at once, and cancels the operation under way (it never
+	 * completes, and no lost event follows); its writable layer is kept. The core then fails
+	 * the sandbox. For a VM status() found that the core does not take back (it runs with
+	 * another network than the one it would be given now), one a failed sandbox's start
+	 * finds still running, and the reconciler's VM that is gone or operation that never
+	 * finished. Synchronous and idempotent. */
 	void (*abandon)(struct backend *b, struct sandbox *sb);
-	/* After every stored sandbox was looked at: end what the backend finds running that no
-	 * sandbox took back. NULL: nothing to do. */
-	void (*recovered)(struct backend *b);
+	/* Whether the VM of a running sandbox is still there: 0, or -ESRCH when it is gone
+	 * though no lost event said so (its VMM vanished unseen). Synchronous, quick, and
+	 * without side effects. NULL: nothing to check. */
+	int (*check)(struct backend *b, struct sandbox *sb);
+	/* Ends and removes what the backend finds of its own that no sandbox owns: VMMs it
+	 * does not run (after a restart: that no sandbox took back), the cgroups they leave,
+	 * the layers of sandboxes the core does not have (the owns event). Each is told through
+	 * the swept event. Never touches a VM a sandbox runs, nor anything not the backend's.
+	 * Synchronous; called once every stored sandbox was looked at after a start of
+	 * sandboxd, then by the reconciler each period. NULL: nothing to do. */
+	void (*sweep)(struct backend *b);
 
 	/* Whether its sandboxes boot an image's root disk (images.h): a create then waits for
 	 * the image to be installed, and each launch names its disk. false: an image name is
@@ -195,6 +212,18 @@ static inline void
 backend_lost(struct backend *b, struct sandbox *sb, const char *reason)
 {
 	b->cfg.events->lost(b->cfg.ctx, sb, reason);
+}
+
+static inline bool
+backend_owns(struct backend *b, const char *id)
+{
+	return b->cfg.events->owns(b->cfg.ctx, id);
+}
+
+static inline void
+backend_swept(struct backend *b, const char *what, const char *name)
+{
+	b->cfg.events->swept(b->cfg.ctx, what, name);
 }
 
 /* A backend a build offers: its name and a constructor that probes the machine. */

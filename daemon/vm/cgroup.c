@@ -203,7 +203,8 @@ cgroup_remove(const char *name)
 }
 
 int
-cgroup_sweep(const char *parent)
+cgroup_sweep(const char *parent, bool (*keep)(const char *name, void *data),
+             void (*removed)(const char *name, void *data), void *data)
 {
 	char dir[1100], path[1400];
 	int n = 0;
@@ -220,10 +221,16 @@ cgroup_sweep(const char *parent)
 		while ((de = readdir(d))) {
 			if (de->d_type != DT_DIR || de->d_name[0] == '.')
 				continue;
+			if (keep && keep(de->d_name, data))
+				continue;
 			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-			/* a group with processes in it refuses (EBUSY): it stays */
-			if (rmdir(path) == 0 && i == 0)
+			/* a group with processes in it refuses (EBUSY): it stays; v1's hierarchies
+			 * hold the same names, counted in the first */
+			if (rmdir(path) == 0 && i == 0) {
 				n++;
+				if (removed)
+					removed(de->d_name, data);
+			}
 		}
 		closedir(d);
 	}

@@ -18,9 +18,11 @@ int cgroup_enter(const char *name);
 /* Removes the group (its processes must be gone). */
 void cgroup_remove(const char *name);
 /* Removes the empty groups under "sandboxd/<parent>": the ones of VMMs that are gone (left
- * when sandboxd was not there to remove them). Groups with processes stay. Returns how many
- * were removed. */
-int cgroup_sweep(const char *parent);
+ * when sandboxd was not there to remove them). Groups with processes stay, and so does each
+ * one keep (may be NULL) says to keep, asked by its name below parent (a VMM about to enter
+ * it). removed (may be NULL) is told the name of each one removed. Returns how many were. */
+int cgroup_sweep(const char *parent, bool (*keep)(const char *name, void *data),
+                 void (*removed)(const char *name, void *data), void *data);
 
 /* What the group of a VMM counted, cgroup v2 only: its CPU time (cpu.stat usage_usec) and
  * its memory (memory.current: its pages, the page cache it caused included). -EOPNOTSUPP

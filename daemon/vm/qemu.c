@@ -8,7 +8,8 @@
  * Provision mode (start) makes a new upper layer and boots; restart mode (restart) boots the
  * layer a stop kept, so files survive and memory and processes do not. A stop asks
  * the agent to sync and power off, so QEMU (-no-reboot) exits by itself; a destroy kills it
- * and removes the directory. */
+ * and removes the directory. A VMM that dies keeps its layer too (a restart boots what the
+ * guest had written to it); only a first boot that fails leaves nothing. */
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -92,6 +93,8 @@ struct vm {
 	bool net;            /* it has a tap (the launch had a network) */
 	uint32_t guest_addr; /* with net: the guest's address it booted with (network order) */
 	bool reconnecting;
+	bool fresh;          /* its layer is this boot's own, and the boot has not completed */
+	uint64_t start_time; /* its QEMU's, /proc/<pid>/stat field 22 (0: unknown) */
 	char cgroup[64];
 	char jail[600]; /* the mount point of its root (an empty directory in its dir) */
 };
@@ -319,7 +322,20 @@ vm_remove_runtime(struct vm *vm)
 	}
 }
 
-/* A VM that failed: nothing of it is left behind (process, sockets, disk). */
+/* Its directory goes when its layer is this boot's own (a first boot that did not complete:
+ * nothing of the user's is on it); otherwise all but the layer (and the logs) goes, so that
+ * a start boots the layer again. */
+static void
+vm_remove_unless_layer(struct vm *vm)
+{
+	if (vm->fresh)
+		remove_tree(vm->dir);
+	else
+		vm_remove_runtime(vm);
+}
+
+/* A VM that failed: its process, sockets and cgroup go; its layer stays unless this boot made
+ * it (vm_remove_unless_layer). */
 static void vm_fail(struct vm *vm, const char *fmt, ...) _printf_(2, 3);
 
 static void
@@ -343,7 +359,7 @@ vm_fail(struct vm *vm, const char *fmt, ...)
 	else
 		backend_lost(b, sb, reason);
 	vm->agent = agent_free(vm->agent);
-	remove_tree(vm->dir);
+	vm_remove_unless_layer(vm);
 	vm_free(vm);
 }
 
@@ -661,6 +677,7 @@ write_record(struct vm *vm)
 
 	if (!path || process_start_time(vm->pid, &start) < 0)
 		return -ESRCH;
+	vm->start_time = start;
 	j = json_pack("{s:i, s:I, s:i, s:b, s:I}", "pid", (int)vm->pid, "start_time",
 	              (json_int_t)start, "slot", vm->slot, "net", vm->net, "guest_addr",
 	              (json_int_t)ntohl(vm->guest_addr));
@@ -715,6 +732,7 @@ agent_ready_cb(struct agent *a _unused_, bool mounted, const char *version, void
 		}
 		(void)loop_timer_arm(&vm->timer, 0, 0);
 		vm->phase = VM_RUNNING;
+		vm->fresh = false; /* the guest has it now: it holds the user's work */
 		log_debug("sandbox '%s': agent ready (%s)", vm->sb->id, version);
 		free(vm->sb->runtime_ref);
 		vm->sb->runtime_ref = strdup_printf("qemu:%d", (int)vm->pid);
@@ -920,6 +938,7 @@ vm_boot(struct qemu *q, struct sandbox *sb, const struct vm_launch *l, bool fres
 		return -ENOMEM;
 	vm->phase = VM_BOOTING;
 	vm->reconnecting = false;
+	vm->fresh = fresh_layer;
 	r = spawn_qemu(vm, l, fresh_layer);
 	if (r < 0) {
 		log_error("sandbox '%s': starting QEMU failed: %s", sb->id, strerror(-r));
@@ -932,7 +951,7 @@ vm_boot(struct qemu *q, struct sandbox *sb, const struct vm_launch *l, bool fres
 	if ((r = vm_watch(vm)) < 0 || (r = write_record(vm)) < 0 ||
 	    (r = vm_connect_agent(vm, l, deadline)) < 0) {
 		vm_kill(vm);
-		remove_tree(vm->dir);
+		vm_remove_unless_layer(vm);
 		vm_free(vm);
 		return r;
 	}
@@ -1184,6 +1203,7 @@ qemu_status(struct backend *b, struct sandbox *sb, struct backend_found *ret)
 		    str_has_prefix(comm, "qemu-sbx-")) {
 			/* the same process, started at the same time, with our name: ours */
 			vm->pid = pid;
+			vm->start_time = start;
 			vm->child = false;
 			vm->slot = slot;
 			vm->net = net;
@@ -1224,11 +1244,35 @@ qemu_abandon(struct backend *b _unused_, struct sandbox *sb)
 {
 	struct vm *vm = sb->backend_data;
 
-	/* nothing is left running that no policy governs */
-	if (vm) {
-		vm->net = false;
-		vm_kill(vm);
-	}
+	if (!vm)
+		return;
+	/* nothing is left running that no policy governs; the operation under way (a boot, a
+	 * stop) ends here, and nothing of it reports later */
+	vm->phase = VM_EXITED;
+	(void)loop_timer_arm(&vm->timer, 0, 0);
+	vm->agent = agent_free(vm->agent);
+	vm_kill(vm);
+	vm_remove_unless_layer(vm);
+	vm_free(vm);
+}
+
+/* Its QEMU is there while its pid names a process started when it was. A zombie of ours is
+ * not gone yet: its exit is on its way to vm_exited, which says how it ended. */
+static int
+qemu_check(struct backend *b _unused_, struct sandbox *sb)
+{
+	struct vm *vm = sb->backend_data;
+	uint64_t start;
+	int r;
+
+	if (!vm || vm->pid <= 0)
+		return -ESRCH;
+	r = process_start_time(vm->pid, &start);
+	if (r == -ESRCH)
+		return kill(vm->pid, 0) == 0 ? 0 : -ESRCH;
+	if (r < 0)
+		return 0; /* unreadable: not evidence that it is gone */
+	return vm->start_time && start != vm->start_time ? -ESRCH : 0;
 }
 
 /* Measured on the host: the VMM's group when it is in one (cgroup v2), else the VMM itself;
@@ -1305,14 +1349,28 @@ qemu_free(struct backend *b)
 	free(q);
 }
 
-/* VMMs of this state directory that no sandbox took back are ended: a crash while starting
- * one, or a record lost. They are recognised by the marker in their environment, never by
- * name, so another sandboxd's (or anyone else's) QEMU is never touched. */
-static void
-qemu_recovered(struct backend *b)
+/* The VM of the sandbox with this id, or NULL. */
+static struct vm *
+vm_find(struct qemu *q, const char *id)
 {
-	struct qemu *q = Q(b);
-	unsigned ended = 0;
+	struct list_node *it;
+
+	LIST_FOREACH (it, &q->vms) {
+		struct vm *vm = list_entry(it, struct vm, link);
+		if (vm->sb && streq(vm->sb->id, id))
+			return vm;
+	}
+	return NULL;
+}
+
+/* VMMs of this state directory that no VM of ours runs are ended: after a restart, those no
+ * sandbox took back (a crash while starting one, a record lost); later, one that came from
+ * anywhere else. They are recognised by the marker in their environment, never by name, so
+ * another sandboxd's (or anyone else's) QEMU is never touched. Each is waited for, so that its
+ * cgroup can go and its tap goes with it. */
+static void
+sweep_vmms(struct qemu *q)
+{
 	DIR *d = opendir("/proc");
 	struct dirent *de;
 
@@ -1341,18 +1399,71 @@ qemu_recovered(struct backend *b)
 				known = true;
 		if (known)
 			continue;
-		/* waited for: its tap goes with it, and its cgroup can be removed below */
 		if (kill_and_wait((pid_t)pid))
-			ended++;
+			backend_swept(&q->b, "vmm", de->d_name);
 	}
 	closedir(d);
-	if (ended)
-		log_info("after the restart: %u stray VMM(s) ended", ended);
-	if (ended && q->cgroups) {
+}
+
+/* A group whose VM has a QEMU: one that may not have entered it yet (between the fork and its
+ * exec) must not lose it. */
+static bool
+cgroup_in_use(const char *name, void *data)
+{
+	struct vm *vm = vm_find(data, name);
+
+	return vm && vm->pid > 0;
+}
+
+static void
+cgroup_swept(const char *name, void *data)
+{
+	struct qemu *q = data;
+
+	backend_swept(&q->b, "cgroup", name);
+}
+
+/* The directories of sandboxes the core does not have: a delete that sandboxd did not live to
+ * finish, a sandbox whose record was lost. */
+static void
+sweep_layers(struct qemu *q)
+{
+	DIR *d = opendir(q->vms_dir);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		_cleanup_free_ char *path = NULL;
+		struct stat st;
+
+		if (!str_has_prefix(de->d_name, "sbx_") ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISDIR(st.st_mode) || vm_find(q, de->d_name) ||
+		    backend_owns(&q->b, de->d_name))
+			continue;
+		path = strdup_printf("%s/%s", q->vms_dir, de->d_name);
+		if (!path)
+			continue;
+		remove_tree(path);
+		if (access(path, F_OK) < 0)
+			backend_swept(&q->b, "layer", de->d_name);
+	}
+	closedir(d);
+}
+
+static void
+qemu_sweep(struct backend *b)
+{
+	struct qemu *q = Q(b);
+
+	sweep_vmms(q);
+	if (q->cgroups) {
 		char parent[16];
 		snprintf(parent, sizeof(parent), "%u", (unsigned)q->uid_base);
-		(void)cgroup_sweep(parent);
+		(void)cgroup_sweep(parent, cgroup_in_use, cgroup_swept, q);
 	}
+	sweep_layers(q);
 }
 
 static const struct backend_ops qemu_ops = {
@@ -1367,10 +1478,11 @@ static const struct backend_ops qemu_ops = {
 	.status = qemu_status,
 	.adopt = qemu_adopt,
 	.abandon = qemu_abandon,
+	.check = qemu_check,
 	.boots_images = true,
 	.agent = qemu_agent,
 	.sample = qemu_sample,
-	.recovered = qemu_recovered,
+	.sweep = qemu_sweep,
 };
 
 static char *
@@ -1496,7 +1608,7 @@ qemu_backend_create(const struct backend_config *cfg, struct backend **ret)
 		char parent[16];
 		int n;
 		snprintf(parent, sizeof(parent), "%u", (unsigned)q->uid_base);
-		n = cgroup_sweep(parent);
+		n = cgroup_sweep(parent, NULL, NULL, NULL);
 		if (n > 0)
 			log_info("backend qemu: removed %d cgroup(s) of VMMs that are gone", n);
 	}

@@ -10,14 +10,19 @@
  * Its samples (GET …/metrics) are honest about running nothing: no CPU, memory or network,
  * and for the disk the allocated size of that file.
  *
- * Images steer it: "fake/fail-boot" fails to boot, "fake/crash" boots and then dies,
- * "fake/slow" takes 2 s to boot. SANDBOXD_FAKE_BOOT_MS sets the boot time (default 20).
+ * Images steer it: "fake/fail-boot" fails to boot, "fake/crash" boots and then dies (after its
+ * first boot only, its file kept as "stopped" the way a real crash keeps the layer, so a start
+ * brings it back for good), "fake/slow" takes 2 s to boot, "fake/hang" never finishes booting.
+ * SANDBOXD_FAKE_BOOT_MS sets the boot time (default 20). Deleting a running VM's file is its
+ * VMM vanishing unseen (check() then says it is gone); a file named like a sandbox that no
+ * sandbox owns is a stray layer (sweep() removes it).
  *
  * With SANDBOXD_FAKE_AGENT=PATH each booted VM runs PATH (sandbox-guestd) in its test mode on
  * the host, as the user sandboxd runs as, listening on <state-dir>/fake/<id>.agent, and its
  * processes and files are that agent's: real ones, on this machine (a test chooses paths of
  * its own). The boot completes when the agent answers; the agent dies with its VM, and with
  * sandboxd. Without it the fake has no agent, and processes and files answer 501. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -222,9 +227,8 @@ timer_fired(struct loop_timer *t _unused_, void *data)
 
 	(void)loop_timer_arm(&vm->timer, 0, 0);
 	if (vm->crash_after_boot && sb->state == SANDBOX_RUNNING) {
-		_cleanup_free_ char *path = vm_path(b, sb);
-		if (path)
-			unlink(path);
+		/* its "layer" stays, as a real VMM's does */
+		(void)write_state(b, sb, "stopped");
 		vm->crash_after_boot = false;
 		backend_lost(b, sb, "the fake VM crashed (image fake/crash asks for it)");
 		vm_agent_end(vm);
@@ -233,6 +237,8 @@ timer_fired(struct loop_timer *t _unused_, void *data)
 	switch (sb->op) {
 	case SANDBOX_OP_START:
 	case SANDBOX_OP_RESTART:
+		if (streq(sb->image, "fake/hang"))
+			return; /* never done: the reconciler's to find */
 		if (streq(sb->image, "fake/fail-boot")) {
 			backend_done(b, sb, -EIO,
 			             "the fake VM failed to boot (image fake/fail-boot asks for "
@@ -246,7 +252,7 @@ timer_fired(struct loop_timer *t _unused_, void *data)
 		}
 		free(sb->runtime_ref);
 		sb->runtime_ref = strdup_printf("fake-%s", sb->id + 4);
-		vm->crash_after_boot = streq(sb->image, "fake/crash");
+		vm->crash_after_boot = streq(sb->image, "fake/crash") && sb->op == SANDBOX_OP_START;
 		if (priv(b)->guestd) {
 			/* booted once its agent answers (agent_ready_cb) */
 			r = vm_agent_start(vm);
@@ -363,6 +369,59 @@ fake_status(struct backend *b, struct sandbox *sb, struct backend_found *ret)
 	return 0;
 }
 
+/* Ends what runs for sb and cancels what was under way; the file stays, "stopped" if it ran. */
+static void
+fake_abandon(struct backend *b, struct sandbox *sb)
+{
+	struct fake_vm *vm = sb->backend_data;
+	_cleanup_free_ char *path = vm_path(b, sb), *state = NULL;
+
+	log_call(b, "abandon", sb);
+	if (path && read_file_max(path, 64, &state, NULL) == 0 && streq(state, "running"))
+		(void)write_state(b, sb, "stopped");
+	vm_free(vm);
+}
+
+/* A running sandbox's VM is there while its file says so. */
+static int
+fake_check(struct backend *b, struct sandbox *sb)
+{
+	_cleanup_free_ char *path = vm_path(b, sb), *state = NULL;
+
+	if (!path)
+		return -ENOMEM;
+	if (read_file_max(path, 64, &state, NULL) < 0 || !streq(state, "running"))
+		return -ESRCH;
+	return 0;
+}
+
+/* The files named like a sandbox's (no suffix) that no sandbox owns. */
+static void
+fake_sweep(struct backend *b)
+{
+	DIR *d = opendir(priv(b)->dir);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		struct list_node *it;
+		bool mine = false;
+
+		if (!str_has_prefix(de->d_name, "sbx_") || strchr(de->d_name, '.') ||
+		    de->d_type != DT_REG)
+			continue;
+		LIST_FOREACH (it, &priv(b)->vms)
+			if (streq(list_entry(it, struct fake_vm, link)->sb->id, de->d_name))
+				mine = true;
+		if (mine || backend_owns(b, de->d_name))
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+			backend_swept(b, "layer", de->d_name);
+	}
+	closedir(d);
+}
+
 /* A fake VM runs nothing, so it uses no CPU, memory or network: its sample says so, and its
  * disk is the file that stands for it (its allocated blocks, measured like a real layer's). */
 static int
@@ -418,6 +477,9 @@ static const struct backend_ops fake_ops = {
 	.stop = fake_stop,
 	.destroy = fake_destroy,
 	.status = fake_status,
+	.abandon = fake_abandon,
+	.check = fake_check,
+	.sweep = fake_sweep,
 	.agent = fake_agent,
 	.sample = fake_sample,
 };

@@ -1,8 +1,8 @@
 /* test-lifecycle.c: lifecycle paths a user meets that need the fake backend's help to
- * provoke: a boot that fails, a VM that dies on its own, a delete while booting, a stop
- * while booting, lifetimes and idle timeouts; terminated sandboxes in the list until
- * --forget-after. Each failure carries its reason in the sandbox and in the event stream, and
- * nothing is left half-made. */
+ * provoke: a boot that fails, a VM that dies on its own and is started again, a delete while
+ * booting, a stop while booting, lifetimes and idle timeouts; terminated sandboxes in the list
+ * until --forget-after. Each failure carries its reason in the sandbox and in the event stream,
+ * and nothing is left half-made. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -60,24 +60,31 @@ await_state(const char *id, const char *want)
 	return NULL;
 }
 
-static bool
-has_event(const char *id, const char *type, const char *needle)
+/* How many of id's audit records have this type (and needle in them, unless NULL). */
+static int
+count_events(const char *id, const char *type, const char *needle)
 {
 	char path[128];
 	json_t *j, *ev;
 	size_t i;
-	bool found = false;
+	int found = 0;
 
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/events", id);
 	j = harness_json(p.sock, "GET", path, NULL, 200);
 	json_array_foreach (json_object_get(j, "events"), i, ev) {
 		char *text = json_dumps(ev, JSON_COMPACT);
 		if (streq_safe(harness_str(ev, "type"), type) && (!needle || strstr(text, needle)))
-			found = true;
+			found++;
 		free(text);
 	}
 	json_decref(j);
 	return found;
+}
+
+static bool
+has_event(const char *id, const char *type, const char *needle)
+{
+	return count_events(id, type, needle) > 0;
 }
 
 static void
@@ -114,6 +121,59 @@ test_vm_dies_on_its_own(void **state)
 	assert_non_null(strstr(harness_str(g, "reason"), "crashed"));
 	assert_true(has_event(harness_str(j, "id"), "sandbox.failed", "crashed"));
 	json_decref(g);
+	json_decref(j);
+}
+
+/* A VM that died keeps its layer: POST …/start boots it again (failed -> starting -> running,
+ * in restart mode). One whose first boot failed has no layer: its start is 409, saying so, and
+ * it stays failed. */
+static void
+test_failed_sandbox_starts_again(void **state)
+{
+	json_t *j = harness_json(p.sock, "POST", "/v1/sandboxes",
+	                         "{\"image\":\"fake/crash\",\"name\":\"crashes\"}", 201),
+	       *g, *e;
+	const char *id = harness_str(j, "id");
+	char path[128], calls[400], line[128];
+
+	g = await_state(id, "failed");
+	json_decref(g);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/start", id);
+	g = harness_json(p.sock, "POST", path, NULL, 200);
+	assert_string_equal(harness_str(g, "state"), "running");
+	assert_null(harness_str(g, "reason"));
+	json_decref(g);
+	/* the backend was asked to boot the kept layer, not to make a new one */
+	snprintf(calls, sizeof(calls), "%s/fake/calls.log", p.state);
+	snprintf(line, sizeof(line), "restart %s", id);
+	assert_true(harness_file_contains(calls, line));
+	/* its second start in the audit trail, after the failure */
+	assert_int_equal(count_events(id, "sandbox.started", NULL), 2);
+	assert_true(has_event(id, "sandbox.failed", "crashed"));
+	/* it stays up (the fake crashes only after a first boot) */
+	usleep(600000);
+	g = harness_json(p.sock, "GET", "/v1/sandboxes/crashes", NULL, 200);
+	assert_string_equal(harness_str(g, "state"), "running");
+	json_decref(g);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+	json_decref(harness_json(p.sock, "DELETE", path, NULL, 204));
+	json_decref(j);
+
+	j = harness_json(p.sock, "POST", "/v1/sandboxes", "{\"image\":\"fake/fail-boot\"}", 201);
+	id = harness_str(j, "id");
+	assert_string_equal(harness_str(j, "state"), "failed");
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/start", id);
+	e = harness_json(p.sock, "POST", path, NULL, 409);
+	assert_string_equal(harness_str(json_object_get(e, "error"), "code"), "conflict");
+	assert_non_null(
+	        strstr(harness_str(json_object_get(e, "error"), "message"), "disk is gone"));
+	json_decref(e);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+	g = harness_json(p.sock, "GET", path, NULL, 200);
+	assert_string_equal(harness_str(g, "state"), "failed");
+	assert_non_null(strstr(harness_str(g, "reason"), "failed to boot"));
+	json_decref(g);
+	json_decref(harness_json(p.sock, "DELETE", path, NULL, 204));
 	json_decref(j);
 }
 
@@ -383,6 +443,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_failed_boot),
 		cmocka_unit_test(test_vm_dies_on_its_own),
+		cmocka_unit_test(test_failed_sandbox_starts_again),
 		cmocka_unit_test(test_delete_and_stop_while_booting),
 		cmocka_unit_test(test_lifetime_and_idle_timeout),
 		cmocka_unit_test(test_list_follows_every_change),

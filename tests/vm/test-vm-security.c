@@ -2,10 +2,11 @@
  * TCG here), each checked where it would break: the VMMs' cgroup limits in place and a root
  * sandboxd that cannot make them refusing to start (R-I10), a guest that runs out of memory
  * reported as an OOM (R-I10), two VMMs under two uids and a non-root sandboxd saying they share
- * its uid (R-I2), a secret env value written nowhere on the host (R-S2), and the start-up sweep
- * of a stray VMM, of an orphan tap and never of a QEMU that is not ours (R-L3). Two VMs serve
- * most cases; the taps need egress, so one more boots in network namespaces of the test's own
- * (tests/egress/netns.sh). Root only, but for what says otherwise. */
+ * its uid (R-I2), a secret env value written nowhere on the host (R-S2), and the sweep of a
+ * stray VMM, of an orphan tap and never of a QEMU that is not ours (R-L3), at the start and by
+ * the reconciler while sandboxd runs. Two VMs serve most cases; the taps need egress, so two
+ * more boot in network namespaces of the test's own (tests/egress/netns.sh). Root only, but
+ * for what says otherwise. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -659,8 +660,11 @@ test_stray_vmm_ended_foreign_qemu_left_alone(void **state)
 /* ---- with egress: taps (network namespaces of the test's own) ---- */
 
 static char netns[16];
-static struct daemon_proc tq;
+static bool netns_ready;
+static struct daemon_proc tq, rq; /* rq: the reconciler's case */
 static char resolv_dir[300];
+/* QEMUs the reconciler's case plants: with this state directory's marker, with another's, none */
+static pid_t planted[3];
 
 static bool
 sh(const char *fmt, ...)
@@ -685,6 +689,9 @@ taps_teardown(void **state)
 	(void)state;
 	harness_set_launcher(NULL);
 	harness_cleanup(&tq);
+	harness_cleanup(&rq);
+	for (size_t i = 0; i < ARRAY_SIZE(planted); i++)
+		end_foreign(&planted[i]);
 	if (netns[0] && !sh("sh '%s' down %s", NETNS_SH, netns))
 		fprintf(stderr, "test-vm-security: netns.sh down %s failed\n", netns);
 	if (resolv_dir[0])
@@ -698,37 +705,31 @@ link_exists(const char *name)
 	return sh("ip -n %s-host link show %s >/dev/null 2>&1", netns, name);
 }
 
-/* R-L3 with egress: at its start sandboxd removes a persistent tap named like its own that
- * no VMM holds, and leaves another one alone; a stray VMM's tap goes with the VMM. */
-static void
-test_orphan_and_stray_taps_are_swept(void **state)
+/* Brings up the namespaces of this group (once) and has daemons started in NAME-host from now
+ * on (harness_set_launcher(NULL) ends that). Skips the case and returns false where they
+ * cannot be made. */
+static bool
+netns_launcher(void)
 {
 	static const char *launcher[6];
 	static char resolv[400];
-	char id[32];
-	pid_t vmm;
-	json_t *j;
-	bool gone = false;
 
-	(void)state;
-	if (!need_root())
-		return;
-	if (!sh("command -v ip >/dev/null && command -v nft >/dev/null && "
-	        "command -v sqlite3 >/dev/null")) {
-		harness_skip_case("needs ip, nft and sqlite3");
-		return;
+	if (!netns_ready) {
+		if (!sh("command -v ip >/dev/null && command -v nft >/dev/null && "
+		        "command -v sqlite3 >/dev/null")) {
+			harness_skip_case("needs ip, nft and sqlite3");
+			return false;
+		}
+		snprintf(netns, sizeof(netns), "sbxtv%d", (int)(getpid() % 100000));
+		if (!sh("sh '%s' up %s", NETNS_SH, netns)) {
+			harness_skip_case("cannot make network namespaces here");
+			return false;
+		}
+		assert_int_equal(harness_tmpdir(resolv_dir, sizeof(resolv_dir)), 0);
+		snprintf(resolv, sizeof(resolv), "%s/resolv.conf", resolv_dir);
+		assert_true(sh("echo 'nameserver 203.0.113.53' > '%s'", resolv));
+		netns_ready = true;
 	}
-	snprintf(netns, sizeof(netns), "sbxtv%d", (int)(getpid() % 100000));
-	if (!sh("sh '%s' up %s", NETNS_SH, netns)) {
-		harness_skip_case("cannot make network namespaces here");
-		return;
-	}
-	/* one made persistent by something else, in the name of slot 9; one not ours */
-	assert_true(sh("ip -n %s-host tuntap add dev sbx9 mode tap", netns));
-	assert_true(sh("ip -n %s-host tuntap add dev tapkeep0 mode tap", netns));
-	assert_int_equal(harness_tmpdir(resolv_dir, sizeof(resolv_dir)), 0);
-	snprintf(resolv, sizeof(resolv), "%s/resolv.conf", resolv_dir);
-	assert_true(sh("echo 'nameserver 203.0.113.53' > '%s'", resolv));
 	launcher[0] = "/bin/sh";
 	launcher[1] = NETNS_SH;
 	launcher[2] = "exec-host";
@@ -736,6 +737,25 @@ test_orphan_and_stray_taps_are_swept(void **state)
 	launcher[4] = resolv;
 	launcher[5] = NULL;
 	harness_set_launcher(launcher);
+	return true;
+}
+
+/* R-L3 with egress: at its start sandboxd removes a persistent tap named like its own that
+ * no VMM holds, and leaves another one alone; a stray VMM's tap goes with the VMM. */
+static void
+test_orphan_and_stray_taps_are_swept(void **state)
+{
+	char id[32];
+	pid_t vmm;
+	json_t *j;
+	bool gone = false;
+
+	(void)state;
+	if (!need_root() || !netns_launcher())
+		return;
+	/* one made persistent by something else, in the name of slot 9; one not ours */
+	assert_true(sh("ip -n %s-host tuntap add dev sbx9 mode tap", netns));
+	assert_true(sh("ip -n %s-host tuntap add dev tapkeep0 mode tap", netns));
 	assert_int_equal(
 	        harness_start_vm(&tq, (const char *const[]){ "--egress", "on", NULL }, NULL), 0);
 	assert_true(harness_file_contains(tq.log, "egress: removed 1 tap(s) named sbxN that no VMM "
@@ -781,6 +801,123 @@ test_orphan_and_stray_taps_are_swept(void **state)
 	assert_int_equal(harness_stop(&tq, SIGTERM), 0);
 }
 
+/* POST …/run in rq's sandbox id; its exit code, stdout decoded into *out (may be NULL). */
+static int
+rq_run(const char *id, const char *argv_json, char **out)
+{
+	char path[128], *body = NULL;
+	json_t *r;
+	int code;
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/run", id);
+	assert_true(asprintf(&body, "{\"argv\":%s}", argv_json) > 0);
+	r = harness_json_timeout(rq.sock, "POST", path, body, 600000, 200);
+	free(body);
+	code = (int)json_integer_value(json_object_get(r, "exit_code"));
+	if (out) {
+		const char *b64 = harness_str(r, "stdout");
+		struct buf b = BUF_INIT(1u << 20);
+		assert_int_equal(base64_decode(&b, b64, strlen(b64)), 0);
+		*out = buf_steal(&b);
+	}
+	json_decref(r);
+	return code;
+}
+
+/* The reconciler (--reconcile-interval 1), as it runs all along, not only at the start: within
+ * a few periods it ends a QEMU planted with this state directory's marker and removes a
+ * persistent tap named like ours, an empty cgroup beside its VMMs' groups and a layer
+ * directory that no sandbox owns, each with its log line; it leaves alone a QEMU of no
+ * sandboxd, one with another state directory's marker, a tap not named like ours, and a
+ * healthy running sandbox (the same VMM, its tap, the file on its disk). */
+static void
+test_reconciler_sweeps_strays_while_running(void **state)
+{
+	static const char stray_id[] = "sbx_00000000000000ee";
+	char marker[400], other[400], layer[600], group[1200], line[200], id[32], *mem, *out = NULL;
+	pid_t vmm;
+	json_t *j;
+	bool swept = false;
+
+	(void)state;
+	if (!need_root() || !netns_launcher())
+		return;
+	assert_int_equal(
+	        harness_start_vm(&rq,
+	                         (const char *const[]){ "--egress", "on", "--reconcile-interval",
+	                                                "1", NULL },
+	                         NULL),
+	        0);
+	harness_set_launcher(NULL);
+	j = harness_json_timeout(rq.sock, "POST", "/v1/sandboxes", "{\"name\":\"healthy\"}", 300000,
+	                         201);
+	assert_string_equal(harness_str(j, "state"), "running");
+	snprintf(id, sizeof(id), "%s", harness_str(j, "id"));
+	json_decref(j);
+	vmm = vmm_pid(id);
+	assert_true(vmm > 0);
+	assert_true(link_exists("sbx0"));
+	assert_int_equal(rq_run(id, "[\"sh\",\"-c\",\"echo kept > /sandbox/home/f; sync\"]", NULL),
+	                 0);
+
+	/* strays of ours... */
+	snprintf(marker, sizeof(marker), "SANDBOXD_STATE_DIR=%s", rq.state);
+	planted[0] = foreign_qemu(marker);
+	assert_true(sh("ip -n %s-host tuntap add dev sbx7 mode tap", netns));
+	mem = cgroup_dir(vmm, "memory");
+	snprintf(group, sizeof(group), "%.*s/%s", (int)(strrchr(mem, '/') - mem), mem, stray_id);
+	free(mem);
+	assert_int_equal(mkdir(group, 0755), 0);
+	snprintf(layer, sizeof(layer), "%s/vms/%s", rq.state, stray_id);
+	assert_true(sh("mkdir -p '%s/root' && echo x > '%s/upper.qcow2'", layer, layer));
+	/* ...and what is not ours */
+	snprintf(other, sizeof(other), "SANDBOXD_STATE_DIR=%s-other", rq.state);
+	planted[1] = foreign_qemu(other);
+	planted[2] = foreign_qemu(NULL);
+	assert_true(planted[0] > 0 && planted[1] > 0 && planted[2] > 0);
+	assert_true(sh("ip -n %s-host tuntap add dev tapkeep1 mode tap", netns));
+
+	for (int i = 0; i < 150 && !swept; i++) {
+		swept = !alive(planted[0]) && !link_exists("sbx7") && access(group, F_OK) != 0 &&
+		        access(layer, F_OK) != 0;
+		if (!swept)
+			usleep(100000);
+	}
+	assert_false(alive(planted[0]));
+	assert_false(link_exists("sbx7"));
+	assert_int_not_equal(access(group, F_OK), 0);
+	assert_int_not_equal(access(layer, F_OK), 0);
+	snprintf(line, sizeof(line), "reconciler: ended stray VMM (pid %d)", (int)planted[0]);
+	assert_true(harness_file_contains(rq.log, line));
+	assert_true(harness_file_contains(rq.log, "reconciler: removed tap 'sbx7'"));
+	snprintf(line, sizeof(line), "reconciler: removed cgroup '%s'", stray_id);
+	assert_true(harness_file_contains(rq.log, line));
+	snprintf(line, sizeof(line), "reconciler: removed the layer of '%s'", stray_id);
+	assert_true(harness_file_contains(rq.log, line));
+	end_foreign(&planted[0]);
+
+	/* untouched: the QEMUs that are not ours, the other tap, the healthy sandbox */
+	assert_true(alive(planted[1]) && alive(planted[2]));
+	assert_int_equal(waitpid(planted[1], NULL, WNOHANG), 0);
+	assert_int_equal(waitpid(planted[2], NULL, WNOHANG), 0);
+	assert_true(link_exists("tapkeep1"));
+	assert_int_equal(vmm_pid(id), vmm);
+	assert_true(alive(vmm));
+	assert_true(link_exists("sbx0"));
+	j = harness_json(rq.sock, "GET", "/v1/sandboxes/healthy", NULL, 200);
+	assert_string_equal(harness_str(j, "state"), "running");
+	json_decref(j);
+	assert_int_equal(rq_run(id, "[\"cat\",\"/sandbox/home/f\"]", &out), 0);
+	assert_string_equal(out, "kept\n");
+	free(out);
+	assert_false(harness_file_contains(rq.log, "reconciler: sandbox"));
+	end_foreign(&planted[1]);
+	end_foreign(&planted[2]);
+	assert_true(sh("ip -n %s-host link del tapkeep1", netns));
+	assert_int_equal(harness_delete_all(rq.sock), 0);
+	assert_int_equal(harness_stop(&rq, SIGTERM), 0);
+}
+
 int
 main(void)
 {
@@ -794,6 +931,7 @@ main(void)
 	};
 	const struct CMUnitTest taps[] = {
 		cmocka_unit_test(test_orphan_and_stray_taps_are_swept),
+		cmocka_unit_test(test_reconciler_sweeps_strays_while_running),
 	};
 	int failed = cmocka_run_group_tests_name("shared", shared, setup, teardown);
 

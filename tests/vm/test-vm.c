@@ -1,9 +1,9 @@
 /* test-vm.c: real microVMs through the product sandboxd (QEMU microvm; TCG on machines
  * without working KVM): the guest's own kernel, exit codes and output, resources the guest
  * sees, restart mode (files survive a stop, processes do not), kept processes that outlive
- * their client and sandboxd itself, a VMM killed from outside, the VMM's confinement, what
- * the host measures of a VM (GET …/metrics), and nothing left behind. Boots are few: each costs
- * seconds under TCG. */
+ * their client and sandboxd itself, a VMM killed from outside (failed, then started again with
+ * the work on its disk), the VMM's confinement, what the host measures of a VM (GET …/metrics),
+ * and nothing left behind. Boots are few: each costs seconds under TCG. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -340,17 +340,19 @@ plant_gone_vmm_cgroup(bool make)
 
 	if (geteuid() != 0 || harness_file_contains(p.log, "without cgroup limits"))
 		return false;
-	/* the parent is named for the uid range this sandboxd claimed; the check looks only
-	 * where this run planted (another run's sandboxd with the same uid base, killed, may
-	 * have left its own under another parent) */
+	/* the parent is named for the uid range this sandboxd claimed, under the groups this
+	 * test (and so the sandboxd it started) is in; the check looks only where this run
+	 * planted (another run's sandboxd with the same uid base, elsewhere in the hierarchy,
+	 * is none of its business) */
 	snprintf(cmd, sizeof(cmd),
 	         "base=$(grep -lx '%s' /run/sandboxd-vmm-uids/[0-9]* | head -1); "
 	         "[ -n \"$base\" ] || exit 2; base=${base##*/}; n=0; planted='%s/planted'; "
 	         "%s; [ $n -gt 0 ]",
 	         p.state, p.state,
-	         make ? "for d in $(find /sys/fs/cgroup -maxdepth 7 -type d -path "
-	                "\"*/sandboxd/$base\"); do mkdir \"$d/sbx_gone\" && "
-	                "echo \"$d/sbx_gone\" >> \"$planted\" && n=$((n+1)); done"
+	         make ? "while IFS=: read -r _ ctrl path; do "
+	                "d=/sys/fs/cgroup/${ctrl#name=}$path/sandboxd/$base; [ -d \"$d\" ] || "
+	                "continue; mkdir \"$d/sbx_gone\" && echo \"$d/sbx_gone\" >> \"$planted\" "
+	                "&& n=$((n+1)); done < /proc/self/cgroup"
 	              : "for d in $(cat \"$planted\"); do [ -d \"$d\" ] && n=$((n+1)); done");
 	rc = system(cmd);
 	return rc == 0;
@@ -445,16 +447,31 @@ test_kept_process_outlives_client_and_daemon(void **state)
 	assert_true(dir_empty(vms));
 }
 
+/* Whether the file name is in the VM directory of sandbox id. */
+static bool
+in_vm_dir(const char *id, const char *name)
+{
+	char path[600];
+
+	snprintf(path, sizeof(path), "%s/vms/%s/%s", p.state, id, name);
+	return access(path, F_OK) == 0;
+}
+
 static void
-test_killed_vmm_fails_and_leaves_nothing(void **state)
+test_killed_vmm_fails_and_start_brings_it_back(void **state)
 {
 	json_t *sb = create("{}"), *after;
-	char id[32], cmd[160], vms[400], path[128], status[64], line[256];
+	char id[32], cmd[160], vms[400], path[128], status[64], line[256], *out = NULL;
 	int ns_pid = 0;
 	FILE *f;
 	pid_t qemu = 0;
 
 	snprintf(id, sizeof(id), "%s", harness_str(sb, "id"));
+	/* work the guest wrote and synced before its VMM dies */
+	assert_int_equal(run(sb,
+	                     "[\"sh\",\"-c\",\"echo before-the-crash > /sandbox/home/work; sync\"]",
+	                     NULL, NULL),
+	                 0);
 	/* the VMM's confinement, from the host's view of it */
 	snprintf(cmd, sizeof(cmd), "pgrep -x 'qemu-sbx-%.6s'", id + 4);
 	f = popen(cmd, "r");
@@ -502,7 +519,8 @@ test_killed_vmm_fails_and_leaves_nothing(void **state)
 			assert_string_not_equal(mine, its);
 		}
 	}
-	/* killed from outside: failed with the reason, and nothing of it is left */
+	/* killed from outside: failed with the reason; its process, sockets and record are gone,
+	 * its layer is not */
 	kill(qemu, SIGKILL);
 	for (int i = 0; i < 50; i++) {
 		snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
@@ -516,9 +534,26 @@ test_killed_vmm_fails_and_leaves_nothing(void **state)
 	assert_non_null(after);
 	assert_non_null(strstr(harness_str(after, "reason"), "killed by signal 9"));
 	json_decref(after);
-	snprintf(vms, sizeof(vms), "%s/vms", p.state);
-	assert_true(dir_empty(vms));
+	assert_false(qemu_running_for(id));
+	assert_true(in_vm_dir(id, "upper.qcow2"));
+	assert_false(in_vm_dir(id, "vm.json"));
+	assert_false(in_vm_dir(id, "agent.sock"));
+	assert_false(in_vm_dir(id, "qmp.sock"));
+	/* a start boots the layer again, the work on it */
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/start", id);
+	after = harness_json_timeout(p.sock, "POST", path, NULL, 300000, 200);
+	assert_string_equal(harness_str(after, "state"), "running");
+	json_decref(after);
+	assert_true(qemu_running_for(id));
+	assert_int_equal(run(sb, "[\"cat\",\"/sandbox/home/work\"]", &out, NULL), 0);
+	assert_string_equal(out, "before-the-crash\n");
+	free(out);
+	/* deleted, nothing of it is left */
 	destroy(sb);
+	usleep(300000);
+	assert_false(qemu_running_for(id));
+	snprintf(vms, sizeof(vms), "%s/vms/%s", p.state, id);
+	assert_int_not_equal(access(vms, F_OK), 0);
 }
 
 int
@@ -530,7 +565,7 @@ main(void)
 		cmocka_unit_test(test_metrics_are_measured_on_the_host),
 		cmocka_unit_test(test_stop_keeps_files_not_processes),
 		cmocka_unit_test(test_kept_process_outlives_client_and_daemon),
-		cmocka_unit_test(test_killed_vmm_fails_and_leaves_nothing),
+		cmocka_unit_test(test_killed_vmm_fails_and_start_brings_it_back),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

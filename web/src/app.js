@@ -332,13 +332,13 @@ const confirming = new Map(); // id -> timer: Delete was pressed once, press aga
 const ACTIONS = {
   stop: { busy: 'Stopping…', text: 'Stop', ok: ['running', 'suspended'],
     why: 'only a running sandbox can be stopped' },
-  start: { busy: 'Starting…', text: 'Start', ok: ['stopped'],
-    why: 'only a stopped sandbox can be started' },
+  start: { busy: 'Starting…', text: 'Start', ok: ['stopped', 'failed'],
+    why: 'only a stopped or failed sandbox can be started' },
   delete: { busy: 'Deleting…', text: 'Delete', ok: ['pending', 'starting', 'running',
     'stopping', 'stopped', 'suspended', 'failed'], why: 'it is already gone' },
 };
 
-// Why a user's stopped sandbox cannot start again now (their cap), or null.
+// Why a user's stopped or failed sandbox cannot start again now (their cap), or null.
 function capReached() {
   if (isAdmin()) return null;
   const caps = app.me.caps;
@@ -460,7 +460,7 @@ function listPage() {
     // may disable Start; an event about one sandbox rebuilds one card, not a hundred
     const cap = capReached() || '';
     const sig = (sb) => `${app.busy.get(sb.id) || ''}|${confirming.has(sb.id)}|` +
-      `${sb.state === 'stopped' ? cap : ''}`;
+      `${sb.state === 'stopped' || sb.state === 'failed' ? cap : ''}`;
     const els = sbs.map((sb) => {
       const c = cards.get(sb.id);
       if (c && c.sb === sb && c.sig === sig(sb)) return c.el;
