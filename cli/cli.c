@@ -463,8 +463,19 @@ static const struct {
 };
 
 static void
-print_hint(struct cli *cli, const char *code)
+print_hint(struct cli *cli, const char *code, const char *message)
 {
+	/* a node that refuses new sandboxes says why; waiting is not the answer */
+	if (streq(code, "unavailable") && strstr(message, "node is cordoned")) {
+		output_error("hint: 'sandbox-cli node' shows the node; its operator or an admin "
+		             "takes new sandboxes again with 'sandbox-cli node uncordon'");
+		return;
+	}
+	if (streq(code, "unavailable") && strstr(message, "node has no room")) {
+		output_error("hint: 'sandbox-cli node' shows what is free; 'sandbox-cli list' your "
+		             "sandboxes, to stop or kill one");
+		return;
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(code_hints); i++) {
 		if (!streq(code, code_hints[i].code))
 			continue;
@@ -499,7 +510,7 @@ cli_fail_status(struct cli *cli, const struct client_response *resp)
 	if (code && message) {
 		_cleanup_free_ char *c = termsafe_dup(code), *m = termsafe_dup(message);
 		output_error("%s: %s", c ? c : "?", m ? m : "?");
-		print_hint(cli, code);
+		print_hint(cli, code, message);
 	} else {
 		output_error("%s answered HTTP %ld without an API error; is it sandboxd?",
 		             client_endpoint(cli->client), resp->status);
