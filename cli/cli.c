@@ -465,6 +465,17 @@ static const struct {
 static void
 print_hint(struct cli *cli, const char *code, const char *message)
 {
+	/* a node that refuses new sandboxes says why; waiting is not the answer */
+	if (streq(code, "unavailable") && strstr(message, "node is cordoned")) {
+		output_error("hint: 'sandbox-cli node' shows the node; its operator or an admin "
+		             "takes new sandboxes again with 'sandbox-cli node uncordon'");
+		return;
+	}
+	if (streq(code, "unavailable") && strstr(message, "node has no room")) {
+		output_error("hint: 'sandbox-cli node' shows what is free; 'sandbox-cli list' your "
+		             "sandboxes, to stop or kill one");
+		return;
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(code_hints); i++) {
 		if (!streq(code, code_hints[i].code))
 			continue;

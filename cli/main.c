@@ -225,6 +225,21 @@ static const struct verb verbs[] = {
 	          "\n"
 	          "See 'sandbox-cli image pull --help' and so on.\n",
 	  .run = cmd_image },
+	{ .name = "node",
+	  .usage = "node [cordon|uncordon]",
+	  .summary = "Show what the server's node offers and what is free; cordon it.",
+	  .help = "  node            the node's CPUs, memory and disk: CAPACITY (what it offers\n"
+	          "                  sandboxes), ALLOCATED (what sandboxes were given: active\n"
+	          "                  ones' CPUs and memory, the disk of every one not\n"
+	          "                  terminated) and FREE; then its cordon, labels, pools and\n"
+	          "                  installed images\n"
+	          "  node cordon     refuse new sandboxes (503) while those here carry on;\n"
+	          "                  until 'node uncordon' or a restart of sandboxd\n"
+	          "  node uncordon   take new sandboxes again\n"
+	          "\n"
+	          "Cordoning needs the operator's (or an admin's) rights. With --json, the\n"
+	          "server's node object.\n",
+	  .run = cmd_node },
 	{ .name = "version",
 	  .usage = "version",
 	  .summary = "Print sandbox-cli's version ('doctor' shows the server's).",

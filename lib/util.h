@@ -12,8 +12,10 @@
 #include "buf.h"
 #include "macro.h"
 
-/* Milliseconds on CLOCK_MONOTONIC (deadlines) and CLOCK_REALTIME (timestamps). */
+/* Milliseconds on CLOCK_MONOTONIC (deadlines) and CLOCK_REALTIME (timestamps); microseconds
+ * on CLOCK_MONOTONIC (latencies). */
 uint64_t now_mono_ms(void);
+uint64_t now_mono_us(void);
 int64_t now_unix_ms(void);
 
 /* Writes "2026-11-29T20:18:20Z" (UTC, seconds precision) into out (at least 21 bytes). */

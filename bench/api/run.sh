@@ -153,8 +153,10 @@ wait_ready() {
 start_sandboxd() {
 	local name=$1 state=$2
 	shift 2
+	# the fake's sandboxes hold nothing: the machine's size does not bound how many
 	SANDBOXD_FAKE_BOOT_MS=1 "${server_cpus[@]}" "$SANDBOXD" --state-dir "$state" \
-		--log-level warning "$@" >>"$TMP/$name.log" 2>&1 &
+		--capacity-cpus 1048576 --capacity-memory-mb 1073741824 \
+		--capacity-disk-mb 2147483648 --log-level warning "$@" >>"$TMP/$name.log" 2>&1 &
 	SBX_PID=$!
 	PIDS+=("$SBX_PID")
 }

@@ -134,9 +134,11 @@ start_sandboxd() {
 	SOCK=$TMP/$name.sock
 	for try in 1 2 3; do
 		free_port && TCP_PORT=$PORT
+		# the fake's sandboxes hold nothing: the machine's size does not bound them
 		SANDBOXD_FAKE_BOOT_MS=1 "${server_cpus[@]}" "$SANDBOXD" --state-dir "$STATE" \
 			--socket "$SOCK" --listen "127.0.0.1:$TCP_PORT" --token-file "$TMP/token" \
-			--log-level warning "$@" >"$TMP/$name.log" 2>&1 &
+			--capacity-cpus 1048576 --capacity-memory-mb 1073741824 \
+			--capacity-disk-mb 2147483648 --log-level warning "$@" >"$TMP/$name.log" 2>&1 &
 		SBX_PID=$!
 		PIDS+=("$SBX_PID")
 		for _ in $(seq 100); do

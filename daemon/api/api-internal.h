@@ -69,17 +69,21 @@ void api_file_remove(struct api_call *call);
 void api_dir_list(struct api_call *call);
 
 /* What owner's sandboxes hold: those pending, starting, running, stopping or suspended,
- * and creates waiting for their image (NULL owner: everyone's). What a user's caps count. */
+ * and creates waiting for their image (NULL owner: everyone's). What a user's caps count,
+ * and, for every owner, what the node's capacity counts (disk_mb: of every sandbox not
+ * terminated, since a stopped or failed one keeps its disk). */
 struct sandbox_usage {
 	unsigned sandboxes;
 	unsigned cpus;
 	unsigned memory_mb;
 	unsigned running; /* of those, how many are running */
+	uint64_t disk_mb;
 };
 void api_usage(struct sandboxd *d, const char *owner, struct sandbox_usage *u);
 
-/* GET /v1/node: the node's capacity and what is free (api-node.c). */
+/* GET /v1/node: the node's capacity and what is free; POST /v1/node/cordon (api-node.c). */
 void api_node_get(struct api_call *call);
+void api_node_cordon(struct api_call *call);
 
 /* Accounts (api-accounts.c). */
 void api_auth_login(struct api_call *call);

@@ -1,56 +1,124 @@
-/* api-node.c: GET /v1/node: what this node has, what its sandboxes hold and what is left, for
- * the fleet view and for gateways placing sandboxes. */
-#include <unistd.h>
+/* api-node.c: GET /v1/node: what this node offers, what its sandboxes hold and what is left,
+ * its labels and its cordon, for the fleet view and for gateways placing sandboxes; and
+ * POST /v1/node/cordon. */
 #include "api-internal.h"
+#include "events.h"
 #include "images.h"
+#include "log.h"
+#include "request.h"
 #include "sandboxd.h"
 #include "util.h"
 
-/* The host's CPUs and memory (MiB): the node's capacity. */
-static void
-host_capacity(unsigned *ret_cpus, unsigned *ret_memory_mb)
+static json_int_t
+left(uint64_t capacity, uint64_t used)
 {
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-
-	*ret_cpus = cpus > 0 ? (unsigned)cpus : 1;
-	*ret_memory_mb = pages > 0 && page > 0 ? (unsigned)((uint64_t)pages * page >> 20) : 0;
+	/* sandboxes taken back after a restart with a smaller capacity may hold more than it:
+	 * free never goes below zero */
+	return (json_int_t)(used < capacity ? capacity - used : 0);
 }
 
-void
-api_node_get(struct api_call *call)
+/* The images pools keep sandboxes of, each with how many wait there: every image the policy
+ * pools, at 0 while sandboxd fills no pools. */
+static json_t *
+pools_json(struct sandboxd *d)
 {
-	struct sandboxd *d = call->d;
+	json_t *pools = json_object();
+
+	for (size_t i = 0; pools && i < d->policy.n_pools; i++) {
+		const char *image = d->policy.pools[i].image ?: d->policy.default_image;
+		if (json_object_set_new(pools, image, json_integer(0)) < 0) {
+			json_decref(pools);
+			return NULL;
+		}
+	}
+	return pools;
+}
+
+/* The node object: the same for every caller, since it says nothing of whose sandboxes
+ * hold what. NULL when out of memory. */
+static json_t *
+node_json(struct sandboxd *d)
+{
+	const struct node *n = &d->node;
 	struct sandbox_usage all;
-	unsigned cpus, memory_mb;
-	json_t *images = images_list_json(d), *names = json_array(), *v;
+	json_t *images = images_list_json(d), *names = json_array(), *pools = pools_json(d), *v;
 	size_t i;
 
-	/* a user learns only the node's totals, never whose sandboxes hold what */
-	host_capacity(&cpus, &memory_mb);
 	api_usage(d, NULL, &all);
-	if (!images || !names) {
+	if (!images || !names || !pools) {
 		json_decref(images);
 		json_decref(names);
-		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
-		return;
+		json_decref(pools);
+		return NULL;
 	}
 	json_array_foreach (json_object_get(images, "images"), i, v)
 		if (streq(json_string_value(json_object_get(v, "state")) ?: "", "installed"))
 			json_array_append(names, json_object_get(v, "image"));
 	json_decref(images);
-	/* sandboxes may ask for more than the host has (memory is only touched as used); free
-	 * never goes below zero */
-	api_reply_json(
-	        call->c, 200,
-	        json_pack("{s:{s:i, s:i}, s:{s:i, s:i}, s:{s:i, s:i, s:i}, s:i, s:i, "
-	                  "s:o, s:{}, s:b}",
-	                  "capacity", "cpus", (json_int_t)cpus, "memory_mb", (json_int_t)memory_mb,
-	                  "free", "cpus", (json_int_t)(all.cpus < cpus ? cpus - all.cpus : 0),
-	                  "memory_mb",
-	                  (json_int_t)(all.memory_mb < memory_mb ? memory_mb - all.memory_mb : 0),
-	                  "allocated", "sandboxes", (json_int_t)all.sandboxes, "cpus",
-	                  (json_int_t)all.cpus, "memory_mb", (json_int_t)all.memory_mb, "running",
-	                  (json_int_t)all.running, "pooled", 0, "images", names, "labels",
-	                  "cordoned", false));
+	return json_pack("{s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I}, s:I, "
+	                 "s:I, s:o, s:o, s:O, s:b}",
+	                 "capacity", "cpus", (json_int_t)n->cpus, "memory_mb",
+	                 (json_int_t)n->memory_mb, "disk_mb", (json_int_t)n->disk_mb, "free",
+	                 "cpus", left(n->cpus, all.cpus), "memory_mb",
+	                 left(n->memory_mb, all.memory_mb), "disk_mb",
+	                 left(n->disk_mb, all.disk_mb), "allocated", "sandboxes",
+	                 (json_int_t)all.sandboxes, "cpus", (json_int_t)all.cpus, "memory_mb",
+	                 (json_int_t)all.memory_mb, "disk_mb", (json_int_t)all.disk_mb, "running",
+	                 (json_int_t)all.running, "pooled", (json_int_t)0, "pools", pools, "images",
+	                 names, "labels", n->labels, "cordoned", n->cordoned);
+}
+
+void
+api_node_get(struct api_call *call)
+{
+	json_t *j = node_json(call->d);
+
+	if (!j) {
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
+		return;
+	}
+	api_reply_json(call->c, 200, j);
+}
+
+void
+api_node_cordon(struct api_call *call)
+{
+	static const char *const fields[] = { "cordoned", NULL };
+	struct node *n = &call->d->node;
+	const json_t *v = json_object_get(call->body, "cordoned");
+	struct err err = {};
+	json_t *j;
+	bool to;
+
+	if (!call->who.operator&& call->who.role != ROLE_ADMIN) {
+		api_reply_err(call->c, ERR_REFUSED,
+		              "cordoning the node is for the operator of this sandboxd and admins");
+		return;
+	}
+	if (request_check_fields(call->body, fields, &err) < 0) {
+		api_reply_failure(call->c, -EINVAL, &err);
+		return;
+	}
+	if (!json_is_boolean(v)) {
+		api_reply_err(call->c, ERR_INVALID,
+		              "the body must be {\"cordoned\": true} or {\"cordoned\": false}");
+		return;
+	}
+	to = json_is_true(v);
+	if (n->cordoned != to) {
+		n->cordoned = to;
+		log_info(to ? "node: cordoned by %s: new sandboxes are refused (503) until it is "
+		              "uncordoned; those here carry on"
+		            : "node: uncordoned by %s: new sandboxes are taken again",
+		         call->who.operator? "the operator" : call->who.name);
+		events_broadcast_node(call->d, "node.cordon",
+		                      json_pack("{s:b, s:s}", "cordoned", to, "by",
+		                                call->who.operator? "operator" : call->who.name));
+	}
+	j = node_json(call->d);
+	if (!j) {
+		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
+		return;
+	}
+	api_reply_json(call->c, 200, j);
 }

@@ -336,7 +336,10 @@ api_usage(struct sandboxd *d, const char *owner, struct sandbox_usage *u)
 	*u = (struct sandbox_usage){ 0 };
 	LIST_FOREACH (n, &d->reg.all) {
 		const struct sandbox *sb = list_entry(n, struct sandbox, by_created);
-		if ((owner && !streq(owner, sb->owner)) || !state_is_active(sb->state))
+		if (owner && !streq(owner, sb->owner))
+			continue;
+		u->disk_mb += sb->disk_mb; /* the registry holds no terminated sandbox */
+		if (!state_is_active(sb->state))
 			continue;
 		u->sandboxes++;
 		u->cpus += sb->cpus;
@@ -351,6 +354,7 @@ api_usage(struct sandboxd *d, const char *owner, struct sandbox_usage *u)
 		u->sandboxes++;
 		u->cpus += sb->cpus;
 		u->memory_mb += sb->memory_mb;
+		u->disk_mb += sb->disk_mb;
 	}
 }
 
@@ -423,14 +427,76 @@ check_launch(struct api_call *call, const struct sandbox *adding, bool create)
 	return check_caps(call, adding->owner, &as_owner.caps, adding, false);
 }
 
+/* Whether the node has room for adding: a new sandbox (create), or a stopped or failed one
+ * starting again, whose disk is counted already. Everyone's active sandboxes count, the
+ * operator's too. Returns 0, or answers 503 naming the resource, what is asked and what is
+ * free, and returns -ENOSPC. */
+static int
+check_capacity(struct api_call *call, const struct sandbox *adding, bool create)
+{
+	const struct node *n = &call->d->node;
+	struct sandbox_usage all;
+	uint64_t free_disk;
+
+	api_usage(call->d, NULL, &all);
+	if ((uint64_t)all.cpus + adding->cpus > n->cpus) {
+		api_reply_err(
+		        call->c, ERR_UNAVAILABLE,
+		        "this node has no room: the sandbox asks for %u cpu%s and %u of the "
+		        "node's %u are free (--capacity-cpus); stop or delete a sandbox, or ask "
+		        "for fewer",
+		        adding->cpus, adding->cpus == 1 ? "" : "s",
+		        all.cpus < n->cpus ? n->cpus - all.cpus : 0, n->cpus);
+		return -ENOSPC;
+	}
+	if ((uint64_t)all.memory_mb + adding->memory_mb > n->memory_mb) {
+		api_reply_err(call->c, ERR_UNAVAILABLE,
+		              "this node has no room: the sandbox asks for %u MiB of memory and %u "
+		              "MiB of the node's %u MiB are free (--capacity-memory-mb); stop or "
+		              "delete a sandbox, or ask for less",
+		              adding->memory_mb,
+		              all.memory_mb < n->memory_mb ? n->memory_mb - all.memory_mb : 0,
+		              n->memory_mb);
+		return -ENOSPC;
+	}
+	free_disk = all.disk_mb < n->disk_mb ? n->disk_mb - all.disk_mb : 0;
+	if (create && adding->disk_mb > free_disk) {
+		api_reply_err(
+		        call->c, ERR_UNAVAILABLE,
+		        "this node has no room: the sandbox asks for %llu MiB of disk and %llu "
+		        "MiB of the node's %llu MiB are free (--capacity-disk-mb; stopped "
+		        "sandboxes keep theirs); delete a sandbox, or ask for less",
+		        (unsigned long long)adding->disk_mb, (unsigned long long)free_disk,
+		        (unsigned long long)n->disk_mb);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+/* A cordoned node takes no new sandbox. Returns 0, or answers 503 and returns -EAGAIN. */
+static int
+check_cordon(struct api_call *call)
+{
+	if (!call->d->node.cordoned)
+		return 0;
+	api_reply_err(call->c, ERR_UNAVAILABLE,
+	              "this node is cordoned: it takes no new sandboxes until it is uncordoned "
+	              "(POST /v1/node/cordon); those already here carry on");
+	return -EAGAIN;
+}
+
 /* Creates sb (taken) and answers, now or once it runs. */
 static void
 create_now(struct api_call *call, struct sandbox *sb, bool wait)
 {
 	_cleanup_(sandbox_freep) struct sandbox *owned = sb;
 	struct err err = {};
-	int r = lifecycle_create(call->d, sb, &err);
+	int r;
 
+	/* a create that waited for its image lands only if the node was not cordoned meanwhile */
+	if (check_cordon(call) < 0)
+		return;
+	r = lifecycle_create(call->d, sb, &err);
 	if (r < 0) {
 		api_reply_failure(call->c, r, &err);
 		return;
@@ -551,7 +617,9 @@ api_sandbox_create(struct api_call *call)
 		api_reply_failure(call->c, r, &err);
 		return;
 	}
-	if (check_launch(call, sb, true) < 0)
+	/* nothing is made before these: a refused create leaves no sandbox behind */
+	if (check_cordon(call) < 0 || check_launch(call, sb, true) < 0 ||
+	    check_capacity(call, sb, true) < 0)
 		return;
 	r = images_check(call->d, sb->image, &err);
 	/* a user pulls only where the operator lets them */
@@ -747,7 +815,9 @@ stop_or_start(struct api_call *call, bool stop)
 		api_reply_absent(call);
 		return;
 	}
-	if (!stop && !state_is_active(sb->state) && check_launch(call, sb, false) < 0)
+	/* a cordon keeps new sandboxes away; one already here may start again, room allowing */
+	if (!stop && !state_is_active(sb->state) &&
+	    (check_launch(call, sb, false) < 0 || check_capacity(call, sb, false) < 0))
 		return;
 	r = stop ? lifecycle_stop(call->d, sb, &err) : lifecycle_start(call->d, sb, &err);
 	if (r < 0) {

@@ -16,6 +16,7 @@ enum route_flags {
 	ROUTE_RAW = 1 << 3,          /* takes a raw body (application/octet-stream, 64 MiB) */
 	ROUTE_UPGRADE = 1 << 4,      /* may upgrade the connection */
 	ROUTE_REGISTRATION = 1 << 5, /* 404 unless --registration on */
+	ROUTE_CREATE = 1 << 6,       /* answers are counted by status and latency (/metrics) */
 };
 
 struct route {
@@ -47,7 +48,7 @@ static const struct route routes[] = {
 	ROUTE(GET, "/v1/capabilities", api_capabilities, 0),
 	ROUTE(GET, "/v1/whoami", api_whoami, 0),
 	ROUTE(GET, "/v1/sandboxes", api_sandbox_list, 0),
-	ROUTE(POST, "/v1/sandboxes", api_sandbox_create, ROUTE_JSON),
+	ROUTE(POST, "/v1/sandboxes", api_sandbox_create, ROUTE_JSON | ROUTE_CREATE),
 	ROUTE(GET, "/v1/sandboxes/{ref}", api_sandbox_get, 0),
 	ROUTE(PATCH, "/v1/sandboxes/{ref}", api_sandbox_patch, ROUTE_JSON),
 	ROUTE(DELETE, "/v1/sandboxes/{ref}", api_sandbox_delete, 0),
@@ -81,7 +82,7 @@ static const struct route routes[] = {
 	LATER(POST, "/v1/volumes", "volumes"),
 	LATER(DELETE, "/v1/volumes/{name}", "volumes"),
 	ROUTE(GET, "/v1/node", api_node_get, 0),
-	LATER(POST, "/v1/node/cordon", "cordon"),
+	ROUTE(POST, "/v1/node/cordon", api_node_cordon, ROUTE_JSON),
 	ROUTE(POST, "/v1/auth/login", api_auth_login, ROUTE_PUBLIC | ROUTE_JSON),
 	ROUTE(POST, "/v1/auth/logout", api_auth_logout, ROUTE_JSON_OPT),
 	ROUTE(POST, "/v1/auth/register", api_auth_register,
@@ -330,6 +331,14 @@ prelude(struct api_call *call)
 	return rt;
 }
 
+static void
+create_answered(struct conn *c _unused_, int status, uint64_t elapsed_us, void *data)
+{
+	struct sandboxd *d = data;
+
+	node_count_create(&d->node, status, elapsed_us);
+}
+
 void
 api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 {
@@ -338,6 +347,10 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 
 	if (!rt)
 		return;
+	/* every create the guard and a credential let through, whatever its answer, now or
+	 * once it runs */
+	if (rt->flags & ROUTE_CREATE)
+		conn_on_answer(c, create_answered, d);
 	call.feature = rt->feature;
 	if (parse_body(&call, rt) < 0)
 		goto out;
@@ -372,7 +385,6 @@ static const struct {
 	{ "disk_snapshot", "snapshots" },
 	{ "tunnel", "tunnels into sandboxes" },
 	{ "volumes", "volumes" },
-	{ "cordon", "cordoning the node" },
 };
 
 static void
@@ -417,10 +429,10 @@ api_capabilities(struct api_call *call)
 	              "metrics", samples_available(d), "audit", true, "images", true, "processes",
 	              caps.processes, "files", caps.files, "limits", policy_limits_json(&d->policy),
 	              "network", policy_network_json(&d->policy));
-	/* (ext) POST /v1/node/cordon: not offered yet */
+	/* (ext) POST /v1/node/cordon */
 	if (j)
 		(void)json_object_set_new(json_object_get(j, "capabilities"), "cordon",
-		                          json_false());
+		                          json_true());
 	api_reply_json(call->c, 200, j);
 }
 

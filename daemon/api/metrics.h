@@ -1,6 +1,8 @@
 /* metrics.h: Prometheus metrics at GET /metrics on --metrics-listen (loopback only, no
- * credential): sandboxes by state and what egress decided. Counters restart from zero with
- * sandboxd: nothing of them is persisted. */
+ * credential): sandboxes by state, processes running, the node's capacity and what is free,
+ * pools by image, the cordon, creates by status with their latency, and what egress decided.
+ * Nothing is labelled with a user. Counters restart from zero with sandboxd: nothing of them is
+ * persisted. */
 #pragma once
 
 #include "buf.h"

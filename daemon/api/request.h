@@ -44,7 +44,6 @@ int request_add_label_filter(json_t *filter, const char *kv, struct err *err);
 
 bool env_name_valid(const char *name);
 bool env_name_reserved(const char *name);
-bool label_key_valid(const char *key);
 
 /* POST …/run and POST …/processes: {argv[], env{}, cwd, stdin(b64), timeout_secs} plus, for
  * processes, {tty, rows, cols, keep}. */

@@ -222,7 +222,9 @@ startup_line(struct sandboxd *d)
 		(void)buf_puts(&line,
 		               "; backend none (no VM backend built in: sandboxes cannot run)");
 	}
-	(void)buf_printf(&line, "; state %s\n", o->state_dir);
+	(void)buf_printf(&line, "; capacity %u cpus, %u MiB memory, %llu MiB disk; state %s\n",
+	                 d->node.cpus, d->node.memory_mb, (unsigned long long)d->node.disk_mb,
+	                 o->state_dir);
 	if (o->listen)
 		log_info("dashboard: %s://%s/ (sign in with an account: 'sandboxd admin create "
 		         "EMAIL' makes the first admin; API clients use the token in %s or an API "
@@ -488,6 +490,13 @@ main(int argc, char **argv)
 	r = prepare_state_dir(opts.state_dir, &lock);
 	if (r < 0)
 		goto out;
+	r = node_init(&d.node, &opts);
+	if (r < 0) {
+		log_error("node: cannot measure the state directory's filesystem '%s' (the default "
+		          "of --capacity-disk-mb): %s",
+		          opts.state_dir, strerror(-r));
+		goto out;
+	}
 	r = loop_new(&d.loop);
 	if (r < 0)
 		goto out;
@@ -521,6 +530,7 @@ out:
 	d.audit = audit_log_free(d.audit);
 	d.loop = loop_free(d.loop);
 	policy_done(&d.policy);
+	node_done(&d.node);
 	if (d.token) {
 		explicit_bzero(d.token, d.token_len);
 		free(d.token);

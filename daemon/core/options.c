@@ -86,6 +86,13 @@ static const char usage[] =
         "  --user-max-cpus N      the cpus of a user's active sandboxes together (default 8)\n"
         "  --user-max-memory-mb N their memory together (default 16384)\n"
         "                         (an admin sets other caps per user: /v1/users)\n"
+        "  --capacity-cpus N      the CPUs this node offers sandboxes (default: every online\n"
+        "                         CPU); a create past it is refused 503\n"
+        "  --capacity-memory-mb N the memory it offers them (default: all the memory)\n"
+        "  --capacity-disk-mb N   the disk it offers them (default: the size of the state\n"
+        "                         directory's filesystem, measured at start)\n"
+        "  --node-label KEY=VALUE describes this node in GET /v1/node (repeatable; keys and\n"
+        "                         values as sandbox labels)\n"
         "  --max-connections N    open connections per listener at most (default 1024); a\n"
         "                         full one closes its oldest idle unauthenticated one\n"
         "  --max-connections-per-client N\n"
@@ -376,6 +383,35 @@ parse_egress_subnet(struct options *o, const char *arg)
 	return 0;
 }
 
+/* KEY=VALUE, checked as a sandbox's labels are, each key once. */
+static int
+parse_node_label(struct options *o, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	_cleanup_free_ char *key = eq ? strndup(arg, (size_t)(eq - arg)) : NULL;
+
+	if (eq && !key)
+		return -ENOMEM;
+	if (!key || !label_key_valid(key) || !label_value_valid(eq + 1)) {
+		fprintf(stderr,
+		        "sandboxd: --node-label '%s' must be KEY=VALUE: the key lowercase letters, "
+		        "digits and ._/- (a letter or digit first, 63 at most), the value "
+		        "printable "
+		        "ASCII (253 at most)\n",
+		        arg);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < o->n_node_labels; i++)
+		if (str_has_prefix(o->node_labels[i], key) &&
+		    o->node_labels[i][strlen(key)] == '=') {
+			fprintf(stderr,
+			        "sandboxd: --node-label '%s': the key '%s' is given twice\n", arg,
+			        key);
+			return -EINVAL;
+		}
+	return list_add(o->node_labels, &o->n_node_labels, "--node-label", arg);
+}
+
 static const char *const accel_choices[] = { "auto", "kvm", "tcg", NULL };
 /* in the order of enum log_level */
 static const char *const log_level_choices[] = { "error", "warning", "info", "debug", NULL };
@@ -442,6 +478,10 @@ static const struct opt_def opt_defs[] = {
 	UINT("user-max-sandboxes", user_max_sandboxes, 0, 1u << 30, "must be a number (0: no cap)"),
 	UINT("user-max-cpus", user_max_cpus, 0, 1u << 30, "must be a number (0: no cap)"),
 	UINT("user-max-memory-mb", user_max_memory_mb, 0, 1u << 30, "must be a number (0: no cap)"),
+	UINT("capacity-cpus", capacity_cpus, 1, 1u << 20, "must be 1 to 1048576"),
+	UINT("capacity-memory-mb", capacity_memory_mb, 1, 1u << 30, "must be 1 to 1073741824"),
+	UINT("capacity-disk-mb", capacity_disk_mb, 1, 1u << 31, "must be 1 to 2147483648"),
+	CUSTOM("node-label", parse_node_label),
 	{ .name = "log-level",
 	  .kind = OPT_CHOICE,
 	  F(log_level),
@@ -795,6 +835,8 @@ options_done(struct options *o)
 		free(o->local_registries[i]);
 	for (size_t i = 0; i < o->n_allowed_images; i++)
 		free(o->allowed_images[i]);
+	for (size_t i = 0; i < o->n_node_labels; i++)
+		free(o->node_labels[i]);
 	free(o->default_image);
 	free(o->policy_file);
 	*o = (struct options){ 0 };

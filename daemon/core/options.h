@@ -8,7 +8,9 @@
 #include "log.h"
 
 #define OPTIONS_MAX_ALLOWED_HOSTS 32
-#define OPTIONS_MAX_LIST 64 /* --insecure-registry, --local-registry, --allow-image */
+#define OPTIONS_MAX_LIST                                                                           \
+	64 /* --insecure-registry, --local-registry, --allow-image, --node-label                   \
+	    */
 
 struct options {
 	char *state_dir;
@@ -60,6 +62,11 @@ struct options {
 	unsigned user_max_sandboxes; /* a user's caps unless their account says otherwise */
 	unsigned user_max_cpus;      /* (0: no cap) */
 	unsigned user_max_memory_mb;
+	unsigned capacity_cpus; /* --capacity-*: what the node offers sandboxes; 0: the machine's */
+	unsigned capacity_memory_mb;
+	unsigned capacity_disk_mb;
+	char *node_labels[OPTIONS_MAX_LIST]; /* --node-label KEY=VALUE, each checked */
+	size_t n_node_labels;
 	enum log_level log_level;
 };
 

@@ -381,6 +381,34 @@ sandbox_refresh_json(struct sandbox *sb)
 }
 
 bool
+label_key_valid(const char *key)
+{
+	size_t n = strlen(key);
+
+	if (n == 0 || n > 63 || !isalnum((unsigned char)key[0]) || isupper((unsigned char)key[0]))
+		return false;
+	for (size_t i = 1; i < n; i++) {
+		unsigned char c = (unsigned char)key[i];
+		if (!(c >= 'a' && c <= 'z') && !isdigit(c) && !strchr("._/-", c))
+			return false;
+	}
+	return true;
+}
+
+bool
+label_value_valid(const char *v)
+{
+	size_t n = strlen(v);
+
+	if (n > 253)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] >= 0x7f)
+			return false;
+	return true;
+}
+
+bool
 sandbox_matches_labels(const struct sandbox *sb, const json_t *filter)
 {
 	const char *k;

@@ -152,6 +152,11 @@ int sandbox_refresh_json(struct sandbox *sb);
 int64_t sandbox_expires_at(const struct sandbox *sb);
 
 bool sandbox_matches_labels(const struct sandbox *sb, const json_t *filter);
+/* A label's key: a lowercase letter or digit first, then lowercase letters, digits and
+ * "._/-", 63 at most. Its value: printable ASCII, 253 at most. Sandboxes' labels and the
+ * node's (--node-label) alike. */
+bool label_key_valid(const char *key);
+bool label_value_valid(const char *value);
 
 /* The only writer of sb->state. Refuses moves not in the table with -EINVAL (and logs it:
  * that is a bug). Persists the row and a "state" event in one transaction, logs

@@ -8,6 +8,7 @@
 #include "buf.h"
 #include "list.h"
 #include "loop.h"
+#include "node.h"
 #include "options.h"
 #include "policy.h"
 #include "reconcile.h"
@@ -30,6 +31,7 @@ struct sandboxd {
 	struct backend *backend;   /* NULL when this build has none */
 	struct images *images;     /* images.c */
 	struct egress *egress;     /* egress.c; NULL while egress is off */
+	struct node node;          /* node.h: capacity, labels, the cordon, create counts */
 	struct registry reg;
 	struct registry ended; /* terminated, until --forget-after (ended.h) */
 	struct server *server;

@@ -111,6 +111,9 @@ struct conn {
 	void *on_close_data;
 	void (*on_drain)(struct conn *c, void *data);
 	void *on_drain_data;
+	void (*on_answer)(struct conn *c, int status, uint64_t elapsed_us, void *data);
+	void *on_answer_data;
+	uint64_t head_us; /* when the current request's head was read (CLOCK_MONOTONIC) */
 	void (*raw_data)(struct conn *c, const void *bytes, size_t len, void *ctx);
 	void *raw_ctx;
 	bool raw_closing; /* close once the queue is written */
@@ -162,6 +165,7 @@ conn_close(struct conn *c)
 		return;
 	c->state = CONN_CLOSING;
 	c->on_close = NULL;
+	c->on_answer = NULL;
 	c->body_data = NULL;
 	c->body_end = NULL;
 	if (hook)
@@ -377,6 +381,17 @@ send_or_queue(struct conn *c, const struct buf *head, const void *body, size_t l
 	return 0;
 }
 
+/* The answer to the current request begins: its hook, once. */
+static void
+answered(struct conn *c, int status)
+{
+	void (*fn)(struct conn *, int, uint64_t, void *) = c->on_answer;
+
+	c->on_answer = NULL;
+	if (fn)
+		fn(c, status, now_mono_us() - c->head_us, c->on_answer_data);
+}
+
 static void
 reply(struct conn *c, int status, const char *content_type, const void *body, size_t len,
       const char *extra_headers, const char *cache_control)
@@ -398,6 +413,7 @@ reply(struct conn *c, int status, const char *content_type, const void *body, si
 	c->body_end = NULL;
 	c->body_paused = false;
 	c->state = CONN_WRITING;
+	answered(c, status);
 	r = http_put_status_line(&head, status);
 	if (r >= 0)
 		r = put_common_headers(c, &head, cache_control);
@@ -443,6 +459,7 @@ conn_stream_start(struct conn *c, int status, const char *content_type)
 	c->chunked = c->hp.req.http_major == 1 && c->hp.req.http_minor >= 1;
 	c->keep_alive = c->chunked && c->hp.req.keep_alive;
 	c->state = CONN_STREAMING;
+	answered(c, status);
 	c->deadline = 0;
 	if (http_put_status_line(&c->out, status) < 0)
 		return -ENOMEM;
@@ -544,6 +561,7 @@ conn_upgrade(struct conn *c, const char *headers,
 		return r;
 	c->state = CONN_RAW;
 	c->deadline = 0;
+	answered(c, 101);
 	c->raw_data = data;
 	c->raw_ctx = ctx;
 	flush(c);
@@ -575,6 +593,14 @@ conn_raw_close(struct conn *c)
 		return;
 	c->raw_closing = true;
 	flush(c); /* the close hook still tells its owner when it is gone */
+}
+
+void
+conn_on_answer(struct conn *c,
+               void (*fn)(struct conn *c, int status, uint64_t elapsed_us, void *data), void *data)
+{
+	c->on_answer = fn;
+	c->on_answer_data = data;
 }
 
 void
@@ -776,8 +802,10 @@ process_input(struct conn *c)
 		buf_consume(&c->in, used);
 		if (!was_started && http_req_started(&c->hp))
 			c->deadline = now_mono_ms() + HEAD_TIMEOUT_MS;
-		if (before == HTTP_PHASE_HEAD && c->hp.phase != HTTP_PHASE_HEAD)
+		if (before == HTTP_PHASE_HEAD && c->hp.phase != HTTP_PHASE_HEAD) {
 			c->deadline = now_mono_ms() + BODY_TIMEOUT_MS;
+			c->head_us = now_mono_us();
+		}
 		if (r == HTTP_FEED_HEAD) {
 			head(c);
 			continue;

@@ -146,6 +146,14 @@ void conn_raw_close(struct conn *c);
  * streaming or upgraded). The connection must not be used after it. */
 void conn_on_close(struct conn *c, void (*fn)(struct conn *c, void *data), void *data);
 
+/* Called once as the answer to the current request begins (conn_reply, conn_stream_start or
+ * conn_upgrade), with its status and the microseconds since the request's head was read; not
+ * when the connection closes first. For the handler of that request (the create counts of
+ * /metrics); data is borrowed. */
+void conn_on_answer(struct conn *c,
+                    void (*fn)(struct conn *c, int status, uint64_t elapsed_us, void *data),
+                    void *data);
+
 bool conn_is_unix(const struct conn *c);
 bool conn_is_tls(const struct conn *c);
 /* The peer's uid on a unix socket (SO_PEERCRED); -1 otherwise. */

@@ -573,6 +573,45 @@ test_metrics(void **state)
 	free(out);
 }
 
+/* node: the capacity as a table, then the cordon; node cordon makes create fail with the
+ * server's reason and what to do, node uncordon undoes it. */
+static void
+test_node(void **state)
+{
+	char id[32], *out;
+	json_t *j;
+
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "node"), 0);
+	expect_line(out, "ALLOCATED", "RESOURCE");
+	expect_line(out, "4096", "cpus");
+	expect_line(out, "16384G", "memory"); /* the harness's --capacity-memory-mb 16777216 */
+	harness_expect_in(out, "cordoned:  no\n");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "node", "cordon"), 0);
+	harness_expect_in(out, "cordoned");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--name", "refused"), 1);
+	harness_expect_in(out, "unavailable: this node is cordoned");
+	harness_expect_in(out, "sandbox-cli node uncordon");
+	harness_expect_not_in(out, "try again later");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "node", "--json"), 0);
+	j = parse_json(out);
+	assert_true(json_is_true(json_object_get(j, "cordoned")));
+	json_decref(j);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "node"), 0);
+	harness_expect_in(out, "cordoned:  yes");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "node", "uncordon"), 0);
+	free(out);
+	create("after-uncordon", id);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "kill", id), 0);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "node", "drain"), 2);
+	free(out);
+}
+
 /* Starts sandbox-cli in the background with its output going to path. */
 static pid_t
 spawn_bg(const char *path, const char *const *args)
@@ -1022,6 +1061,7 @@ main(void)
 		cmocka_unit_test(test_exit_codes),
 		cmocka_unit_test(test_events),
 		cmocka_unit_test(test_metrics),
+		cmocka_unit_test(test_node),
 		cmocka_unit_test(test_network_flags),
 		cmocka_unit_test(test_network_policy),
 		cmocka_unit_test(test_follow_stream),

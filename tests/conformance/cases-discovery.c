@@ -120,7 +120,6 @@ case_unoffered_capabilities_answer_501(void **state)
 		{ "disk_snapshot", "memory_snapshot", "POST", "{ref}/snapshots", "{}", false },
 		{ "disk_snapshot", "memory_snapshot", "DELETE",
 		  "/v1/snapshots/snap_0123456789abcdef", NULL, false },
-		{ "cordon", NULL, "POST", "/v1/node/cordon", "{\"cordoned\":false}", false },
 	};
 	const char *id = conf_random_id();
 	unsigned checked = 0;

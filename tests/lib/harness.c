@@ -247,7 +247,14 @@ launch(struct daemon_proc *p, const char *binary, const char *const *extra, cons
 {
 	_cleanup_strv_ char **args = NULL;
 	const char *spawned = binary, *product = getenv("SANDBOXD");
-	bool egress = false;
+	/* a test's sandboxes are not limited by the machine it runs on (fake ones hold
+	 * nothing, real ones overcommit), unless it asks for a capacity */
+	static const char *const capacity[][2] = {
+		{ "--capacity-cpus", "4096" },
+		{ "--capacity-memory-mb", "16777216" },
+		{ "--capacity-disk-mb", "1073741824" },
+	};
+	bool egress = false, capacity_set[3] = { false, false, false };
 	size_t n = 0;
 	int r = 0;
 
@@ -264,8 +271,14 @@ launch(struct daemon_proc *p, const char *binary, const char *const *extra, cons
 	for (size_t i = 0; r >= 0 && extra && extra[i]; i++) {
 		if (strcmp(extra[i], "--egress") == 0)
 			egress = true;
+		for (size_t k = 0; k < 3; k++)
+			if (strcmp(extra[i], capacity[k][0]) == 0)
+				capacity_set[k] = true;
 		r = strv_add(&args, &n, extra[i]);
 	}
+	for (size_t k = 0; r >= 0 && k < 3; k++)
+		if (!capacity_set[k])
+			r = strv_extend(&args, &n, capacity[k][0], capacity[k][1], NULL);
 	/* the machine's own network is never a test's: the product's egress (taps, table inet
 	 * sandboxd, ports 3128/7353) only where a test asks for it, in namespaces it made */
 	if (r >= 0 && !egress && product && strcmp(binary, product) == 0)

@@ -49,7 +49,8 @@ void harness_set_launcher(const char *const *argv);
 
 /* Starts binary with --state-dir and --socket in a new private directory plus extra args
  * (the product, $SANDBOXD, gets --egress off unless they say --egress: the machine's own
- * network is never a test's)
+ * network is never a test's; each --capacity-* they do not say is large: the machine's size
+ * is not a test's either)
  * (NULL-terminated), environment additions env ("K=V", NULL-terminated, may be NULL).
  * Waits up to 10 s for the "serving API v1" line. 0, or -1 after printing the log. */
 int harness_start(struct daemon_proc *p, const char *binary, const char *const *extra_args,
