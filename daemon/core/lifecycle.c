@@ -717,9 +717,9 @@ end_left_over(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 	            "without --keep-sandboxes",
 	            sb->id, sandbox_state_to_string(sb->state));
 	end_found(d, sb, SANDBOX_END_SHUTDOWN,
-	          strdup("sandboxd restarted without --keep-sandboxes, so it did not take back "
-	                 "what it had left running (its environment values were only in the "
-	                 "memory of the sandboxd that stopped)"));
+	          strdup("left by an earlier sandboxd; this one runs without --keep-sandboxes, "
+	                 "so it takes no sandbox back (environment values are kept across "
+	                 "restarts only with the flag)"));
 	c->left_over++;
 }
 

@@ -657,12 +657,12 @@ test_stray_vmm_ended_foreign_qemu_left_alone(void **state)
 	assert_true(foreign[0] > 0 && foreign[1] > 0);
 	assert_int_equal(harness_stop(&p, SIGKILL), 128 + SIGKILL);
 	forget_row(p.state, b_id);
-	assert_int_equal(harness_restart(&p, harness_binary("SANDBOXD"),
-	                                 (const char *const[]){ "--accel", "tcg", "--default-image",
-	                                                        "busybox", "--keep-sandboxes",
-	                                                        NULL },
-	                                 NULL),
-	                 0);
+	assert_int_equal(
+	        harness_restart(&p, harness_binary("SANDBOXD"),
+	                        (const char *const[]){ "--accel", "tcg", "--default-image",
+	                                               "busybox", "--keep-sandboxes", NULL },
+	                        NULL),
+	        0);
 	assert_true(harness_file_contains(p.log, "after the restart: 1 stray VMM(s) ended"));
 	assert_true(harness_file_contains(p.log, "1 sandbox(es) taken back"));
 	/* B's record went with its row: no sandbox has it */

@@ -26,9 +26,8 @@
 static struct daemon_proc p;
 
 /* the restarts below take the sandboxes back */
-static const char *const keep_args[] = { "--accel",         "tcg",     "--stop-timeout",
-	                                 "0",               "--default-image", "busybox",
-	                                 "--keep-sandboxes", NULL };
+static const char *const keep_args[] = { "--accel",         "tcg",     "--stop-timeout",   "0",
+	                                 "--default-image", "busybox", "--keep-sandboxes", NULL };
 
 static int
 setup(void **state)
