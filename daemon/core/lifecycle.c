@@ -915,8 +915,6 @@ lifecycle_shutdown(struct sandboxd *d, const char *signame)
 		loop_quit(d->loop, 0);
 		return;
 	}
-	d->shutting_down = true;
-	d->shutdown_deadline = now_unix_ms() + LIFECYCLE_SHUTDOWN_MS;
 	log_info("%s: shutting down; ending %zu sandbox(es): sandboxd runs without "
 	         "--keep-sandboxes",
 	         signame, d->reg.count);
@@ -927,6 +925,10 @@ lifecycle_shutdown(struct sandboxd *d, const char *signame)
 			log_warning("sandbox '%s': cannot end it at the shutdown: %s", sb->id,
 			            err.message);
 	}
+	/* only now: one ended at once (its backend is not in this build) must not quit the
+	 * loop while the others are still to be asked */
+	d->shutting_down = true;
+	d->shutdown_deadline = now_unix_ms() + LIFECYCLE_SHUTDOWN_MS;
 	shutdown_progress(d);
 }
 
