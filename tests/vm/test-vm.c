@@ -336,10 +336,11 @@ dir_empty(const char *path)
 }
 
 /* As root with cgroups: makes (make) or looks for (!make) an empty group "sbx_gone" beside
- * this sandboxd's VMMs' groups, as a VMM that ended while no sandboxd ran would leave. Returns
- * whether one exists. */
+ * the group of the VMM of sandbox id, as a VMM that ended while no sandboxd ran would leave.
+ * Returns whether one exists. Only beside that group: on a shared machine another sandboxd
+ * (another test run, in a cgroup namespace of its own) may use a parent of the same name. */
 static bool
-plant_gone_vmm_cgroup(bool make)
+plant_gone_vmm_cgroup(bool make, const char *id)
 {
 	char cmd[1400];
 	int rc;
@@ -352,11 +353,12 @@ plant_gone_vmm_cgroup(bool make)
 	snprintf(cmd, sizeof(cmd),
 	         "base=$(grep -lx '%s' /run/sandboxd-vmm-uids/[0-9]* | head -1); "
 	         "[ -n \"$base\" ] || exit 2; base=${base##*/}; n=0; planted='%s/planted'; "
-	         "%s; [ $n -gt 0 ]",
-	         p.state, p.state,
+	         "vmm='%s'; %s; [ $n -gt 0 ]",
+	         p.state, p.state, id,
 	         make ? "for d in $(find /sys/fs/cgroup -maxdepth 7 -type d -path "
-	                "\"*/sandboxd/$base\"); do mkdir \"$d/sbx_gone\" && "
-	                "echo \"$d/sbx_gone\" >> \"$planted\" && n=$((n+1)); done"
+	                "\"*/sandboxd/$base\"); do [ -d \"$d/$vmm\" ] || continue; "
+	                "mkdir \"$d/sbx_gone\" && echo \"$d/sbx_gone\" >> \"$planted\" && "
+	                "n=$((n+1)); done"
 	              : "for d in $(cat \"$planted\"); do [ -d \"$d\" ] && n=$((n+1)); done");
 	rc = system(cmd);
 	return rc == 0;
@@ -432,7 +434,7 @@ test_kept_process_outlives_client_and_daemon(void **state)
 			/* sandboxd dies (kill -9) while nobody watches; the VM and its job go on */
 			assert_int_equal(harness_stop(&p, SIGKILL), 128 + SIGKILL);
 			assert_true(qemu_running_for(id));
-			plant_gone_vmm_cgroup(true);
+			plant_gone_vmm_cgroup(true, id);
 			sleep(1);
 		} else {
 			/* then an ordinary restart: with the flag the stop leaves it running */
@@ -446,10 +448,10 @@ test_kept_process_outlives_client_and_daemon(void **state)
 		                 0);
 		assert_true(harness_file_contains(p.log, "1 sandbox(es) taken back"));
 		/* the group a VMM that ended while no sandboxd was there left behind is removed */
-		if (round == 0 && plant_gone_vmm_cgroup(false)) {
+		if (round == 0 && plant_gone_vmm_cgroup(false, id)) {
 			assert_true(harness_file_contains(
 			        p.log, "removed 1 cgroup(s) of VMMs that are gone"));
-			assert_false(plant_gone_vmm_cgroup(false));
+			assert_false(plant_gone_vmm_cgroup(false, id));
 		}
 		again = harness_json(p.sock, "GET", "/v1/sandboxes/long-job", NULL, 200);
 		assert_string_equal(harness_str(again, "state"), "running");
