@@ -13,6 +13,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "proc.h"
+#include "records.h"
 #include "request.h"
 #include "sandboxd.h"
 #include "server.h"
@@ -78,7 +79,7 @@ sandbox_proc(struct api_call *call, struct sandbox **ret_sb)
 }
 
 /* The environment a process gets from sandboxd: the sandbox's (given at create), then the
- * request's (which wins, coming later). Values lost at a restart are skipped. */
+ * request's (which wins, coming later). exec_agent checked that the sandbox has its values. */
 static char **
 merge_env(const struct sandbox *sb, char **req_env)
 {
@@ -87,9 +88,10 @@ merge_env(const struct sandbox *sb, char **req_env)
 	int r = 0;
 
 	for (size_t i = 0; r >= 0 && i < sb->nenv; i++)
-		if (sb->env[i].value)
-			r = strv_push(&env, &n,
-			              strdup_printf("%s=%s", sb->env[i].name, sb->env[i].value));
+		r = sb->env[i].value
+		            ? strv_push(&env, &n,
+		                        strdup_printf("%s=%s", sb->env[i].name, sb->env[i].value))
+		            : -ENODATA;
 	for (size_t i = 0; r >= 0 && req_env && req_env[i]; i++)
 		r = strv_add(&env, &n, req_env[i]);
 	if (r < 0)
@@ -332,6 +334,27 @@ run_started(void *data, const struct agent_result *res)
 	proc_reader_add(op->p, &op->reader, 0);
 }
 
+/* The agent of a sandbox a process may start in: never one without its environment's values
+ * (a restart that could not restore them ended it; this is the guard that no process runs
+ * with a secret silently missing). NULL after answering. */
+static struct agent *
+exec_agent(struct api_call *call, struct sandbox **ret_sb)
+{
+	struct agent *a = api_sandbox_agent(call, ret_sb);
+
+	if (!a)
+		return NULL;
+	for (size_t i = 0; i < (*ret_sb)->nenv; i++)
+		if (!(*ret_sb)->env[i].value) {
+			api_reply_err(call->c, ERR_CONFLICT,
+			              "sandbox '%s' lost the value of its environment variable "
+			              "'%s' at a restart of sandboxd; processes cannot start in it",
+			              (*ret_sb)->id, (*ret_sb)->env[i].name);
+			return NULL;
+		}
+	return a;
+}
+
 static struct agent_req *
 start_exec(struct agent *a, struct sandbox *sb, struct exec_request *x, bool tty, bool keep,
            agent_done_fn done, void *data)
@@ -356,7 +379,7 @@ void
 api_process_run(struct api_call *call)
 {
 	struct sandbox *sb = NULL;
-	struct agent *a = api_sandbox_agent(call, &sb);
+	struct agent *a = exec_agent(call, &sb);
 	struct run_op *op;
 	struct err err = {};
 	int r;
@@ -449,6 +472,12 @@ start_done(void *data, const struct agent_result *res)
 		log_warning("sandbox '%s': process %u: no timer for its timeout", op->sb->id,
 		            p->pid);
 	collect_exited(op->sb);
+	/* with --keep-sandboxes, a kept process's command line goes in the sandbox's record: the
+	 * guest lists only its program to the next sandboxd */
+	if (op->x.keep && (r = records_save(op->d, op->sb)) < 0)
+		log_warning("sandbox '%s': process %u: cannot write its record: %s; after a "
+		            "restart it is listed by its program alone",
+		            op->sb->id, p->pid, strerror(-r));
 	if (op->c)
 		api_reply_json(op->c, 201, proc_to_json(p));
 	/* the audit record after the answer (a database write takes a while) */
@@ -460,7 +489,7 @@ void
 api_process_create(struct api_call *call)
 {
 	struct sandbox *sb = NULL;
-	struct agent *a = api_sandbox_agent(call, &sb);
+	struct agent *a = exec_agent(call, &sb);
 	struct start_op *op;
 	struct err err = {};
 	int r;

@@ -19,6 +19,7 @@
 #include "policyfile.h"
 #include "proc.h"
 #include "reconcile.h"
+#include "records.h"
 #include "samples.h"
 #include "sandboxd.h"
 #include "server.h"
@@ -39,10 +40,8 @@ on_signal(int signo, void *data)
 {
 	struct sandboxd *d = data;
 
-	if (signo == SIGTERM || signo == SIGINT) {
-		log_info("%s: shutting down; sandboxes keep running", strsignal(signo));
-		loop_quit(d->loop, 0);
-	}
+	if (signo == SIGTERM || signo == SIGINT)
+		lifecycle_shutdown(d, strsignal(signo));
 }
 
 static void
@@ -145,6 +144,28 @@ prepare_state_dir(const char *dir, int *ret_lock)
 	return 0;
 }
 
+/* The records of --keep-sandboxes (records.h) hold environment values: with the flag, a
+ * directory or a record others could read refuses the start; without it, they all go, and
+ * values live only in memory. */
+static int
+prepare_records(const struct options *o)
+{
+	_cleanup_free_ char *why = NULL;
+	unsigned removed = 0;
+	int r = records_prepare(o->state_dir, o->keep_sandboxes, &removed, &why);
+
+	if (r < 0) {
+		log_error("%s%s", why ? why : strerror(-r),
+		          r == -EPERM ? "; refusing to start" : "");
+		return r;
+	}
+	if (removed)
+		log_info("records: deleted %u an earlier run with --keep-sandboxes kept: this one "
+		         "runs without it",
+		         removed);
+	return 0;
+}
+
 /* Refuses an unknown --backend before anything is created on disk. */
 static int
 check_backend_name(const char *name)
@@ -222,6 +243,8 @@ startup_line(struct sandboxd *d)
 		(void)buf_puts(&line,
 		               "; backend none (no VM backend built in: sandboxes cannot run)");
 	}
+	if (o->keep_sandboxes)
+		(void)buf_puts(&line, "; sandboxes kept across restarts (--keep-sandboxes)");
 	(void)buf_printf(&line, "; capacity %u cpus, %u MiB memory, %llu MiB disk; state %s\n",
 	                 d->node.cpus, d->node.memory_mb, (unsigned long long)d->node.disk_mb,
 	                 o->state_dir);
@@ -497,6 +520,9 @@ main(int argc, char **argv)
 		          opts.state_dir, strerror(-r));
 		goto out;
 	}
+	r = prepare_records(&opts);
+	if (r < 0)
+		goto out;
 	r = loop_new(&d.loop);
 	if (r < 0)
 		goto out;
@@ -518,8 +544,9 @@ out:
 	 * one to be taken back by the next sandboxd) */
 	LIST_FOREACH (n, &d.reg.all)
 		proc_clear(list_entry(n, struct sandbox, by_created));
-	/* the egress worker goes first; the backend lets its VMs run on, with their table
-	 * entries, for the next sandboxd to take back */
+	/* the egress worker goes first; the backend lets the VMs still running run on, with
+	 * their table entries, for the next sandboxd to take back (with --keep-sandboxes; without
+	 * it, lifecycle_shutdown ended them, and the next sandboxd ends any left) */
 	egress_stop(&d);
 	d.backend = backend_free(d.backend);
 	images_free(&d);

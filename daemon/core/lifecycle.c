@@ -16,6 +16,7 @@
 #include "netpolicy.h"
 #include "proc.h"
 #include "reconcile.h"
+#include "records.h"
 #include "samples.h"
 #include "sandboxd.h"
 #include "store.h"
@@ -262,6 +263,9 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err)
 		return err_set(
 		        err, -EOPNOTSUPP, ERR_UNSUPPORTED,
 		        "this sandboxd has no VM backend built in, so it cannot run sandboxes");
+	if (d->shutting_down)
+		return err_set(err, -ESHUTDOWN, ERR_UNAVAILABLE,
+		               "sandboxd is shutting down, ending its sandboxes");
 	if (sb->name && registry_find_name(&d->reg, sb->name, sb->owner))
 		return err_set(err, -EEXIST, ERR_CONFLICT, "the name '%s' is already in use",
 		               sb->name);
@@ -281,7 +285,20 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err)
 			json_array_append_new(names, json_string(sb->env[i].name));
 		json_object_set_new(data, "env_names", names ? names : json_array());
 	}
+	/* with --keep-sandboxes, its record is on disk before anyone is told it exists: a
+	 * restart never finds it without its environment values */
+	r = records_save(d, sb);
+	if (r < 0) {
+		json_decref(data);
+		log_error("sandbox '%s': cannot write its record for --keep-sandboxes: %s", sb->id,
+		          strerror(-r));
+		return err_set(err, r, ERR_INTERNAL,
+		               "could not keep the sandbox's record for --keep-sandboxes: %s",
+		               strerror(-r));
+	}
 	r = data ? sandbox_commit(d, sb, true, "created", data) : -ENOMEM;
+	if (r < 0)
+		records_remove(d, sb->id);
 	if (r == -EEXIST)
 		return err_set(err, r, ERR_CONFLICT, "the name '%s' is already in use", sb->name);
 	if (r < 0)
@@ -411,7 +428,24 @@ static const char *const end_reasons[_SANDBOX_END_MAX] = {
 	[SANDBOX_END_IDLE] = "it was idle past its idle timeout",
 	[SANDBOX_END_LIFETIME] = "its lifetime ended",
 	[SANDBOX_END_POLICY] = "its network is no longer permitted by the policy",
+	[SANDBOX_END_SHUTDOWN] = "sandboxd stopped, without --keep-sandboxes",
+	[SANDBOX_END_RECORD] = "its record could not be read after a restart of sandboxd",
 };
+
+/* While sandboxd shuts down without --keep-sandboxes: once no sandbox is still being ended,
+ * the loop quits. */
+static void
+shutdown_progress(struct sandboxd *d)
+{
+	struct list_node *n;
+
+	if (!d->shutting_down)
+		return;
+	LIST_FOREACH (n, &d->reg.all)
+		if (list_entry(n, struct sandbox, by_created)->op == SANDBOX_OP_DESTROY)
+			return;
+	loop_quit(d->loop, 0);
+}
 
 /* sb ended for sb->end. */
 static void
@@ -421,9 +455,11 @@ terminated(struct sandboxd *d, struct sandbox *sb)
 	proc_clear(sb);
 	if (sandbox_set_state(d, sb, SANDBOX_TERMINATED,
 	                      sb->end_why ? sb->end_why : end_reasons[sb->end]) == 0) {
-		ended_add(d, sb->id); /* listed until --forget-after */
+		records_remove(d, sb->id); /* its environment values leave the disk with it */
+		ended_add(d, sb->id);      /* listed until --forget-after */
 		registry_drop(d, sb);
 	}
+	shutdown_progress(d);
 }
 
 int
@@ -499,6 +535,7 @@ on_backend_done(void *ctx, struct sandbox *sb, int error, const char *reason)
 			vm_gone(d, sb);
 			terminated(d, sb);
 		}
+		shutdown_progress(d);
 		break;
 	case SANDBOX_OP_NONE:
 		log_error("sandbox '%s': the backend completed an operation that was not under way",
@@ -531,11 +568,17 @@ adopt_proc(void *data, const struct agent_proc_info *info)
 	struct adopt_ps *a = data;
 	struct sandbox *sb = registry_get(&a->d->reg, a->id);
 	struct backend *b = a->d->backend;
-	char *argv[2] = { (char *)info->argv0, NULL };
+	char *argv0[2] = { (char *)info->argv0, NULL };
+	char *const *argv = argv0;
 	struct proc *p;
 
 	if (!sb || sb->state != SANDBOX_RUNNING || proc_find(sb, info->pid))
 		return;
+	/* the guest lists the program alone; the record has the whole command line */
+	for (size_t i = 0; i < sb->nkept; i++)
+		if (sb->kept[i].pid == info->pid && info->argv0 &&
+		    streq(sb->kept[i].argv[0], info->argv0))
+			argv = sb->kept[i].argv;
 	if (proc_new(a->d, sb, b->ops->agent(b, sb), info->pid, argv, info->tty, info->keep,
 	             (int64_t)info->started_ms, &p) < 0)
 		log_warning("sandbox '%s': cannot follow process %u again", sb->id, info->pid);
@@ -545,10 +588,13 @@ static void
 adopt_done(void *data, const struct agent_result *res)
 {
 	struct adopt_ps *a = data;
+	struct sandbox *sb = registry_get(&a->d->reg, a->id);
 
 	if (res->err)
 		log_warning("sandbox '%s': listing its processes failed: %s", a->id,
 		            res->message ? res->message : strerror(res->err));
+	else if (sb)
+		sandbox_kept_clear(sb); /* what the record named is followed now, or gone */
 	free(a);
 }
 
@@ -652,7 +698,81 @@ take_back(struct sandboxd *d, struct backend *b, struct sandbox *sb, const struc
 struct recover_counts {
 	struct sandboxd *d;
 	unsigned taken_back, failed, kept, ended;
+	unsigned unrecorded; /* ended: no usable record (--keep-sandboxes) */
+	unsigned left_over;  /* ended: sandboxd runs without --keep-sandboxes */
 };
+
+/* Ends a sandbox found at a start that is not to be taken back, for end with the reason why
+ * (taken). The backend looks first, so that it knows the VM it is to end. */
+static void
+end_found(struct sandboxd *d, struct sandbox *sb, enum sandbox_end end, char *why)
+{
+	struct backend *b = backend_for(d, sb);
+	struct backend_found found;
+	struct err err = {};
+
+	free(sb->end_why);
+	sb->end_why = why;
+	if (b && b->ops->status(b, sb, &found) == 0 && found.status == BACKEND_RUNNING &&
+	    found.has_slot) {
+		/* its VMM holds that slot until it is gone */
+		sb->has_slot = true;
+		sb->slot = found.slot;
+	}
+	if (lifecycle_delete(d, sb, end, &err) < 0)
+		fail(d, sb, "%s", err.message);
+}
+
+/* With --keep-sandboxes: gives sb its environment values (and its kept processes' command
+ * lines) from its record. A sandbox whose values cannot be had is never taken back without
+ * them: it is ended, with the reason, and counted. One that has no environment needs no
+ * record. Returns whether it may be taken back. */
+static bool
+restored(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
+{
+	_cleanup_free_ char *why = NULL;
+	struct record rec = { 0 };
+	char *reason;
+	int r;
+
+	r = records_load(d, sb->id, &rec, &why);
+	if (r == -ENOENT && sb->nenv == 0)
+		return true;
+	if (r >= 0)
+		r = record_apply(&rec, sb, &why);
+	record_done(&rec);
+	if (r >= 0)
+		return true;
+	if (r == -ENOENT)
+		reason = strdup_printf("it has no record (records/%s.json) after a restart of "
+		                       "sandboxd, so its environment values are lost",
+		                       sb->id);
+	else
+		reason = strdup_printf("its record (records/%s.json) could not be read after a "
+		                       "restart of sandboxd (%s), so its environment values are "
+		                       "lost",
+		                       sb->id, why ? why : strerror(-r));
+	log_warning("sandbox '%s': not taken back: %s; ending it", sb->id,
+	            reason ? reason : "its record could not be read");
+	end_found(d, sb, SANDBOX_END_RECORD, reason);
+	c->unrecorded++;
+	return false;
+}
+
+/* Without --keep-sandboxes: a sandbox an earlier sandboxd left (it crashed, was killed, or
+ * ran with the flag) is ended, never taken back with its environment values missing. */
+static void
+end_left_over(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
+{
+	log_warning("sandbox '%s' (%s) was left by an earlier sandboxd; ending it: this one runs "
+	            "without --keep-sandboxes",
+	            sb->id, sandbox_state_to_string(sb->state));
+	end_found(d, sb, SANDBOX_END_SHUTDOWN,
+	          strdup("left by an earlier sandboxd; this one runs without --keep-sandboxes, "
+	                 "so it takes no sandbox back (environment values are kept across "
+	                 "restarts only with the flag)"));
+	c->left_over++;
+}
 
 /* A sandbox whose VM runs is taken back only while the policy permits its network
  * (network_permitted): one it no longer permits is ended, disk and all, with the reason, and
@@ -803,18 +923,62 @@ lifecycle_recover(struct sandboxd *d)
 	r = sandbox_load_live(d->store, recover_add, &c);
 	if (r < 0)
 		return r;
-	LIST_FOREACH_SAFE (n, tmp, &d->reg.all)
-		recover_one(d, list_entry(n, struct sandbox, by_created), &c);
-	if (d->reg.count > 0) {
-		char ended[64] = "";
+	LIST_FOREACH_SAFE (n, tmp, &d->reg.all) {
+		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
+		if (!d->opts->keep_sandboxes)
+			end_left_over(d, sb, &c);
+		else if (restored(d, sb, &c))
+			recover_one(d, sb, &c);
+	}
+	if (c.left_over) {
+		log_info("after the restart: %u sandbox(es) an earlier sandboxd left ended: this "
+		         "one runs without --keep-sandboxes",
+		         c.left_over);
+	} else if (d->reg.count > 0) {
+		char ended[64] = "", unrecorded[64] = "";
 		if (c.ended)
 			snprintf(ended, sizeof(ended), ", %u ended (network no longer permitted)",
 			         c.ended);
+		if (c.unrecorded)
+			snprintf(unrecorded, sizeof(unrecorded), ", %u ended (no usable record)",
+			         c.unrecorded);
 		log_info("after the restart: %u sandbox(es) taken back, %u kept stopped or failed, "
-		         "%u failed now%s",
-		         c.taken_back, c.kept, c.failed, ended);
+		         "%u failed now%s%s",
+		         c.taken_back, c.kept, c.failed, ended, unrecorded);
 	}
+	r = (int)records_sweep(d);
+	if (r > 0)
+		log_info("records: deleted %d that no sandbox has", r);
 	return 0;
+}
+
+void
+lifecycle_shutdown(struct sandboxd *d, const char *signame)
+{
+	struct list_node *n, *tmp;
+
+	if (d->opts->keep_sandboxes || d->shutting_down) {
+		log_info("%s: shutting down; %s", signame,
+		         d->opts->keep_sandboxes ? "sandboxes keep running (--keep-sandboxes)"
+		                                 : "not waiting for the sandboxes still ending");
+		loop_quit(d->loop, 0);
+		return;
+	}
+	log_info("%s: shutting down; ending %zu sandbox(es): sandboxd runs without "
+	         "--keep-sandboxes",
+	         signame, d->reg.count);
+	LIST_FOREACH_SAFE (n, tmp, &d->reg.all) {
+		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
+		struct err err = {};
+		if (lifecycle_delete(d, sb, SANDBOX_END_SHUTDOWN, &err) < 0)
+			log_warning("sandbox '%s': cannot end it at the shutdown: %s", sb->id,
+			            err.message);
+	}
+	/* only now: one ended at once (its backend is not in this build) must not quit the
+	 * loop while the others are still to be asked */
+	d->shutting_down = true;
+	d->shutdown_deadline = now_unix_ms() + LIFECYCLE_SHUTDOWN_MS;
+	shutdown_progress(d);
 }
 
 void
@@ -822,6 +986,15 @@ lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms)
 {
 	struct list_node *n, *tmp;
 
+	if (d->shutting_down) {
+		if (now_ms >= d->shutdown_deadline) {
+			log_warning("shutting down: sandboxes still ending after %d s; stopping "
+			            "anyway",
+			            LIFECYCLE_SHUTDOWN_MS / 1000);
+			loop_quit(d->loop, 0);
+		}
+		return;
+	}
 	LIST_FOREACH_SAFE (n, tmp, &d->reg.all) {
 		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
 		int64_t exp = sandbox_expires_at(sb);

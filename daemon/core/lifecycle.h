@@ -29,12 +29,19 @@ void lifecycle_backend_config(struct sandboxd *d, struct backend_config *ret);
  * egress (as root with --egress on) as its spare uid. -errno (egress said why). */
 int lifecycle_backend_started(struct sandboxd *d);
 
-/* At startup: loads the live rows and takes back what the backend still runs. */
+/* At startup: loads the live rows. With --keep-sandboxes, gives each its record's values and
+ * takes back what the backend still runs (ending one whose values are lost); without it,
+ * ends every one an earlier sandboxd left. */
 int lifecycle_recover(struct sandboxd *d);
 /* Ends what the backend runs for sb (cancelling the operation under way; its layer is kept)
  * and fails it with reason: the reconciler's remedy for a VM that is gone or an operation
  * that never finished. Nothing for a sandbox failed, terminated or being deleted already. */
 void lifecycle_abandon(struct sandboxd *d, struct sandbox *sb, const char *reason);
+/* SIGTERM or SIGINT (signame): with --keep-sandboxes, the loop quits and the VMs run on for
+ * the next sandboxd; without it, every sandbox is ended (SANDBOX_END_SHUTDOWN) and the loop
+ * quits once they are, or after LIFECYCLE_SHUTDOWN_MS. A second signal quits at once. */
+#define LIFECYCLE_SHUTDOWN_MS 30000
+void lifecycle_shutdown(struct sandboxd *d, const char *signame);
 /* Periodic: ends sandboxes past their lifetime or idle timeout. */
 void lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms);
 /* Marks activity (a request about it) for the idle timeout. */

@@ -52,6 +52,10 @@ static const char usage[] =
         "                         (default 60)\n"
         "  --allow-unconfined     as root, run VMMs without cgroup limits where this host\n"
         "                         cannot make their cgroups (default: refuse to start)\n"
+        "  --keep-sandboxes       when sandboxd stops, leave its sandboxes running, and take\n"
+        "                         them back at its next start, environment values included\n"
+        "                         (kept 0600 in STATE-DIR/records/); without it, stopping\n"
+        "                         sandboxd ends every sandbox\n"
         "  --policy FILE          the server policy (YAML: default image, images, defaults,\n"
         "                         limits, network, pools); packaging/policy.example.yaml\n"
         "  --default-image IMAGE  what a create that names no image gets (default\n"
@@ -454,6 +458,7 @@ static const struct opt_def opt_defs[] = {
 	UINT("stop-timeout", stop_timeout_secs, 0, 3600, "must be 0 to 3600"),
 	UINT("reconcile-interval", reconcile_interval_secs, 1, 86400, "must be 1 to 86400"),
 	{ .name = "allow-unconfined", .kind = OPT_FLAG, F(allow_unconfined) },
+	{ .name = "keep-sandboxes", .kind = OPT_FLAG, F(keep_sandboxes) },
 	UINT("max-connections", max_connections, 1, 65536, "must be 1 to 65536"),
 	UINT("max-connections-per-client", max_connections_per_client, 0, 65536,
 	     "must be 0 (no limit) to 65536"),

@@ -39,6 +39,9 @@ struct options {
 	uint64_t forget_after_secs; /* --forget-after: terminated sandboxes are then forgotten */
 	bool allow_unconfined;      /* as root: run VMMs without cgroup limits where none can be
 	                             * made, rather than refuse to start */
+	bool keep_sandboxes;        /* --keep-sandboxes: a stop of sandboxd leaves the VMs
+	                             * running and the next start takes them back, from their
+	                             * records (records.h); without it a stop ends them all */
 	char *insecure_registries[OPTIONS_MAX_LIST]; /* HOST:PORT reached over plain HTTP */
 	size_t n_insecure_registries;
 	char *local_registries[OPTIONS_MAX_LIST]; /* HOST:PORT over HTTPS on a local address */

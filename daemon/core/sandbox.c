@@ -4,6 +4,7 @@
 #include "log.h"
 #include "sandboxd.h"
 #include "store.h"
+#include "strv.h"
 #include "util.h"
 
 static const char *const state_names[_SANDBOX_STATE_MAX] = {
@@ -50,10 +51,9 @@ sandbox_state_from_string(const char *s)
 }
 
 static const char *const end_names[_SANDBOX_END_MAX] = {
-	[SANDBOX_END_REQUEST] = "request",
-	[SANDBOX_END_IDLE] = "idle",
-	[SANDBOX_END_LIFETIME] = "lifetime",
-	[SANDBOX_END_POLICY] = "policy",
+	[SANDBOX_END_REQUEST] = "request",   [SANDBOX_END_IDLE] = "idle",
+	[SANDBOX_END_LIFETIME] = "lifetime", [SANDBOX_END_POLICY] = "policy",
+	[SANDBOX_END_SHUTDOWN] = "shutdown", [SANDBOX_END_RECORD] = "record",
 };
 
 const char *
@@ -110,9 +110,20 @@ sandbox_free(struct sandbox *sb)
 		}
 	}
 	free(sb->env);
+	sandbox_kept_clear(sb);
 	free(sb->json);
 	free(sb);
 	return NULL;
+}
+
+void
+sandbox_kept_clear(struct sandbox *sb)
+{
+	for (size_t i = 0; i < sb->nkept; i++)
+		strv_free(sb->kept[i].argv);
+	free(sb->kept);
+	sb->kept = NULL;
+	sb->nkept = 0;
 }
 
 void
@@ -190,7 +201,8 @@ sandbox_spec_from_json(struct sandbox *sb, const json_t *spec)
 	sb->labels = json_incref(labels);
 	json_decref(sb->network);
 	sb->network = json_incref(network);
-	/* env values are never stored: after a restart only the names are known */
+	/* env values are never in the store: with --keep-sandboxes they come from the
+	 * sandbox's record (records.h), else only the names are known */
 	sb->env = calloc(json_array_size(names) + 1, sizeof(*sb->env));
 	if (!sb->env)
 		return -ENOMEM;

@@ -51,17 +51,29 @@ enum sandbox_end {
 	SANDBOX_END_IDLE,     /* idle past its idle timeout */
 	SANDBOX_END_LIFETIME, /* its lifetime ran out */
 	SANDBOX_END_POLICY,   /* its network is no longer permitted (at a restart) */
+	SANDBOX_END_SHUTDOWN, /* sandboxd stopped without --keep-sandboxes (or a start without it
+	                       * found it left over) */
+	SANDBOX_END_RECORD,   /* with --keep-sandboxes, its record was missing or unreadable at a
+	                       * restart, so its environment values could not be restored */
 	_SANDBOX_END_MAX,
 };
 
-/* "request", "idle", "lifetime", "policy". */
+/* "request", "idle", "lifetime", "policy", "shutdown", "record". */
 const char *sandbox_end_to_string(enum sandbox_end e);
 
 struct sandbox_samples;
 
 struct sandbox_env {
 	char *name;
-	char *value; /* held in memory only: never persisted, returned or logged */
+	char *value; /* held in memory, and with --keep-sandboxes in its record (records.h);
+	              * never in the store, returned or logged */
+};
+
+/* A kept process's command line from the sandbox's record, after a restart of sandboxd: the
+ * guest lists only each process's program. */
+struct sandbox_kept {
+	uint32_t pid;
+	char **argv;
 };
 
 struct sandbox {
@@ -83,6 +95,8 @@ struct sandbox {
 	json_t *network;            /* {mode, allow, deny} */
 	struct sandbox_env *env;
 	size_t nenv;
+	struct sandbox_kept *kept; /* from its record at a restart, until the guest lists them */
+	size_t nkept;
 
 	int64_t created_at; /* unix ms */
 	int64_t updated_at;
@@ -121,6 +135,8 @@ void sandbox_remove_waiter(struct sandbox_waiter *w);
 void sandbox_notify_waiters(struct sandbox *sb);
 
 struct sandbox *sandbox_new(void);
+/* Forgets sb->kept (the guest listed its processes again). */
+void sandbox_kept_clear(struct sandbox *sb);
 struct sandbox *sandbox_free(struct sandbox *sb);
 DEFINE_FREEP(struct sandbox, sandbox_free)
 

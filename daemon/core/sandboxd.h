@@ -42,6 +42,10 @@ struct sandboxd {
 	bool list_cache_valid;
 	struct loop_timer housekeeping;
 	struct reconcile reconcile; /* reconcile.c */
+	/* SIGTERM without --keep-sandboxes: every sandbox is being ended, and the loop quits
+	 * once none is left (or at the deadline, unix ms) */
+	bool shutting_down;
+	int64_t shutdown_deadline;
 	struct loop_signals signals;
 	char *token; /* the operator token, or NULL (unix socket peers only) */
 	size_t token_len;

@@ -68,9 +68,9 @@ print_log(void)
 static void
 restart_if_asked(void)
 {
-	const char *args[] = { "--listen", addr,  "--token-file",    token,
-		               "--accel",  "tcg", "--default-image", "busybox",
-		               NULL };
+	const char *args[] = { "--listen",         addr,  "--token-file",    token,
+		               "--accel",          "tcg", "--default-image", "busybox",
+		               "--keep-sandboxes", NULL };
 	char ask[320], done[320];
 	int rc;
 
@@ -117,7 +117,9 @@ main(void)
 	port = harness_free_port();
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
 	{
-		const char *args[] = { "--listen", addr, "--token-file", token, NULL };
+		/* its sandboxes run on across the restart dashboard.mjs asks for */
+		const char *args[] = { "--listen",         addr, "--token-file", token,
+			               "--keep-sandboxes", NULL };
 		if (harness_start_vm(&p, args, NULL) < 0)
 			return 1;
 	}

@@ -293,7 +293,8 @@ static void
 test_worker_supervised(void **state)
 {
 	struct daemon_proc p;
-	const char *on[] = { "--egress", "on", "--metrics-listen", "127.0.0.1:9100", NULL };
+	const char *on[] = { "--egress",         "on", "--metrics-listen", "127.0.0.1:9100",
+		             "--keep-sandboxes", NULL };
 	pid_t worker, again = 0;
 	json_t *sb;
 	char path[128], id[64];
@@ -360,9 +361,11 @@ test_worker_supervised(void **state)
 	{
 		/* started again on another subnet: the running VM's guest sends from an address
 		 * nothing knows any more, so it is not taken back (and not left running) */
-		const char *moved[] = { "--egress",        "on",      "--egress-subnet",
-			                "10.201.0.0/16",   "--accel", "tcg",
-			                "--default-image", "busybox", NULL };
+		const char *moved[] = { "--egress",         "on",
+			                "--egress-subnet",  "10.201.0.0/16",
+			                "--accel",          "tcg",
+			                "--default-image",  "busybox",
+			                "--keep-sandboxes", NULL };
 		json_t *got;
 		assert_int_equal(harness_restart(&p, harness_binary("SANDBOXD"), moved, NULL), 0);
 		assert_true(harness_file_contains(p.log, "its link is not in --egress-subnet any "

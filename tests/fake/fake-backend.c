@@ -20,12 +20,15 @@
  * With SANDBOXD_FAKE_AGENT=PATH each booted VM runs PATH (sandbox-guestd) in its test mode on
  * the host, as the user sandboxd runs as, listening on <state-dir>/fake/<id>.agent, and its
  * processes and files are that agent's: real ones, on this machine (a test chooses paths of
- * its own). The boot completes when the agent answers; the agent dies with its VM, and with
- * sandboxd. Without it the fake has no agent, and processes and files answer 501. */
+ * its own). The boot completes when the agent answers; the agent dies with its VM. Like a
+ * real VM it outlives sandboxd: its pid is in <state-dir>/fake/<id>.guestd, the next
+ * sandboxd connects to it again when it takes the sandbox back (adopt), and it carries the
+ * marker SANDBOXD_STATE_DIR=<state-dir> in its environment, as a QEMU does, by which the test
+ * harness ends one a test left. Without it the fake has no agent, and processes and files
+ * answer 501. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "agent.h"
@@ -89,8 +92,15 @@ write_state(struct backend *b, const struct sandbox *sb, const char *state)
 	return path ? write_file_atomic(path, state, strlen(state), 0600) : -ENOMEM;
 }
 
-/* Ends a VM's agent: the connection (its requests end with ECONNRESET), then the process. The
- * core let go of the VM's processes before. */
+static char *
+guestd_pid_path(struct backend *b, const struct sandbox *sb)
+{
+	return strdup_printf("%s/%s.guestd", priv(b)->dir, sb->id);
+}
+
+/* Ends a VM's agent: the connection (its requests end with ECONNRESET), then the process (one
+ * an earlier sandboxd started is not our child: nothing to reap). The core let go of the VM's
+ * processes before. */
 static void
 agent_end(struct agent *agent, pid_t pid)
 {
@@ -105,10 +115,13 @@ static void
 vm_agent_end(struct fake_vm *vm)
 {
 	struct agent *agent = TAKE_PTR(vm->agent);
+	_cleanup_free_ char *pidfile = guestd_pid_path(vm->b, vm->sb);
 	pid_t pid = vm->guestd;
 
 	vm->guestd = 0;
 	agent_end(agent, pid);
+	if (pid > 0 && pidfile)
+		unlink(pidfile);
 }
 
 static void
@@ -168,6 +181,8 @@ static const struct agent_events fake_agent_events = {
 	.closed = agent_closed_cb,
 };
 
+static int agent_connect_to(struct fake_vm *vm, const char *sock, const struct agent_hello *hello);
+
 /* Runs sandbox-guestd in test mode for vm and connects to it. */
 static int
 vm_agent_start(struct fake_vm *vm)
@@ -178,34 +193,88 @@ vm_agent_start(struct fake_vm *vm)
 	struct agent_hello hello = { .hostname = vm->sb->name ? vm->sb->name : vm->sb->id,
 		                     .uid = getuid(),
 		                     .gid = getgid() };
+	_cleanup_free_ char *pidfile = guestd_pid_path(vm->b, vm->sb);
+	_cleanup_free_ char *marker = strdup_printf("SANDBOXD_STATE_DIR=%s", vm->b->cfg.state_dir);
+	_cleanup_free_ char *pidtext = NULL;
+	_cleanup_free_ char **envp = NULL;
+	extern char **environ;
+	size_t n = 0;
 	pid_t pid;
 	int r;
 
 	vm_agent_end(vm);
-	if (!sock || !home)
+	if (!sock || !home || !pidfile || !marker)
 		return -ENOMEM;
 	(void)unlink(sock);
 	if (mkdir(home, 0700) < 0 && errno != EEXIST)
 		return negative_errno();
 	hello.home = home;
+	/* sandboxd's environment and the marker, built before the fork */
+	while (environ[n])
+		n++;
+	envp = calloc(n + 2, sizeof(*envp));
+	if (!envp)
+		return -ENOMEM;
+	memcpy(envp, environ, n * sizeof(*envp));
+	envp[n] = marker;
 	pid = fork();
 	if (pid < 0)
 		return negative_errno();
 	if (pid == 0) {
+		char *const argv[] = { "sandbox-guestd", "--port", sock, "--home", home, NULL };
 		sigset_t none;
-		/* an empty signal mask, and no agent outliving sandboxd */
+		/* an empty signal mask; it outlives sandboxd, as a VM does */
 		sigemptyset(&none);
 		(void)sigprocmask(SIG_SETMASK, &none, NULL);
-		(void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-		execl(f->guestd, "sandbox-guestd", "--port", sock, "--home", home, (char *)NULL);
+		(void)setsid();
+		execve(f->guestd, argv, envp);
 		_exit(127);
 	}
 	vm->guestd = pid;
-	r = agent_new(vm->b->cfg.loop, sock, &hello, &fake_agent_events, vm, &vm->agent);
-	if (r >= 0)
-		r = agent_connect(vm->agent, now_mono_ms() + AGENT_CONNECT_MS);
+	pidtext = strdup_printf("%d\n", (int)pid);
+	if (!pidtext || write_file_atomic(pidfile, pidtext, strlen(pidtext), 0600) < 0)
+		log_warning("fake: sandbox '%s': cannot record its agent's pid", vm->sb->id);
+	r = agent_connect_to(vm, sock, &hello);
 	if (r < 0)
 		vm_agent_end(vm);
+	return r;
+}
+
+/* Connects to the agent of a VM taken back: the one an earlier sandboxd started, if it
+ * recorded one (a failure is the lost event, as for a real VM). */
+static int
+vm_agent_adopt(struct fake_vm *vm)
+{
+	struct fake *f = priv(vm->b);
+	_cleanup_free_ char *sock = strdup_printf("%s/%s.agent", f->dir, vm->sb->id);
+	_cleanup_free_ char *home = strdup_printf("%s/%s.home", f->dir, vm->sb->id);
+	_cleanup_free_ char *pidfile = guestd_pid_path(vm->b, vm->sb);
+	_cleanup_free_ char *pidtext = NULL;
+	struct agent_hello hello = { .hostname = vm->sb->name ? vm->sb->name : vm->sb->id,
+		                     .uid = getuid(),
+		                     .gid = getgid() };
+	uint64_t pid;
+
+	if (!sock || !home || !pidfile)
+		return -ENOMEM;
+	if (!f->guestd || read_file_max(pidfile, 32, &pidtext, NULL) < 0)
+		return 0; /* no agent: processes and files answer 501 */
+	pidtext[strcspn(pidtext, "\n")] = '\0';
+	if (parse_u64(pidtext, &pid) < 0 || pid == 0 || pid > INT32_MAX)
+		return 0;
+	vm->guestd = (pid_t)pid;
+	hello.home = home;
+	return agent_connect_to(vm, sock, &hello);
+}
+
+static int
+agent_connect_to(struct fake_vm *vm, const char *sock, const struct agent_hello *hello)
+{
+	int r;
+
+	r = agent_new(vm->b->cfg.loop, sock, hello, &fake_agent_events, vm, &vm->agent);
+	if (r >= 0)
+		r = agent_connect(vm->agent, now_mono_ms() + AGENT_CONNECT_MS);
 	return r;
 }
 
@@ -346,6 +415,18 @@ fake_destroy(struct backend *b, struct sandbox *sb)
 	return schedule(b, sb, "destroy", 1);
 }
 
+/* A VM taken back: its agent, if it has one, is connected again. */
+static int
+fake_adopt(struct backend *b, struct sandbox *sb, const struct vm_launch *l _unused_)
+{
+	struct fake_vm *vm = vm_get(b, sb);
+
+	if (!vm)
+		return -ENOMEM;
+	log_call(b, "adopt", sb);
+	return vm_agent_adopt(vm);
+}
+
 static int
 fake_status(struct backend *b, struct sandbox *sb, struct backend_found *ret)
 {
@@ -460,8 +541,14 @@ fake_free(struct backend *b)
 {
 	struct list_node *n, *tmp;
 
-	LIST_FOREACH_SAFE (n, tmp, &priv(b)->vms)
-		vm_free(list_entry(n, struct fake_vm, link));
+	/* the VMs still running run on, their agents too, for the next sandboxd to take back
+	 * (--keep-sandboxes) */
+	LIST_FOREACH_SAFE (n, tmp, &priv(b)->vms) {
+		struct fake_vm *vm = list_entry(n, struct fake_vm, link);
+		vm->agent = agent_free(vm->agent);
+		vm->guestd = 0;
+		vm_free(vm);
+	}
 	free(priv(b)->dir);
 	free(priv(b));
 	free(b);
@@ -477,6 +564,7 @@ static const struct backend_ops fake_ops = {
 	.stop = fake_stop,
 	.destroy = fake_destroy,
 	.status = fake_status,
+	.adopt = fake_adopt,
 	.abandon = fake_abandon,
 	.check = fake_check,
 	.sweep = fake_sweep,

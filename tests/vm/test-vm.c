@@ -1,9 +1,10 @@
 /* test-vm.c: real microVMs through the product sandboxd (QEMU microvm; TCG on machines
  * without working KVM): the guest's own kernel, exit codes and output, resources the guest
  * sees, restart mode (files survive a stop, processes do not), kept processes that outlive
- * their client and sandboxd itself, a VMM killed from outside (failed, then started again with
- * the work on its disk), the VMM's confinement, what the host measures of a VM (GET …/metrics),
- * and nothing left behind. Boots are few: each costs seconds under TCG. */
+ * their client and sandboxd itself, a sandbox's secret that outlives a restart of sandboxd
+ * with --keep-sandboxes, a VMM killed from outside (failed, then started again with the work on
+ * its disk), the VMM's confinement, what the host measures of a VM (GET …/metrics), and
+ * nothing left behind. Boots are few: each costs seconds under TCG. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,10 +25,14 @@
 
 static struct daemon_proc p;
 
+/* the restarts below take the sandboxes back */
+static const char *const keep_args[] = { "--accel",         "tcg",     "--stop-timeout",   "0",
+	                                 "--default-image", "busybox", "--keep-sandboxes", NULL };
+
 static int
 setup(void **state)
 {
-	return harness_start_vm(&p, NULL, NULL);
+	return harness_start_vm(&p, (const char *const[]){ "--keep-sandboxes", NULL }, NULL);
 }
 
 static int
@@ -330,10 +336,11 @@ dir_empty(const char *path)
 }
 
 /* As root with cgroups: makes (make) or looks for (!make) an empty group "sbx_gone" beside
- * this sandboxd's VMMs' groups, as a VMM that ended while no sandboxd ran would leave. Returns
- * whether one exists. */
+ * the group of the VMM of sandbox id, as a VMM that ended while no sandboxd ran would leave.
+ * Returns whether one exists. Only beside that group: on a shared machine another sandboxd
+ * (another test run, in a cgroup namespace of its own) may use a parent of the same name. */
 static bool
-plant_gone_vmm_cgroup(bool make)
+plant_gone_vmm_cgroup(bool make, const char *id)
 {
 	char cmd[1400];
 	int rc;
@@ -347,83 +354,140 @@ plant_gone_vmm_cgroup(bool make)
 	snprintf(cmd, sizeof(cmd),
 	         "base=$(grep -lx '%s' /run/sandboxd-vmm-uids/[0-9]* | head -1); "
 	         "[ -n \"$base\" ] || exit 2; base=${base##*/}; n=0; planted='%s/planted'; "
-	         "%s; [ $n -gt 0 ]",
-	         p.state, p.state,
-	         make ? "while IFS=: read -r _ ctrl path; do "
-	                "d=/sys/fs/cgroup/${ctrl#name=}$path/sandboxd/$base; [ -d \"$d\" ] || "
-	                "continue; mkdir \"$d/sbx_gone\" && echo \"$d/sbx_gone\" >> \"$planted\" "
-	                "&& n=$((n+1)); done < /proc/self/cgroup"
+	         "vmm='%s'; %s; [ $n -gt 0 ]",
+	         p.state, p.state, id,
+	         make ? "for d in $(find /sys/fs/cgroup -maxdepth 7 -type d -path "
+	                "\"*/sandboxd/$base\"); do [ -d \"$d/$vmm\" ] || continue; "
+	                "mkdir \"$d/sbx_gone\" && echo \"$d/sbx_gone\" >> \"$planted\" && "
+	                "n=$((n+1)); done"
 	              : "for d in $(cat \"$planted\"); do [ -d \"$d\" ] && n=$((n+1)); done");
 	rc = system(cmd);
 	return rc == 0;
 }
 
+/* Whether the process pid of sandbox id is listed running (once the agent answers again). */
+static bool
+listed_running(const char *id, long long pid, char **ret_argv)
+{
+	char path[200];
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes/%lld", id, pid);
+	for (int i = 0; i < 150; i++) {
+		char *text = NULL;
+		json_t *j = NULL;
+		bool running = false;
+		if (harness_http(p.sock, "GET", path, NULL, &text) == 200)
+			j = json_loads(text, 0, NULL);
+		free(text);
+		running = j && strcmp(harness_str(j, "state"), "running") == 0;
+		if (running && ret_argv)
+			*ret_argv = json_dumps(json_object_get(j, "argv"), JSON_COMPACT);
+		json_decref(j);
+		if (running)
+			return true;
+		usleep(100000);
+	}
+	return false;
+}
+
+/* Issue 14: a job started in a sandbox with a secret (ANTHROPIC_API_KEY) goes on while nobody
+ * watches and sandboxd is killed (kill -9), then restarted with --keep-sandboxes (SIGTERM): the
+ * VM is taken back each time; a new exec sees the secret's value (never empty); the kept
+ * process still runs, listed with its whole command line, and its output replays from the
+ * start. The value is on the host only in the sandbox's record, 0600 in a 0700 directory. */
 static void
 test_kept_process_outlives_client_and_daemon(void **state)
 {
-	json_t *sb = create("{\"name\":\"long-job\"}"), *proc, *again;
-	char path[200], *output = NULL, vms[400];
+	char secret[64], body[200];
+	json_t *sb, *proc, *again;
+	char path[400], *output = NULL, *argv = NULL, vms[400];
 	char id[32];
+	long long pid;
 
+	snprintf(secret, sizeof(secret), "sk-test-%d-%lld", (int)getpid(), (long long)time(NULL));
+	snprintf(body, sizeof(body),
+	         "{\"name\":\"long-job\",\"env\":{\"ANTHROPIC_API_KEY\":\"%s\"}}", secret);
+	sb = create(body);
 	snprintf(id, sizeof(id), "%s", harness_str(sb, "id"));
+	{
+		/* the record: the one file on the host with the value, the owner's alone */
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/records", p.state);
+		assert_int_equal(stat(path, &st), 0);
+		assert_int_equal(st.st_mode & 07777, 0700);
+		snprintf(path, sizeof(path), "%s/records/%s.json", p.state, id);
+		assert_int_equal(lstat(path, &st), 0);
+		assert_true(S_ISREG(st.st_mode));
+		assert_int_equal(st.st_mode & 07777, 0600);
+		assert_int_equal(st.st_uid, geteuid());
+		assert_true(harness_file_contains(path, secret));
+	}
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes", id);
 	proc = harness_json(p.sock, "POST", path,
 	                    "{\"argv\":[\"sh\",\"-c\",\"i=0; while [ $i -lt 600 ]; do echo tick "
 	                    "$i; i=$((i+1)); sleep 0.2; done\"],\"keep\":true}",
 	                    201);
+	pid = json_integer_value(json_object_get(proc, "pid"));
+	json_decref(proc);
 	sleep(1);
-	/* sandboxd dies (kill -9) while nobody watches; the VM and its job go on */
-	assert_int_equal(harness_stop(&p, SIGKILL), 128 + SIGKILL);
-	assert_true(qemu_running_for(id));
-	plant_gone_vmm_cgroup(true);
-	sleep(1);
-	/* the next sandboxd does not wait for guests to power off (QMP quit at once) */
-	assert_int_equal(
-	        harness_restart(&p, harness_binary("SANDBOXD"),
-	                        (const char *const[]){ "--accel", "tcg", "--stop-timeout", "0",
-	                                               "--default-image", "busybox", NULL },
-	                        NULL),
-	        0);
-	assert_true(harness_file_contains(p.log, "1 sandbox(es) taken back"));
-	/* the group a VMM that ended while no sandboxd was there left behind is removed */
-	if (plant_gone_vmm_cgroup(false)) {
-		assert_true(
-		        harness_file_contains(p.log, "removed 1 cgroup(s) of VMMs that are gone"));
-		assert_false(plant_gone_vmm_cgroup(false));
-	}
-	again = harness_json(p.sock, "GET", "/v1/sandboxes/long-job", NULL, 200);
-	assert_string_equal(harness_str(again, "state"), "running");
-	json_decref(again);
-	/* the guest's list of kept processes comes back once the agent answers again */
-	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes", id);
-	for (int i = 0; i < 100; i++) {
-		char *list = NULL;
-		int st = harness_http(p.sock, "GET", path, NULL, &list);
-		bool listed = st == 200 && strstr(list, "\"state\":\"running\"");
-		free(list);
-		if (listed)
-			break;
-		usleep(100000);
-	}
-	/* its output replays from the start and carries on */
-	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes/%lld/output", id,
-	         (long long)json_integer_value(json_object_get(proc, "pid")));
-	{
-		int fd = harness_stream_open(p.sock, "GET", path, NULL);
-		size_t n = 0;
-		assert_true(fd >= 0);
-		(void)harness_stream_read(fd, 2500, NULL, &output, &n);
-		close(fd);
-		assert_true(n > 0);
-	}
-	{
+	for (int round = 0; round < 2; round++) {
+		if (round == 0) {
+			/* sandboxd dies (kill -9) while nobody watches; the VM and its job go on */
+			assert_int_equal(harness_stop(&p, SIGKILL), 128 + SIGKILL);
+			assert_true(qemu_running_for(id));
+			plant_gone_vmm_cgroup(true, id);
+			sleep(1);
+		} else {
+			/* then an ordinary restart: with the flag the stop leaves it running */
+			assert_int_equal(harness_stop(&p, SIGTERM), 0);
+			assert_true(harness_file_contains(p.log, "sandboxes keep running "
+			                                         "(--keep-sandboxes)"));
+			assert_true(qemu_running_for(id));
+		}
+		/* the next sandboxd does not wait for guests to power off (QMP quit at once) */
+		assert_int_equal(harness_restart(&p, harness_binary("SANDBOXD"), keep_args, NULL),
+		                 0);
+		assert_true(harness_file_contains(p.log, "1 sandbox(es) taken back"));
+		/* the group a VMM that ended while no sandboxd was there left behind is removed */
+		if (round == 0 && plant_gone_vmm_cgroup(false, id)) {
+			assert_true(harness_file_contains(
+			        p.log, "removed 1 cgroup(s) of VMMs that are gone"));
+			assert_false(plant_gone_vmm_cgroup(false, id));
+		}
+		again = harness_json(p.sock, "GET", "/v1/sandboxes/long-job", NULL, 200);
+		assert_string_equal(harness_str(again, "state"), "running");
+		json_decref(again);
+		/* the guest's list of kept processes comes back once the agent answers again,
+		 * with the whole command line from the record */
+		assert_true(listed_running(id, pid, &argv));
+		assert_string_equal(argv, "[\"sh\",\"-c\",\"i=0; while [ $i -lt 600 ]; do echo "
+		                          "tick $i; i=$((i+1)); sleep 0.2; done\"]");
+		free(argv);
+		/* a new exec sees the secret */
+		assert_int_equal(run(sb, "[\"printenv\",\"ANTHROPIC_API_KEY\"]", &output, NULL), 0);
+		assert_int_equal(strncmp(output, secret, strlen(secret)), 0);
+		assert_string_equal(output + strlen(secret), "\n");
+		free(output);
+		output = NULL;
+		/* its output replays from the start and carries on */
+		snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes/%lld/output", id, pid);
+		{
+			int fd = harness_stream_open(p.sock, "GET", path, NULL);
+			size_t n = 0;
+			assert_true(fd >= 0);
+			(void)harness_stream_read(fd, 2500, NULL, &output, &n);
+			close(fd);
+			assert_true(n > 0);
+		}
 		/* the first line replays "tick 0" (base64 "dGljayAw"), later lines carry on */
 		assert_non_null(strstr(output, "\"data\":\"dGljayAw"));
 		free(output);
+		output = NULL;
 	}
-	json_decref(proc);
+	assert_false(harness_file_contains(p.log, secret));
 	/* a stop of the VM this sandboxd took back: its QEMU quits through the monitor (the
-	 * guest is not asked), and the layer is intact: what was synced is there after a start */
+	 * guest is not asked), and the layer is intact: what was synced is there after a start,
+	 * as is the secret */
 	assert_int_equal(
 	        run(sb, "[\"sh\",\"-c\",\"echo synced > /sandbox/home/f; sync\"]", NULL, NULL), 0);
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/stop", id);
@@ -439,7 +503,13 @@ test_kept_process_outlives_client_and_daemon(void **state)
 	assert_int_equal(run(sb, "[\"cat\",\"/sandbox/home/f\"]", &output, NULL), 0);
 	assert_string_equal(output, "synced\n");
 	free(output);
+	assert_int_equal(run(sb, "[\"printenv\",\"ANTHROPIC_API_KEY\"]", &output, NULL), 0);
+	assert_int_equal(strncmp(output, secret, strlen(secret)), 0);
+	free(output);
 	destroy(sb);
+	/* the record goes with its sandbox */
+	snprintf(path, sizeof(path), "%s/records/%s.json", p.state, id);
+	assert_int_equal(access(path, F_OK), -1);
 	/* nothing of it is left: no VMM, no directory */
 	usleep(300000);
 	assert_false(qemu_running_for(id));
