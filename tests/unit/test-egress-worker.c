@@ -1060,6 +1060,30 @@ expect_get_denied(const char *host, const char *reason)
 	json_decref(expect_event("http", host, "denied", reason));
 }
 
+/* A request for host from the guest, whose name the policy allows but which cannot be taken
+ * anywhere, is answered at once: a 502 naming host and the reason (a reason starting with
+ * reason), the guest's side closed after it; and the proxy reports it denied (allowed_too:
+ * allowed, for a server that did not answer) with that reason and no address. */
+static void
+expect_get_bad_gateway(const char *host, const char *reason, bool allowed_too)
+{
+	_cleanup_free_ char *name = strdup_printf("'%s': %s", host, reason);
+	ssize_t n;
+	char *r = http_get(host, "/", &n);
+	json_t *e;
+
+	if (n <= 0 || !str_has_prefix(r, "HTTP/1.1 502 Bad Gateway\r\n") || !strstr(r, name))
+		fail_msg("%s: expected a 502 naming \"%s\", got %zd bytes: %.*s", host, name, n,
+		         (int)MAX(n, (ssize_t)0), r);
+	harness_expect_in(r, "\r\nConnection: close\r\n");
+	free(r);
+	e = expect_event("http", host, allowed_too ? "allowed" : "denied", NULL);
+	if (!str_has_prefix(jstr(e, "reason"), reason))
+		fail_msg("%s: reason '%s', expected '%s...'", host, jstr(e, "reason"), reason);
+	assert_true(json_is_null(json_object_get(e, "addr")));
+	json_decref(e);
+}
+
 static char *
 hosts_seen(void)
 {
@@ -1490,18 +1514,27 @@ test_refused_addresses(void **state)
 
 	/* an allowed name resolving only to 127.0.0.1, or to this host's own address, where a
 	 * listener waits: refused before any dial */
-	expect_get_denied("loop.allowed.test", "resolves only to refused addresses");
-	expect_get_denied("own.allowed.test", "resolves only to refused addresses");
+	expect_get_bad_gateway("loop.allowed.test", "resolves only to refused addresses", false);
+	expect_get_bad_gateway("own.allowed.test", "resolves only to refused addresses", false);
 	assert_false(trap_reached());
 
-	/* an allowed name that does not resolve: reported, nothing dialled */
+	/* an allowed name that does not resolve: a denial (nothing left the host), said to the
+	 * guest at once, nothing dialled; over TLS the connection is closed at once */
 	ctl_send(POLICY(ALLOW ",\"nowhere.test\""));
-	free(http_get("nowhere.test", "/", &n));
-	assert_int_equal(n, 0);
-	json_t *e2 = expect_event("http", "nowhere.test", "allowed", NULL);
-	assert_true(str_has_prefix(jstr(e2, "reason"), "the name "));
-	assert_true(json_is_null(json_object_get(e2, "addr")));
-	json_decref(e2);
+	expect_get_bad_gateway("nowhere.test", "the name does not resolve", false);
+	{
+		/* a guard, not a measure: a proxy that kept it open would fail here, not hang */
+		struct timeval tv = { .tv_sec = 20 };
+		int fd = dial_proxy(GUEST);
+
+		assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+		assert_null(tls_connect(fd, "nowhere.test"));
+		assert_int_equal(read(fd, (char[1]){ 0 }, 1), 0); /* closed, not timed out */
+		close(fd);
+		e = expect_event("tls", "nowhere.test", "denied", "the name does not resolve");
+		assert_true(json_is_null(json_object_get(e, "addr")));
+		json_decref(e);
+	}
 	ctl_send(POLICY(ALLOW));
 	expect_no_events();
 }
@@ -1534,7 +1567,8 @@ test_refused_log_rate(void **state)
 	before = log_lines_with("127.0.0.1");
 	t0 = now_mono_ms();
 	for (unsigned i = 0; i < tries; i++) {
-		expect_get_denied("loop.allowed.test", "resolves only to refused addresses");
+		expect_get_bad_gateway("loop.allowed.test", "resolves only to refused addresses",
+		                       false);
 	}
 	secs = (now_mono_ms() - t0) / 1000 + 1;
 	/* the control: it is logged at all, with the address */
@@ -1556,14 +1590,14 @@ test_local_routes(void **state)
 
 	ctl_send(POLICY(ALLOW ",\"anyip.allowed.test\",\"fresh.allowed.test\""));
 	assert_int_equal(sh("ip route add local " ANYIP "/32 dev lo"), 0);
-	expect_get_denied("anyip.allowed.test", "resolves only to refused addresses");
+	expect_get_bad_gateway("anyip.allowed.test", "resolves only to refused addresses", false);
 	assert_false(trap_reached());
 
 	/* the control: a name of the internet passes (and the host's addresses were just
 	 * looked at); then the host gets one more, and a name resolving to it is refused */
 	expect_get_allowed("www.allowed.test", NULL);
 	assert_int_equal(sh("ip addr add " FRESH "/32 dev lo"), 0);
-	expect_get_denied("fresh.allowed.test", "resolves only to refused addresses");
+	expect_get_bad_gateway("fresh.allowed.test", "resolves only to refused addresses", false);
 	assert_false(trap_reached());
 
 	assert_int_equal(
@@ -1580,8 +1614,6 @@ test_no_search_domains(void **state)
 {
 	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *res = NULL;
 	char addr[INET_ADDRSTRLEN], *r;
-	ssize_t n;
-	json_t *e;
 	(void)state;
 	NEED_NS();
 
@@ -1592,17 +1624,8 @@ test_no_search_domains(void **state)
 	assert_string_equal(addr, SERVER);
 
 	ctl_send(POLICY(ALLOW ",\"searched.test\",\"single\""));
-	free(http_get("searched.test", "/", &n));
-	assert_int_equal(n, 0);
-	e = expect_event("http", "searched.test", "allowed", NULL);
-	assert_string_equal(jstr(e, "reason"), "the name does not resolve");
-	assert_true(json_is_null(json_object_get(e, "addr")));
-	json_decref(e);
-	free(http_get("single", "/", &n));
-	assert_int_equal(n, 0);
-	e = expect_event("http", "single", "allowed", NULL);
-	assert_string_equal(jstr(e, "reason"), "the name does not resolve");
-	json_decref(e);
+	expect_get_bad_gateway("searched.test", "the name does not resolve", false);
+	expect_get_bad_gateway("single", "the name does not resolve", false);
 
 	r = hosts_seen();
 	harness_expect_not_in(r, "searched.test");
@@ -1640,14 +1663,8 @@ test_resolv_conf_change(void **state)
 		if (round == 1)
 			break;
 		assert_int_equal(write_text(E.dir, "resolv.conf", other), 0);
-		for (int i = 0; i < 4; i++) {
-			free(http_get("single.corp.test", "/", &n));
-			assert_int_equal(n, 0);
-			e = expect_event("http", "single.corp.test", "allowed", NULL);
-			assert_true(str_has_prefix(jstr(e, "reason"), "the name "));
-			assert_true(json_is_null(json_object_get(e, "addr")));
-			json_decref(e);
-		}
+		for (int i = 0; i < 4; i++)
+			expect_get_bad_gateway("single.corp.test", "the name ", false);
 		assert_int_equal(write_text(E.dir, "resolv.conf", resolv_conf), 0);
 	}
 	ctl_send(POLICY(ALLOW));
