@@ -2132,6 +2132,57 @@ dns_until(const char *name, int want)
 	}
 }
 
+/* A query for what no host name can be (a newline and an erase-screen sequence in its first
+ * label) is refused (FORMERR) and reported as a denial without a name; the worker's one log
+ * line about it quotes what was asked with those bytes escaped, never raw (R-S7). */
+static void
+test_dns_hostile_name(void **state)
+{
+	static const char label[] = "evil\n\x1b[2J";
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(DNS_PORT) };
+	uint8_t q[64] = { 0x56, 0x78, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0 }, a[512];
+	_cleanup_free_ char *log = NULL;
+	struct pollfd pf;
+	size_t n = 12, len;
+	const char *line;
+	json_t *e;
+	int fd;
+	(void)state;
+	NEED_NS();
+
+	q[n++] = sizeof(label) - 1;
+	memcpy(q + n, label, sizeof(label) - 1);
+	n += sizeof(label) - 1;
+	memcpy(q + n, "\4test\0\0\1\0\1", 10);
+	n += 10;
+	fd = guest_socket(GUEST, SOCK_DGRAM);
+	pf = (struct pollfd){ .fd = fd, .events = POLLIN };
+	inet_pton(AF_INET, PROXY, &to.sin_addr);
+	assert_int_equal(sendto(fd, q, n, 0, (struct sockaddr *)&to, sizeof(to)), (ssize_t)n);
+	assert_int_equal(poll(&pf, 1, WAIT_MS), 1);
+	assert_int_equal(recv(fd, a, sizeof(a), 0), 12);
+	close(fd);
+	assert_int_equal(RCODE(a), 1);
+	e = expect_event("dns", NULL, "denied", "not a host name");
+	assert_true(json_is_null(json_object_get(e, "name")));
+	json_decref(e);
+
+	assert_int_equal(read_file_max(E.log, 1u << 24, &log, &len), 0);
+	line = strstr(log, "dns \"evil");
+	if (!line) {
+		show_log();
+		fail_msg("no log line about the query");
+	}
+	harness_expect_in(line, "dns \"evil\\n\\x1b[2J.test\" port 53 (not a host name)\n");
+	/* the whole line: from its start to its end, no raw byte of the name */
+	while (line > log && line[-1] != '\n')
+		line--;
+	assert_true(str_has_prefix(line, "sandboxd-egress: egress denied: "));
+	assert_null(memchr(log, '\x1b', len));
+	assert_null(strstr(log, "\n[2J"));
+	expect_no_events();
+}
+
 /* The largest policy a request can hold (netpolicy: 256 names of 253 bytes to allow and as many
  * to deny, ~130 KiB as a set line) reaches the worker whole and takes effect. */
 static void
@@ -2498,6 +2549,7 @@ main(void)
 		cmocka_unit_test(test_leftover_bytes),
 		cmocka_unit_test(test_tightening),
 		cmocka_unit_test(test_dns),
+		cmocka_unit_test(test_dns_hostile_name),
 		cmocka_unit_test(test_largest_policy),
 		cmocka_unit_test(test_redirected),
 		cmocka_unit_test(test_backpressure),
