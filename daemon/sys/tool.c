@@ -201,8 +201,8 @@ tool_done(struct tool *t)
 	t->out = t->output = NULL;
 }
 
-static int
-find_tool(const char *name, char **ret)
+int
+tool_find(const char *name, char **ret)
 {
 	static const char fallback[] =
 	        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -317,7 +317,7 @@ tool_run(struct tool *t, const char *const *argv)
 
 	t->out = t->output = NULL;
 	t->status = -1;
-	r = find_tool(argv[0], &exe);
+	r = tool_find(argv[0], &exe);
 	if (r < 0)
 		return r;
 	cap = memfd_create("tool-output", MFD_CLOEXEC);

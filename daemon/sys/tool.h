@@ -36,6 +36,10 @@ struct spawn {
 /* Starts path with argv as sp says; 0 and *ret_pid, or -errno (nothing started). */
 int spawn_child(const struct spawn *sp, const char *const *argv, pid_t *ret_pid);
 
+/* Where the tool name is: the first executable name in PATH, then in the sbin and bin
+ * directories (a daemon started with a short PATH still finds nft or mkfs.ext4); a name with a
+ * '/' is taken as it is. 0 and *ret (caller frees), -ENOENT when it is nowhere. */
+int tool_find(const char *name, char **ret);
 /* Runs argv (argv[0] looked up in PATH, then the sbin directories) to completion. Returns 0
  * when it exited 0, -EIO when it failed (t->status and t->output say how), -ENOENT when the
  * tool is not installed, other -errno when it could not start. */
