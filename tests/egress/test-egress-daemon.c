@@ -8,7 +8,6 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-#include <dirent.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -196,52 +195,6 @@ test_egress_off(void **state)
 	harness_cleanup(&p);
 }
 
-/* The worker: a child of sandboxd whose command line says egress-worker. */
-static pid_t
-worker_of(pid_t daemon)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *de;
-	pid_t found = 0;
-
-	assert_non_null(d);
-	while ((de = readdir(d))) {
-		char path[300], *text = NULL;
-		size_t n = 0;
-		FILE *f;
-		int ppid = 0;
-
-		if (de->d_name[0] < '0' || de->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (getline(&text, &n, f) > 0) {
-			char *close_paren = strrchr(text, ')');
-			if (close_paren)
-				(void)sscanf(close_paren + 2, "%*c %d", &ppid);
-		}
-		fclose(f);
-		free(text);
-		if (ppid != daemon)
-			continue;
-		/* /proc files have no size: read, do not seek */
-		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
-		f = fopen(path, "r");
-		if (f) {
-			char argv[256] = "";
-			size_t n_read = fread(argv, 1, sizeof(argv) - 1, f);
-			fclose(f);
-			/* "sandboxd\0egress-worker\0..." */
-			if (n_read > 0 && memmem(argv, n_read, "egress-worker", 13))
-				found = atoi(de->d_name);
-		}
-	}
-	closedir(d);
-	return found;
-}
-
 /* Whether /proc/PID/status (no size to seek to: read whole) has line. */
 static bool
 status_has(pid_t pid, const char *line)
@@ -300,7 +253,7 @@ test_worker_supervised(void **state)
 	char path[128], id[64];
 
 	assert_int_equal(harness_start_vm(&p, on, NULL), 0);
-	worker = worker_of(p.pid);
+	worker = egressnet_worker_of(p.pid);
 	assert_true(worker > 0);
 	/* without root: not uid 0, no capabilities, no way to gain any */
 	assert_true(status_has(worker, "Uid:\t"));
@@ -337,7 +290,7 @@ test_worker_supervised(void **state)
 	/* the killed one may still be listed for a moment (SIGKILL is not instant): wait for
 	 * another */
 	for (int i = 0; i < 100; i++) {
-		again = worker_of(p.pid);
+		again = egressnet_worker_of(p.pid);
 		if (again > 0 && again != worker)
 			break;
 		usleep(100000);
