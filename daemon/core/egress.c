@@ -407,6 +407,12 @@ nft_exited(struct loop_child *c _unused_, void *data)
 		ssize_t n = pread(e->nft_err, out, sizeof(out) - 1, 0);
 		if (n > 0)
 			out[n] = '\0';
+		/* its lines as one (the log line escapes what is left) */
+		while (n > 0 && out[n - 1] == '\n')
+			out[--n] = '\0';
+		for (ssize_t i = 0; i < n; i++)
+			if (out[i] == '\n')
+				out[i] = ' ';
 		text = termsafe_dup(out);
 		log_error("egress: nft failed to update table " NFTRULES_TABLE
 		          ": %s; trying again in %llu s",

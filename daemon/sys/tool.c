@@ -388,11 +388,15 @@ tool_failure(const struct tool *t, const char *const *argv, int r)
 				lines++;
 		if (*p == '\n')
 			p++;
+		/* one line (it goes into a log line and an API message): its lines joined */
 		(void)buf_puts(&b, ":");
-		while (*p) {
+		for (bool first = true; *p;) {
 			const char *e = strchrnul(p, '\n');
-			if (e > p)
-				(void)buf_printf(&b, "\n    %.*s", (int)(e - p), p);
+			if (e > p) {
+				(void)buf_printf(&b, "%s%.*s", first ? " " : " | ", (int)(e - p),
+				                 p);
+				first = false;
+			}
 			p = *e ? e + 1 : e;
 		}
 	}

@@ -45,7 +45,8 @@ int tool_find(const char *name, char **ret);
  * tool is not installed, other -errno when it could not start. */
 int tool_run(struct tool *t, const char *const *argv);
 void tool_done(struct tool *t);
-/* "lz4 failed (exit 1):\n  <its output>" or "lz4 is not installed: apt-get install lz4". */
+/* "'lz4 -dc' failed (exit 1): <its last lines, joined by ' | '>" or "'lz4' is not installed:
+ * install it with 'apt-get install lz4'": one line. */
 char *tool_failure(const struct tool *t, const char *const *argv, int r);
 /* Runs a tool whose output nobody needs; on failure *ret_error says what happened. */
 int run_quiet(const char *cwd, const char *const *argv, char **ret_error);
