@@ -75,6 +75,36 @@ parse_name(const uint8_t *pkt, size_t len, size_t *off, char name[static DNS_NAM
 	return 0;
 }
 
+size_t
+dns_bad_name(const uint8_t *pkt, size_t len, uint8_t out[static DNS_NAME_MAX])
+{
+	size_t p = DNS_HEADER, n = 0;
+	bool bad = false;
+
+	if (!pkt || len < DNS_HEADER || len > DNS_MSG_MAX || (be16_get(pkt + 2) & DNS_QR) ||
+	    be16_get(pkt + 4) != 1)
+		return 0;
+	for (;;) {
+		uint8_t l;
+
+		if (p >= len)
+			return 0;
+		l = pkt[p++];
+		if (l == 0)
+			break;
+		if (l > DNS_LABEL_MAX || len - p < l || n + (n > 0) + l > DNS_NAME_MAX)
+			return 0;
+		if (n > 0)
+			out[n++] = '.';
+		for (uint8_t i = 0; i < l; i++) {
+			bad |= !label_byte_ok(pkt[p + i]);
+			out[n++] = pkt[p + i];
+		}
+		p += l;
+	}
+	return bad ? n : 0;
+}
+
 /* An EDNS OPT pseudo-record (RFC 6891 6.1.2) filling pkt[off..len) exactly: the root name,
  * type 41, any class (the sender's UDP size) and TTL (extended RCODE, version, flags), and
  * RDATA made of whole options. Its content is ignored: the answer is small and carries none. */

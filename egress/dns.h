@@ -33,6 +33,14 @@ struct dns_query {
  * type 41, whole options, nothing after it); a name may be DNS_NAME_MAX bytes once dotted. */
 int dns_parse_query(const uint8_t *pkt, size_t len, struct dns_query *ret);
 
+/* For a packet dns_parse_query refused: when it is a query (QR=0, one question) whose name is
+ * readable (labels of 1..63 bytes within the packet and DNS_NAME_MAX, no compression pointers)
+ * but holds a byte that no host name has (a control byte, a space, a dot or NUL inside a
+ * label, non-ASCII...), writes that name's bytes as sent, labels joined by '.', into out
+ * (DNS_NAME_MAX bytes, not NUL-terminated) and returns their count, so that the refusal can be
+ * reported (and its name quoted in a log line, never written raw). 0 for any other packet. */
+size_t dns_bad_name(const uint8_t *pkt, size_t len, uint8_t out[static DNS_NAME_MAX]);
+
 enum dns_verdict {
 	DNS_ALLOW,  /* answer A with addr (type A), empty for other types */
 	DNS_REFUSE, /* NXDOMAIN */

@@ -50,6 +50,8 @@
 #define OWN_ADDRS_MS 1000            /* the host's own addresses are listed at most this old */
 #define POOL_IDLE_MAX 64             /* threads kept waiting for a connection when it is quiet */
 #define ACCEPT_PAUSE_MS 100          /* out of fds or memory: accepting waits this long */
+#define LINGER_MS 1000               /* after a 502: the guest's last bytes read and dropped */
+#define LINGER_BYTES_MAX (64u << 10) /* for this long, and at most this much */
 
 _Static_assert(BUF_MAX >= HTTPHEAD_MAX, "a request head fits the buffer");
 
@@ -489,6 +491,9 @@ dial(struct proxy *p, const char *name, struct decision *d)
 	resolver_no_search(&p->resolv);
 	g = getaddrinfo(name, NULL, &hints, &res);
 	if (g != 0) {
+		/* allowed by the policy, but nothing to dial: a denial, as much as a name that
+		 * resolves only to refused addresses (nothing left the host) */
+		d->allowed = false;
 		if (g == EAI_NONAME || g == EAI_NODATA)
 			d->reason = "the name does not resolve";
 		else {
@@ -865,6 +870,58 @@ relay(struct proxy *p)
 
 /* ---- a connection's life ---- */
 
+/* A plain-HTTP guest whose request could not be taken anywhere (its name does not resolve,
+ * resolves only to refused addresses, or did not answer) is told so at once, in a 502 that
+ * names the name and the reason, rather than left with a closed connection to guess at. Both
+ * are safe to echo: the name passed the Host parser (DNS characters only), the reason is this
+ * program's or the C library's. Then the guest's side is shut for writing and what it still
+ * sends is read and dropped for a moment: closing with unread bytes would reset the connection,
+ * and the reset could overtake the answer. */
+static void
+answer_bad_gateway(struct proxy *p, const char *name, const char *reason)
+{
+	char body[512], head[256];
+	int nb, nh;
+	uint64_t deadline;
+	size_t drained = 0;
+
+	nb = snprintf(body, sizeof(body), "sandboxd egress: '%s': %s\n", name, reason);
+	if (nb < 0 || (size_t)nb >= sizeof(body))
+		return;
+	nh = snprintf(head, sizeof(head),
+	              "HTTP/1.1 502 Bad Gateway\r\n"
+	              "Content-Type: text/plain; charset=us-ascii\r\n"
+	              "Content-Length: %d\r\n"
+	              "Cache-Control: no-store\r\n"
+	              "Connection: close\r\n\r\n",
+	              nb);
+	if (nh < 0 || (size_t)nh >= sizeof(head))
+		return;
+	/* a fresh connection's send buffer takes both at once; a guest that filled it gets
+	 * what fits */
+	if (send(p->c.cfd, head, (size_t)nh, MSG_NOSIGNAL | MSG_DONTWAIT) != nh ||
+	    send(p->c.cfd, body, (size_t)nb, MSG_NOSIGNAL | MSG_DONTWAIT) != nb)
+		return;
+	(void)shutdown(p->c.cfd, SHUT_WR);
+	deadline = now_mono_ms() + LINGER_MS;
+	for (;;) {
+		struct pollfd pf = { .fd = p->c.cfd, .events = POLLIN };
+		uint64_t now = now_mono_ms();
+		char sink[4096];
+		ssize_t n;
+
+		if (now >= deadline || drained >= LINGER_BYTES_MAX)
+			return;
+		if (poll(&pf, 1, (int)(deadline - now)) <= 0)
+			return;
+		n = read(p->c.cfd, sink, sizeof(sink));
+		if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR)))
+			return;
+		if (n > 0)
+			drained += (size_t)n;
+	}
+}
+
 /* Leaves the registry (after which nothing else touches its fds), closes, reports. */
 static void
 finish(struct proxy *p, struct decision *d)
@@ -951,6 +1008,9 @@ conn_run(struct proxy *p)
 		}
 	} else if (r == 0)
 		d.addr = NULL; /* cut before it was dialled */
+	else if (!p->tls)
+		answer_bad_gateway(p, name, d.reason);
+	/* (TLS: the connection closes at once; no answer the guest would trust can be given) */
 out:
 	finish(p, &d);
 }

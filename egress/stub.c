@@ -72,9 +72,28 @@ one_query(struct stub *s, const uint8_t *pkt, size_t len, const struct sockaddr_
 	if (!sb)
 		return;
 	if (dns_parse_query(pkt, len, &q) < 0) {
+		uint8_t bad[DNS_NAME_MAX];
+		size_t bad_len = dns_bad_name(pkt, len, bad);
+
 		n = dns_formerr(pkt, len, out);
 		if (n > 0)
 			answer(s->fd, from, pi, out, n);
+		if (bad_len == 0)
+			return; /* not a query at all: nothing to report */
+		/* a query for something no policy can name: refused and reported like a Host
+		 * that is no host name, without the name (sandboxd takes DNS names only); the
+		 * worker's log line quotes what was asked */
+		pthread_mutex_lock(&w->lock);
+		sb = worker_sandbox_by_guest(w, from->sin_addr);
+		if (sb)
+			memcpy(id, sb->id, sizeof(id));
+		pthread_mutex_unlock(&w->lock);
+		if (!sb)
+			return;
+		d.reason = "not a host name";
+		d.raw_name = (const char *)bad;
+		d.raw_len = bad_len;
+		worker_decision(w, &d);
 		return;
 	}
 	pthread_mutex_lock(&w->lock);

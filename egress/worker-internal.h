@@ -99,6 +99,10 @@ struct decision {
 	const char *reason;
 	const char *addr;
 	const char *refused; /* for the log: an address the name resolved to, never dialled */
+	/* for the log: what the guest asked for when it was no name (name is NULL then), raw
+	 * bytes, quoted when logged */
+	const char *raw_name;
+	size_t raw_len;
 	bool conn;
 	uint64_t bytes_out, bytes_in;
 	bool cut;

@@ -171,9 +171,13 @@ log_denial(const struct decision *d)
 		log_info("egress denied: %llu more denials not logged", (unsigned long long)missed);
 	if (!show)
 		return;
-	/* names come from the parsers, which take DNS characters only; quoted all the same */
+	/* names come from the parsers, which take DNS characters only; quoted all the same. What
+	 * a guest sent that is no name is quoted the same way: every byte that is not printable
+	 * ASCII escaped (R-S7) */
 	if (d->name)
 		(void)buf_put_quoted(&name, d->name, strlen(d->name), 253);
+	else if (d->raw_name)
+		(void)buf_put_quoted(&name, d->raw_name, d->raw_len, 253);
 	else
 		(void)buf_puts(&name, "(no name)");
 	log_info("egress denied: sandbox '%s' %s %s port %u (%s%s%s)", d->id, d->via,

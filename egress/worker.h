@@ -57,7 +57,11 @@
  * (198.18/15), discard (100::/64), multicast, broadcast or reserved (240/4), IPv4-mapped,
  * IPv4-compatible, NAT64, 6to4 and Teredo forms of those, nor any address of the host's own
  * interfaces or that the host's routing keeps local (checked just before the dial). A name
- * with none left is denied ("resolves only to refused addresses"). */
+ * with none left is denied ("resolves only to refused addresses"), and so is one that does not
+ * resolve ("the name does not resolve"; "the name could not be resolved: ..." when the resolver
+ * failed). One whose addresses did not answer stays allowed ("could not connect: ..."). In each
+ * of these cases a plain-HTTP guest is answered 502 Bad Gateway, a text naming the name and the
+ * reason; a TLS connection is closed at once. */
 #pragma once
 
 /* The process: parses argv, runs until the control channel closes. Returns the exit code. */

@@ -2,7 +2,8 @@
  * could hold (lowercase labels of 1..63 letters, digits, '-', '_', at most 253 bytes) whose wire
  * form is the question as sent, case aside; both answers built for it stay within DNS_MSG_MAX,
  * carry the header the stub promises and the question byte for byte, and read back as the same
- * question once turned into a query again. Anything refused gets a 12-byte FORMERR or nothing. */
+ * question once turned into a query again. Anything refused gets a 12-byte FORMERR or nothing,
+ * and only a refused query can have its name reported as no host name. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	r = dns_parse_query(data, size, &q);
 	FUZZ_CHECK(r == 0 || r == -EINVAL);
+
+	/* a name reported as no host name fits its buffer (ASan: exactly DNS_NAME_MAX) and never
+	 * comes from a query that parsed */
+	{
+		uint8_t *bad = malloc(DNS_NAME_MAX);
+		size_t bad_len;
+
+		FUZZ_CHECK(bad);
+		bad_len = dns_bad_name(data, size, bad);
+		FUZZ_CHECK(bad_len <= DNS_NAME_MAX);
+		FUZZ_CHECK(r != 0 || bad_len == 0);
+		free(bad);
+	}
 
 	n = dns_formerr(data, size, err);
 	FUZZ_CHECK(n == 0 || n == 12);

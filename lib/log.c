@@ -1,4 +1,5 @@
-/* log.c: see log.h. Each message is written with one write(2) so lines never interleave. */
+/* log.c: see log.h. Each message is written with one write(2) so lines never interleave, and
+ * is one line whatever it quotes. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -30,7 +31,7 @@ log_msg(enum log_level level, const char *fmt, ...)
 		[LOG_LEVEL_INFO] = "",
 		[LOG_LEVEL_DEBUG] = "debug: ",
 	};
-	char line[2048];
+	char text[2048], line[2048];
 	va_list ap;
 	int n, k;
 
@@ -40,13 +41,15 @@ log_msg(enum log_level level, const char *fmt, ...)
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return;
 	va_start(ap, fmt);
-	k = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	k = vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
 	if (k < 0)
 		return;
-	n += k;
-	if ((size_t)n > sizeof(line) - 2)
-		n = sizeof(line) - 2;
+	/* One message, one line: what it quotes (a guest's name, a file name, a tool's output)
+	 * is made visible, never written raw, so no newline or escape sequence in it can start a
+	 * line of its own or reach the terminal reading the log (R-S7). */
+	n += (int)termsafe_copy(line + n, sizeof(line) - 1 - (size_t)n, text,
+	                        MIN((size_t)k, sizeof(text) - 1));
 	line[n++] = '\n';
 	(void)!write(STDERR_FILENO, line, (size_t)n);
 }

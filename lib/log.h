@@ -1,5 +1,8 @@
 /* log.h: one-line log messages to stderr ("sandboxd: warning: ..."), journald-friendly.
- * Messages are lowercase and say what failed first, then quote the subject (STYLE.md). */
+ * Messages are lowercase and say what failed first, then quote the subject (STYLE.md). A
+ * message is one line whatever it quotes: newlines, escape sequences and other bytes that are
+ * not printable ASCII come out escaped (termsafe_copy in util.h), so text a guest chose cannot
+ * forge a line or reach the terminal reading the log. */
 #pragma once
 
 #include "macro.h"

@@ -152,16 +152,54 @@ buf_put_quoted(struct buf *b, const char *s, size_t len, size_t max)
 	return r;
 }
 
+size_t
+termsafe_copy(char *dst, size_t size, const char *s, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t n = 0;
+
+	if (size == 0)
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char esc[4];
+		size_t k;
+
+		if (c >= 0x20 && c < 0x7f) {
+			esc[0] = (char)c;
+			k = 1;
+		} else if (c == '\n' || c == '\r' || c == '\t') {
+			esc[0] = '\\';
+			esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+			k = 2;
+		} else {
+			esc[0] = '\\';
+			esc[1] = 'x';
+			esc[2] = hex[c >> 4];
+			esc[3] = hex[c & 0xf];
+			k = 4;
+		}
+		if (n + k >= size)
+			break; /* an escape is written whole or not at all */
+		memcpy(dst + n, esc, k);
+		n += k;
+	}
+	dst[n] = '\0';
+	return n;
+}
+
 char *
 termsafe_dup(const char *s)
 {
-	char *d = strdup(s ? s : "");
+	size_t len;
+	char *d;
 
+	s = s ? s : "";
+	len = strlen(s);
+	d = malloc(4 * len + 1);
 	if (!d)
 		return NULL;
-	for (char *p = d; *p; p++)
-		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
-			*p = '?';
+	(void)termsafe_copy(d, 4 * len + 1, s, len);
 	return d;
 }
 

@@ -37,8 +37,13 @@ bool secret_equal(const void *a, size_t alen, const void *b, size_t blen);
 /* Appends s to b as a double-quoted string safe for a log line or a terminal: control bytes,
  * quotes, backslashes and non-ASCII bytes are escaped. At most max input bytes are shown. */
 int buf_put_quoted(struct buf *b, const char *s, size_t len, size_t max);
-/* Returns a static-free copy of s with every byte that is not printable ASCII replaced by '?'
- * (for table cells); caller frees. */
+/* Guest and server text made safe for one line of a log or a terminal, and still readable:
+ * printable ASCII is kept, newline, carriage return and tab become \n, \r and \t, every other
+ * byte (control bytes, DEL, escape sequences' ESC, non-ASCII) \xNN. termsafe_copy writes the
+ * len bytes of s so into dst (size bytes, always NUL-terminated when size > 0), as many as fit
+ * whole, and returns the bytes written; termsafe_dup returns a new string (NULL: out of
+ * memory; s NULL: ""), caller frees. */
+size_t termsafe_copy(char *dst, size_t size, const char *s, size_t len);
 char *termsafe_dup(const char *s);
 
 /* mkdir -p with mode for every created directory; existing ones are left as they are. */

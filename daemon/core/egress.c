@@ -49,6 +49,14 @@ _Static_assert(2u * NETPOLICY_LIST_MAX * (NETNAME_MAX + 3) + 1024 <= LINE_MAX_BY
 #define NFT_RETRY_MS 1000
 #define NFT_RETRY_MAX_MS 60000
 
+/* Where a boot waiting for its link to be in the table stands (egress_attach's ready). */
+enum table_wait {
+	TABLE_WAIT_NONE,   /* nobody waits */
+	TABLE_WAIT_QUEUED, /* for the next nft run */
+	TABLE_WAIT_IN_RUN, /* the run under way writes its link */
+	TABLE_WAIT_DONE,   /* that run ended: result and why say how; told on the loop */
+};
+
 struct egress_sb {
 	struct list_node node;
 	char id[SANDBOX_ID_MAX + 1];
@@ -56,6 +64,12 @@ struct egress_sb {
 	bool in_table; /* its mode is not none: the table redirects its traffic */
 	double tokens; /* its budget of recorded events */
 	uint64_t tokens_ms;
+	/* a boot waiting for the table (egress_attach) */
+	enum table_wait wait;
+	egress_ready_fn ready;
+	void *ready_data;
+	int result;
+	char why[256];
 };
 
 struct egress {
@@ -87,8 +101,9 @@ struct egress {
 	bool nft_dirty;
 	struct loop_timer nft_retry;
 	uint64_t nft_retry_ms;
-	struct list_node sbs; /* struct egress_sb, in the order they came (the table's) */
-	struct hashmap by_id; /* the same, by sandbox id: every decision looks one up */
+	struct loop_timer tell; /* boots whose wait is over are told (tell_waiting) */
+	struct list_node sbs;   /* struct egress_sb, in the order they came (the table's) */
+	struct hashmap by_id;   /* the same, by sandbox id: every decision looks one up */
 	struct egress_counters counters;
 };
 
@@ -301,6 +316,77 @@ table_memfd(struct egress *e)
 
 static void table_write(struct egress *e);
 
+/* The boots waiting for the run under way (or for one that could not even start) learn how it
+ * went, on the loop: the table as nft applied it has their link (0), or it does not and never
+ * will from this run (-EIO, why). nft applies a transaction whole or not at all. */
+static void
+waits_end(struct egress *e, enum table_wait which, int result, const char *why)
+{
+	struct list_node *n;
+	bool any = false;
+
+	LIST_FOREACH (n, &e->sbs) {
+		struct egress_sb *s = list_entry(n, struct egress_sb, node);
+		if (s->wait != which &&
+		    !(which == TABLE_WAIT_QUEUED && s->wait == TABLE_WAIT_IN_RUN))
+			continue;
+		s->wait = TABLE_WAIT_DONE;
+		s->result = result;
+		snprintf(s->why, sizeof(s->why), "%s", why ? why : "");
+		any = true;
+	}
+	if (any)
+		(void)loop_timer_arm(&e->tell, 1, 0);
+}
+
+/* Tells each boot whose wait is over. A callback may detach sandboxes (a failed boot's is), so
+ * the list is searched afresh after each. */
+static void
+tell_waiting(struct loop_timer *t _unused_, void *data)
+{
+	struct egress *e = data;
+	bool again = true;
+
+	while (again) {
+		struct list_node *n;
+
+		again = false;
+		LIST_FOREACH (n, &e->sbs) {
+			struct egress_sb *s = list_entry(n, struct egress_sb, node);
+			egress_ready_fn fn = s->ready;
+			void *fn_data = s->ready_data;
+			char why[sizeof(s->why)];
+			int result = s->result;
+
+			if (s->wait != TABLE_WAIT_DONE)
+				continue;
+			memcpy(why, s->why, sizeof(why));
+			s->wait = TABLE_WAIT_NONE;
+			s->ready = NULL;
+			s->ready_data = NULL;
+			if (fn)
+				fn(fn_data, result, result < 0 ? why : NULL);
+			again = true;
+			break;
+		}
+	}
+}
+
+/* The sandbox's waiting boot, told at once that it waits no more (detached, or egress
+ * stopping). */
+static void
+wait_cancel(struct egress_sb *s)
+{
+	egress_ready_fn fn = s->ready;
+	void *fn_data = s->ready_data;
+
+	s->wait = TABLE_WAIT_NONE;
+	s->ready = NULL;
+	s->ready_data = NULL;
+	if (fn)
+		fn(fn_data, -ECANCELED, NULL);
+}
+
 /* A run that failed leaves the table as it was (nft applies a transaction whole or not at
  * all): a sandbox attached then would have no network, one detached would stay listed,
  * until some later change. It is run again, each time a while later. */
@@ -331,14 +417,24 @@ nft_exited(struct loop_child *c _unused_, void *data)
 		ssize_t n = pread(e->nft_err, out, sizeof(out) - 1, 0);
 		if (n > 0)
 			out[n] = '\0';
+		/* its lines as one (the log line escapes what is left) */
+		while (n > 0 && out[n - 1] == '\n')
+			out[--n] = '\0';
+		for (ssize_t i = 0; i < n; i++)
+			if (out[i] == '\n')
+				out[i] = ' ';
 		text = termsafe_dup(out);
 		log_error("egress: nft failed to update table " NFTRULES_TABLE
 		          ": %s; trying again in %llu s",
 		          text ? text : "(no output)",
 		          (unsigned long long)(e->nft_retry_ms + 999) / 1000);
 		table_retry_later(e);
-	} else
+		waits_end(e, TABLE_WAIT_IN_RUN, -EIO,
+		          WIFEXITED(status) ? "nft failed" : "nft was killed");
+	} else {
 		e->nft_retry_ms = NFT_RETRY_MS;
+		waits_end(e, TABLE_WAIT_IN_RUN, 0, NULL);
+	}
 	e->nft_err = safe_close(e->nft_err);
 	if (e->nft_dirty)
 		table_write(e);
@@ -351,6 +447,7 @@ table_write(struct egress *e)
 {
 	const char *argv[] = { "nft", "-f", "-", NULL };
 	_cleanup_close_ int in = -1;
+	struct list_node *n;
 	int r;
 
 	if (e->nft_pid > 0) {
@@ -365,6 +462,7 @@ table_write(struct egress *e)
 		          strerror(in < 0 ? -in : errno));
 		e->nft_err = safe_close(e->nft_err);
 		table_retry_later(e);
+		waits_end(e, TABLE_WAIT_QUEUED, -EIO, "the table could not be prepared");
 		return;
 	}
 	{
@@ -376,17 +474,27 @@ table_write(struct egress *e)
 		e->nft_pid = 0;
 		e->nft_err = safe_close(e->nft_err);
 		table_retry_later(e);
+		waits_end(e, TABLE_WAIT_QUEUED, -EIO, "nft could not be run");
 		return;
+	}
+	/* the boots waiting so far wait for this run: its text has their links */
+	LIST_FOREACH (n, &e->sbs) {
+		struct egress_sb *s = list_entry(n, struct egress_sb, node);
+		if (s->wait == TABLE_WAIT_QUEUED)
+			s->wait = TABLE_WAIT_IN_RUN;
 	}
 	if (loop_child_watch(e->d->loop, &e->nft_watch, e->nft_pid, nft_exited, e) < 0) {
 		/* cannot watch it: wait (nft is quick), so the next change is not lost */
 		int status = 0;
 
 		(void)waitpid(e->nft_pid, &status, 0);
-		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 			table_retry_later(e);
-		else
+			waits_end(e, TABLE_WAIT_IN_RUN, -EIO, "nft failed");
+		} else {
 			e->nft_retry_ms = NFT_RETRY_MS;
+			waits_end(e, TABLE_WAIT_IN_RUN, 0, NULL);
+		}
 		e->nft_pid = 0;
 		e->nft_err = safe_close(e->nft_err);
 	}
@@ -396,7 +504,7 @@ table_write(struct egress *e)
 static int
 table_write_now(struct egress *e)
 {
-	const char *argv[] = { "nft", "-f", "-", NULL };
+	const char *argv[] = { e->nft, "-f", "-", NULL };
 	struct tool t = { .in_fd = -1, .out_fd = -1 };
 	_cleanup_free_ char *why = NULL;
 	int r;
@@ -1032,17 +1140,6 @@ bind_port(int type, unsigned port, const char *flag)
 	return TAKE_FD(fd);
 }
 
-static char *
-find_nft(void)
-{
-	static const char *const paths[] = { "/usr/sbin/nft", "/sbin/nft", "/usr/bin/nft" };
-
-	for (size_t i = 0; i < ARRAY_SIZE(paths); i++)
-		if (access(paths[i], X_OK) == 0)
-			return strdup(paths[i]);
-	return NULL;
-}
-
 /* ---- the module ---- */
 
 static void
@@ -1060,6 +1157,7 @@ egress_free(struct egress *e)
 	loop_timer_done(&e->restart);
 	loop_timer_done(&e->nft_retry);
 	loop_timer_done(&e->watchdog);
+	loop_timer_done(&e->tell);
 	safe_close(e->proxy_fd);
 	safe_close(e->dns_fd);
 	buf_free(&e->in);
@@ -1082,27 +1180,33 @@ egress_start(struct sandboxd *d, uid_t uid)
 	e->uid = uid;
 	e->proxy_fd = e->dns_fd = e->ctl = e->nft_err = -1;
 	/* egress_free may come before their init */
-	e->restart.src.fd = e->nft_retry.src.fd = e->watchdog.src.fd = -1;
+	e->restart.src.fd = e->nft_retry.src.fd = e->watchdog.src.fd = e->tell.src.fd = -1;
 	list_init(&e->sbs);
 	buf_init(&e->in, LINE_MAX_BYTES);
 	buf_init(&e->out, OUT_MAX);
 	e->exe = realpath("/proc/self/exe", NULL);
-	e->nft = find_nft();
 	e->nft_retry_ms = NFT_RETRY_MS;
 	r = loop_timer_init(d->loop, &e->restart, worker_restart, e);
 	if (r >= 0)
 		r = loop_timer_init(d->loop, &e->nft_retry, table_retry, e);
 	if (r >= 0)
 		r = loop_timer_init(d->loop, &e->watchdog, worker_watchdog, e);
+	if (r >= 0)
+		r = loop_timer_init(d->loop, &e->tell, tell_waiting, e);
 	if (r < 0 || !e->exe) {
 		egress_free(e);
 		return r < 0 ? r : -ENOMEM;
 	}
-	if (!e->nft) {
-		log_error("egress: nft is not installed (apt-get install nftables), or start with "
-		          "--egress off: sandboxes then get no network");
+	/* fail closed: without nft there is no table, so no sandbox could be confined; sandboxd
+	 * does not start rather than serve without it */
+	r = tool_find("nft", &e->nft);
+	if (r < 0) {
+		if (r == -ENOENT)
+			log_error(
+			        "egress: nft is not installed (apt-get install nftables), or start "
+			        "with --egress off: sandboxes then get no network");
 		egress_free(e);
-		return -ENOENT;
+		return r;
 	}
 	e->proxy_fd = bind_port(SOCK_STREAM, o->egress_proxy_port, "--egress-proxy-port");
 	if (e->proxy_fd >= 0)
@@ -1161,6 +1265,12 @@ egress_stop(struct sandboxd *d)
 	if (!e)
 		return;
 	e->stopping = true;
+	{
+		struct list_node *n;
+
+		LIST_FOREACH (n, &e->sbs)
+			wait_cancel(list_entry(n, struct egress_sb, node));
+	}
 	loop_remove(&e->ctl_src);
 	e->ctl = safe_close(e->ctl); /* the worker exits when its channel closes */
 	loop_child_done(&e->pid_watch);
@@ -1179,21 +1289,22 @@ egress_stop(struct sandboxd *d)
 	egress_free(e);
 }
 
-void
-egress_attach(struct sandboxd *d, struct sandbox *sb, const struct egress_link *link)
+int
+egress_attach(struct sandboxd *d, struct sandbox *sb, const struct egress_link *link,
+              egress_ready_fn ready, void *data)
 {
 	struct egress *e = E(d);
 	struct egress_sb *s;
 
 	if (!e)
-		return;
+		return 0;
 	s = find_sb(e, sb->id);
 	if (!s) {
 		s = calloc(1, sizeof(*s));
 		if (!s) {
 			log_error("sandbox '%s': out of memory for its egress; it reaches nothing",
 			          sb->id);
-			return;
+			return -ENOMEM;
 		}
 		snprintf(s->id, sizeof(s->id), "%s", sb->id);
 		s->tokens = EVENT_BURST;
@@ -1202,14 +1313,21 @@ egress_attach(struct sandboxd *d, struct sandbox *sb, const struct egress_link *
 			log_error("sandbox '%s': out of memory for its egress; it reaches nothing",
 			          sb->id);
 			free(s);
-			return;
+			return -ENOMEM;
 		}
 		list_push_back(&e->sbs, &s->node);
 	}
+	wait_cancel(s); /* an earlier boot's wait, should one be left */
 	s->link = *link;
 	s->in_table = !mode_is_none(sb->network);
 	send_set(e, s, sb->network);
+	if (s->in_table && ready) {
+		s->wait = TABLE_WAIT_QUEUED;
+		s->ready = ready;
+		s->ready_data = data;
+	}
 	table_write(e);
+	return s->ready ? 1 : 0;
 }
 
 void
@@ -1220,6 +1338,7 @@ egress_detach(struct sandboxd *d, struct sandbox *sb)
 
 	if (!s)
 		return;
+	wait_cancel(s);
 	(void)ctl_send(e, json_pack("{s:s, s:s}", "op", "remove", "id", sb->id));
 	hashmap_remove(&e->by_id, s->id);
 	list_remove(&s->node);

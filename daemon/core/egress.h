@@ -28,9 +28,10 @@ struct egress_counters {
 	uint64_t suppressed;              /* decisions over a sandbox's event rate, not recorded */
 };
 
-/* Starts egress (as root with --egress on): binds the proxy and DNS ports (a busy one stops
- * startup, naming the port and its flag), writes the empty table, starts the worker as uid
- * (the caller's unprivileged uid) and waits for it to be ready. Logged and returned. */
+/* Starts egress (as root with --egress on): finds nft (PATH, then the sbin directories),
+ * binds the proxy and DNS ports (a busy one stops startup, naming the port and its flag),
+ * writes the empty table, starts the worker as uid (the caller's unprivileged uid) and waits
+ * for it to be ready. Any of these failing stops startup (fail closed): logged and returned. */
 int egress_start(struct sandboxd *d, uid_t uid);
 /* Stops the worker; the table stays (running VMs keep their rules until the next sandboxd
  * rewrites them). NULL-safe, idempotent. */
@@ -52,9 +53,21 @@ unsigned egress_slots(const struct sandboxd *d);
  * that name exists). */
 int egress_tap_open(const struct egress_link *link, int *ret_fd);
 
-/* A sandbox's link is up (its VM started or was taken back) or gone (its VM ended): the
- * worker learns its policy and the table its link (only while its mode is not none). */
-void egress_attach(struct sandboxd *d, struct sandbox *sb, const struct egress_link *link);
+/* How the wait of egress_attach ended: 0, the table as nft applied it redirects the sandbox's
+ * link; -EIO, nft failed (why says so briefly, for the sandbox's reason: nft's own output
+ * goes to the log only), and the link is not in the table; -ECANCELED, the sandbox was detached
+ * or egress stopped first (why NULL; nothing of the sandbox may be touched then). */
+typedef void (*egress_ready_fn)(void *data, int error, const char *why);
+
+/* A sandbox's link is up (its tap made for a boot, or its VM taken back) or gone (its VM
+ * ended): the worker learns its policy at once, and the table its link (only while its mode is
+ * not none), through nft in the background. With ready, a boot waits for the table (fail
+ * closed: its VM starts only once its traffic is redirected, and a table that cannot be written
+ * fails the boot): egress_attach returns 1, and ready(data, ...) is called exactly once, from
+ * the loop, never from within egress_attach. 0: nothing to wait for (mode none, or no ready);
+ * -ENOMEM: the sandbox is not attached (it reaches nothing). */
+int egress_attach(struct sandboxd *d, struct sandbox *sb, const struct egress_link *link,
+                  egress_ready_fn ready, void *data);
 void egress_detach(struct sandboxd *d, struct sandbox *sb);
 /* sb->network changed (PATCH): the worker and the table follow, tighter first. */
 void egress_update(struct sandboxd *d, struct sandbox *sb);

@@ -122,50 +122,121 @@ launch_fill(const struct sandbox *sb, const struct image *img, struct vm_launch 
 	};
 }
 
-/* Boots sb's VM (a start or a restart) on its image's disk, in a slot, and with egress on the
- * link of that slot, whose tap is made here and handed over. */
+/* Starts sb's VM through the backend, on the tap (owned from now on; -1: no network) of link.
+ * The image is looked up again: a boot that waited for the table may find it removed. */
 static int
-boot(struct sandboxd *d, struct backend *b, struct sandbox *sb, enum sandbox_op op)
+boot_launch(struct sandboxd *d, struct backend *b, struct sandbox *sb, enum sandbox_op op, int tap,
+            const struct egress_link *link)
 {
+	_cleanup_close_ int net = tap;
 	const struct image *img = NULL;
-	_cleanup_close_ int tap = -1;
-	struct egress_link link;
 	struct vm_launch l;
 	int r;
 
-	if (b->ops->boots_images) {
-		img = images_installed(d, sb->image);
-		if (!img) {
-			log_warning("sandbox '%s': image '%s' is not installed", sb->id, sb->image);
-			return -ENOENT; /* it is installed first: only a removal can race this */
+	if (b->ops->boots_images && !(img = images_installed(d, sb->image))) {
+		log_warning("sandbox '%s': image '%s' is not installed", sb->id, sb->image);
+		vm_gone(d, sb);
+		return -ENOENT;
+	}
+	launch_fill(sb, img, &l);
+	if (net >= 0) {
+		l.has_net = true;
+		l.net = (struct vm_net){ .tap_fd = net,
+			                 .guest_addr = link->guest_addr,
+			                 .host_addr = link->host_addr };
+	}
+	r = op == SANDBOX_OP_START ? b->ops->start(b, sb, &l) : b->ops->restart(b, sb, &l);
+	if (r < 0)
+		vm_gone(d, sb);
+	return r;
+}
+
+/* A boot whose tap is made and whose link waits for the table (egress_attach): held by id,
+ * since the sandbox may be deleted meanwhile. */
+struct boot_wait {
+	struct sandboxd *d;
+	char id[SANDBOX_ID_MAX + 1];
+	enum sandbox_op op;
+	int tap;
+	struct egress_link link;
+};
+
+/* The table has the link (the VM starts now), or nft failed (the sandbox fails before any VM
+ * runs: R-E12, nothing is left half-made), or the wait was cancelled (a delete, or sandboxd
+ * stopping: the tap goes). */
+static void
+boot_net_ready(void *data, int error, const char *why)
+{
+	struct boot_wait *bw = data;
+	struct sandbox *sb = error == -ECANCELED ? NULL : registry_get(&bw->d->reg, bw->id);
+	struct backend *b = sb ? backend_for(bw->d, sb) : NULL;
+	int r;
+
+	if (sb && b && sb->state == SANDBOX_STARTING && sb->op == bw->op) {
+		if (error < 0) {
+			log_error("sandbox '%s': not started: its network rules could not be "
+			          "installed (%s)",
+			          sb->id, why ? why : strerror(-error));
+			vm_gone(bw->d, sb);
+			fail(bw->d, sb,
+			     "its network could not be set up on this host (%s); nothing was "
+			     "started",
+			     why ? why : strerror(-error));
+		} else {
+			r = boot_launch(bw->d, b, sb, bw->op, TAKE_FD(bw->tap), &bw->link);
+			if (r < 0)
+				fail(bw->d, sb, "the backend could not begin: %s", strerror(-r));
 		}
+	}
+	safe_close(bw->tap);
+	free(bw);
+}
+
+/* Boots sb's VM (a start or a restart) on its image's disk, in a slot, and with egress on the
+ * link of that slot, whose tap is made here and handed over. With egress the worker knows its
+ * policy, and the table redirects its link, before the VM starts: the boot goes on once nft
+ * has written the table (boot_net_ready). */
+static int
+boot(struct sandboxd *d, struct backend *b, struct sandbox *sb, enum sandbox_op op)
+{
+	_cleanup_close_ int tap = -1;
+	struct egress_link link;
+	struct boot_wait *bw;
+	int r;
+
+	if (b->ops->boots_images && !images_installed(d, sb->image)) {
+		log_warning("sandbox '%s': image '%s' is not installed", sb->id, sb->image);
+		return -ENOENT; /* it is installed first: only a removal can race this */
 	}
 	r = slot_take(d, sb);
 	if (r < 0)
 		return r;
-	launch_fill(sb, img, &l);
-	if (egress_enabled(d) && sb->has_slot) {
-		if ((r = egress_link_for_slot(d, sb->slot, &link)) < 0 ||
-		    (r = egress_tap_open(&link, &tap)) < 0) {
-			log_error("sandbox '%s': cannot create its network device: %s", sb->id,
-			          strerror(-r));
-			vm_gone(d, sb);
-			return r;
-		}
-		l.has_net = true;
-		l.net = (struct vm_net){ .tap_fd = tap,
-			                 .guest_addr = link.guest_addr,
-			                 .host_addr = link.host_addr };
+	if (!egress_enabled(d) || !sb->has_slot)
+		return boot_launch(d, b, sb, op, -1, NULL);
+	if ((r = egress_link_for_slot(d, sb->slot, &link)) < 0 ||
+	    (r = egress_tap_open(&link, &tap)) < 0) {
+		log_error("sandbox '%s': cannot create its network device: %s", sb->id,
+		          strerror(-r));
+		vm_gone(d, sb);
+		return r;
 	}
-	r = op == SANDBOX_OP_START ? b->ops->start(b, sb, &l) : b->ops->restart(b, sb, &l);
+	bw = calloc(1, sizeof(*bw));
+	if (!bw) {
+		vm_gone(d, sb);
+		return -ENOMEM;
+	}
+	*bw = (struct boot_wait){ .d = d, .op = op, .tap = TAKE_FD(tap), .link = link };
+	snprintf(bw->id, sizeof(bw->id), "%s", sb->id);
+	r = egress_attach(d, sb, &link, boot_net_ready, bw);
+	if (r > 0)
+		return 0; /* boot_net_ready has bw now */
+	tap = TAKE_FD(bw->tap);
+	free(bw);
 	if (r < 0) {
 		vm_gone(d, sb);
 		return r;
 	}
-	/* the worker knows its policy before the guest can send anything */
-	if (l.has_net)
-		egress_attach(d, sb, &link);
-	return 0;
+	return boot_launch(d, b, sb, op, TAKE_FD(tap), &link);
 }
 
 static int
@@ -689,7 +760,8 @@ take_back(struct sandboxd *d, struct backend *b, struct sandbox *sb, const struc
 			b->ops->abandon(b, sb);
 			return -EADDRNOTAVAIL;
 		}
-		egress_attach(d, sb, &link);
+		/* running already: its link goes into the table as soon as nft runs */
+		(void)egress_attach(d, sb, &link, NULL, NULL);
 	}
 	launch_fill(sb, images_installed(d, sb->image), &l);
 	return b->ops->adopt(b, sb, &l);

@@ -201,8 +201,8 @@ tool_done(struct tool *t)
 	t->out = t->output = NULL;
 }
 
-static int
-find_tool(const char *name, char **ret)
+int
+tool_find(const char *name, char **ret)
 {
 	static const char fallback[] =
 	        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -317,7 +317,7 @@ tool_run(struct tool *t, const char *const *argv)
 
 	t->out = t->output = NULL;
 	t->status = -1;
-	r = find_tool(argv[0], &exe);
+	r = tool_find(argv[0], &exe);
 	if (r < 0)
 		return r;
 	cap = memfd_create("tool-output", MFD_CLOEXEC);
@@ -388,11 +388,15 @@ tool_failure(const struct tool *t, const char *const *argv, int r)
 				lines++;
 		if (*p == '\n')
 			p++;
+		/* one line (it goes into a log line and an API message): its lines joined */
 		(void)buf_puts(&b, ":");
-		while (*p) {
+		for (bool first = true; *p;) {
 			const char *e = strchrnul(p, '\n');
-			if (e > p)
-				(void)buf_printf(&b, "\n    %.*s", (int)(e - p), p);
+			if (e > p) {
+				(void)buf_printf(&b, "%s%.*s", first ? " " : " | ", (int)(e - p),
+				                 p);
+				first = false;
+			}
 			p = *e ? e + 1 : e;
 		}
 	}

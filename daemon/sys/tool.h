@@ -36,12 +36,17 @@ struct spawn {
 /* Starts path with argv as sp says; 0 and *ret_pid, or -errno (nothing started). */
 int spawn_child(const struct spawn *sp, const char *const *argv, pid_t *ret_pid);
 
+/* Where the tool name is: the first executable name in PATH, then in the sbin and bin
+ * directories (a daemon started with a short PATH still finds nft or mkfs.ext4); a name with a
+ * '/' is taken as it is. 0 and *ret (caller frees), -ENOENT when it is nowhere. */
+int tool_find(const char *name, char **ret);
 /* Runs argv (argv[0] looked up in PATH, then the sbin directories) to completion. Returns 0
  * when it exited 0, -EIO when it failed (t->status and t->output say how), -ENOENT when the
  * tool is not installed, other -errno when it could not start. */
 int tool_run(struct tool *t, const char *const *argv);
 void tool_done(struct tool *t);
-/* "lz4 failed (exit 1):\n  <its output>" or "lz4 is not installed: apt-get install lz4". */
+/* "'lz4 -dc' failed (exit 1): <its last lines, joined by ' | '>" or "'lz4' is not installed:
+ * install it with 'apt-get install lz4'": one line. */
 char *tool_failure(const struct tool *t, const char *const *argv, int r);
 /* Runs a tool whose output nobody needs; on failure *ret_error says what happened. */
 int run_quiet(const char *cwd, const char *const *argv, char **ret_error);

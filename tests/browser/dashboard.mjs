@@ -210,6 +210,23 @@ async function run(browser) {
   check(await events.locator('li', { hasText: 'created from busybox' }).count() === 1,
     'the created event');
 
+  step('a hostile file name is shown as text, its control characters escaped');
+  // a newline, an erase-screen sequence and markup in a file name the sandbox has (R-S7)
+  const hostile = '/tmp/evil\n\x1b[2J<b>bold</b>';
+  const put = await page.evaluate(async ({ sid, name }) => {
+    const me = await (await fetch('/v1/whoami')).json();
+    const r = await fetch(`/v1/sandboxes/${sid}/files?path=${encodeURIComponent(name)}`, {
+      method: 'PUT', headers: { 'Content-Type': 'application/octet-stream',
+        'X-CSRF-Token': me.csrf_token }, body: 'x' });
+    return r.status;
+  }, { sid: id, name: hostile });
+  check(put === 204, `the file was written (${put})`);
+  const written = events.locator('li', { hasText: 'evil\\n\\x1b[2J<b>bold</b>' });
+  await written.waitFor();
+  const text = await written.textContent();
+  check(!/[\u0000-\u001f\u007f-\u009f]/.test(text), `no raw control character in "${text}"`);
+  check(await events.locator('b').count() === 0, 'the markup stayed text');
+
   step('sandboxd restarts: the page and the terminal reconnect by themselves');
   await restartSandboxd(page);
   await page.locator('.tab[aria-selected="true"] .tab-status',

@@ -1050,6 +1050,63 @@ test_https_private_ca(void **state)
 	harness_cleanup(&tls);
 }
 
+/* R-S7: text from a sandbox with a newline and an erase-screen sequence in it (a file name in
+ * its audit trail, an argument in its process list) reaches the CLI's tables escaped, each row
+ * one line, no escape byte raw on the terminal. The fake's agent (sandbox-guestd on this host)
+ * makes the files and processes real. */
+static void
+test_hostile_text_escaped(void **state)
+{
+	static const char hostile[] = "evil\n\x1b[2J";
+	const char *guestd = getenv("SANDBOX_GUESTD");
+	char env_agent[600], ep[320], dir[320], local[340], target[400], id[32];
+	const char *env[] = { env_agent, NULL };
+	struct daemon_proc p;
+	char *out;
+
+	if (!guestd || access(guestd, X_OK) < 0)
+		harness_skip_case(
+		        "SANDBOX_GUESTD is not set to sandbox-guestd (run through ctest)");
+	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", guestd);
+	assert_int_equal(harness_start(&p, harness_binary("SANDBOXD_FAKE"), NULL, env), 0);
+	snprintf(ep, sizeof(ep), "unix://%s", p.sock);
+	snprintf(dir, sizeof(dir), "%s/files", p.dir);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(local, sizeof(local), "%s/plain", p.dir);
+	write_file(local, "x\n", 0644);
+	snprintf(target, sizeof(target), "hostile:%s/%s", dir, hostile);
+
+	assert_int_equal(CLI(&out, "--endpoint", ep, "create", "--name", "hostile"), 0);
+	expect_id_line(out, id);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", ep, "cp", local, target), 0);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", ep, "exec", "hostile", "--", "/bin/true", hostile),
+	                 0);
+	free(out);
+
+	/* the audit trail: the file's path in the file.written row, escaped on its one line */
+	assert_int_equal(CLI(&out, "--endpoint", ep, "events", "hostile"), 0);
+	expect_line(out, "evil\\n\\x1b[2J", "20");
+	harness_expect_in(out, "file.written");
+	assert_null(strchr(out, '\x1b'));
+	assert_null(strstr(out, "\n[2J"));
+	free(out);
+
+	/* the process list: the argument, escaped, in its row */
+	assert_int_equal(CLI(&out, "--endpoint", ep, "ps", "hostile"), 0);
+	harness_expect_in(out, "/bin/true");
+	harness_expect_in(out, "\\x1b[2J");
+	assert_null(strchr(out, '\x1b'));
+	assert_null(strstr(out, "\n[2J"));
+	free(out);
+
+	assert_int_equal(CLI(&out, "--endpoint", ep, "kill", "hostile"), 0);
+	free(out);
+	harness_stop(&p, SIGTERM);
+	harness_cleanup(&p);
+}
+
 int
 main(void)
 {
@@ -1067,6 +1124,7 @@ main(void)
 		cmocka_unit_test(test_follow_stream),
 		cmocka_unit_test(test_follow_one_sandbox),
 		cmocka_unit_test(test_https_private_ca),
+		cmocka_unit_test(test_hostile_text_escaped),
 	};
 
 	return harness_exit_code(cmocka_run_group_tests(tests, setup, teardown));

@@ -1,6 +1,7 @@
 /* egressnet.c: the egress tests' shared environment (egressnet.h): namespaces, the launcher,
  * the test internet and the test image, the same for test-egress, test-egress-daemon and
  * test-egress-dashboard. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -147,6 +148,54 @@ egressnet_install_image(const struct daemon_proc *p, int timeout_ms)
 		fprintf(stderr, "POST /v1/images egress: %d %s\n", st, out ? out : "");
 	free(out);
 	return st == 200 ? 0 : -1;
+}
+
+pid_t
+egressnet_worker_of(pid_t daemon)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	pid_t found = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		char path[300], *text = NULL, *end = NULL;
+		size_t n = 0;
+		FILE *f;
+		int ppid = 0;
+		long pid;
+
+		pid = strtol(de->d_name, &end, 10);
+		if (pid <= 0 || !end || *end)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (getline(&text, &n, f) > 0) {
+			char *close_paren = strrchr(text, ')');
+			if (close_paren)
+				(void)sscanf(close_paren + 2, "%*c %d", &ppid);
+		}
+		fclose(f);
+		free(text);
+		if (ppid != daemon)
+			continue;
+		/* /proc files have no size: read, do not seek */
+		snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+		f = fopen(path, "r");
+		if (f) {
+			char argv[256] = "";
+			size_t n_read = fread(argv, 1, sizeof(argv) - 1, f);
+			fclose(f);
+			/* "sandboxd\0egress-worker\0..." */
+			if (n_read > 0 && memmem(argv, n_read, "egress-worker", 13))
+				found = (pid_t)pid;
+		}
+	}
+	closedir(d);
+	return found;
 }
 
 void

@@ -44,6 +44,10 @@ int egressnet_inet_start(void);
  * after saying why. */
 int egressnet_install_image(const struct daemon_proc *p, int timeout_ms);
 
+/* The egress worker of the sandboxd whose pid is daemon: its child whose command line says
+ * egress-worker; 0 when there is none (not yet started again, say). */
+pid_t egressnet_worker_of(pid_t daemon);
+
 /* Stops internet.py, takes the launcher back, removes the namespaces and (unless
  * $HARNESS_KEEP is set) the private directory. Safe to call twice. */
 void egressnet_down(void);

@@ -15,7 +15,10 @@
 #                         RESOLV_CONF is /etc/resolv.conf (the egress worker resolves names
 #                         through it) and /sys/fs/cgroup is the machine's (sandboxd refuses
 #                         to run VMMs without cgroup limits); exec all the way, so PROGRAM
-#                         keeps this script's pid (the harness's launcher, harness_set_launcher)
+#                         keeps this script's pid (the harness's launcher, harness_set_launcher).
+#                         Each file named in $NETNS_HIDE (space-separated) has /dev/null
+#                         mounted over it there, so PROGRAM finds it missing (no x bit): a tool
+#                         that is "not installed" without touching the machine's
 #
 # NAME starts with sbxt and has at most 14 characters. The veth ends are v<NAME without sbx>h
 # and ...i: never sbx..., which sandboxd's table treats as a sandbox's tap (it drops what
@@ -123,6 +126,7 @@ exec-host)
 	# shellcheck disable=SC2016 # expanded by the inner shells
 	exec unshare -m --propagation private sh -c \
 		'mount --bind "$1" /etc/resolv.conf &&
+		for f in ${NETNS_HIDE-}; do mount --bind /dev/null "$f" || exit 1; done &&
 		mount -t tmpfs -o mode=0700,size=16k sbxt-cgroup /mnt && mkdir /mnt/cgroup &&
 		mount --rbind /sys/fs/cgroup /mnt/cgroup &&
 		ns=$2 && shift 2 &&

@@ -8,12 +8,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
-#include <dirent.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "egressnet.h"
@@ -195,52 +195,6 @@ test_egress_off(void **state)
 	harness_cleanup(&p);
 }
 
-/* The worker: a child of sandboxd whose command line says egress-worker. */
-static pid_t
-worker_of(pid_t daemon)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *de;
-	pid_t found = 0;
-
-	assert_non_null(d);
-	while ((de = readdir(d))) {
-		char path[300], *text = NULL;
-		size_t n = 0;
-		FILE *f;
-		int ppid = 0;
-
-		if (de->d_name[0] < '0' || de->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (getline(&text, &n, f) > 0) {
-			char *close_paren = strrchr(text, ')');
-			if (close_paren)
-				(void)sscanf(close_paren + 2, "%*c %d", &ppid);
-		}
-		fclose(f);
-		free(text);
-		if (ppid != daemon)
-			continue;
-		/* /proc files have no size: read, do not seek */
-		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
-		f = fopen(path, "r");
-		if (f) {
-			char argv[256] = "";
-			size_t n_read = fread(argv, 1, sizeof(argv) - 1, f);
-			fclose(f);
-			/* "sandboxd\0egress-worker\0..." */
-			if (n_read > 0 && memmem(argv, n_read, "egress-worker", 13))
-				found = atoi(de->d_name);
-		}
-	}
-	closedir(d);
-	return found;
-}
-
 /* Whether /proc/PID/status (no size to seek to: read whole) has line. */
 static bool
 status_has(pid_t pid, const char *line)
@@ -300,7 +254,7 @@ test_worker_supervised(void **state)
 	char path[128], id[64];
 
 	assert_int_equal(harness_start_vm(&p, on, NULL), 0);
-	worker = worker_of(p.pid);
+	worker = egressnet_worker_of(p.pid);
 	assert_true(worker > 0);
 	/* without root: not uid 0, no capabilities, no way to gain any */
 	assert_true(status_has(worker, "Uid:\t"));
@@ -337,7 +291,7 @@ test_worker_supervised(void **state)
 	/* the killed one may still be listed for a moment (SIGKILL is not instant): wait for
 	 * another */
 	for (int i = 0; i < 100; i++) {
-		again = worker_of(p.pid);
+		again = egressnet_worker_of(p.pid);
 		if (again > 0 && again != worker)
 			break;
 		usleep(100000);
@@ -380,13 +334,142 @@ test_worker_supervised(void **state)
 	harness_cleanup(&p);
 }
 
+/* Where sandboxd would look for nft (tool_find: PATH, then these), space-separated, each
+ * executable one once; and the first of them. */
+static void
+nft_paths(char *ret_all, size_t size, char *ret_first, size_t first_size)
+{
+	static const char fallback[] =
+	        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+	char dirs[4096], *save = NULL;
+
+	ret_all[0] = ret_first[0] = '\0';
+	snprintf(dirs, sizeof(dirs), "%s:%s", getenv("PATH") ?: "", fallback);
+	for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		char path[300];
+
+		snprintf(path, sizeof(path), "%s/nft", d);
+		if (*d != '/' || access(path, X_OK) < 0 || strstr(ret_all, path))
+			continue;
+		if (!ret_first[0])
+			snprintf(ret_first, first_size, "%s", path);
+		snprintf(ret_all + strlen(ret_all), size - strlen(ret_all), "%s%s",
+		         ret_all[0] ? " " : "", path);
+	}
+	assert_true(ret_first[0]);
+}
+
+/* Fail closed at startup (R-E12): with egress on and no nft, there could be no table, so
+ * sandboxd does not start: it says what is missing and what to do, and exits non-zero. The
+ * control: the same machine with --egress off starts. */
+static void
+test_nft_missing(void **state)
+{
+	char all[1024], first[300], hide[1100];
+	const char *env[] = { hide, NULL };
+	const char *on[] = { "--egress", "on", NULL };
+	const char *off[] = { "--egress", "off", NULL };
+	struct daemon_proc p;
+
+	nft_paths(all, sizeof(all), first, sizeof(first));
+	snprintf(hide, sizeof(hide), "NETNS_HIDE=%s", all);
+	assert_int_equal(harness_start_vm(&p, on, env), -1);
+	assert_true(p.exit_status >= 0 && WIFEXITED(p.exit_status) &&
+	            WEXITSTATUS(p.exit_status) != 0);
+	assert_true(harness_file_contains(p.log, "egress: nft is not installed (apt-get install "
+	                                         "nftables), or start with --egress off"));
+	harness_cleanup(&p);
+
+	assert_int_equal(harness_start_vm(&p, off, env), 0);
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	harness_cleanup(&p);
+}
+
+/* Fail closed while nft fails (R-E12): an nft first in sandboxd's PATH that runs the real one
+ * until a file says to fail (exit 1). Then sandboxd does not start; and once started, a
+ * sandbox whose network needs the table is not started: it fails with the reason, and no VMM,
+ * tap or rule of it is left. The controls: a sandbox with mode none (no rules to write) starts
+ * meanwhile, and once nft works again the same create runs with its network. */
+static void
+test_nft_fails(void **state)
+{
+	char all[1024], real[300], bin[300], flag[300], path_env[1200], path[128];
+	const char *env[] = { path_env, NULL };
+	const char *on[] = { "--egress", "on", NULL };
+	const char *allowlist = "{\"network\":{\"mode\":\"allowlist\",\"allow\":"
+	                        "[\"allowed.test\"]}}";
+	struct daemon_proc p;
+	char links[300], id[64];
+	json_t *sb;
+
+	nft_paths(all, sizeof(all), real, sizeof(real));
+	snprintf(bin, sizeof(bin), "%s/fakebin", egressnet.dir);
+	snprintf(flag, sizeof(flag), "%s/nft-fails", egressnet.dir);
+	assert_int_equal(mkdir(bin, 0755), 0);
+	assert_true(egressnet_sh("printf '%%s\\n' '#!/bin/sh' \"if [ -e '%s' ]; then\" "
+	                         "\"  echo 'Error: the test made nft fail' >&2; exit 1\" 'fi' "
+	                         "\"exec '%s' \\\"\\$@\\\"\" >'%s/nft' && chmod 755 '%s/nft'",
+	                         flag, real, bin, bin));
+	snprintf(path_env, sizeof(path_env), "PATH=%s:%s", bin, getenv("PATH") ?: "/usr/bin:/bin");
+	snprintf(links, sizeof(links), "%s/links", egressnet.dir);
+
+	/* at startup: the empty table cannot be written, sandboxd does not serve */
+	assert_true(egressnet_sh("touch '%s'", flag));
+	assert_int_equal(harness_start_vm(&p, on, env), -1);
+	assert_true(p.exit_status >= 0 && WIFEXITED(p.exit_status) &&
+	            WEXITSTATUS(p.exit_status) != 0);
+	assert_true(harness_file_contains(p.log, "egress: cannot write table inet sandboxd"));
+	assert_true(harness_file_contains(p.log, "the test made nft fail"));
+	harness_cleanup(&p);
+
+	/* started while nft works (through the wrapper: the control that it is used) */
+	assert_true(egressnet_sh("rm -f '%s'", flag));
+	assert_int_equal(harness_start_vm(&p, on, env), 0);
+	assert_true(egressnet_sh("touch '%s'", flag));
+
+	/* a create whose allowlist needs the table: failed, nothing started */
+	sb = harness_json_timeout(p.sock, "POST", "/v1/sandboxes", allowlist, 60000, 201);
+	assert_string_equal(harness_str(sb, "state"), "failed");
+	harness_expect_in(harness_str(sb, "reason"),
+	                  "its network could not be set up on this host");
+	json_decref(sb);
+	assert_true(harness_file_contains(p.log, "not started: its network rules could not be "
+	                                         "installed"));
+	assert_int_equal(harness_kill_vmms(p.state), 0);
+	assert_true(egressnet_sh("ip -n %s-host -o link show >'%s'", netns, links));
+	assert_true(harness_file_contains(links, ": lo:"));
+	assert_false(harness_file_contains(links, ": sbx"));
+
+	/* the control: mode none needs no rule, and starts meanwhile */
+	sb = harness_json_timeout(p.sock, "POST", "/v1/sandboxes",
+	                          "{\"network\":{\"mode\":\"none\"}}", 120000, 201);
+	assert_string_equal(harness_str(sb, "state"), "running");
+	snprintf(id, sizeof(id), "%s", harness_str(sb, "id"));
+	json_decref(sb);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+	assert_int_equal(harness_http(p.sock, "DELETE", path, NULL, NULL), 204);
+
+	/* nft works again: the same create runs, its network with it */
+	assert_true(egressnet_sh("rm -f '%s'", flag));
+	sb = harness_json_timeout(p.sock, "POST", "/v1/sandboxes", allowlist, 120000, 201);
+	assert_string_equal(harness_str(sb, "state"), "running");
+	snprintf(id, sizeof(id), "%s", harness_str(sb, "id"));
+	json_decref(sb);
+	assert_int_equal(run_exit_code(p.sock, id, ALLOWED_RESOLVES), 0);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+	assert_int_equal(harness_http(p.sock, "DELETE", path, NULL, NULL), 204);
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	assert_int_equal(harness_kill_vmms(p.state), 0);
+	harness_cleanup(&p);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_busy_ports),
-		cmocka_unit_test(test_egress_off),
-		cmocka_unit_test(test_worker_supervised),
+		cmocka_unit_test(test_busy_ports),        cmocka_unit_test(test_egress_off),
+		cmocka_unit_test(test_worker_supervised), cmocka_unit_test(test_nft_missing),
+		cmocka_unit_test(test_nft_fails),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

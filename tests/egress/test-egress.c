@@ -33,11 +33,11 @@
 #define API_PORT "9443"
 #define WEB "203.0.113.10"
 #define UPSTREAM_DNS EGRESSNET_UPSTREAM_DNS
-/* what each sandbox may reach: A the names the cases need (gist denied under the wildcard),
- * B one name of its own */
+/* what each sandbox may reach: A the names the cases need (gist denied under the wildcard;
+ * nowhere.test, which the internet's DNS does not know), B one name of its own */
 #define A_NETWORK                                                                                  \
 	"{\"mode\":\"allowlist\",\"allow\":[\"allowed.test\",\"also.test\",\"*.hub.test\","        \
-	"\"loopy.test\"],\"deny\":[\"gist.hub.test\"]}"
+	"\"loopy.test\",\"nowhere.test\"],\"deny\":[\"gist.hub.test\"]}"
 #define B_NETWORK "{\"mode\":\"allowlist\",\"allow\":[\"also.test\"]}"
 
 static struct daemon_proc p;
@@ -970,6 +970,126 @@ test_mode_none_has_no_network(void **state)
 	assert_false(inet_log_has("http.log", "/t13-none"));
 }
 
+/* An allowed name that does not resolve (the internet's DNS answers NXDOMAIN) is a denial, and
+ * the guest learns why at once: plain HTTP gets a 502 naming the name and the reason, TLS is
+ * closed at once (curl's 35, never its timeout). The guest's own lookup is answered (the stub
+ * answers from the policy); the proxy asked upstream. */
+static void
+test_allowed_name_that_does_not_resolve(void **state)
+{
+	char *out = NULL;
+	int code;
+
+	need_sandboxes();
+	expect_pass(sa, "nslookup nowhere.test", a_host);
+	expect_pass(sa, "curl -sS -w '\\nHTTP %{http_code}\\n' http://nowhere.test/t15-http",
+	            "HTTP 502");
+	expect_pass(sa, "curl -sS http://nowhere.test/t15-why",
+	            "'nowhere.test': the name does not resolve");
+	code = run(sa, "curl -sS --max-time 25 https://nowhere.test/t15-tls; echo rc=$?", 40, &out);
+	if (code != 0 || !strstr(out, "rc=") || strstr(out, "rc=0\n") || strstr(out, "rc=28\n")) {
+		snprintf(
+		        failure, sizeof(failure),
+		        "TLS to nowhere.test: expected a failure at once (not curl's timeout), got "
+		        "exit %d:\n%s",
+		        code, out);
+		free(out);
+		fail_msg("%s", failure);
+	}
+	free(out);
+	expect_event(sa, "egress.denied", "nowhere.test",
+	             (struct want){ .port = 80, .via = "http", .reason_part = "does not resolve" });
+	expect_event(sa, "egress.denied", "nowhere.test",
+	             (struct want){ .port = 443, .via = "tls", .reason_part = "does not resolve" });
+	assert_true(inet_log_has("dns.log", " nowhere.test 1"));
+	assert_false(inet_log_has("http.log", "/t15-"));
+}
+
+/* Fail closed (R-E12): while the egress worker is stopped (hung), and after it is killed until
+ * sandboxd has started it again, nothing gets out: not the allowed name (its lookup is not
+ * answered), not another name brought to an address by hand, not another port; none of it
+ * reaches the internet. What waited for the proxy meanwhile is decided by the new worker, by
+ * the policy. The control: before and after, the allowed name passes. */
+static void
+test_worker_down_fails_closed(void **state)
+{
+	long long fwd, fwd2;
+	pid_t worker, again = 0;
+
+	need_sandboxes();
+	expect_pass(sa, "curl -sS http://allowed.test/t16-before", "path=/t16-before");
+	worker = egressnet_worker_of(p.pid);
+	assert_true(worker > 0);
+	assert_int_equal(kill(worker, SIGSTOP), 0);
+
+	expect_refused(sa, "timeout 5 nslookup allowed.test", "Name:");
+	expect_refused(sa, "curl -sS --max-time 5 http://allowed.test/t16-down", "path=");
+	expect_refused(
+	        sa, "curl -sS --max-time 5 -H 'Host: down.other.test' http://" WEB "/t16-down-http",
+	        "path=");
+	expect_refused(sa,
+	               "curl -sS -k --max-time 5 --resolve other.test:443:" WEB
+	               " https://other.test/t16-down-tls",
+	               "path=");
+	fwd = counter("forward_drop");
+	expect_refused(sa, "nc -w 3 " WEB " 22 </dev/null", "SSH-2.0");
+	fwd2 = counter("forward_drop");
+	if (fwd2 <= fwd)
+		fail_msg("forward_drop did not rise with the worker stopped (%lld, then %lld)", fwd,
+		         fwd2);
+
+	/* killed: until sandboxd has started another, the same */
+	assert_int_equal(kill(worker, SIGKILL), 0);
+	expect_refused(sa,
+	               "curl -sS --max-time 3 -H 'Host: restart.other.test' http://" WEB
+	               "/t16-restart-http",
+	               "path=");
+	for (int i = 0; i < 100; i++) {
+		again = egressnet_worker_of(p.pid);
+		if (again > 0 && again != worker)
+			break;
+		usleep(100000);
+	}
+	if (again <= 0 || again == worker)
+		fail_msg("sandboxd did not start the egress worker again");
+
+	/* the control, and what got through meanwhile: nothing */
+	expect_pass(sa, "curl -sS http://allowed.test/t16-after", "path=/t16-after");
+	assert_false(inet_log_has("http.log", "/t16-down"));
+	assert_false(inet_log_has("http.log", "/t16-restart"));
+	/* the request that waited in the proxy's queue was read by the new worker, and refused */
+	expect_event(sa, "egress.denied", "down.other.test",
+	             (struct want){ .port = 80, .via = "http", .reason_part = "not on the allow" });
+}
+
+/* R-S7: a DNS name as hostile as a guest can make it (a newline and an erase-screen sequence,
+ * which busybox's nslookup sends as they are) is refused and recorded without a name, and the
+ * log lines about it are single lines: the worker's quotes what was asked with its bytes
+ * escaped, sandboxd's says what it knows; no raw escape byte reaches the log. */
+static void
+test_hostile_name_quoted_in_log(void **state)
+{
+	_cleanup_free_ char *log = NULL;
+	const char *line;
+	size_t len;
+
+	need_sandboxes();
+	free(output_of(sa, "nslookup \"$(printf 'evil\\n\\033[2J.test')\""));
+	expect_event(sa, "egress.denied", NULL,
+	             (struct want){ .via = "dns", .reason_part = "not a host name" });
+	assert_int_equal(read_file_max(p.log, 64u << 20, &log, &len), 0);
+	line = strstr(log, "dns \"evil");
+	if (!line)
+		fail_msg("no log line quotes the name; the log: %s", p.log);
+	harness_expect_in(line, "dns \"evil\\n\\x1b[2J.test\" port 53 (not a host name)\n");
+	while (line > log && line[-1] != '\n')
+		line--;
+	assert_true(str_has_prefix(line, "sandboxd-egress: egress denied: sandbox '"));
+	harness_expect_in(log, "': egress denied: dns '' port 53 (not a host name)\n");
+	assert_null(memchr(log, '\x1b', len));
+	assert_null(strstr(log, "\n[2J"));
+}
+
 /* The example of docs/egress.md, "In short": `sandbox-cli run --allow example.org --
  * curl -sI https://example.org` reaches the name it allows (here the test internet's
  * example.org), over the CLI and a fresh sandbox removed afterwards, and nothing else. */
@@ -1014,6 +1134,9 @@ main(void)
 		cmocka_unit_test(test_live_tightening_cuts_open_connections),
 		cmocka_unit_test(test_allowed_name_at_a_refused_address),
 		cmocka_unit_test(test_mode_none_has_no_network),
+		cmocka_unit_test(test_allowed_name_that_does_not_resolve),
+		cmocka_unit_test(test_worker_down_fails_closed),
+		cmocka_unit_test(test_hostile_name_quoted_in_log),
 		cmocka_unit_test(test_cli_run_allow),
 	};
 

@@ -287,6 +287,7 @@ launch(struct daemon_proc *p, const char *binary, const char *const *extra, cons
 		return -1;
 	/* each start writes a fresh log so the readiness check sees this run's line */
 	unlink(p->log);
+	p->exit_status = -1;
 	p->pid = spawn(spawned, (const char *const *)args, env, p->log, -1);
 	if (p->pid < 0)
 		return -1;
@@ -300,6 +301,7 @@ launch(struct daemon_proc *p, const char *binary, const char *const *extra, cons
 			print_file(p->log);
 			track(p->pid, false);
 			p->pid = 0;
+			p->exit_status = status;
 			return -1;
 		}
 		usleep(10000);

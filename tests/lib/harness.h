@@ -13,6 +13,7 @@ struct daemon_proc {
 	char state[300]; /* --state-dir */
 	char sock[300];  /* --socket */
 	char log[300];   /* stdout+stderr */
+	int exit_status; /* its wait status when it exited during a start that failed, else -1 */
 };
 
 /* The binary under test: $SANDBOXD_FAKE (the daemon with the fake backend) etc. Exits 77

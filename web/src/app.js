@@ -4,7 +4,7 @@
 //   #/  #/launch  #/sandbox/<id>  #/fleet  #/users
 // Ownership is the server's: the page shows what the API answers and nothing more.
 import { api, onUnauthorized, seg, setCsrf } from './api.js';
-import { h, mib, plural, rerender, when } from './dom.js';
+import { h, mib, plural, rerender, visible, when } from './dom.js';
 
 // xterm.js (~340 KiB) loads where a terminal is about to open, not with the list
 let terminalModule = null;
@@ -54,7 +54,7 @@ async function submitting(button, error, busy, fn, describe = (e) => e.message) 
   try {
     await fn();
   } catch (e) {
-    error.textContent = describe(e);
+    error.textContent = visible(describe(e)); // the server's words may quote a guest's
     error.hidden = false;
   } finally {
     button.disabled = false;

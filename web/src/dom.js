@@ -1,5 +1,6 @@
 // dom.js: building the page without innerHTML: every string given here becomes text, never
-// markup, so names, reasons and messages from the API cannot inject anything.
+// markup, so names, reasons and messages from the API cannot inject anything; and its control
+// characters are shown escaped (visible), so a name a guest chose cannot hide or fake text.
 
 // h('button', {class: 'x', onclick: fn, disabled: true}, 'Stop') -> <button class="x" disabled>
 export function h(tag, attrs, ...children) {
@@ -16,10 +17,22 @@ export function h(tag, attrs, ...children) {
   return el;
 }
 
+// s with its control characters (C0, DEL, C1) made visible: \n, \r, \t, the others \xNN;
+// everything else as it is. A file name or a DNS name from a sandbox can hold a newline
+// or an escape sequence: as text they would vanish or break a line, and hide what was there.
+export function visible(s) {
+  return String(s).replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => {
+    if (c === '\n') return '\\n';
+    if (c === '\r') return '\\r';
+    if (c === '\t') return '\\t';
+    return `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`;
+  });
+}
+
 function add(el, children) {
   for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
-    el.append(c instanceof Node ? c : String(c));
+    el.append(c instanceof Node ? c : visible(c));
   }
 }
 
