@@ -882,6 +882,7 @@ struct stream {
 	struct conn *c;
 	struct sandboxd *d;
 	char owner[sizeof(((struct principal *)NULL)->name)]; /* a whole email (254 bytes) */
+	char sandbox_id[SANDBOX_ID_MAX + 1]; /* ?sandbox=: only its events; else "" */
 	struct sandbox *ended; /* replay: the last terminated sandbox loaded from the store */
 	unsigned replayed;
 };
@@ -952,7 +953,8 @@ api_events_stream(struct api_call *call)
 {
 	const char *last = http_req_header(call->req, "last-event-id");
 	const char *owner = api_owner_filter(call);
-	char key[32], value[32];
+	char key[32], value[SANDBOX_NAME_MAX + 2];
+	const struct sandbox *only = NULL;
 	uint64_t since = 0;
 	bool replay = false;
 	struct stream *s;
@@ -961,9 +963,20 @@ api_events_stream(struct api_call *call)
 
 	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
 	                            sizeof(value))) > 0) {
+		if (streq(key, "sandbox")) {
+			/* one sandbox's events, among the caller's live ones */
+			only = registry_find(&call->d->reg, value, owner);
+			if (!only) {
+				api_reply_err(call->c, ERR_NOT_FOUND, "sandbox '%s' not found",
+				              value);
+				return;
+			}
+			continue;
+		}
 		if (!streq(key, "since") || parse_u64(value, &since) < 0) {
 			api_reply_err(call->c, ERR_INVALID,
-			              "the only query parameter is since=<event seq>");
+			              "the query parameters are since=<event seq> and "
+			              "sandbox=<id or name>");
 			return;
 		}
 		replay = true;
@@ -991,6 +1004,9 @@ api_events_stream(struct api_call *call)
 	if (owner)
 		snprintf(s->owner, sizeof(s->owner), "%s", owner);
 	s->sub.owner = owner ? s->owner : NULL;
+	if (only)
+		snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", only->id);
+	s->sub.sandbox_id = only ? s->sandbox_id : NULL;
 	s->sub.fn = stream_event;
 	s->sub.data = s;
 	conn_on_close(call->c, stream_closed, s);
@@ -1001,8 +1017,8 @@ api_events_stream(struct api_call *call)
 	/* what happened while the client was away, then everything new, with nothing lost in
 	 * between: the loop is single-threaded, so no event lands between the two */
 	if (replay) {
-		r = store_events_since(call->d->store, (int64_t)since, owner, EVENTS_REPLAY_MAX,
-		                       replay_event, s);
+		r = store_events_since(call->d->store, (int64_t)since, owner, s->sub.sandbox_id,
+		                       EVENTS_REPLAY_MAX, replay_event, s);
 		if (r == -EPIPE)
 			return; /* the client went away: stream_closed freed s */
 		if (r < 0)
