@@ -178,8 +178,21 @@ audit_egress(const json_t *r, struct buf *out)
 	                 output_str(r, "reason") ? output_str(r, "reason") : "");
 }
 
+static void
+audit_stopped(const json_t *r, struct buf *out)
+{
+	const char *reason = output_str(r, "reason");
+
+	/* a stop its idle timeout made; a requested one says nothing */
+	if (reason && streq(reason, "idle"))
+		(void)buf_puts(out, "idle: stopped by its idle timeout, its disk kept");
+	else if (reason)
+		(void)buf_puts(out, reason);
+}
+
 static const struct detail_format audit_formats[] = {
 	{ .type = "sandbox.created", .fn = audit_created },
+	{ .type = "sandbox.stopped", .fn = audit_stopped },
 	{ .type = "sandbox.network_updated", .fn = audit_network },
 	{ .type = "sandbox.failed", .fn = detail_reason },
 	{ .type = "sandbox.terminated", .fn = detail_reason },

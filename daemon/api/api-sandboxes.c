@@ -1,6 +1,7 @@
 /* api-sandboxes.c: the sandbox resource (create, list, get, patch, delete, stop, start), its
  * audit trail and samples (events, metrics), and the live SSE stream. */
 #include "accounts.h"
+#include "activity.h"
 #include "api-internal.h"
 #include "egress.h"
 #include "events.h"
@@ -598,7 +599,9 @@ api_sandbox_patch(struct api_call *call)
 	struct err err = {};
 	char *old_name;
 	json_t *old_labels, *old_network, *fields;
+	enum sandbox_idle_action old_action;
 	uint64_t old_idle;
+	bool old_bound;
 	int r;
 
 	if (!sb) {
@@ -634,12 +637,14 @@ api_sandbox_patch(struct api_call *call)
 		sandbox_patch_done(&patch);
 		return;
 	}
-	lifecycle_touch(sb);
+	activity_request(sb);
 	/* apply, commit, and put everything back if the commit fails */
 	old_name = sb->name;
 	old_labels = sb->labels;
 	old_network = sb->network;
 	old_idle = sb->idle_timeout_secs;
+	old_action = sb->idle_action;
+	old_bound = sb->bound_to_client;
 	fields = json_array();
 	if (patch.set_name) {
 		sb->name = TAKE_PTR(patch.name);
@@ -656,6 +661,14 @@ api_sandbox_patch(struct api_call *call)
 	if (patch.set_idle) {
 		sb->idle_timeout_secs = patch.idle_timeout_secs;
 		json_array_append_new(fields, json_string("idle_timeout_secs"));
+	}
+	if (patch.set_idle_action) {
+		sb->idle_action = patch.idle_action;
+		json_array_append_new(fields, json_string("idle_action"));
+	}
+	if (patch.set_bound) {
+		sb->bound_to_client = patch.bound_to_client;
+		json_array_append_new(fields, json_string("bound_to_client"));
 	}
 	/* the audit trail says what the network became (names only: nothing secret) */
 	r = sandbox_commit(
@@ -674,6 +687,8 @@ api_sandbox_patch(struct api_call *call)
 		sb->labels = old_labels;
 		sb->network = old_network;
 		sb->idle_timeout_secs = old_idle;
+		sb->idle_action = old_action;
+		sb->bound_to_client = old_bound;
 		(void)sandbox_refresh_json(sb);
 		sandbox_patch_done(&patch);
 		api_reply_err(call->c, r == -EEXIST ? ERR_CONFLICT : ERR_INTERNAL,

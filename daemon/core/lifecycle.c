@@ -7,6 +7,7 @@
 #include <net/if.h>
 #include "events.h"
 #include "lifecycle.h"
+#include "activity.h"
 #include "agent.h"
 #include "egress.h"
 #include "ended.h"
@@ -165,13 +166,15 @@ boot(struct sandboxd *d, struct backend *b, struct sandbox *sb, enum sandbox_op 
 	return 0;
 }
 
+/* Moves sb to via (with reason, or none) and begins op through the backend. */
 static int
-begin(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op, enum sandbox_state via)
+begin(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op, enum sandbox_state via,
+      const char *reason)
 {
 	struct backend *b = backend_for(d, sb);
 	int r;
 
-	r = sandbox_set_state(d, sb, via, NULL);
+	r = sandbox_set_state(d, sb, via, reason);
 	if (r < 0)
 		return r;
 	if (op == SANDBOX_OP_STOP)
@@ -209,7 +212,7 @@ image_ready(struct image_waiter *w, const struct image *img, int error, const ch
 
 	if (sb && sb->state == SANDBOX_PENDING && sb->op == SANDBOX_OP_NONE) {
 		if (img)
-			(void)begin(iw->d, sb, SANDBOX_OP_START, SANDBOX_STARTING);
+			(void)begin(iw->d, sb, SANDBOX_OP_START, SANDBOX_STARTING, NULL);
 		else
 			fail(iw->d, sb, "%s", why ? why : strerror(-error));
 	}
@@ -225,7 +228,7 @@ start_when_image_ready(struct sandboxd *d, struct sandbox *sb)
 	int r;
 
 	if (!d->backend->ops->boots_images || images_installed(d, sb->image)) {
-		(void)begin(d, sb, SANDBOX_OP_START, SANDBOX_STARTING);
+		(void)begin(d, sb, SANDBOX_OP_START, SANDBOX_STARTING, NULL);
 		return;
 	}
 	iw = calloc(1, sizeof(*iw));
@@ -242,7 +245,7 @@ start_when_image_ready(struct sandboxd *d, struct sandbox *sb)
 	if (r != 0) {
 		free(iw);
 		if (r > 0)
-			(void)begin(d, sb, SANDBOX_OP_START, SANDBOX_STARTING);
+			(void)begin(d, sb, SANDBOX_OP_START, SANDBOX_STARTING, NULL);
 		else
 			fail(d, sb, "%s", err.message);
 		return;
@@ -268,7 +271,7 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err)
 	if (!sb->backend)
 		return -ENOMEM;
 	sb->state = SANDBOX_PENDING;
-	sb->created_at = sb->last_active = now_unix_ms();
+	sb->created_at = sb->last_active = sb->last_attended = now_unix_ms();
 	data = json_pack("{s:s?, s:s, s:i, s:i, s:I, s:O, s:O}", "name", sb->name, "image",
 	                 sb->image, "cpus", (int)sb->cpus, "memory_mb", (int)sb->memory_mb,
 	                 "disk_mb", (json_int_t)sb->disk_mb, "network", sb->network, "labels",
@@ -341,7 +344,7 @@ move(struct sandboxd *d, struct sandbox *sb, const struct move *m, struct err *e
 {
 	_cleanup_free_ char *why = NULL;
 
-	lifecycle_touch(sb);
+	activity_request(sb);
 	if (m->done & STATE_BIT(sb->state))
 		return 0; /* already there, or on its way */
 	if (!(m->from & STATE_BIT(sb->state)))
@@ -353,7 +356,7 @@ move(struct sandboxd *d, struct sandbox *sb, const struct move *m, struct err *e
 		               sb->id);
 	if (m->op == SANDBOX_OP_RESTART && !network_permitted(d, sb, &why))
 		return why ? start_refused(d, sb, why, err) : -ENOMEM;
-	return begin(d, sb, m->op, m->via);
+	return begin(d, sb, m->op, m->via, NULL);
 }
 
 int
@@ -374,6 +377,7 @@ static const char *const end_reasons[_SANDBOX_END_MAX] = {
 	[SANDBOX_END_IDLE] = "it was idle past its idle timeout",
 	[SANDBOX_END_LIFETIME] = "its lifetime ended",
 	[SANDBOX_END_POLICY] = "its network is no longer permitted by the policy",
+	[SANDBOX_END_CLIENT] = "its client went away",
 };
 
 /* sb ended for sb->end. */
@@ -416,6 +420,20 @@ lifecycle_delete(struct sandboxd *d, struct sandbox *sb, enum sandbox_end why, s
 	return 0;
 }
 
+/* A stop completed; one its idle timeout made says so while it stays stopped. */
+static void
+stopped(struct sandboxd *d, struct sandbox *sb)
+{
+	_cleanup_free_ char *why = NULL;
+
+	if (sb->stopping_idle)
+		why = strdup_printf(
+		        "stopped after %llu s idle, its idle timeout; its disk is kept: "
+		        "start it to carry on",
+		        (unsigned long long)sb->idle_timeout_secs);
+	(void)sandbox_set_state(d, sb, SANDBOX_STOPPED, why);
+}
+
 /* The backend's done event: the operation under way (sb->op) finished. error is 0 or
  * -errno; reason says what went wrong, for the sandbox's record. */
 static void
@@ -441,7 +459,8 @@ on_backend_done(void *ctx, struct sandbox *sb, int error, const char *reason)
 		if (error < 0)
 			fail(d, sb, "stopping failed: %s", reason ? reason : strerror(-error));
 		else
-			(void)sandbox_set_state(d, sb, SANDBOX_STOPPED, NULL);
+			stopped(d, sb);
+		sb->stopping_idle = false;
 		break;
 	case SANDBOX_OP_DESTROY:
 		if (error < 0 && sb->state == SANDBOX_FAILED) {
@@ -546,12 +565,6 @@ on_agent_ready(void *ctx, struct sandbox *sb)
 	snprintf(a->id, sizeof(a->id), "%s", sb->id);
 	if (!agent_ps(agent, adopt_proc, adopt_done, a))
 		free(a);
-}
-
-void
-lifecycle_touch(struct sandbox *sb)
-{
-	sb->last_active = now_unix_ms();
 }
 
 /* Takes back a VM found running after a restart of sandboxd, but only on the network it was
@@ -768,23 +781,74 @@ lifecycle_recover(struct sandboxd *d)
 	return 0;
 }
 
+/* sb was idle for its idle timeout: it stops, its disk kept, unless its idle_action says to
+ * end it. */
+static void
+idle_out(struct sandboxd *d, struct sandbox *sb)
+{
+	_cleanup_free_ char *why = NULL;
+	struct err err = {};
+
+	if (sb->idle_action == SANDBOX_IDLE_TERMINATE) {
+		log_info("sandbox '%s': idle for %llu s, its idle timeout; ending it, as its "
+		         "idle_action says",
+		         sb->id, (unsigned long long)sb->idle_timeout_secs);
+		(void)lifecycle_delete(d, sb, SANDBOX_END_IDLE, &err);
+		return;
+	}
+	why = strdup_printf("idle for %llu s, its idle timeout: stopping, its disk kept",
+	                    (unsigned long long)sb->idle_timeout_secs);
+	log_info("sandbox '%s': idle for %llu s, its idle timeout; stopping it, its disk kept",
+	         sb->id, (unsigned long long)sb->idle_timeout_secs);
+	sb->stopping_idle = true;
+	if (begin(d, sb, SANDBOX_OP_STOP, SANDBOX_STOPPING, why) < 0)
+		sb->stopping_idle = false;
+}
+
+/* sb was bound to its client, which is gone: it ends as the client's own delete would have
+ * ended it. */
+static void
+client_gone(struct sandboxd *d, struct sandbox *sb, unsigned grace)
+{
+	struct err err = {};
+
+	log_info("sandbox '%s': bound to its client, which went away (no request or stream for "
+	         "%u s); ending it",
+	         sb->id, grace);
+	free(sb->end_why);
+	sb->end_why = strdup_printf("its client went away: it was bound to it, and nothing asked "
+	                            "for it or held a stream of it for %u s",
+	                            grace);
+	(void)lifecycle_delete(d, sb, SANDBOX_END_CLIENT, &err);
+}
+
 void
 lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms)
 {
+	unsigned grace = d->opts->client_grace_secs;
 	struct list_node *n, *tmp;
 
 	LIST_FOREACH_SAFE (n, tmp, &d->reg.all) {
 		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
 		int64_t exp = sandbox_expires_at(sb);
-		struct err err = {};
+		bool idles = sb->idle_timeout_secs && sb->state == SANDBOX_RUNNING &&
+		             sb->op == SANDBOX_OP_NONE;
+		bool watched;
 
 		if (sb->op == SANDBOX_OP_DESTROY || sb->state == SANDBOX_TERMINATED)
 			continue;
-		if (exp && now_ms >= exp)
+		if (exp && now_ms >= exp) {
+			struct err err = {};
 			(void)lifecycle_delete(d, sb, SANDBOX_END_LIFETIME, &err);
-		else if (sb->idle_timeout_secs && sb->state == SANDBOX_RUNNING &&
-		         now_ms - sb->last_active >= (int64_t)sb->idle_timeout_secs * 1000)
-			(void)lifecycle_delete(d, sb, SANDBOX_END_IDLE, &err);
+			continue;
+		}
+		if (!idles && !sb->bound_to_client)
+			continue;
+		watched = activity_watched(d, sb, now_ms);
+		if (sb->bound_to_client && !watched && activity_client_gone(sb, now_ms, grace))
+			client_gone(d, sb, grace);
+		else if (idles && !watched && activity_idle(d, sb, now_ms))
+			idle_out(d, sb);
 	}
 }
 

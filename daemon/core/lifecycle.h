@@ -1,6 +1,6 @@
 /* lifecycle.h: what moves sandboxes through their states: creating, starting, stopping and
- * ending them through the backend, taking them back after a restart, and ending those past
- * their lifetime or idle timeout. Every state change goes through sandbox_set_state(). */
+ * ending them through the backend, taking them back after a restart, and acting on lifetimes,
+ * idle timeouts and clients gone. Every state change goes through sandbox_set_state(). */
 #pragma once
 
 #include "error.h"
@@ -30,7 +30,7 @@ int lifecycle_backend_started(struct sandboxd *d);
 
 /* At startup: loads the live rows and takes back what the backend still runs. */
 int lifecycle_recover(struct sandboxd *d);
-/* Periodic: ends sandboxes past their lifetime or idle timeout. */
+/* Periodic (each second): ends sandboxes past their lifetime; stops those idle past their
+ * idle timeout (activity.h), disk kept, or ends them where their idle_action says so; ends a
+ * sandbox bound to its client once that client was gone for --client-grace. */
 void lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms);
-/* Marks activity (a request about it) for the idle timeout. */
-void lifecycle_touch(struct sandbox *sb);
