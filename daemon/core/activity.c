@@ -98,7 +98,7 @@ activity_idle(struct sandboxd *d, struct sandbox *sb, int64_t now_ms)
 		return false; /* too short to judge by ticks of the CPU clock */
 	if (cpu_busy(cpu - sb->cpu_ref_ns, window) || net != sb->net_ref_bytes) {
 		log_debug("sandbox '%s': in the last %lld ms its VMM used %llu ms of CPU and its "
-		          "network moved %llu bytes: busy, so not idle",
+		          "network brought in %llu bytes: busy, so not idle",
 		          sb->id, (long long)window,
 		          (unsigned long long)((cpu - sb->cpu_ref_ns) / 1000000),
 		          (unsigned long long)(net - sb->net_ref_bytes));

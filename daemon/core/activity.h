@@ -6,8 +6,10 @@
  * stream of it (an attach, a process's output, a run waiting for its answer, an event stream
  * for that sandbox), for as long as it is open; and, read on the host when the idle timeout
  * would otherwise pass, its VMM using more than ACTIVITY_CPU_PERCENT of one CPU or any byte
- * through its network device (an open connection at work). A client is there while it asks
- * for the sandbox or holds a stream of it. */
+ * its network device carried into the guest (an open connection at work: the host sends only
+ * answers). What the guest sends on its own is not counted: an idle Linux guest solicits an
+ * IPv6 router now and then (70 bytes, at growing intervals), which would keep it up for ever.
+ * A client is there while it asks for the sandbox or holds a stream of it. */
 #pragma once
 
 #include <stdbool.h>

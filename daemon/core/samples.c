@@ -103,7 +103,7 @@ samples_take(struct sandboxd *d, struct sandbox *sb, bool new_boot)
 
 int
 samples_read_now(struct sandboxd *d, struct sandbox *sb, uint64_t *ret_cpu_ns,
-                 uint64_t *ret_net_bytes)
+                 uint64_t *ret_net_in_bytes)
 {
 	struct backend *b = d->backend;
 	struct backend_sample m = { 0 };
@@ -117,8 +117,9 @@ samples_read_now(struct sandboxd *d, struct sandbox *sb, uint64_t *ret_cpu_ns,
 		r = tap_bytes(d, sb, &rx, &tx);
 	if (r < 0)
 		return r;
+	(void)tx;
 	*ret_cpu_ns = m.cpu_ns;
-	*ret_net_bytes = rx + tx;
+	*ret_net_in_bytes = rx;
 	return 0;
 }
 

@@ -104,7 +104,7 @@ struct sandbox {
 	/* activity.h: what keeps it from idling, and whether its client is still there */
 	int64_t last_active;   /* unix ms of the last activity */
 	int64_t last_attended; /* unix ms a client last asked for it or had a stream of it */
-	bool cpu_ref_set;      /* its VMM's CPU time and its tap's bytes at cpu_ref_at */
+	bool cpu_ref_set;      /* its VMM's CPU time and the bytes into it at cpu_ref_at */
 	uint64_t cpu_ref_ns;
 	uint64_t net_ref_bytes;
 	int64_t cpu_ref_at;
