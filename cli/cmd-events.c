@@ -178,8 +178,21 @@ audit_egress(const json_t *r, struct buf *out)
 	                 output_str(r, "reason") ? output_str(r, "reason") : "");
 }
 
+static void
+audit_stopped(const json_t *r, struct buf *out)
+{
+	const char *reason = output_str(r, "reason");
+
+	/* a stop its idle timeout made; a requested one says nothing */
+	if (reason && streq(reason, "idle"))
+		(void)buf_puts(out, "idle: stopped by its idle timeout, its disk kept");
+	else if (reason)
+		(void)buf_puts(out, reason);
+}
+
 static const struct detail_format audit_formats[] = {
 	{ .type = "sandbox.created", .fn = audit_created },
+	{ .type = "sandbox.stopped", .fn = audit_stopped },
 	{ .type = "sandbox.network_updated", .fn = audit_network },
 	{ .type = "sandbox.failed", .fn = detail_reason },
 	{ .type = "sandbox.terminated", .fn = detail_reason },
@@ -344,16 +357,24 @@ static int
 follow(struct cli *cli, const char *only_id, int64_t since, bool replay)
 {
 	_cleanup_(client_response_done) struct client_response resp = { 0 };
-	_cleanup_free_ char *path = NULL;
+	_cleanup_free_ char *path = NULL, *esc = NULL;
 	struct follow f = { .cli = cli, .only_id = only_id, .last_seq = since };
+	char since_q[32] = "";
 	struct client *c;
 	int r;
 
 	r = cli_client(cli, &c);
 	if (r != 0)
 		return r;
-	path = replay ? strdup_printf("/v1/events/stream?since=%lld", (long long)since)
-	              : strdup("/v1/events/stream");
+	if (replay)
+		snprintf(since_q, sizeof(since_q), "%csince=%lld", only_id ? '&' : '?',
+		         (long long)since);
+	/* one sandbox's stream carries only its events, and keeps it from idling while we
+	 * watch */
+	esc = only_id ? client_escape(only_id) : NULL;
+	path = only_id && !esc ? NULL
+	                       : strdup_printf("/v1/events/stream%s%s%s", esc ? "?sandbox=" : "",
+	                                       esc ? esc : "", since_q);
 	if (!path)
 		return CLI_EXIT_FAILED;
 	sse_init(&f.sse, SSE_MAX, on_event, &f);

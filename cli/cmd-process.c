@@ -20,6 +20,8 @@ enum {
 	OPT_CWD,
 	OPT_KEEP,
 	OPT_TIMEOUT,
+	OPT_IDLE,
+	OPT_LIFETIME,
 };
 
 /* What run and exec start. */
@@ -224,6 +226,8 @@ cmd_run(struct cli *cli, int argc, char **argv)
 		{ "keep", no_argument, NULL, OPT_KEEP },
 		{ "timeout", required_argument, NULL, OPT_TIMEOUT },
 		{ "tty", no_argument, NULL, 't' },
+		{ "idle-timeout", required_argument, NULL, OPT_IDLE },
+		{ "lifetime", required_argument, NULL, OPT_LIFETIME },
 		{ NULL, 0, NULL, 0 },
 	};
 	_cleanup_(command_done) struct command cmd = { 0 };
@@ -237,11 +241,22 @@ cmd_run(struct cli *cli, int argc, char **argv)
 		r = cli_sandbox_option(cli, c, optarg, create);
 		if (r == 1)
 			r = command_option(cli, &cmd, c, optarg);
+		if (r == 1 && c == OPT_IDLE)
+			r = cli_number_option(cli, "--idle-timeout", optarg, INT64_MAX, create,
+			                      "idle_timeout_secs");
+		if (r == 1 && c == OPT_LIFETIME)
+			r = cli_number_option(cli, "--lifetime", optarg, INT64_MAX, create,
+			                      "lifetime_secs");
 		if (r == 1) {
 			json_decref(create);
 			return cli_option_end(cli, c);
 		}
 	}
+	/* the sandbox ends with us: should we die before we remove it (kill -9, a lost
+	 * connection), the server ends it once we are gone for its grace; a lifetime of a day
+	 * is the server's second guard, unless --lifetime says otherwise */
+	if (r == 0 && !cmd.keep && json_object_set_new(create, "bound_to_client", json_true()) < 0)
+		r = cli_oom();
 	if (r == 0 && optind == argc)
 		r = cli_usage_error(cli,
 		                    "needs a command: sandbox-cli run [options] -- CMD [ARGS]");

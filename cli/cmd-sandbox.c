@@ -45,6 +45,7 @@ enum {
 	OPT_STATE,
 	OPT_ENV,
 	OPT_IDLE,
+	OPT_IDLE_ACTION,
 	OPT_LIFETIME,
 	OPT_NO_WAIT,
 };
@@ -207,6 +208,7 @@ cmd_create(struct cli *cli, int argc, char **argv)
 		{ "label", required_argument, NULL, OPT_LABEL },
 		{ "env", required_argument, NULL, OPT_ENV },
 		{ "idle-timeout", required_argument, NULL, OPT_IDLE },
+		{ "idle-action", required_argument, NULL, OPT_IDLE_ACTION },
 		{ "lifetime", required_argument, NULL, OPT_LIFETIME },
 		{ "no-wait", no_argument, NULL, OPT_NO_WAIT },
 		{ NULL, 0, NULL, 0 },
@@ -228,6 +230,11 @@ cmd_create(struct cli *cli, int argc, char **argv)
 		case OPT_IDLE:
 			r = cli_number_option(cli, "--idle-timeout", optarg, INT64_MAX, body,
 			                      "idle_timeout_secs");
+			break;
+		case OPT_IDLE_ACTION:
+			/* the server says what it offers (suspend, some day) */
+			if (json_object_set_new(body, "idle_action", json_string(optarg)) < 0)
+				r = cli_usage_error(cli, "--idle-action takes stop or terminate");
 			break;
 		case OPT_LIFETIME:
 			r = cli_number_option(cli, "--lifetime", optarg, INT64_MAX, body,

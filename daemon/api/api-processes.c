@@ -7,10 +7,10 @@
 #include <signal.h>
 #include <strings.h>
 #include <wslay/wslay.h>
+#include "activity.h"
 #include "api-internal.h"
 #include "base64.h"
 #include "events.h"
-#include "lifecycle.h"
 #include "log.h"
 #include "proc.h"
 #include "records.h"
@@ -54,7 +54,7 @@ api_sandbox_agent(struct api_call *call, struct sandbox **ret_sb)
 		              "the agent of sandbox '%s' is reconnecting; try again", sb->id);
 		return NULL;
 	}
-	lifecycle_touch(sb);
+	activity_request(sb);
 	*ret_sb = sb;
 	return a;
 }

@@ -1,6 +1,7 @@
 /* api-sandboxes.c: the sandbox resource (create, list, get, patch, delete, stop, start), its
  * audit trail and samples (events, metrics), and the live SSE stream. */
 #include "accounts.h"
+#include "activity.h"
 #include "api-internal.h"
 #include "egress.h"
 #include "events.h"
@@ -666,7 +667,9 @@ api_sandbox_patch(struct api_call *call)
 	struct err err = {};
 	char *old_name;
 	json_t *old_labels, *old_network, *fields;
+	enum sandbox_idle_action old_action;
 	uint64_t old_idle;
+	bool old_bound;
 	int r;
 
 	if (!sb) {
@@ -702,12 +705,14 @@ api_sandbox_patch(struct api_call *call)
 		sandbox_patch_done(&patch);
 		return;
 	}
-	lifecycle_touch(sb);
+	activity_request(sb);
 	/* apply, commit, and put everything back if the commit fails */
 	old_name = sb->name;
 	old_labels = sb->labels;
 	old_network = sb->network;
 	old_idle = sb->idle_timeout_secs;
+	old_action = sb->idle_action;
+	old_bound = sb->bound_to_client;
 	fields = json_array();
 	if (patch.set_name) {
 		sb->name = TAKE_PTR(patch.name);
@@ -724,6 +729,14 @@ api_sandbox_patch(struct api_call *call)
 	if (patch.set_idle) {
 		sb->idle_timeout_secs = patch.idle_timeout_secs;
 		json_array_append_new(fields, json_string("idle_timeout_secs"));
+	}
+	if (patch.set_idle_action) {
+		sb->idle_action = patch.idle_action;
+		json_array_append_new(fields, json_string("idle_action"));
+	}
+	if (patch.set_bound) {
+		sb->bound_to_client = patch.bound_to_client;
+		json_array_append_new(fields, json_string("bound_to_client"));
 	}
 	/* the audit trail says what the network became (names only: nothing secret) */
 	r = sandbox_commit(
@@ -742,6 +755,8 @@ api_sandbox_patch(struct api_call *call)
 		sb->labels = old_labels;
 		sb->network = old_network;
 		sb->idle_timeout_secs = old_idle;
+		sb->idle_action = old_action;
+		sb->bound_to_client = old_bound;
 		(void)sandbox_refresh_json(sb);
 		sandbox_patch_done(&patch);
 		api_reply_err(call->c, r == -EEXIST ? ERR_CONFLICT : ERR_INTERNAL,
@@ -952,6 +967,7 @@ struct stream {
 	struct conn *c;
 	struct sandboxd *d;
 	char owner[sizeof(((struct principal *)NULL)->name)]; /* a whole email (254 bytes) */
+	char sandbox_id[SANDBOX_ID_MAX + 1]; /* ?sandbox=: only its events; else "" */
 	struct sandbox *ended; /* replay: the last terminated sandbox loaded from the store */
 	unsigned replayed;
 };
@@ -1022,7 +1038,8 @@ api_events_stream(struct api_call *call)
 {
 	const char *last = http_req_header(call->req, "last-event-id");
 	const char *owner = api_owner_filter(call);
-	char key[32], value[32];
+	char key[32], value[SANDBOX_NAME_MAX + 2];
+	const struct sandbox *only = NULL;
 	uint64_t since = 0;
 	bool replay = false;
 	struct stream *s;
@@ -1031,9 +1048,20 @@ api_events_stream(struct api_call *call)
 
 	while ((r = http_query_next(call->req->query, &pos, key, sizeof(key), value,
 	                            sizeof(value))) > 0) {
+		if (streq(key, "sandbox")) {
+			/* one sandbox's events, among the caller's live ones */
+			only = registry_find(&call->d->reg, value, owner);
+			if (!only) {
+				api_reply_err(call->c, ERR_NOT_FOUND, "sandbox '%s' not found",
+				              value);
+				return;
+			}
+			continue;
+		}
 		if (!streq(key, "since") || parse_u64(value, &since) < 0) {
 			api_reply_err(call->c, ERR_INVALID,
-			              "the only query parameter is since=<event seq>");
+			              "the query parameters are since=<event seq> and "
+			              "sandbox=<id or name>");
 			return;
 		}
 		replay = true;
@@ -1061,6 +1089,9 @@ api_events_stream(struct api_call *call)
 	if (owner)
 		snprintf(s->owner, sizeof(s->owner), "%s", owner);
 	s->sub.owner = owner ? s->owner : NULL;
+	if (only)
+		snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", only->id);
+	s->sub.sandbox_id = only ? s->sandbox_id : NULL;
 	s->sub.fn = stream_event;
 	s->sub.data = s;
 	conn_on_close(call->c, stream_closed, s);
@@ -1071,8 +1102,8 @@ api_events_stream(struct api_call *call)
 	/* what happened while the client was away, then everything new, with nothing lost in
 	 * between: the loop is single-threaded, so no event lands between the two */
 	if (replay) {
-		r = store_events_since(call->d->store, (int64_t)since, owner, EVENTS_REPLAY_MAX,
-		                       replay_event, s);
+		r = store_events_since(call->d->store, (int64_t)since, owner, s->sub.sandbox_id,
+		                       EVENTS_REPLAY_MAX, replay_event, s);
 		if (r == -EPIPE)
 			return; /* the client went away: stream_closed freed s */
 		if (r < 0)

@@ -197,6 +197,36 @@ is_unset(const json_t *v)
 	return !v || json_is_null(v);
 }
 
+/* "idle_action": "stop" or "terminate"; "suspend" is named, for it is what a client of a
+ * server with suspend may send. */
+static int
+decode_idle_action(const json_t *v, enum sandbox_idle_action *ret, struct err *err)
+{
+	const char *s = json_string_value(v);
+	enum sandbox_idle_action a = sandbox_idle_action_from_string(s);
+
+	if (s && streq(s, "suspend"))
+		return err_set(err, -EINVAL, ERR_INVALID,
+		               "'idle_action' \"suspend\" is not offered yet: this server cannot "
+		               "suspend sandboxes; use \"stop\" (the default: its disk is kept) or "
+		               "\"terminate\"");
+	if (a < 0)
+		return err_set(err, -EINVAL, ERR_INVALID,
+		               "'idle_action' must be \"stop\" (the default: its disk is kept) or "
+		               "\"terminate\" (its disk is discarded)");
+	*ret = a;
+	return 0;
+}
+
+static int
+decode_bool(const json_t *v, const char *field, bool *ret, struct err *err)
+{
+	if (!json_is_boolean(v))
+		return err_set(err, -EINVAL, ERR_INVALID, "'%s' must be true or false", field);
+	*ret = json_is_true(v);
+	return 0;
+}
+
 static int
 decode_name(const json_t *v, char **ret, struct err *err)
 {
@@ -220,9 +250,23 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
                       bool *ret_wait, struct err *err)
 {
 	static const char *const fields[] = {
-		"name",    "image",   "cpus",        "memory_mb",           "disk_mb",
-		"env",     "network", "labels",      "idle_timeout_secs",   "lifetime_secs",
-		"volumes", "wait",    "snapshot_id", "snapshot_every_secs", "snapshot_keep",
+		"name",
+		"image",
+		"cpus",
+		"memory_mb",
+		"disk_mb",
+		"env",
+		"network",
+		"labels",
+		"idle_timeout_secs",
+		"idle_action",
+		"lifetime_secs",
+		"bound_to_client",
+		"volumes",
+		"wait",
+		"snapshot_id",
+		"snapshot_every_secs",
+		"snapshot_keep",
 		NULL,
 	};
 	uint64_t cpus = p->defaults.cpus, mem = p->defaults.memory_mb, disk = p->defaults.disk_mb;
@@ -262,6 +306,19 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 	    (r = get_uint(body, "lifetime_secs", secs_min(p->limits.max_lifetime_secs),
 	                  secs_max(p->limits.max_lifetime_secs), &life, err)) < 0)
 		return r;
+	v = json_object_get(body, "idle_action");
+	if (!is_unset(v) && (r = decode_idle_action(v, &sb->idle_action, err)) < 0)
+		return r;
+	v = json_object_get(body, "bound_to_client");
+	if (!is_unset(v) && (r = decode_bool(v, "bound_to_client", &sb->bound_to_client, err)) < 0)
+		return r;
+	/* a sandbox bound to its client has a lifetime even so: should the binding fail (a
+	 * client that holds its stream open and never comes back), it still ends */
+	if (sb->bound_to_client && life == 0 && is_unset(json_object_get(body, "lifetime_secs"))) {
+		life = REQUEST_BOUND_LIFETIME_SECS;
+		if (p->limits.max_lifetime_secs)
+			life = MIN(life, p->limits.max_lifetime_secs);
+	}
 	/* a limit bounds what the request leaves out too: no timeout is never above it */
 	if (idle == 0)
 		idle = p->limits.max_idle_timeout_secs;
@@ -312,7 +369,9 @@ int
 request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_patch *ret,
                      struct err *err)
 {
-	static const char *const fields[] = { "network", "name", "labels", "idle_timeout_secs",
+	static const char *const fields[] = { "network",     "name",
+		                              "labels",      "idle_timeout_secs",
+		                              "idle_action", "bound_to_client",
 		                              NULL };
 	struct sandbox_patch patch = { 0 };
 	json_t *v;
@@ -322,9 +381,10 @@ request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_
 	if (r < 0)
 		return r;
 	if (json_object_size(body) == 0)
-		return err_set(err, -EINVAL, ERR_INVALID,
-		               "the body changes nothing: give at least one of 'name', 'labels', "
-		               "'network' and 'idle_timeout_secs'");
+		return err_set(
+		        err, -EINVAL, ERR_INVALID,
+		        "the body changes nothing: give at least one of 'name', 'labels', "
+		        "'network', 'idle_timeout_secs', 'idle_action' and 'bound_to_client'");
 	v = json_object_get(body, "name");
 	if (v) {
 		patch.set_name = true;
@@ -353,6 +413,18 @@ request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_
 			            "'idle_timeout_secs' must be an integer (0: none)");
 			goto fail;
 		}
+	}
+	v = json_object_get(body, "idle_action");
+	if (v) {
+		patch.set_idle_action = true;
+		if ((r = decode_idle_action(v, &patch.idle_action, err)) < 0)
+			goto fail;
+	}
+	v = json_object_get(body, "bound_to_client");
+	if (v) {
+		patch.set_bound = true;
+		if ((r = decode_bool(v, "bound_to_client", &patch.bound_to_client, err)) < 0)
+			goto fail;
 	}
 	v = json_object_get(body, "network");
 	if (v && (r = netpolicy_resolve(p, v, &patch.network, err)) < 0)

@@ -14,10 +14,15 @@
 #define REQUEST_MAX_ENV 256
 #define REQUEST_MAX_ENV_VALUE (32u << 10)
 #define REQUEST_MAX_LABELS 64
+/* The lifetime of a sandbox bound to its client when its request sets none and the policy
+ * has no default: the second guard against one left behind. */
+#define REQUEST_BOUND_LIFETIME_SECS (24 * 3600)
 
-/* Fills sb (name, image, resources, env, network, labels, timeouts) from a create body.
- * *ret_wait is false when the body says "wait": false. Under a policy limit on a timeout, a
- * request that leaves it out gets the limit and one that says 0 ("none") is 400. */
+/* Fills sb (name, image, resources, env, network, labels, timeouts, idle_action,
+ * bound_to_client) from a create body. *ret_wait is false when the body says "wait": false.
+ * Under a policy limit on a timeout, a request that leaves it out gets the limit and one that
+ * says 0 ("none") is 400. A bound sandbox whose request and policy set no lifetime gets
+ * REQUEST_BOUND_LIFETIME_SECS (at most the limit). */
 int request_decode_create(const struct policy *p, const json_t *body, struct sandbox *sb,
                           bool *ret_wait, struct err *err);
 
@@ -29,6 +34,10 @@ struct sandbox_patch {
 	json_t *network; /* NULL: unchanged; the resolved policy object */
 	bool set_idle;
 	uint64_t idle_timeout_secs;
+	bool set_idle_action;
+	enum sandbox_idle_action idle_action;
+	bool set_bound;
+	bool bound_to_client;
 };
 int request_decode_patch(const struct policy *p, const json_t *body, struct sandbox_patch *ret,
                          struct err *err);

@@ -54,11 +54,13 @@ build_created(const json_t *data, json_t *f, int *r)
 static const struct {
 	const char *to, *from; /* from NULL: any */
 	const char *type;
-	const char *reason; /* the data's member that is the record's reason, or NULL */
+	const char *reason;   /* the data's member that is the record's reason, or NULL */
+	bool reason_optional; /* a reason only when the data has one (beyond the contract) */
 } state_records[] = {
 	{ .to = "running", .from = "suspended", .type = "sandbox.resumed" },
 	{ .to = "running", .type = "sandbox.started" },
-	{ .to = "stopped", .type = "sandbox.stopped" },
+	/* reason "idle" when its idle timeout stopped it; none when a request did */
+	{ .to = "stopped", .type = "sandbox.stopped", .reason = "stop", .reason_optional = true },
 	{ .to = "suspended", .type = "sandbox.suspended" },
 	{ .to = "failed", .type = "sandbox.failed", .reason = "reason" },
 	{ .to = "terminated", .type = "sandbox.terminated", .reason = "end" },
@@ -76,6 +78,8 @@ build_state(const json_t *data, json_t *f, int *r)
 			continue;
 		if (state_records[i].reason) {
 			reason = str_of(data, state_records[i].reason);
+			if (!reason && state_records[i].reason_optional)
+				return state_records[i].type;
 			if (json_object_set_new(f, "reason",
 			                        reason ? json_string(reason) : json_null()) < 0)
 				*r = -ENOMEM;

@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "activity.h"
 #include "egress.h"
 #include "events.h"
 #include "hashmap.h"
@@ -783,6 +784,8 @@ on_decision(struct egress *e, json_t *msg)
 	}
 	s = find_sb(e, id);
 	sb = registry_get(&e->d->reg, id);
+	if (s && sb)
+		activity_inside(sb); /* its network at work: a lookup, a connection ended */
 	if (!s || !sb || (dns && allowed)) {
 		/* removed meanwhile; or an allowed lookup, which every connection follows and
 		 * whose own event says it all */

@@ -23,7 +23,8 @@ events_unsubscribe(struct event_sub *s)
 static uint64_t serial;
 
 /* Hands e to every subscriber that may see it: a sandbox's events go to its owner's streams
- * and to those that see every sandbox, the node's only to the latter. */
+ * and to those that see every sandbox, the node's only to the latter; a stream of one
+ * sandbox gets only that one's. */
 static void
 publish(struct sandboxd *d, struct event *e)
 {
@@ -33,6 +34,8 @@ publish(struct sandboxd *d, struct event *e)
 	LIST_FOREACH_SAFE (n, tmp, &d->subscribers) {
 		struct event_sub *s = list_entry(n, struct event_sub, link);
 		if (s->owner && (!e->sb || !streq(s->owner, e->sb->owner)))
+			continue;
+		if (s->sandbox_id && (!e->sb || !streq(s->sandbox_id, e->sb->id)))
 			continue;
 		s->fn(s, e);
 	}

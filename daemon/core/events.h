@@ -24,7 +24,9 @@ struct event {
 
 struct event_sub {
 	struct list_node link;
-	const char *owner; /* NULL: every sandbox and the node's events (admins) */
+	const char *owner;      /* NULL: every sandbox and the node's events (admins) */
+	const char *sandbox_id; /* NULL: every sandbox owner sees; else only this one's events
+	                         * (and the stream keeps it from idling, activity.h) */
 	void (*fn)(struct event_sub *s, const struct event *e);
 	void *data;
 };

@@ -8,6 +8,7 @@
 #include <net/if.h>
 #include "events.h"
 #include "lifecycle.h"
+#include "activity.h"
 #include "agent.h"
 #include "egress.h"
 #include "ended.h"
@@ -239,13 +240,15 @@ boot(struct sandboxd *d, struct backend *b, struct sandbox *sb, enum sandbox_op 
 	return boot_launch(d, b, sb, op, TAKE_FD(tap), &link);
 }
 
+/* Moves sb to via (with reason, or none) and begins op through the backend. */
 static int
-begin(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op, enum sandbox_state via)
+begin(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op, enum sandbox_state via,
+      const char *reason)
 {
 	struct backend *b = backend_for(d, sb);
 	int r;
 
-	r = sandbox_set_state(d, sb, via, NULL);
+	r = sandbox_set_state(d, sb, via, reason);
 	if (r < 0)
 		return r;
 	if (op == SANDBOX_OP_STOP)
@@ -283,7 +286,7 @@ image_ready(struct image_waiter *w, const struct image *img, int error, const ch
 
 	if (sb && sb->state == SANDBOX_PENDING && sb->op == SANDBOX_OP_NONE) {
 		if (img)
-			(void)begin(iw->d, sb, SANDBOX_OP_START, SANDBOX_STARTING);
+			(void)begin(iw->d, sb, SANDBOX_OP_START, SANDBOX_STARTING, NULL);
 		else
 			fail(iw->d, sb, "%s", why ? why : strerror(-error));
 	}
@@ -299,7 +302,7 @@ start_when_image_ready(struct sandboxd *d, struct sandbox *sb)
 	int r;
 
 	if (!d->backend->ops->boots_images || images_installed(d, sb->image)) {
-		(void)begin(d, sb, SANDBOX_OP_START, SANDBOX_STARTING);
+		(void)begin(d, sb, SANDBOX_OP_START, SANDBOX_STARTING, NULL);
 		return;
 	}
 	iw = calloc(1, sizeof(*iw));
@@ -316,7 +319,7 @@ start_when_image_ready(struct sandboxd *d, struct sandbox *sb)
 	if (r != 0) {
 		free(iw);
 		if (r > 0)
-			(void)begin(d, sb, SANDBOX_OP_START, SANDBOX_STARTING);
+			(void)begin(d, sb, SANDBOX_OP_START, SANDBOX_STARTING, NULL);
 		else
 			fail(d, sb, "%s", err.message);
 		return;
@@ -345,7 +348,7 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err)
 	if (!sb->backend)
 		return -ENOMEM;
 	sb->state = SANDBOX_PENDING;
-	sb->created_at = sb->last_active = now_unix_ms();
+	sb->created_at = sb->last_active = sb->last_attended = now_unix_ms();
 	data = json_pack("{s:s?, s:s, s:i, s:i, s:I, s:O, s:O}", "name", sb->name, "image",
 	                 sb->image, "cpus", (int)sb->cpus, "memory_mb", (int)sb->memory_mb,
 	                 "disk_mb", (json_int_t)sb->disk_mb, "network", sb->network, "labels",
@@ -462,7 +465,7 @@ move(struct sandboxd *d, struct sandbox *sb, const struct move *m, struct err *e
 	struct backend *b = backend_for(d, sb);
 	int r;
 
-	lifecycle_touch(sb);
+	activity_request(sb);
 	if (sb->op == SANDBOX_OP_DESTROY)
 		return err_set(err, -EBUSY, ERR_CONFLICT, "sandbox '%s' is being deleted", sb->id);
 	if (m->done & STATE_BIT(sb->state))
@@ -478,7 +481,7 @@ move(struct sandboxd *d, struct sandbox *sb, const struct move *m, struct err *e
 		return why ? start_refused(d, sb, why, err) : -ENOMEM;
 	if (sb->state == SANDBOX_FAILED && (r = failed_startable(d, b, sb, err)) < 0)
 		return r;
-	return begin(d, sb, m->op, m->via);
+	return begin(d, sb, m->op, m->via, NULL);
 }
 
 int
@@ -501,6 +504,7 @@ static const char *const end_reasons[_SANDBOX_END_MAX] = {
 	[SANDBOX_END_POLICY] = "its network is no longer permitted by the policy",
 	[SANDBOX_END_SHUTDOWN] = "sandboxd stopped, without --keep-sandboxes",
 	[SANDBOX_END_RECORD] = "its record could not be read after a restart of sandboxd",
+	[SANDBOX_END_CLIENT] = "its client went away",
 };
 
 /* While sandboxd shuts down without --keep-sandboxes: once no sandbox is still being ended,
@@ -560,6 +564,20 @@ lifecycle_delete(struct sandboxd *d, struct sandbox *sb, enum sandbox_end why, s
 	return 0;
 }
 
+/* A stop completed; one its idle timeout made says so while it stays stopped. */
+static void
+stopped(struct sandboxd *d, struct sandbox *sb)
+{
+	_cleanup_free_ char *why = NULL;
+
+	if (sb->stopping_idle)
+		why = strdup_printf(
+		        "stopped after %llu s idle, its idle timeout; its disk is kept: "
+		        "start it to carry on",
+		        (unsigned long long)sb->idle_timeout_secs);
+	(void)sandbox_set_state(d, sb, SANDBOX_STOPPED, why);
+}
+
 /* The backend's done event: the operation under way (sb->op) finished. error is 0 or
  * -errno; reason says what went wrong, for the sandbox's record. */
 static void
@@ -585,7 +603,8 @@ on_backend_done(void *ctx, struct sandbox *sb, int error, const char *reason)
 		if (error < 0)
 			fail(d, sb, "stopping failed: %s", reason ? reason : strerror(-error));
 		else
-			(void)sandbox_set_state(d, sb, SANDBOX_STOPPED, NULL);
+			stopped(d, sb);
+		sb->stopping_idle = false;
 		break;
 	case SANDBOX_OP_DESTROY:
 		if (error < 0 && sb->state == SANDBOX_FAILED) {
@@ -714,12 +733,6 @@ on_agent_ready(void *ctx, struct sandbox *sb)
 	snprintf(a->id, sizeof(a->id), "%s", sb->id);
 	if (!agent_ps(agent, adopt_proc, adopt_done, a))
 		free(a);
-}
-
-void
-lifecycle_touch(struct sandbox *sb)
-{
-	sb->last_active = now_unix_ms();
 }
 
 /* Takes back a VM found running after a restart of sandboxd, but only on the network it was
@@ -1024,6 +1037,47 @@ lifecycle_recover(struct sandboxd *d)
 	return 0;
 }
 
+/* sb was idle for its idle timeout: it stops, its disk kept, unless its idle_action says to
+ * end it. */
+static void
+idle_out(struct sandboxd *d, struct sandbox *sb)
+{
+	_cleanup_free_ char *why = NULL;
+	struct err err = {};
+
+	if (sb->idle_action == SANDBOX_IDLE_TERMINATE) {
+		log_info("sandbox '%s': idle for %llu s, its idle timeout; ending it, as its "
+		         "idle_action says",
+		         sb->id, (unsigned long long)sb->idle_timeout_secs);
+		(void)lifecycle_delete(d, sb, SANDBOX_END_IDLE, &err);
+		return;
+	}
+	why = strdup_printf("idle for %llu s, its idle timeout: stopping, its disk kept",
+	                    (unsigned long long)sb->idle_timeout_secs);
+	log_info("sandbox '%s': idle for %llu s, its idle timeout; stopping it, its disk kept",
+	         sb->id, (unsigned long long)sb->idle_timeout_secs);
+	sb->stopping_idle = true;
+	if (begin(d, sb, SANDBOX_OP_STOP, SANDBOX_STOPPING, why) < 0)
+		sb->stopping_idle = false;
+}
+
+/* sb was bound to its client, which is gone: it ends as the client's own delete would have
+ * ended it. */
+static void
+client_gone(struct sandboxd *d, struct sandbox *sb, unsigned grace)
+{
+	struct err err = {};
+
+	log_info("sandbox '%s': bound to its client, which went away (no request or stream for "
+	         "%u s); ending it",
+	         sb->id, grace);
+	free(sb->end_why);
+	sb->end_why = strdup_printf("its client went away: it was bound to it, and nothing asked "
+	                            "for it or held a stream of it for %u s",
+	                            grace);
+	(void)lifecycle_delete(d, sb, SANDBOX_END_CLIENT, &err);
+}
+
 void
 lifecycle_shutdown(struct sandboxd *d, const char *signame)
 {
@@ -1056,6 +1110,7 @@ lifecycle_shutdown(struct sandboxd *d, const char *signame)
 void
 lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms)
 {
+	unsigned grace = d->opts->client_grace_secs;
 	struct list_node *n, *tmp;
 
 	if (d->shutting_down) {
@@ -1070,15 +1125,24 @@ lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms)
 	LIST_FOREACH_SAFE (n, tmp, &d->reg.all) {
 		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
 		int64_t exp = sandbox_expires_at(sb);
-		struct err err = {};
+		bool idles = sb->idle_timeout_secs && sb->state == SANDBOX_RUNNING &&
+		             sb->op == SANDBOX_OP_NONE;
+		bool watched;
 
 		if (sb->op == SANDBOX_OP_DESTROY || sb->state == SANDBOX_TERMINATED)
 			continue;
-		if (exp && now_ms >= exp)
+		if (exp && now_ms >= exp) {
+			struct err err = {};
 			(void)lifecycle_delete(d, sb, SANDBOX_END_LIFETIME, &err);
-		else if (sb->idle_timeout_secs && sb->state == SANDBOX_RUNNING &&
-		         now_ms - sb->last_active >= (int64_t)sb->idle_timeout_secs * 1000)
-			(void)lifecycle_delete(d, sb, SANDBOX_END_IDLE, &err);
+			continue;
+		}
+		if (!idles && !sb->bound_to_client)
+			continue;
+		watched = activity_watched(d, sb, now_ms);
+		if (sb->bound_to_client && !watched && activity_client_gone(sb, now_ms, grace))
+			client_gone(d, sb, grace);
+		else if (idles && !watched && activity_idle(d, sb, now_ms))
+			idle_out(d, sb);
 	}
 }
 

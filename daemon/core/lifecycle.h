@@ -1,6 +1,6 @@
 /* lifecycle.h: what moves sandboxes through their states: creating, starting, stopping and
- * ending them through the backend, taking them back after a restart, and ending those past
- * their lifetime or idle timeout. Every state change goes through sandbox_set_state(). */
+ * ending them through the backend, taking them back after a restart, and acting on lifetimes,
+ * idle timeouts and clients gone. Every state change goes through sandbox_set_state(). */
 #pragma once
 
 #include "error.h"
@@ -42,7 +42,7 @@ void lifecycle_abandon(struct sandboxd *d, struct sandbox *sb, const char *reaso
  * quits once they are, or after LIFECYCLE_SHUTDOWN_MS. A second signal quits at once. */
 #define LIFECYCLE_SHUTDOWN_MS 30000
 void lifecycle_shutdown(struct sandboxd *d, const char *signame);
-/* Periodic: ends sandboxes past their lifetime or idle timeout. */
+/* Periodic (each second): ends sandboxes past their lifetime; stops those idle past their
+ * idle timeout (activity.h), disk kept, or ends them where their idle_action says so; ends a
+ * sandbox bound to its client once that client was gone for --client-grace. */
 void lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms);
-/* Marks activity (a request about it) for the idle timeout. */
-void lifecycle_touch(struct sandbox *sb);

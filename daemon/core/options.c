@@ -104,6 +104,9 @@ static const char usage[] =
         "                         at most (default 128; 0: no limit)\n"
         "  --forget-after TIME    how long terminated sandboxes stay listed and found by\n"
         "                         id, with their events (default 24h; s, m, h or d)\n"
+        "  --client-grace SECS    how long a sandbox bound to its client (sandbox-cli run)\n"
+        "                         outlives that client: no request or stream of it for\n"
+        "                         this long ends it (default 30)\n"
         "  --log-level LEVEL      error, warning, info (default) or debug\n"
         "  --version              print the version and exit\n"
         "  -h, --help             print this help and exit\n";
@@ -463,6 +466,7 @@ static const struct opt_def opt_defs[] = {
 	UINT("max-connections-per-client", max_connections_per_client, 0, 65536,
 	     "must be 0 (no limit) to 65536"),
 	CUSTOM("forget-after", parse_forget_after),
+	UINT("client-grace", client_grace_secs, 1, 86400, "must be 1 to 86400 seconds"),
 	STRING("policy", policy_file),
 	{ .name = "default-image",
 	  .kind = OPT_IMAGE,
@@ -574,6 +578,7 @@ options_parse(int argc, char **argv, struct options *o)
 	*o = (struct options){ .max_connections = 1024,
 		               .max_connections_per_client = 128,
 		               .forget_after_secs = 24 * 3600,
+		               .client_grace_secs = 30,
 		               .stop_timeout_secs = 20,
 		               .reconcile_interval_secs = 60,
 		               .egress = geteuid() == 0,

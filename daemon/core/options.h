@@ -37,6 +37,7 @@ struct options {
 	unsigned max_connections;            /* per listener */
 	unsigned max_connections_per_client; /* per TCP client address (IPv6: /64); 0: none */
 	uint64_t forget_after_secs; /* --forget-after: terminated sandboxes are then forgotten */
+	unsigned client_grace_secs; /* --client-grace: a bound sandbox's client may be away */
 	bool allow_unconfined;      /* as root: run VMMs without cgroup limits where none can be
 	                             * made, rather than refuse to start */
 	bool keep_sandboxes;        /* --keep-sandboxes: a stop of sandboxd leaves the VMs

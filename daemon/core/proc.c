@@ -1,6 +1,7 @@
 /* proc.c: process hubs; see proc.h. */
 #include <jansson.h>
 #include <signal.h>
+#include "activity.h"
 #include "events.h"
 #include "log.h"
 #include "proc.h"
@@ -105,6 +106,7 @@ on_output(struct agent_sub *s, int stream, uint64_t offset, const void *bytes, s
 		ring_skip(&p->ring, offset); /* a gap (output dropped while nobody was attached) */
 	/* out of memory, the bytes still count: readers are told they were dropped */
 	(void)ring_write(&p->ring, (uint8_t)stream, b, len);
+	activity_inside(p->sb); /* output: it is at work, watched or not */
 	pump_all(p);
 }
 
@@ -130,6 +132,7 @@ on_exited(struct agent_sub *s, int code, uint64_t end)
 	p->running = false;
 	p->exit_code = code;
 	p->oom = s->oom;
+	activity_inside(sb); /* the idle timeout counts from its end */
 	(void)end;
 	if (p->oom)
 		log_info("sandbox '%s': process %u was ended by the guest's OOM killer (%u MiB)",

@@ -101,6 +101,28 @@ samples_take(struct sandboxd *d, struct sandbox *sb, bool new_boot)
 		s->count++;
 }
 
+int
+samples_read_now(struct sandboxd *d, struct sandbox *sb, uint64_t *ret_cpu_ns,
+                 uint64_t *ret_net_in_bytes)
+{
+	struct backend *b = d->backend;
+	struct backend_sample m = { 0 };
+	uint64_t rx, tx;
+	int r;
+
+	if (!samples_available(d))
+		return -EOPNOTSUPP;
+	r = b->ops->sample(b, sb, &m);
+	if (r >= 0)
+		r = tap_bytes(d, sb, &rx, &tx);
+	if (r < 0)
+		return r;
+	(void)tx;
+	*ret_cpu_ns = m.cpu_ns;
+	*ret_net_in_bytes = rx;
+	return 0;
+}
+
 void
 samples_take_all(struct sandboxd *d)
 {

@@ -29,6 +29,11 @@ bool samples_available(const struct sandboxd *d);
 /* Takes a sample of sb, which runs. new_boot: its VM has just (re)started, so its counters
  * start again from zero. A reading that fails is logged at debug level and skipped. */
 void samples_take(struct sandboxd *d, struct sandbox *sb, bool new_boot);
+/* What sb's current VMM and tap counted since they started, read now and not recorded (the
+ * idle timeout's reading, activity.h): CPU time, and the bytes its tap carried into the guest
+ * (0 without one). -EOPNOTSUPP when this server does not measure; else the reading's error. */
+int samples_read_now(struct sandboxd *d, struct sandbox *sb, uint64_t *ret_cpu_ns,
+                     uint64_t *ret_net_in_bytes);
 /* samples_take for every running sandbox: the periodic one. */
 void samples_take_all(struct sandboxd *d);
 /* Calls fn with each sample of sb taken at or after since_ms, oldest first. */

@@ -54,12 +54,33 @@ static const char *const end_names[_SANDBOX_END_MAX] = {
 	[SANDBOX_END_REQUEST] = "request",   [SANDBOX_END_IDLE] = "idle",
 	[SANDBOX_END_LIFETIME] = "lifetime", [SANDBOX_END_POLICY] = "policy",
 	[SANDBOX_END_SHUTDOWN] = "shutdown", [SANDBOX_END_RECORD] = "record",
+	[SANDBOX_END_CLIENT] = "client",
 };
 
 const char *
 sandbox_end_to_string(enum sandbox_end e)
 {
 	return e >= 0 && e < _SANDBOX_END_MAX ? end_names[e] : "request";
+}
+
+static const char *const idle_action_names[_SANDBOX_IDLE_ACTION_MAX] = {
+	[SANDBOX_IDLE_STOP] = "stop",
+	[SANDBOX_IDLE_TERMINATE] = "terminate",
+};
+
+const char *
+sandbox_idle_action_to_string(enum sandbox_idle_action a)
+{
+	return a >= 0 && a < _SANDBOX_IDLE_ACTION_MAX ? idle_action_names[a] : "stop";
+}
+
+enum sandbox_idle_action
+sandbox_idle_action_from_string(const char *s)
+{
+	for (int i = 0; i < _SANDBOX_IDLE_ACTION_MAX; i++)
+		if (s && streq(s, idle_action_names[i]))
+			return (enum sandbox_idle_action)i;
+	return _SANDBOX_IDLE_ACTION_INVALID;
 }
 
 bool
@@ -168,11 +189,13 @@ env_names_json(const struct sandbox *sb)
 json_t *
 sandbox_spec_to_json(const struct sandbox *sb)
 {
-	return json_pack("{s:i, s:i, s:I, s:I, s:I, s:O, s:O, s:o}", "cpus", (int)sb->cpus,
-	                 "memory_mb", (int)sb->memory_mb, "disk_mb", (json_int_t)sb->disk_mb,
-	                 "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs, "lifetime_secs",
-	                 (json_int_t)sb->lifetime_secs, "labels", sb->labels, "network",
-	                 sb->network, "env_names", env_names_json(sb));
+	return json_pack(
+	        "{s:i, s:i, s:I, s:I, s:s, s:I, s:b, s:O, s:O, s:o}", "cpus", (int)sb->cpus,
+	        "memory_mb", (int)sb->memory_mb, "disk_mb", (json_int_t)sb->disk_mb,
+	        "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs, "idle_action",
+	        sandbox_idle_action_to_string(sb->idle_action), "lifetime_secs",
+	        (json_int_t)sb->lifetime_secs, "bound_to_client", sb->bound_to_client, "labels",
+	        sb->labels, "network", sb->network, "env_names", env_names_json(sb));
 }
 
 int
@@ -180,18 +203,25 @@ sandbox_spec_from_json(struct sandbox *sb, const json_t *spec)
 {
 	json_int_t cpus, mem, disk, idle, life;
 	json_t *labels, *network, *names;
+	/* rows from before idle_action and bound_to_client: stop, and not bound */
+	const char *idle_action = "stop";
+	int bound = 0;
 	json_error_t err;
 	size_t i;
 	json_t *v;
 
 	if (json_unpack_ex((json_t *)spec, &err, JSON_STRICT,
-	                   "{s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o}", "cpus", &cpus, "memory_mb",
-	                   &mem, "disk_mb", &disk, "idle_timeout_secs", &idle, "lifetime_secs",
-	                   &life, "labels", &labels, "network", &network, "env_names", &names) < 0)
+	                   "{s:I, s:I, s:I, s:I, s?s, s:I, s?b, s:o, s:o, s:o}", "cpus", &cpus,
+	                   "memory_mb", &mem, "disk_mb", &disk, "idle_timeout_secs", &idle,
+	                   "idle_action", &idle_action, "lifetime_secs", &life, "bound_to_client",
+	                   &bound, "labels", &labels, "network", &network, "env_names", &names) < 0)
 		return -EINVAL;
 	if (cpus < 0 || mem < 0 || disk < 0 || idle < 0 || life < 0 || !json_is_object(labels) ||
-	    !json_is_object(network) || !json_is_array(names))
+	    !json_is_object(network) || !json_is_array(names) ||
+	    sandbox_idle_action_from_string(idle_action) < 0)
 		return -EINVAL;
+	sb->idle_action = sandbox_idle_action_from_string(idle_action);
+	sb->bound_to_client = bound;
 	sb->cpus = (unsigned)cpus;
 	sb->memory_mb = (unsigned)mem;
 	sb->disk_mb = (uint64_t)disk;
@@ -246,7 +276,8 @@ sandbox_from_row(const struct store_sandbox *row, struct sandbox **ret)
 	sb->runtime_ref = dup_or_null(row->runtime_ref);
 	sb->created_at = row->created_at;
 	sb->updated_at = row->updated_at;
-	sb->last_active = sb->updated_at;
+	/* whatever happened while sandboxd was not running, the clocks start again now */
+	sb->last_active = sb->last_attended = now_unix_ms();
 	if (sb->state == _SANDBOX_STATE_INVALID || !sb->owner || !sb->image || !sb->backend)
 		return -EINVAL;
 	j = json_loads(row->spec, JSON_REJECT_DUPLICATES, NULL);
@@ -351,16 +382,17 @@ sandbox_to_json(const struct sandbox *sb)
 
 	format_rfc3339(sb->created_at, created);
 	format_rfc3339(exp, expires);
-	return json_pack("{s:s, s:s?, s:s, s:s, s:i, s:i, s:I, s:o, s:O, s:O, s:[], s:s, s:I, s:I, "
-	                 "s:s?, s:s, s:s?}",
-	                 "id", sb->id, "name", sb->name, "state",
-	                 sandbox_state_to_string(sb->state), "image", sb->image, "cpus",
-	                 (int)sb->cpus, "memory_mb", (int)sb->memory_mb, "disk_mb",
-	                 (json_int_t)sb->disk_mb, "env_names", env_names_json(sb), "network",
-	                 sb->network, "labels", sb->labels, "volumes", "created_at", created,
-	                 "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs, "lifetime_secs",
-	                 (json_int_t)sb->lifetime_secs, "expires_at", exp ? expires : NULL, "owner",
-	                 sb->owner, "reason", sb->reason);
+	return json_pack(
+	        "{s:s, s:s?, s:s, s:s, s:i, s:i, s:I, s:o, s:O, s:O, s:[], s:s, s:I, s:s, "
+	        "s:I, s:s?, s:b, s:s, s:s?}",
+	        "id", sb->id, "name", sb->name, "state", sandbox_state_to_string(sb->state),
+	        "image", sb->image, "cpus", (int)sb->cpus, "memory_mb", (int)sb->memory_mb,
+	        "disk_mb", (json_int_t)sb->disk_mb, "env_names", env_names_json(sb), "network",
+	        sb->network, "labels", sb->labels, "volumes", "created_at", created,
+	        "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs, "idle_action",
+	        sandbox_idle_action_to_string(sb->idle_action), "lifetime_secs",
+	        (json_int_t)sb->lifetime_secs, "expires_at", exp ? expires : NULL,
+	        "bound_to_client", sb->bound_to_client, "owner", sb->owner, "reason", sb->reason);
 }
 
 /* Bumped whenever any sandbox's API object changes or one joins or leaves the registry:
@@ -457,6 +489,12 @@ sandbox_set_state(struct sandboxd *d, struct sandbox *sb, enum sandbox_state to,
 	sb->state_since = now_mono_ms();
 	data = json_pack("{s:s, s:s, s:s?}", "from", sandbox_state_to_string(from), "to",
 	                 sandbox_state_to_string(to), "reason", reason);
+	/* a stop its idle timeout made says so, in the audit trail's words */
+	if (data && to == SANDBOX_STOPPED && sb->stopping_idle &&
+	    json_object_set_new(data, "stop", json_string("idle")) < 0) {
+		json_decref(data);
+		data = NULL;
+	}
 	/* what ended it, in the audit trail's words */
 	if (data && to == SANDBOX_TERMINATED &&
 	    json_object_set_new(data, "end", json_string(sandbox_end_to_string(sb->end))) < 0) {

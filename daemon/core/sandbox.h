@@ -55,11 +55,24 @@ enum sandbox_end {
 	                       * found it left over) */
 	SANDBOX_END_RECORD,   /* with --keep-sandboxes, its record was missing or unreadable at a
 	                       * restart, so its environment values could not be restored */
+	SANDBOX_END_CLIENT,   /* bound to its client, which went away */
 	_SANDBOX_END_MAX,
 };
 
-/* "request", "idle", "lifetime", "policy", "shutdown", "record". */
+/* "request", "idle", "lifetime", "policy", "shutdown", "record", "client". */
 const char *sandbox_end_to_string(enum sandbox_end e);
+
+/* What its idle timeout does to a sandbox (the request's "idle_action"). */
+enum sandbox_idle_action {
+	SANDBOX_IDLE_STOP,      /* stop it: the disk is kept (the default) */
+	SANDBOX_IDLE_TERMINATE, /* end it, disk and all */
+	_SANDBOX_IDLE_ACTION_MAX,
+	_SANDBOX_IDLE_ACTION_INVALID = -1,
+};
+
+/* "stop", "terminate". */
+const char *sandbox_idle_action_to_string(enum sandbox_idle_action a);
+enum sandbox_idle_action sandbox_idle_action_from_string(const char *s);
 
 struct sandbox_samples;
 
@@ -90,9 +103,11 @@ struct sandbox {
 	unsigned memory_mb;
 	uint64_t disk_mb;
 	uint64_t idle_timeout_secs; /* 0: none */
-	uint64_t lifetime_secs;     /* 0: none */
-	json_t *labels;             /* object of string -> string */
-	json_t *network;            /* {mode, allow, deny} */
+	enum sandbox_idle_action idle_action;
+	uint64_t lifetime_secs; /* 0: none */
+	bool bound_to_client;   /* ended once its client is gone (activity.h) */
+	json_t *labels;         /* object of string -> string */
+	json_t *network;        /* {mode, allow, deny} */
 	struct sandbox_env *env;
 	size_t nenv;
 	struct sandbox_kept *kept; /* from its record at a restart, until the guest lists them */
@@ -100,7 +115,14 @@ struct sandbox {
 
 	int64_t created_at; /* unix ms */
 	int64_t updated_at;
-	int64_t last_active;  /* unix ms of the last request or process activity */
+	/* activity.h: what keeps it from idling, and whether its client is still there */
+	int64_t last_active;   /* unix ms of the last activity */
+	int64_t last_attended; /* unix ms a client last asked for it or had a stream of it */
+	bool cpu_ref_set;      /* its VMM's CPU time and the bytes into it at cpu_ref_at */
+	uint64_t cpu_ref_ns;
+	uint64_t net_ref_bytes;
+	int64_t cpu_ref_at;
+	bool stopping_idle;   /* the stop under way is its idle timeout's */
 	uint64_t state_since; /* monotonic ms it entered its state (sandbox_set_state); 0: before
 	                       * this sandboxd ran (the reconciler starts counting then) */
 

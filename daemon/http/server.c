@@ -29,6 +29,12 @@
 #define LINGER_MS 2000
 #define DRAIN_LOW (64u << 10)
 #define OUT_KEEP (8u << 10) /* an idle connection keeps at most this much output buffer */
+/* TCP keepalive: the first probe after 30 s of quiet, then every 10 s, gone after 3 unanswered
+ * (a vanished client is found within a minute) */
+#define TCP_KEEPIDLE_SECS 30
+#define TCP_KEEPINTVL_SECS 10
+#define TCP_KEEPCNT_N 3
+#define TCP_USER_TIMEOUT_MS 60000u
 #define LINGER_MAX (1u << 20)
 #define BODY_PIECE (64u << 10) /* a taken body is handed on in pieces of at most this */
 #define FD_WARN_EVERY_MS 10000
@@ -1073,6 +1079,25 @@ client_get(struct server *s, const char *key)
  * without ever authenticating one (a TLS handshake counts as waiting). A connection a handler
  * holds (answering, streaming, taking a body, upgraded) is never closed for room. Returns
  * whether one was. */
+/* An accepted TCP connection: no Nagle delay, and keepalive probes, so that a client that
+ * vanished without closing (a laptop shut, a network gone) is found within about a minute
+ * even when nothing is being sent: its attach or stream then closes, and what was bound to it
+ * (a sandbox bound to its client) learns it is gone. */
+static void
+tcp_options(int fd)
+{
+	int one = 1, idle = TCP_KEEPIDLE_SECS, intvl = TCP_KEEPINTVL_SECS, cnt = TCP_KEEPCNT_N;
+	unsigned user_timeout = TCP_USER_TIMEOUT_MS;
+
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	(void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	/* data unacknowledged this long also ends it (keepalive probes wait for a quiet line) */
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
+}
+
 static bool
 evict_idle(struct listener *l)
 {
@@ -1185,9 +1210,8 @@ on_accept(struct loop_source *src, uint32_t events _unused_, void *data)
 				c->peer_uid = cred.uid;
 			snprintf(c->peer, sizeof(c->peer), "unix:%d", (int)c->peer_uid);
 		} else {
-			int one = 1;
 			format_peer(&peer, c->peer, sizeof(c->peer));
-			(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			tcp_options(fd);
 		}
 		if (l->tls) {
 			c->ssl = SSL_new(l->tls);

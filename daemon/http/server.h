@@ -10,7 +10,9 @@
  * Bounds: request head 16 KiB, body per request (the handler's body_limit), a head must
  * arrive within 10 s of its first byte, idle keep-alive connections close after 60 s, a client
  * that stops reading a response for 30 s is dropped, and a stream whose client falls 4 MiB
- * behind is closed. No connection can stall another: every socket is non-blocking on one
+ * behind is closed. A TCP connection carries keepalive probes, so a client that vanished
+ * without closing (a laptop shut) is found within about a minute. No connection can stall
+ * another: every socket is non-blocking on one
  * loop. Each listener holds at most its own budget of connections, so a flood of one cannot
  * lock the others (the operator's unix socket) out; on TCP one client address (an IPv6 one by
  * its /64) holds at most its own share; and a full listener makes room by closing its oldest

@@ -581,8 +581,8 @@ store_list_audit(struct store *s, const char *sandbox_id, unsigned limit,
 }
 
 int
-store_events_since(struct store *s, int64_t after, const char *owner, unsigned limit,
-                   int (*fn)(const struct store_event *e, void *data), void *data)
+store_events_since(struct store *s, int64_t after, const char *owner, const char *sandbox_id,
+                   unsigned limit, int (*fn)(const struct store_event *e, void *data), void *data)
 {
 	sqlite3_stmt *st;
 	int r;
@@ -591,12 +591,14 @@ store_events_since(struct store *s, int64_t after, const char *owner, unsigned l
 	                       "SELECT e.seq, e.time, e.sandbox_id, e.type, e.data, e.audit "
 	                       "FROM events e JOIN sandboxes s ON s.id = e.sandbox_id "
 	                       "WHERE e.seq > ?1 AND (?3 IS NULL OR s.owner = ?3) "
+	                       "AND (?4 IS NULL OR e.sandbox_id = ?4) "
 	                       "ORDER BY e.seq LIMIT ?2",
 	                       -1, &st, NULL) != SQLITE_OK)
 		return -EIO;
 	sqlite3_bind_int64(st, 1, after);
 	sqlite3_bind_int64(st, 2, limit);
 	bind_text_or_null(st, 3, owner);
+	bind_text_or_null(st, 4, sandbox_id);
 	r = each_event(st, fn, data);
 	sqlite3_finalize(st);
 	return r;

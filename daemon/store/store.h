@@ -92,9 +92,10 @@ struct store_event {
 int store_list_audit(struct store *s, const char *sandbox_id, unsigned limit,
                      int (*fn)(const char *record, void *data), void *data, bool *ret_truncated);
 /* Calls fn for events with seq > after, oldest first, at most limit; owner (NULL: any)
- * limits them to that owner's sandboxes. */
-int store_events_since(struct store *s, int64_t after, const char *owner, unsigned limit,
-                       int (*fn)(const struct store_event *e, void *data), void *data);
+ * limits them to that owner's sandboxes, sandbox_id (NULL: any) to that one sandbox's. */
+int store_events_since(struct store *s, int64_t after, const char *owner, const char *sandbox_id,
+                       unsigned limit, int (*fn)(const struct store_event *e, void *data),
+                       void *data);
 /* Deletes the oldest events past the newest `keep` (their audit records with them). The number
  * deleted, or -EIO (logged). */
 int store_prune_events(struct store *s, uint64_t keep);

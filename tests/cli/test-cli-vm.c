@@ -1,5 +1,6 @@
 /* test-cli-vm.c: sandbox-cli's process and file verbs against the product sandboxd and real
- * microVMs: run (the guest's kernel, exit codes, stdin, the sandbox removed or kept), exec,
+ * microVMs: run (the guest's kernel, exit codes, stdin, the sandbox removed or kept, and
+ * removed by the server when the CLI is killed), exec,
  * ps, attach with its replay, cp both ways, and the raw terminal of shell and --tty driven
  * through a pseudo-terminal as a person would, and the upgraded connection over https. One
  * shared sandbox keeps the boots few. */
@@ -255,11 +256,15 @@ ps_row(unsigned pid)
  * https; without openssl, https_ep stays empty and the https case is skipped. */
 static char listen_arg[32], cert_file[320], key_file[320];
 /* 127.0.0.1:1: a registry the operator named where nothing listens */
-static const char *tls_args[] = { "--listen",    listen_arg,   "--token-file",
-	                          token_file,    "--tls-cert", cert_file,
-	                          "--tls-key",   key_file,     "--insecure-registry",
-	                          "127.0.0.1:1", NULL };
-static const char *plain_args[] = { "--insecure-registry", "127.0.0.1:1", NULL };
+/* --client-grace 5: a run whose client died is ended 5 s later (30 by default) */
+static const char *tls_args[] = { "--listen",    listen_arg,       "--token-file",
+	                          token_file,    "--tls-cert",     cert_file,
+	                          "--tls-key",   key_file,         "--insecure-registry",
+	                          "127.0.0.1:1", "--client-grace", "5",
+	                          NULL };
+static const char *plain_args[] = { "--insecure-registry", "127.0.0.1:1", "--client-grace", "5",
+	                            NULL };
+#define CLIENT_GRACE_S 5
 
 static int
 make_tls_files(void)
@@ -411,6 +416,92 @@ test_run_exit_code_stdin_and_keep(void **state)
 	assert_int_equal(r.rc, 2);
 	expect_in("stderr", &r.err, "no-such-program");
 	result_done(&r);
+	expect_only_shared_sandbox();
+}
+
+/* The id of the running sandbox other than the shared one whose process runs (up to 120 s:
+ * a boot under TCG). */
+static void
+await_run_sandbox(char id[static 64])
+{
+	for (int i = 0; i < 600; i++) {
+		json_t *list = harness_json(sbxd.sock, "GET", "/v1/sandboxes?state=running", NULL,
+		                            200),
+		       *sb;
+		bool found = false;
+		size_t k;
+
+		json_array_foreach (json_object_get(list, "sandboxes"), k, sb) {
+			char path[160];
+			json_t *procs;
+			if (streq(harness_str(sb, "name") ?: "", SBX))
+				continue;
+			snprintf(id, 64, "%s", harness_str(sb, "id"));
+			snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes", id);
+			procs = harness_json(sbxd.sock, "GET", path, NULL, 200);
+			found = json_array_size(json_object_get(procs, "processes")) > 0;
+			json_decref(procs);
+		}
+		json_decref(list);
+		if (found)
+			return;
+		usleep(200000);
+	}
+	fail_msg("sandbox-cli run never got its process running");
+}
+
+static const char *
+state_of(const char *id)
+{
+	static char state[32];
+	char path[160];
+	json_t *j;
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
+	j = harness_json(sbxd.sock, "GET", path, NULL, 200);
+	snprintf(state, sizeof(state), "%s", harness_str(j, "state") ?: "");
+	json_decref(j);
+	return state;
+}
+
+/* The Done-when of issue 14: a run whose client is killed (SIGKILL: it cannot remove its
+ * sandbox) leaves no sandbox behind within a minute; with --keep, the sandbox stays. */
+static void
+test_run_killed_leaves_nothing(void **state)
+{
+	const char *const bound[] = { "run", "--", "sleep", "600", NULL };
+	const char *const kept[] = { "run", "--keep", "--name", "kept-run",
+		                     "--",  "sleep",  "600",    NULL };
+	char id[64];
+	int out, err, i;
+	pid_t pid;
+
+	pid = spawn_cli(bound, -1, &out, &err);
+	await_run_sandbox(id);
+	assert_int_equal(kill(pid, SIGKILL), 0);
+	wait_exit(pid);
+	close(out);
+	close(err);
+	for (i = 0; i < 120 && !streq(state_of(id), "terminated"); i++)
+		usleep(500000);
+	if (i == 120)
+		fail_msg("the sandbox of a killed run is %s a minute later", state_of(id));
+	expect_only_shared_sandbox();
+
+	pid = spawn_cli(kept, -1, &out, &err);
+	await_run_sandbox(id);
+	assert_int_equal(kill(pid, SIGKILL), 0);
+	wait_exit(pid);
+	close(out);
+	close(err);
+	sleep(2 * CLIENT_GRACE_S + 2);
+	assert_string_equal(state_of(id), "running");
+	{
+		struct result r;
+		RUN(&r, "kill", "kept-run");
+		assert_int_equal(r.rc, 0);
+		result_done(&r);
+	}
 	expect_only_shared_sandbox();
 }
 
@@ -882,6 +973,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_run_prints_the_guest_kernel_and_removes_the_sandbox),
 		cmocka_unit_test(test_run_exit_code_stdin_and_keep),
+		cmocka_unit_test(test_run_killed_leaves_nothing),
 		cmocka_unit_test(test_exec_streams_stdin_cwd_env_and_exit_codes),
 		cmocka_unit_test(test_ctrl_c_is_forwarded_then_detaches),
 		cmocka_unit_test(test_attach_replays_what_happened_meanwhile),

@@ -1173,15 +1173,26 @@ conf_assert_audit_record(const json_t *ev, const char *sandbox_id)
 			         text);
 		want++;
 	}
+	/* (ext) a stop its idle timeout made says so, and only that */
+	if (streq(type, "sandbox.stopped") && json_object_get(ev, "reason")) {
+		if (!streq(reason, "idle"))
+			fail_msg("audit record: sandbox.stopped with a reason other than \"idle\": "
+			         "%s",
+			         text);
+		want++;
+	}
 	if (json_object_size(ev) != want)
 		fail_msg("audit record: %s has members beyond {time, type, sandbox, %s%s...}: %s",
 		         type, audit_types[i].fields[0] ? audit_types[i].fields[0] : "",
 		         audit_types[i].fields[0] ? ", " : "", text);
+	/* "client" (ext): a sandbox bound to its client, which went away */
 	if (streq(type, "sandbox.terminated") && !streq(reason, "request") &&
-	    !streq(reason, "idle") && !streq(reason, "lifetime") && !streq(reason, "failed"))
-		fail_msg("audit record: sandbox.terminated's reason is not request, idle, lifetime "
-		         "or failed: %s",
-		         text);
+	    !streq(reason, "idle") && !streq(reason, "lifetime") && !streq(reason, "failed") &&
+	    !streq(reason, "client"))
+		fail_msg(
+		        "audit record: sandbox.terminated's reason is not request, idle, lifetime, "
+		        "failed or client: %s",
+		        text);
 	if (streq(type, "snapshot.deleted") && !streq(reason, "request") &&
 	    !streq(reason, "retention"))
 		fail_msg("audit record: snapshot.deleted's reason is not request or retention: %s",

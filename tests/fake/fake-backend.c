@@ -20,12 +20,12 @@
  * With SANDBOXD_FAKE_AGENT=PATH each booted VM runs PATH (sandbox-guestd) in its test mode on
  * the host, as the user sandboxd runs as, listening on <state-dir>/fake/<id>.agent, and its
  * processes and files are that agent's: real ones, on this machine (a test chooses paths of
- * its own). The boot completes when the agent answers; the agent dies with its VM. Like a
- * real VM it outlives sandboxd: its pid is in <state-dir>/fake/<id>.guestd, the next
- * sandboxd connects to it again when it takes the sandbox back (adopt), and it carries the
- * marker SANDBOXD_STATE_DIR=<state-dir> in its environment, as a QEMU does, by which the test
- * harness ends one a test left. Without it the fake has no agent, and processes and files
- * answer 501. */
+ * its own). The boot completes when the agent answers; the agent dies with its VM (its
+ * processes too, as in a VM). Like a real VM it outlives sandboxd: its pid is in
+ * <state-dir>/fake/<id>.guestd, the next sandboxd connects to it again when it takes the
+ * sandbox back (adopt), and it carries the marker SANDBOXD_STATE_DIR=<state-dir> in its
+ * environment, as a QEMU does, by which the test harness ends one a test left. Without it the
+ * fake has no agent, and processes and files answer 501. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -98,14 +98,49 @@ guestd_pid_path(struct backend *b, const struct sandbox *sb)
 	return strdup_printf("%s/%s.guestd", priv(b)->dir, sb->id);
 }
 
-/* Ends a VM's agent: the connection (its requests end with ECONNRESET), then the process (one
- * an earlier sandboxd started is not our child: nothing to reap). The core let go of the VM's
- * processes before. */
+/* Ends the processes the agent started, as a VM's end would: each leads a session of its own
+ * (its process group), whose parent is the agent. */
+static void
+kill_agent_processes(pid_t agent)
+{
+	DIR *dir = opendir("/proc");
+	struct dirent *e;
+
+	if (!dir)
+		return;
+	while ((e = readdir(dir))) {
+		_cleanup_free_ char *path = strdup_printf("/proc/%s/stat", e->d_name);
+		_cleanup_free_ char *stat = NULL;
+		const char *p;
+		uint64_t pid, ppid;
+		size_t n;
+
+		if (!path || parse_u64(e->d_name, &pid) < 0 ||
+		    read_file_max(path, 4096, &stat, NULL) < 0)
+			continue;
+		/* "PID (comm) S PPID ...": the comm may hold anything, so from its last ')' */
+		p = strrchr(stat, ')');
+		if (!p || strlen(p) < 5)
+			continue;
+		p += 4;
+		n = strcspn(p, " ");
+		if (parse_u64_n(p, n, &ppid) < 0 || ppid != (uint64_t)agent)
+			continue;
+		(void)kill(-(pid_t)pid, SIGKILL);
+		(void)kill((pid_t)pid, SIGKILL);
+	}
+	closedir(dir);
+}
+
+/* Ends a VM's agent: the connection (its requests end with ECONNRESET), then its processes and
+ * the agent itself (one an earlier sandboxd started is not our child: nothing to reap). The
+ * core let go of the VM's processes before. */
 static void
 agent_end(struct agent *agent, pid_t pid)
 {
 	agent_free(agent);
 	if (pid > 0) {
+		kill_agent_processes(pid);
 		kill(pid, SIGKILL);
 		(void)waitpid(pid, NULL, 0); /* SIGKILL cannot be ignored: this is quick */
 	}

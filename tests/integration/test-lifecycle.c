@@ -217,7 +217,8 @@ test_lifetime_and_idle_timeout(void **state)
 	g = await_state(harness_str(a, "id"), "terminated");
 	assert_non_null(strstr(harness_str(g, "reason"), "lifetime"));
 	json_decref(g);
-	g = await_state(harness_str(b, "id"), "terminated");
+	/* idle: stopped, its disk kept (test-idle.c has the rest) */
+	g = await_state(harness_str(b, "id"), "stopped");
 	assert_non_null(strstr(harness_str(g, "reason"), "idle"));
 	json_decref(g);
 	json_decref(a);

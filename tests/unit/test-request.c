@@ -31,20 +31,25 @@ env_json(const struct sandbox *sb)
 static json_t *
 create_view(const struct sandbox *sb, bool wait)
 {
-	return json_pack("{s:s?, s:s?, s:i, s:i, s:I, s:I, s:I, s:O, s:O, s:o, s:b}", "name",
-	                 sb->name, "image", sb->image, "cpus", (int)sb->cpus, "memory_mb",
+	return json_pack("{s:s?, s:s?, s:i, s:i, s:I, s:I, s:s, s:I, s:b, s:O, s:O, s:o, s:b}",
+	                 "name", sb->name, "image", sb->image, "cpus", (int)sb->cpus, "memory_mb",
 	                 (int)sb->memory_mb, "disk_mb", (json_int_t)sb->disk_mb,
-	                 "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs, "lifetime_secs",
-	                 (json_int_t)sb->lifetime_secs, "labels", sb->labels, "network",
-	                 sb->network, "env", env_json(sb), "wait", wait);
+	                 "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs, "idle_action",
+	                 sandbox_idle_action_to_string(sb->idle_action), "lifetime_secs",
+	                 (json_int_t)sb->lifetime_secs, "bound_to_client", sb->bound_to_client,
+	                 "labels", sb->labels, "network", sb->network, "env", env_json(sb), "wait",
+	                 wait);
 }
 
 static json_t *
 patch_view(const struct sandbox_patch *p)
 {
-	return json_pack("{s:b, s:s?, s:O?, s:O?, s:b, s:I}", "set_name", p->set_name, "name",
-	                 p->name, "labels", p->labels, "network", p->network, "set_idle",
-	                 p->set_idle, "idle_timeout_secs", (json_int_t)p->idle_timeout_secs);
+	return json_pack("{s:b, s:s?, s:O?, s:O?, s:b, s:I, s:s?, s:o?}", "set_name", p->set_name,
+	                 "name", p->name, "labels", p->labels, "network", p->network, "set_idle",
+	                 p->set_idle, "idle_timeout_secs", (json_int_t)p->idle_timeout_secs,
+	                 "idle_action",
+	                 p->set_idle_action ? sandbox_idle_action_to_string(p->idle_action) : NULL,
+	                 "bound_to_client", p->set_bound ? json_boolean(p->bound_to_client) : NULL);
 }
 
 /* "a.b.c" into nested objects; NULL when a step is missing. */
@@ -209,7 +214,8 @@ test_case(void **state)
 		else
 			/* nothing is handed back from a refused patch */
 			assert_true(!patch.set_name && !patch.name && !patch.labels &&
-			            !patch.network && !patch.set_idle);
+			            !patch.network && !patch.set_idle && !patch.set_idle_action &&
+			            !patch.set_bound);
 	} else {
 		bool wait = true;
 		sb = sandbox_new();

@@ -177,7 +177,7 @@ stored_events(struct fixture *f)
 {
 	unsigned n = 0;
 
-	assert_int_equal(store_events_since(f->d.store, 0, NULL, 1000, count_events, &n), 0);
+	assert_int_equal(store_events_since(f->d.store, 0, NULL, NULL, 1000, count_events, &n), 0);
 	return n;
 }
 

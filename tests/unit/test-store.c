@@ -253,18 +253,26 @@ test_events(void **state)
 	assert_int_equal(json_array_size(records), 0);
 
 	/* replay after seq 10, only bob's */
-	assert_int_equal(store_events_since(s, 10, "bob", 100, collect_seq, seqs), 0);
+	assert_int_equal(store_events_since(s, 10, "bob", NULL, 100, collect_seq, seqs), 0);
 	assert_int_equal(json_array_size(seqs), 5);
 	assert_int_equal(json_integer_value(json_array_get(seqs, 0)), 12);
 	json_array_clear(seqs);
-	assert_int_equal(store_events_since(s, 10, NULL, 3, collect_seq, seqs), 0);
+	assert_int_equal(store_events_since(s, 10, NULL, NULL, 3, collect_seq, seqs), 0);
 	assert_int_equal(json_array_size(seqs), 3);
+	/* only a's, whoever owns it: its events after 10 are 11, 13 ... 19 */
+	json_array_clear(seqs);
+	assert_int_equal(store_events_since(s, 10, NULL, a->id, 100, collect_seq, seqs), 0);
+	assert_int_equal(json_array_size(seqs), 5);
+	assert_int_equal(json_integer_value(json_array_get(seqs, 0)), 11);
+	json_array_clear(seqs);
+	assert_int_equal(store_events_since(s, 10, "bob", a->id, 100, collect_seq, seqs), 0);
+	assert_int_equal(json_array_size(seqs), 0);
 
 	/* the bound: the newest 6 stay, the oldest go, their records with them */
 	assert_int_equal(store_prune_events(s, 100), 0);
 	assert_int_equal(store_prune_events(s, 6), 14);
 	json_array_clear(seqs);
-	assert_int_equal(store_events_since(s, 0, NULL, 100, collect_seq, seqs), 0);
+	assert_int_equal(store_events_since(s, 0, NULL, NULL, 100, collect_seq, seqs), 0);
 	assert_int_equal(json_array_size(seqs), 6);
 	assert_int_equal(json_integer_value(json_array_get(seqs, 0)), 15);
 	json_array_clear(records);
@@ -378,7 +386,7 @@ test_failed_event_keeps_the_row(void **state)
 	assert_int_equal(store_commit(s), 0);
 	assert_int_equal(sandbox_load(s, a->id, &loaded), 0);
 	assert_int_equal(loaded->state, SANDBOX_STOPPED);
-	assert_int_equal(store_events_since(s, 0, NULL, 100, collect_seq, seqs), 0);
+	assert_int_equal(store_events_since(s, 0, NULL, NULL, 100, collect_seq, seqs), 0);
 	assert_int_equal(json_array_size(seqs), 0);
 	/* and outside a transaction it just fails */
 	assert_int_equal(store_add_event(s, a->id, now_unix_ms(), "state", data, NULL, NULL), -EIO);
