@@ -3,7 +3,8 @@
  * Concurrent runs and processes are bounded per sandbox and per user (429 with Retry-After for a
  * run, 409 for a process), and the counts go down as they end; forty runs printing 8 MiB each at
  * once cost the daemon about one copy of their output, given back when they end; a timeout is
- * exit code -1 with timed_out everywhere it shows, and the CLI's 124.
+ * exit code -1 with timed_out everywhere it shows, and the CLI's 124; reserved environment
+ * names are refused on both routes (R-P7).
  *
  * Memory is the daemon's own VmRSS and VmHWM (/proc/PID/status). Under ASan the daemon runs with
  * a small quarantine: the default one (256 MiB) would keep what the daemon frees resident and
@@ -265,6 +266,53 @@ test_runs_and_processes_are_bounded(void **state)
 	close(held[2]);
 	json_decref(harness_json(p.sock, "DELETE", path_of(path, sizeof(path), a, ""), NULL, 204));
 	json_decref(harness_json(p.sock, "DELETE", path_of(path, sizeof(path), b, ""), NULL, 204));
+	stop(&p);
+}
+
+/* R-P7: a reserved environment name (the loader's and the shell's, and SANDBOXD_*) is 403 on
+ * a run and on a process as on a create, beside a good one too, and nothing starts. */
+static void
+test_reserved_env_on_run_and_processes(void **state)
+{
+	static const char *const reserved[] = {
+		"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT",      "BASH_ENV",
+		"ENV",        "SHELLOPTS",       "BASHOPTS",      "PS4",
+		"IFS",        "GLOBIGNORE",      "SANDBOXD_AGENT"
+	};
+	struct daemon_proc p;
+	char id[64], run[96], procs[96], body[256];
+
+	if (!need_guestd())
+		return;
+	start(&p, NULL);
+	running_sandbox(&p, id, sizeof(id));
+	path_of(run, sizeof(run), id, "/run");
+	path_of(procs, sizeof(procs), id, "/processes");
+	for (size_t i = 0; i < ARRAY_SIZE(reserved); i++) {
+		char *resp = NULL;
+		snprintf(body, sizeof(body),
+		         "{\"argv\":[\"true\"],\"env\":{\"GOOD\":\"1\",\"%s\":\"/tmp/x.so\"}}",
+		         reserved[i]);
+		assert_int_equal(harness_http(p.sock, "POST", run, body, &resp), 403);
+		harness_expect_in(resp, "\"code\":\"refused\"");
+		harness_expect_in(resp, reserved[i]);
+		free(resp);
+		assert_int_equal(harness_http(p.sock, "POST", procs, body, &resp), 403);
+		harness_expect_in(resp, "\"code\":\"refused\"");
+		free(resp);
+	}
+	/* nothing started: no process listed, no process.started in the audit trail */
+	assert_int_equal(running_processes(&p, id), 0);
+	{
+		char *resp = NULL;
+		assert_int_equal(harness_http(p.sock, "GET",
+		                              path_of(run, sizeof(run), id, "/events"), NULL,
+		                              &resp),
+		                 200);
+		harness_expect_not_in(resp, "process.started");
+		free(resp);
+	}
+	json_decref(harness_json(p.sock, "DELETE", path_of(run, sizeof(run), id, ""), NULL, 204));
 	stop(&p);
 }
 
@@ -599,6 +647,7 @@ main(void)
 		cmocka_unit_test(test_runs_and_processes_are_bounded),
 		cmocka_unit_test(test_timeouts_are_minus_one),
 		cmocka_unit_test(test_run_answer_keeps_the_connection),
+		cmocka_unit_test(test_reserved_env_on_run_and_processes),
 		cmocka_unit_test(test_concurrent_runs_memory),
 	};
 	int failed;
