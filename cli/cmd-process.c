@@ -13,7 +13,8 @@
 #include "term.h"
 #include "util.h"
 
-#define TTY_SIZE_MAX 1000 /* the server's largest rows and cols */
+#define TTY_SIZE_MAX 1000  /* the server's largest rows and cols */
+#define EXIT_TIMED_OUT 124 /* as timeout(1) says it */
 
 enum {
 	OPT_ENV = 256,
@@ -156,12 +157,16 @@ come_back_hint(const char *ref, uint32_t pid)
 }
 
 /* Our exit code for how a session ended. The process's own code is 0-255, 128+signal when a
- * signal ended it. */
+ * signal ended it; the server says -1 when its timeout did, and we say 124, as timeout(1). */
 static int
 session_exit_code(const struct attach_result *res)
 {
 	switch (res->end) {
 	case ATTACH_EXITED:
+		if (res->exit_code == -1) {
+			output_error("the command was ended by its timeout");
+			return EXIT_TIMED_OUT;
+		}
 		return res->exit_code & 0xff;
 	case ATTACH_DETACHED:
 		return res->by_key ? CLI_EXIT_OK : 128 + SIGINT;

@@ -141,7 +141,7 @@ static const struct verb verbs[] = {
 	          "  --env NAME=VALUE  an environment variable of the command (repeatable);\n"
 	          "                    --env NAME takes the value from your environment\n"
 	          "  --cwd DIR         the command's working directory (default /sandbox/home)\n"
-	          "  --timeout SECS    kill the command after this long\n"
+	          "  --timeout SECS    kill the command after this long (then exit 124)\n"
 	          "  -t, --tty         give the command a terminal (needs one on stdin): raw\n"
 	          "                    keys, window size; Ctrl-] detaches\n"
 	          "  --keep            keep the sandbox afterwards (its id goes to stderr)\n"
@@ -158,9 +158,9 @@ static const struct verb verbs[] = {
 	          "connection before removing it, the server ends the sandbox after a short\n"
 	          "grace (30 s unless the operator set another).\n"
 	          "\n"
-	          "The exit code is CMD's (128+N when signal N ended it); when CMD could not\n"
-	          "start, it is sandbox-cli's own (see 'sandbox-cli --help'). Put -- before CMD\n"
-	          "when CMD has options of its own.\n",
+	          "The exit code is CMD's (128+N when signal N ended it, 124 when --timeout\n"
+	          "did); when CMD could not start, it is sandbox-cli's own (see 'sandbox-cli\n"
+	          "--help'). Put -- before CMD when CMD has options of its own.\n",
 	  .run = cmd_run },
 	{ .name = "exec",
 	  .usage = "exec REF [options] -- CMD [ARGS...]",
@@ -168,14 +168,15 @@ static const struct verb verbs[] = {
 	  .help = "  --env NAME=VALUE  an environment variable (repeatable); --env NAME takes\n"
 	          "                    the value from your environment\n"
 	          "  --cwd DIR         the working directory (default /sandbox/home)\n"
-	          "  --timeout SECS    kill the command after this long\n"
+	          "  --timeout SECS    kill the command after this long (then exit 124)\n"
 	          "  -t, --tty         give the command a terminal (needs one on stdin): raw\n"
 	          "                    keys, window size; Ctrl-] detaches\n"
 	          "  --keep            the command survives a restart of sandboxd\n"
 	          "\n"
 	          "Like 'run' in an existing sandbox. A piped stdin is sent to CMD and closed at\n"
 	          "its end. Ctrl-C sends SIGINT to CMD; a second Ctrl-C leaves it running and\n"
-	          "says how to attach again. The exit code is CMD's (128+N for signal N).\n",
+	          "says how to attach again. The exit code is CMD's (128+N for signal N, 124\n"
+	          "when --timeout ended it).\n",
 	  .run = cmd_exec },
 	{ .name = "attach",
 	  .usage = "attach REF [PID]",
@@ -313,7 +314,8 @@ usage(FILE *f)
 	        "  5  404 not found\n"
 	        "  6  409 conflict (name in use, wrong state)\n"
 	        "Once their command runs, run, exec, attach and shell exit with its code\n"
-	        "instead (128+N when signal N ended it; 130 after leaving with Ctrl-C).\n",
+	        "instead (128+N when signal N ended it; 124 when its timeout did; 130 after\n"
+	        "leaving with Ctrl-C).\n",
 	        sock ? sock : "$XDG_RUNTIME_DIR/sandboxd.sock");
 }
 

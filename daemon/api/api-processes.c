@@ -185,7 +185,42 @@ collect_exited(struct sandbox *sb)
 	}
 }
 
+/* Where an operation's sandbox pointer lives, for the waiter that clears it when the sandbox
+ * leaves memory first (the slot it held goes with it). */
+static void
+forget_sandbox(struct sandbox_waiter *w, struct sandbox *sb _unused_, bool gone)
+{
+	if (!gone)
+		return;
+	*(struct sandbox **)w->data = NULL;
+	sandbox_remove_waiter(w);
+}
+
+static void
+watch_sandbox(struct sandbox_waiter *w, struct sandbox **sbp)
+{
+	*w = (struct sandbox_waiter){ .fn = forget_sandbox, .data = sbp };
+	list_init(&w->link);
+	sandbox_add_waiter(*sbp, w);
+}
+
 /* ---- run ---- */
+
+/* A run holds what its process printed (each stream up to RUN_STREAM_MAX) until it ends; then
+ * its answer, {exit_code, stdout, stderr, truncated, timed_out, oom}, goes out with its
+ * Content-Length as fast as the client reads it: the head, each stream's base64 made a piece
+ * at a time from the bytes held (never the whole answer in memory), the tail. So a run costs
+ * about one copy of its output, given back as its answer goes. */
+#define RUN_PIECE (48u << 10) /* output bytes base64'd at a time (a multiple of 3) */
+
+enum run_part {
+	RUN_HEAD,
+	RUN_STDOUT,
+	RUN_MIDDLE,
+	RUN_STDERR,
+	RUN_TAIL,
+	RUN_DONE,
+};
 
 struct run_op {
 	struct sandboxd *d;
@@ -197,9 +232,15 @@ struct run_op {
 	struct proc_reader reader;
 	struct exec_request x;
 	struct buf out[3]; /* by stream: [1] stdout, [2] stderr */
-	bool truncated, timed_out, killed;
-	struct loop_timer timer;
-	bool timer_on;
+	bool truncated, killed;
+	bool slot;                  /* holds a run slot of sb (proc_slot_take) */
+	struct sandbox_waiter gone; /* sb is NULL once it left memory (its answer may outlast it) */
+	/* the answer, once the process ended */
+	char head[64], tail[96];
+	struct buf piece; /* one piece of base64, its room reserved before the answer starts */
+	enum run_part part;
+	size_t sent; /* of the part's output bytes */
+	bool in_send;
 };
 
 static void
@@ -210,12 +251,16 @@ run_free(struct run_op *op)
 	 * process still running after its client left was killed and goes when it exits */
 	if (op->p && (!op->p->running || !op->c))
 		proc_discard(op->p);
-	if (op->timer_on)
-		loop_timer_done(&op->timer);
-	if (op->c)
+	if (op->c) {
 		conn_on_close(op->c, NULL, NULL);
+		conn_on_drain(op->c, NULL, NULL);
+	}
+	if (op->slot && op->sb)
+		proc_slot_put(op->sb, PROC_SLOT_RUN);
+	sandbox_remove_waiter(&op->gone);
 	buf_free(&op->out[1]);
 	buf_free(&op->out[2]);
+	buf_free(&op->piece);
 	exec_request_done(&op->x);
 	free(op);
 }
@@ -240,42 +285,121 @@ run_output(struct proc_reader *r, int stream, const void *bytes, size_t len)
 		op->truncated = true;
 		len = room;
 	}
-	if (len)
-		(void)buf_append(b, bytes, len);
+	if (len && buf_append(b, bytes, len) < 0)
+		op->truncated = true; /* out of memory: what is held is answered */
+}
+
+static size_t
+base64_length(size_t n)
+{
+	return (n + 2) / 3 * 4;
+}
+
+/* Queues the answer's next pieces while the client keeps up; ends it once all is out. The
+ * connection's close hook only forgets it while this runs: the run is freed here. */
+static void
+run_send(struct run_op *op)
+{
+	op->in_send = true;
+	while (op->c && op->part < RUN_DONE && conn_backlog(op->c) < STREAM_LOW) {
+		struct buf *out = &op->out[op->part == RUN_STDOUT ? 1 : 2];
+		const char *text = NULL;
+		size_t n;
+
+		switch (op->part) {
+		case RUN_HEAD:
+			text = op->head;
+			break;
+		case RUN_MIDDLE:
+			text = "\",\"stderr\":\"";
+			break;
+		case RUN_TAIL:
+			text = op->tail;
+			break;
+		case RUN_STDOUT:
+		case RUN_STDERR:
+			n = MIN(out->len - op->sent, (size_t)RUN_PIECE);
+			if (n == 0) {
+				buf_free(out); /* given back as soon as it is sent */
+				op->sent = 0;
+				op->part++;
+				continue;
+			}
+			/* into the room reserved: this cannot fail */
+			buf_reset(&op->piece);
+			(void)base64_encode(&op->piece, out->data + op->sent, n);
+			op->sent += n;
+			break;
+		case RUN_DONE:
+			break;
+		}
+		if (text) {
+			op->part++;
+			(void)conn_stream_write(op->c, text, strlen(text));
+		} else {
+			(void)conn_stream_write(op->c, op->piece.data, op->piece.len);
+		}
+	}
+	if (op->c && op->part == RUN_DONE) {
+		conn_on_close(op->c, NULL, NULL);
+		conn_on_drain(op->c, NULL, NULL);
+		conn_stream_end(op->c);
+		op->c = NULL;
+	}
+	op->in_send = false;
+	if (!op->c)
+		run_free(op);
+}
+
+static void
+run_drained(struct conn *c _unused_, void *data)
+{
+	run_send(data);
+}
+
+static void
+run_answer_gone(struct conn *c _unused_, void *data)
+{
+	struct run_op *op = data;
+
+	op->c = NULL;
+	if (!op->in_send)
+		run_free(op);
 }
 
 static void
 run_exited(struct proc_reader *r, int code)
 {
 	struct run_op *op = r->data_ptr;
-	_cleanup_buf_ struct buf out = BUF_INIT(64u << 20);
-	int k = 0;
+	struct proc *p = op->p;
+	size_t len;
 
 	r->p = NULL; /* told once; run_free must not touch the reader list again */
-	if (op->c) {
-		k |= buf_printf(&out, "{\"exit_code\":%d,\"stdout\":\"", code);
-		k |= base64_encode(&out, op->out[1].data, op->out[1].len);
-		k |= buf_puts(&out, "\",\"stderr\":\"");
-		k |= base64_encode(&out, op->out[2].data, op->out[2].len);
-		k |= buf_printf(&out, "\",\"truncated\":%s,\"timed_out\":%s,\"oom\":%s}",
-		                op->truncated ? "true" : "false", op->timed_out ? "true" : "false",
-		                op->p && op->p->oom ? "true" : "false");
-		if (k < 0)
-			api_reply_err(op->c, ERR_INTERNAL, "the output does not fit in memory");
-		else
-			conn_reply(op->c, 200, "application/json", out.data, out.len, NULL);
-		op->c = NULL;
+	if (!op->c) {
+		run_free(op);
+		return;
 	}
-	run_free(op);
-}
-
-static void
-run_timeout(struct loop_timer *t _unused_, void *data)
-{
-	struct run_op *op = data;
-
-	op->timed_out = true;
-	run_kill(op);
+	snprintf(op->head, sizeof(op->head), "{\"exit_code\":%d,\"stdout\":\"", code);
+	snprintf(op->tail, sizeof(op->tail), "\",\"truncated\":%s,\"timed_out\":%s,\"oom\":%s}",
+	         op->truncated ? "true" : "false", p && p->timed_out ? "true" : "false",
+	         p && p->oom ? "true" : "false");
+	/* the process is over: the guest and the hub let go of it now, the answer goes on */
+	proc_discard(p);
+	op->p = NULL;
+	buf_init(&op->piece, base64_length(RUN_PIECE));
+	if (buf_reserve(&op->piece, base64_length(RUN_PIECE)) < 0) {
+		api_reply_err(op->c, ERR_INTERNAL, "out of memory for the answer");
+		op->c = NULL;
+		run_free(op);
+		return;
+	}
+	len = strlen(op->head) + base64_length(op->out[1].len) + strlen("\",\"stderr\":\"") +
+	      base64_length(op->out[2].len) + strlen(op->tail);
+	op->in_send = true;
+	conn_on_close(op->c, run_answer_gone, op);
+	if (conn_stream_start_sized(op->c, 200, "application/json", len) >= 0)
+		conn_on_drain(op->c, run_drained, op);
+	run_send(op);
 }
 
 static void
@@ -315,20 +439,18 @@ run_started(void *data, const struct agent_result *res)
 		run_free(op);
 		return;
 	}
+	op->p->run = true;
 	/* a run's stdin is what the request gave, then end of input */
 	(void)agent_stdin(op->agent, res->pid, op->x.stdin_data.data, op->x.stdin_data.len, true);
 	/* the audit record once the guest has its frames (a database write takes a while, and
 	 * the guest waits for the ATTACH to report the exit) */
 	agent_flush(op->agent);
 	record_started(op->d, op->sb, res->pid, &op->x);
-	if (!op->c) {
+	if (!op->c)
 		run_kill(op);
-	} else if (op->x.timeout_secs) {
-		if (loop_timer_init(op->d->loop, &op->timer, run_timeout, op) >= 0) {
-			op->timer_on = true;
-			(void)loop_timer_arm(&op->timer, op->x.timeout_secs * 1000, 0);
-		}
-	}
+	else if (op->x.timeout_secs && proc_set_timeout(op->p, op->x.timeout_secs) < 0)
+		log_warning("sandbox '%s': process %u: no timer for its timeout", op->sb->id,
+		            op->p->pid);
 	op->reader =
 	        (struct proc_reader){ .data = run_output, .exited = run_exited, .data_ptr = op };
 	proc_reader_add(op->p, &op->reader, 0);
@@ -394,6 +516,7 @@ api_process_run(struct api_call *call)
 	op->d = call->d;
 	op->c = call->c;
 	op->sb = sb;
+	watch_sandbox(&op->gone, &op->sb);
 	op->agent = a;
 	list_init(&op->reader.link);
 	buf_init(&op->out[1], RUN_STREAM_MAX);
@@ -405,6 +528,15 @@ api_process_run(struct api_call *call)
 		run_free(op);
 		return;
 	}
+	r = proc_slot_take(call->d, sb, PROC_SLOT_RUN, &err);
+	if (r < 0) {
+		/* a run ends by itself, soon or at its timeout: come back */
+		api_reply_err_headers(call->c, err.kind, "Retry-After: 1\r\n", "%s", err.message);
+		op->c = NULL;
+		run_free(op);
+		return;
+	}
+	op->slot = true;
 	op->req = start_exec(a, sb, &op->x, false, false, run_started, op);
 	if (!op->req) {
 		api_reply_err(call->c, ERR_UNAVAILABLE, "the sandbox's agent is not connected");
@@ -423,6 +555,8 @@ struct start_op {
 	struct sandbox *sb;
 	struct agent *agent;
 	struct exec_request x;
+	bool slot; /* holds a process slot of sb until it started (then it counts as running) */
+	struct sandbox_waiter gone;
 };
 
 static void
@@ -430,6 +564,9 @@ start_op_free(struct start_op *op)
 {
 	if (op->c)
 		conn_on_close(op->c, NULL, NULL);
+	if (op->slot && op->sb)
+		proc_slot_put(op->sb, PROC_SLOT_PROCESS);
+	sandbox_remove_waiter(&op->gone);
 	exec_request_done(&op->x);
 	free(op);
 }
@@ -504,14 +641,18 @@ api_process_create(struct api_call *call)
 	op->d = call->d;
 	op->c = call->c;
 	op->sb = sb;
+	watch_sandbox(&op->gone, &op->sb);
 	op->agent = a;
 	r = request_decode_exec(call->body, true, &op->x, &err);
+	if (r >= 0)
+		r = proc_slot_take(call->d, sb, PROC_SLOT_PROCESS, &err);
 	if (r < 0) {
 		api_reply_failure(call->c, r, &err);
 		op->c = NULL;
 		start_op_free(op);
 		return;
 	}
+	op->slot = true;
 	if (!start_exec(a, sb, &op->x, op->x.tty, op->x.keep, start_done, op)) {
 		api_reply_err(call->c, ERR_UNAVAILABLE, "the sandbox's agent is not connected");
 		op->c = NULL;
@@ -796,7 +937,9 @@ out_exited(struct proc_reader *r, int code)
 	struct conn *c = s->c;
 
 	if (c) {
-		(void)buf_printf(&line, "{\"exit_code\":%d}\n", code);
+		/* a timeout's end says so: {"exit_code":-1,"timed_out":true} */
+		(void)buf_printf(&line, "{\"exit_code\":%d%s}\n", code,
+		                 code == PROC_TIMED_OUT ? ",\"timed_out\":true" : "");
 		out_line(s, &line);
 		if (s->c) {
 			conn_on_close(c, NULL, NULL);

@@ -1,6 +1,7 @@
 /* main.c: sandboxd's entry point: parse and check the command line, open the state, take
  * back what an earlier run left, listen, and run the event loop until SIGTERM. */
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/resource.h>
@@ -30,9 +31,10 @@
 #include "worker.h"
 
 #define HOUSEKEEPING_MS 1000
-#define HEARTBEAT_EVERY 15 /* housekeeping ticks */
-#define FD_RESERVE 1024    /* descriptors beside the connections: VMs, the store, the loop */
-#define PRUNE_EVERY 60     /* housekeeping ticks: the store's oldest events past the bound */
+#define MMAP_THRESHOLD (128u << 10) /* glibc's initial one, kept */
+#define HEARTBEAT_EVERY 15          /* housekeeping ticks */
+#define FD_RESERVE 1024 /* descriptors beside the connections: VMs, the store, the loop */
+#define PRUNE_EVERY 60  /* housekeeping ticks: the store's oldest events past the bound */
 #define SAMPLE_EVERY (SAMPLES_EVERY_MS / HOUSEKEEPING_MS)
 
 static void
@@ -498,6 +500,10 @@ main(int argc, char **argv)
 		options_done(&opts);
 		return 1;
 	}
+	/* big buffers (a run's output, an answer being sent) come from mmap and go back to the
+	 * system when freed: glibc would otherwise raise this threshold to the largest block freed,
+	 * and later ones of that size would stay in the heap after their run */
+	(void)mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
 	d.opts = &opts;
 	d.uid = geteuid();
 	registry_init(&d.reg);

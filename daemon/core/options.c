@@ -102,6 +102,15 @@ static const char usage[] =
         "  --max-connections-per-client N\n"
         "                         open TCP connections from one address (IPv6: one /64)\n"
         "                         at most (default 128; 0: no limit)\n"
+        "  --max-runs-per-sandbox N\n"
+        "                         POST .../run under way at once in one sandbox (default 16;\n"
+        "                         0: no limit); more are 429 with Retry-After\n"
+        "  --max-runs-per-user N  the same across one user's sandboxes (default 64)\n"
+        "  --max-processes-per-sandbox N\n"
+        "                         processes (POST .../processes) running or starting in one\n"
+        "                         sandbox (default 128; 0: no limit); more are 409\n"
+        "  --max-processes-per-user N\n"
+        "                         the same across one user's sandboxes (default 512)\n"
         "  --forget-after TIME    how long terminated sandboxes stay listed and found by\n"
         "                         id, with their events (default 24h; s, m, h or d)\n"
         "  --client-grace SECS    how long a sandbox bound to its client (sandbox-cli run)\n"
@@ -465,6 +474,14 @@ static const struct opt_def opt_defs[] = {
 	UINT("max-connections", max_connections, 1, 65536, "must be 1 to 65536"),
 	UINT("max-connections-per-client", max_connections_per_client, 0, 65536,
 	     "must be 0 (no limit) to 65536"),
+	UINT("max-runs-per-sandbox", max_runs_per_sandbox, 0, 1u << 20,
+	     "must be 0 (no limit) to 1048576"),
+	UINT("max-runs-per-user", max_runs_per_user, 0, 1u << 20,
+	     "must be 0 (no limit) to 1048576"),
+	UINT("max-processes-per-sandbox", max_processes_per_sandbox, 0, 1u << 20,
+	     "must be 0 (no limit) to 1048576"),
+	UINT("max-processes-per-user", max_processes_per_user, 0, 1u << 20,
+	     "must be 0 (no limit) to 1048576"),
 	CUSTOM("forget-after", parse_forget_after),
 	UINT("client-grace", client_grace_secs, 1, 86400, "must be 1 to 86400 seconds"),
 	STRING("policy", policy_file),
@@ -577,6 +594,10 @@ options_parse(int argc, char **argv, struct options *o)
 	               "log_level_choices follows enum log_level");
 	*o = (struct options){ .max_connections = 1024,
 		               .max_connections_per_client = 128,
+		               .max_runs_per_sandbox = 16,
+		               .max_runs_per_user = 64,
+		               .max_processes_per_sandbox = 128,
+		               .max_processes_per_user = 512,
 		               .forget_after_secs = 24 * 3600,
 		               .client_grace_secs = 30,
 		               .stop_timeout_secs = 20,

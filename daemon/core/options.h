@@ -36,6 +36,10 @@ struct options {
 	unsigned reconcile_interval_secs;    /* the reconciler's period (reconcile.h) */
 	unsigned max_connections;            /* per listener */
 	unsigned max_connections_per_client; /* per TCP client address (IPv6: /64); 0: none */
+	unsigned max_runs_per_sandbox;       /* POST …/run under way at once (0: no limit) */
+	unsigned max_runs_per_user;          /* ... across one owner's sandboxes */
+	unsigned max_processes_per_sandbox;  /* processes running or starting (0: no limit) */
+	unsigned max_processes_per_user;     /* ... across one owner's sandboxes */
 	uint64_t forget_after_secs; /* --forget-after: terminated sandboxes are then forgotten */
 	unsigned client_grace_secs; /* --client-grace: a bound sandbox's client may be away */
 	bool allow_unconfined;      /* as root: run VMMs without cgroup limits where none can be

@@ -130,22 +130,27 @@ on_exited(struct agent_sub *s, int code, uint64_t end)
 	uint32_t pid = p->pid;
 
 	p->running = false;
-	p->exit_code = code;
 	p->oom = s->oom;
+	/* what our SIGKILL ended is a timeout (API v1: exit code -1), not a signal's 128 + 9;
+	 * one that exited on its own as the timer fired keeps its own code */
+	p->timed_out = p->timeout_killed && code == 128 + SIGKILL && !p->oom;
+	p->exit_code = p->timed_out ? PROC_TIMED_OUT : code;
 	activity_inside(sb); /* the idle timeout counts from its end */
 	(void)end;
 	if (p->oom)
 		log_info("sandbox '%s': process %u was ended by the guest's OOM killer (%u MiB)",
 		         sb->id, pid, sb->memory_mb);
+	else if (p->timed_out)
+		log_debug("sandbox '%s': process %u was ended by its timeout", sb->id, pid);
 	else
 		log_debug("sandbox '%s': process %u exited with %d", sb->id, pid, code);
 	/* readers (a run's answer among them) first; the database write after */
 	pump_all(p);
 	(void)sandbox_event(d, sb, "process.exited",
-	                    json_pack("{s:I, s:i, s:I, s:b}", "pid", (json_int_t)pid, "exit_code",
-	                              code, "duration_ms",
+	                    json_pack("{s:I, s:i, s:I, s:b, s:b}", "pid", (json_int_t)pid,
+	                              "exit_code", p->exit_code, "duration_ms",
 	                              (json_int_t)MAX(now_unix_ms() - p->started_at, 0), "oom",
-	                              p->oom));
+	                              p->oom, "timed_out", p->timed_out));
 }
 
 int
@@ -275,8 +280,8 @@ timeout_fired(struct loop_timer *t _unused_, void *data)
 {
 	struct proc *p = data;
 
-	if (p->running)
-		(void)agent_signal(p->agent, p->pid, SIGKILL);
+	if (p->running && agent_signal(p->agent, p->pid, SIGKILL) >= 0)
+		p->timeout_killed = true;
 }
 
 int
@@ -337,6 +342,101 @@ proc_reader_remove(struct proc_reader *r)
 	update_ack(p);
 }
 
+/* ---- slots: the limits on runs and processes ---- */
+
+static unsigned *
+slot_counter(struct sandbox *sb, enum proc_slot kind)
+{
+	return kind == PROC_SLOT_RUN ? &sb->run_slots : &sb->proc_slots;
+}
+
+unsigned
+proc_slot_count(const struct sandbox *sb, enum proc_slot kind)
+{
+	unsigned n = kind == PROC_SLOT_RUN ? sb->run_slots : sb->proc_slots;
+	struct list_node *l;
+
+	/* a run's process is its run's; a process started is counted while it runs */
+	if (kind == PROC_SLOT_PROCESS)
+		LIST_FOREACH (l, &sb->procs) {
+			const struct proc *p = list_entry(l, struct proc, link);
+			n += p->running && !p->run;
+		}
+	return n;
+}
+
+static bool
+same_owner(const struct sandbox *a, const struct sandbox *b)
+{
+	return a->owner && b->owner ? streq(a->owner, b->owner) : a->owner == b->owner;
+}
+
+/* What a refusal says, by kind: the thing counted, the flags that raise the limits, and what
+ * the caller can do. */
+static const struct {
+	const char *what;
+	const char *sandbox_flag, *user_flag;
+	const char *then;
+	enum err_kind kind;
+	int error;
+} slot_refusals[] = {
+	[PROC_SLOT_RUN] = { .what = "runs under way",
+	                    .sandbox_flag = "--max-runs-per-sandbox",
+	                    .user_flag = "--max-runs-per-user",
+	                    .then = "retry when one has ended",
+	                    .kind = ERR_RATE_LIMITED,
+	                    .error = EAGAIN },
+	[PROC_SLOT_PROCESS] = { .what = "processes running or starting",
+	                        .sandbox_flag = "--max-processes-per-sandbox",
+	                        .user_flag = "--max-processes-per-user",
+	                        .then = "end one first (POST .../signal)",
+	                        .kind = ERR_CONFLICT,
+	                        .error = EBUSY },
+};
+
+int
+proc_slot_take(struct sandboxd *d, struct sandbox *sb, enum proc_slot kind, struct err *err)
+{
+	const unsigned per_sandbox = kind == PROC_SLOT_RUN ? d->opts->max_runs_per_sandbox
+	                                                   : d->opts->max_processes_per_sandbox;
+	const unsigned per_user = kind == PROC_SLOT_RUN ? d->opts->max_runs_per_user
+	                                                : d->opts->max_processes_per_user;
+	unsigned here = proc_slot_count(sb, kind), owner = 0;
+	struct list_node *n;
+
+	if (per_sandbox && here >= per_sandbox)
+		return err_set(err, -slot_refusals[kind].error, slot_refusals[kind].kind,
+		               "limit reached: sandbox '%s' has %u %s, at most %u (the operator "
+		               "sets it with %s); %s",
+		               sb->id, here, slot_refusals[kind].what, per_sandbox,
+		               slot_refusals[kind].sandbox_flag, slot_refusals[kind].then);
+	if (per_user) {
+		LIST_FOREACH (n, &d->reg.all) {
+			const struct sandbox *o = list_entry(n, struct sandbox, by_created);
+			if (same_owner(o, sb))
+				owner += proc_slot_count(o, kind);
+		}
+		if (owner >= per_user)
+			return err_set(
+			        err, -slot_refusals[kind].error, slot_refusals[kind].kind,
+			        "limit reached: the sandboxes of '%s' have %u %s together, at "
+			        "most %u per user (the operator sets it with %s); %s",
+			        sb->owner ? sb->owner : "?", owner, slot_refusals[kind].what,
+			        per_user, slot_refusals[kind].user_flag, slot_refusals[kind].then);
+	}
+	(*slot_counter(sb, kind))++;
+	return 0;
+}
+
+void
+proc_slot_put(struct sandbox *sb, enum proc_slot kind)
+{
+	unsigned *n = slot_counter(sb, kind);
+
+	if (*n > 0)
+		(*n)--;
+}
+
 json_t *
 proc_to_json(const struct proc *p)
 {
@@ -346,9 +446,11 @@ proc_to_json(const struct proc *p)
 	for (size_t i = 0; argv && p->argv[i]; i++)
 		json_array_append_new(argv, json_string(p->argv[i]));
 	format_rfc3339(p->started_at, started);
-	return json_pack("{s:I, s:b, s:b, s:o, s:s, s:o, s:o, s:s}", "pid", (json_int_t)p->pid,
+	return json_pack("{s:I, s:b, s:b, s:o, s:s, s:o, s:o, s:o, s:s}", "pid", (json_int_t)p->pid,
 	                 "tty", p->tty, "keep", p->keep, "argv", argv ? argv : json_array(),
 	                 "state", p->running ? "running" : "exited", "exit_code",
 	                 p->running ? json_null() : json_integer(p->exit_code), "oom",
-	                 p->running ? json_null() : json_boolean(p->oom), "started_at", started);
+	                 p->running ? json_null() : json_boolean(p->oom), "timed_out",
+	                 p->running ? json_null() : json_boolean(p->timed_out), "started_at",
+	                 started);
 }

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "agent.h"
+#include "error.h"
 #include "list.h"
 #include "ring.h"
 
@@ -47,10 +48,13 @@ struct proc {
 	uint32_t pid;
 	char **argv;
 	bool tty, keep;
+	bool run; /* a run's (POST …/run): counted as a run, not as a process */
 	bool running;
-	int exit_code;
-	bool oom; /* it ended because the guest ran out of memory (its OOM killer; code 137) */
-	int64_t started_at; /* unix ms */
+	int exit_code; /* PROC_TIMED_OUT when its timeout ended it */
+	bool oom;      /* it ended because the guest ran out of memory (its OOM killer; code 137) */
+	bool timeout_killed; /* its timeout passed while it ran, and it was sent SIGKILL */
+	bool timed_out;      /* ... and it died of that SIGKILL: exit_code is PROC_TIMED_OUT */
+	int64_t started_at;  /* unix ms */
 	struct agent_sub sub;
 	struct ring ring; /* its end: every byte the guest sent */
 	uint64_t acked;
@@ -71,7 +75,10 @@ void proc_free(struct proc *p);
 /* Forgets a process nobody needs any more (a finished run): the guest releases it, readers are
  * dropped without a word, and the memory goes after the current callbacks return. */
 void proc_discard(struct proc *p);
-/* Kills the process (SIGKILL) after secs. */
+/* The exit code of a process its timeout ended (API v1: never the signal's 137). */
+#define PROC_TIMED_OUT (-1)
+/* Kills the process (SIGKILL) after secs; when it dies of that, it exits PROC_TIMED_OUT with
+ * timed_out set. */
 int proc_set_timeout(struct proc *p, uint64_t secs);
 struct proc *proc_find(struct sandbox *sb, uint32_t pid);
 /* Ends and frees every process of a sandbox (it stops or ends). */
@@ -83,5 +90,22 @@ void proc_reader_remove(struct proc_reader *r);
 /* Delivers what a reader can take now; called again when a reader that was full drains. */
 void proc_pump(struct proc_reader *r);
 
-/* The API form: {pid, tty, argv, state, exit_code, oom, started_at, keep}. */
+/* What a sandbox may hold at once (--max-runs-per-sandbox and the other three; 0: no limit):
+ * a run counts from its request until its answer is out (or its client left and it ended); a
+ * process from its request until it exits, a kept one too. Runs and processes count apart. */
+enum proc_slot {
+	PROC_SLOT_RUN,
+	PROC_SLOT_PROCESS,
+};
+/* Takes a slot of kind in sb for a new run or process, counted against the sandbox's limit and
+ * its owner's across their sandboxes. Returns 0 (give it back with proc_slot_put once the run
+ * is over, or once the process started or failed to), or -EAGAIN for a run (ERR_RATE_LIMITED)
+ * and -EBUSY for a process (ERR_CONFLICT), with err naming the limit and the flag that raises
+ * it. */
+int proc_slot_take(struct sandboxd *d, struct sandbox *sb, enum proc_slot kind, struct err *err);
+void proc_slot_put(struct sandbox *sb, enum proc_slot kind);
+/* What sb holds of kind now: slots taken, and for processes those running besides. */
+unsigned proc_slot_count(const struct sandbox *sb, enum proc_slot kind);
+
+/* The API form: {pid, tty, argv, state, exit_code, oom, timed_out, started_at, keep}. */
 json_t *proc_to_json(const struct proc *p);

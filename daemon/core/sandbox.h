@@ -138,6 +138,7 @@ struct sandbox {
 	size_t json_len;
 
 	struct list_node procs;          /* struct proc: its processes, while it runs */
+	unsigned run_slots, proc_slots;  /* runs under way, process starts (proc_slot_take) */
 	bool procs_listed;               /* the guest's own list was read after (re)start */
 	struct sandbox_samples *samples; /* samples.h: measured on the host; NULL: none yet */
 	struct list_node by_created;     /* registry: newest first */

@@ -94,6 +94,8 @@ struct conn {
 	struct buf in, out;
 	bool keep_alive;  /* for the response being written */
 	bool chunked;     /* streaming with chunked encoding (else until close) */
+	bool sized;       /* streaming a body whose Content-Length was sent */
+	size_t body_left; /* sized: bytes of it still to come */
 	bool in_dispatch; /* the handler is on the stack */
 	bool continue_scheduled;
 	bool sent_continue; /* "100 Continue" for this request */
@@ -463,6 +465,7 @@ conn_stream_start(struct conn *c, int status, const char *content_type)
 	if (c->state != CONN_HANDLING)
 		return -EINVAL;
 	c->chunked = c->hp.req.http_major == 1 && c->hp.req.http_minor >= 1;
+	c->sized = false;
 	c->keep_alive = c->chunked && c->hp.req.keep_alive;
 	c->state = CONN_STREAMING;
 	answered(c, status);
@@ -475,6 +478,29 @@ conn_stream_start(struct conn *c, int status, const char *content_type)
 		(void)buf_puts(&c->out, "Transfer-Encoding: chunked\r\n");
 	if (buf_puts(&c->out, "X-Accel-Buffering: no\r\n\r\n") < 0)
 		return -ENOMEM;
+	flush(c);
+	return c->state == CONN_CLOSING ? -EPIPE : 0;
+}
+
+int
+conn_stream_start_sized(struct conn *c, int status, const char *content_type, size_t length)
+{
+	if (c->state != CONN_HANDLING)
+		return -EINVAL;
+	/* as a whole answer would: keep-alive when the client asked for it */
+	c->keep_alive = c->keep_alive && c->hp.req.keep_alive && c->hp.phase == HTTP_PHASE_DONE;
+	c->chunked = false;
+	c->sized = true;
+	c->body_left = length;
+	c->state = CONN_STREAMING;
+	c->deadline = 0;
+	if (http_put_status_line(&c->out, status) < 0 ||
+	    put_common_headers(c, &c->out, "no-store") < 0 ||
+	    buf_printf(&c->out, "Content-Type: %s\r\nContent-Length: %zu\r\n\r\n", content_type,
+	               length) < 0) {
+		conn_close(c);
+		return -EPIPE;
+	}
 	flush(c);
 	return c->state == CONN_CLOSING ? -EPIPE : 0;
 }
@@ -505,6 +531,14 @@ conn_stream_write(struct conn *c, const void *data, size_t len)
 		conn_close(c);
 		return -EPIPE;
 	}
+	if (c->sized) {
+		if (len > c->body_left) {
+			log_error("connection: a body longer than its Content-Length (bug)");
+			conn_close(c);
+			return -EPIPE;
+		}
+		c->body_left -= len;
+	}
 	if (c->chunked)
 		r = buf_printf(&c->out, "%zx\r\n", len);
 	if (r >= 0)
@@ -524,6 +558,18 @@ conn_stream_end(struct conn *c)
 	if (c->state != CONN_STREAMING)
 		return;
 	c->on_close = NULL;
+	if (c->sized) {
+		c->sized = false;
+		if (c->body_left) {
+			log_error("connection: a body %zu bytes short of its Content-Length (bug)",
+			          c->body_left);
+			conn_close(c);
+			return;
+		}
+		c->state = CONN_WRITING;
+		flush(c);
+		return;
+	}
 	if (!c->chunked) {
 		c->keep_alive = false;
 		c->state = CONN_WRITING;

@@ -122,8 +122,14 @@ void conn_reply_revalidate(struct conn *c, int status, const char *content_type,
 /* Starts a chunked streaming response; the connection stays open until conn_stream_end or the
  * client goes away. */
 int conn_stream_start(struct conn *c, int status, const char *content_type);
-/* Queues one chunk. -EPIPE when the connection is closed (now or before): the client went
- * away, or fell too far behind. */
+/* Starts a response whose body of length bytes (sent as its Content-Length) the handler writes
+ * in pieces with conn_stream_write, as a stream: as fast as the client reads (conn_backlog,
+ * conn_on_drain), never the whole body queued at once. conn_stream_end once every byte is
+ * written; the connection then stays open for the next request as after conn_reply. Not for a
+ * HEAD request. -EPIPE when the connection closed (its close hook ran). */
+int conn_stream_start_sized(struct conn *c, int status, const char *content_type, size_t length);
+/* Queues one chunk (a piece of a sized body). -EPIPE when the connection is closed (now or
+ * before): the client went away, or fell too far behind. */
 int conn_stream_write(struct conn *c, const void *data, size_t len);
 void conn_stream_end(struct conn *c);
 

@@ -333,14 +333,24 @@ static void
 retry_fired(struct loop_timer *t _unused_, void *data)
 {
 	struct agent *a = data;
+	uint64_t now = now_mono_ms();
 	int r;
 
+	/* connected, but no session by the deadline: whatever the guest sent meanwhile (a
+	 * flood without a session start, stale frames) was dropped as it came */
+	if (a->state == AGENT_HANDSHAKE) {
+		agent_close(a, "the agent did not complete the handshake in time");
+		return;
+	}
 	if (a->state != AGENT_CONNECTING)
 		return;
 	r = try_connect(a);
-	if (r == 0)
+	if (r == 0) {
+		/* the handshake has what is left until the deadline */
+		(void)loop_timer_arm(&a->retry, a->deadline > now ? a->deadline - now : 1, 0);
 		return;
-	if (r == -EAGAIN && now_mono_ms() < a->deadline) {
+	}
+	if (r == -EAGAIN && now < a->deadline) {
 		(void)loop_timer_arm(&a->retry, RETRY_MS, 0);
 		return;
 	}
@@ -420,6 +430,7 @@ on_hello_ack(struct agent *a, const struct frame *f, bool new_session)
 		return 0;
 	}
 	a->state = AGENT_READY;
+	(void)loop_timer_arm(&a->retry, 0, 0); /* the handshake's deadline */
 	/* the guest forgot its session attachments: attach again from where each stood */
 	{
 		struct list_node *n;

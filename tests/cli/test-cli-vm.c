@@ -540,6 +540,11 @@ test_exec_streams_stdin_cwd_env_and_exit_codes(void **state)
 	RUN(&r, "exec", SBX, "--", "sh", "-c", "kill -9 $$");
 	assert_int_equal(r.rc, 137);
 	result_done(&r);
+	/* a timeout is 124, as timeout(1) says it, and said */
+	RUN(&r, "exec", SBX, "--timeout", "1", "--", "sleep", "30");
+	assert_int_equal(r.rc, 124);
+	assert_non_null(strstr(text(&r.err), "timeout"));
+	result_done(&r);
 
 	/* a terminal-less stdin that is empty ends the command's input at once */
 	RUN(&r, "exec", SBX, "--", "wc", "-c");

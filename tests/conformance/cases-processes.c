@@ -423,6 +423,75 @@ case_signal_ends_a_process(void **state)
 	             "not_found");
 }
 
+/* Contract: a run or process ended by its timeout_secs reports timed_out true and exit code
+ * -1, never the signal's 137: the run's answer, the process object and the last line of its
+ * output. A SIGKILL the user sends is still 128 + 9, and not a timeout. */
+void
+case_timeouts_report_exit_code_minus_one(void **state)
+{
+	const char *id = process_sandbox();
+	struct ran r = run(id, "{\"argv\":[\"sleep\",\"30\"],\"timeout_secs\":1}");
+	long long pid;
+	json_t *p;
+	struct output *o;
+
+	if (!r.timed_out || r.exit_code != -1)
+		fail_msg("a run ended by its timeout: expected timed_out true and exit_code -1: %s",
+		         dump(r.json));
+
+	pid = pid_of(start(id, "{\"argv\":[\"sleep\",\"30\"],\"timeout_secs\":1}"));
+	p = wait_exited(id, pid);
+	if (json_integer_value(json_object_get(p, "exit_code")) != -1 ||
+	    !json_is_true(json_object_get(p, "timed_out")))
+		fail_msg("a process ended by its timeout: expected exit_code -1 and timed_out "
+		         "true: %s",
+		         dump(p));
+	o = read_output(id, pid);
+	if (o->exit_code != -1)
+		fail_msg("the output of a process ended by its timeout ends with exit code %lld, "
+		         "not -1",
+		         o->exit_code);
+
+	/* the user's SIGKILL, with a timeout still far off */
+	pid = pid_of(start(id, "{\"argv\":[\"sleep\",\"30\"],\"timeout_secs\":600}"));
+	assert_int_equal(
+	        conf_request("POST", proc_path(id, pid, "/signal"), "{\"signal\":\"KILL\"}", NULL),
+	        204);
+	p = wait_exited(id, pid);
+	if (json_integer_value(json_object_get(p, "exit_code")) != 128 + 9 ||
+	    json_is_true(json_object_get(p, "timed_out")))
+		fail_msg("a process the user killed: expected exit_code 137, not a timeout: %s",
+		         dump(p));
+}
+
+/* R-P7: the reserved environment names are refused on run and on process creation as on
+ * create, alone or among good ones, and nothing starts. */
+void
+case_reserved_environment_names_are_refused_on_run_and_processes(void **state)
+{
+	static const char *const reserved[] = {
+		"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT",   "BASH_ENV",
+		"ENV",        "SHELLOPTS",       "BASHOPTS",   "PS4",
+		"IFS",        "GLOBIGNORE",      "SANDBOXD_X",
+	};
+	const char *id = process_sandbox();
+	json_t *list;
+	size_t before;
+
+	assert_int_equal(conf_request("GET", proc_path(id, 0, "/processes"), NULL, &list), 200);
+	before = json_array_size(json_object_get(list, "processes"));
+	for (size_t i = 0; i < ARRAY_SIZE(reserved); i++) {
+		const char *body = conf_fmt("{\"argv\":[\"true\"],\"env\":{\"GOOD\":\"1\",\"%s\":"
+		                            "\"/tmp/x.so\"}}",
+		                            reserved[i]);
+		expect_error("POST", proc_path(id, 0, "/run"), body, 403, "refused");
+		expect_error("POST", proc_path(id, 0, "/processes"), body, 403, "refused");
+	}
+	assert_int_equal(conf_request("GET", proc_path(id, 0, "/processes"), NULL, &list), 200);
+	if (json_array_size(json_object_get(list, "processes")) != before)
+		fail_msg("a refused request started a process: %s", dump(list));
+}
+
 static long
 send_stdin(const char *id, long long pid, const char *query, const void *data, size_t len)
 {

@@ -834,6 +834,41 @@ harness_str(json_t *obj, const char *key)
 	return json_string_value(json_object_get(obj, key));
 }
 
+long
+harness_proc_kib(pid_t pid, const char *field)
+{
+	char path[64], line[256];
+	size_t n = strlen(field);
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, field, n) == 0 && line[n] == ':')
+			v = strtol(line + n + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+bool
+harness_reset_peak(pid_t pid)
+{
+	char path[64];
+	int fd;
+	bool ok;
+
+	snprintf(path, sizeof(path), "/proc/%d/clear_refs", (int)pid);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ok = write(fd, "5", 1) == 1;
+	close(fd);
+	return ok;
+}
+
 int
 harness_count_entries(const char *dir)
 {

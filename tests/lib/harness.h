@@ -166,6 +166,13 @@ const char *harness_str(struct json_t *obj, const char *key);
  * (CN=gateway). Keys are 0600. 0, or -1 (openssl's output is in dir/openssl.log). */
 int harness_make_certs(const char *dir, const char *extra_san, bool client);
 
+/* A process's memory from /proc/PID/status in KiB: field "VmRSS" (now) or "VmHWM" (its peak);
+ * -1 when it cannot be read. */
+long harness_proc_kib(pid_t pid, const char *field);
+/* Starts the peak (VmHWM) of pid over from its RSS now (/proc/PID/clear_refs); false when the
+ * kernel will not. */
+bool harness_reset_peak(pid_t pid);
+
 /* How many entries a directory holds (dot files aside); 0 when it cannot be read. */
 int harness_count_entries(const char *dir);
 

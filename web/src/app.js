@@ -909,7 +909,10 @@ function eventItem({ rec: r, live }) {
         ` in ${r.cwd}`;
       break;
     case 'process.exited':
-      text = `process ${r.pid} exited with code ${r.exit_code} after ${r.duration_ms} ms`;
+      // -1: its timeout_secs ended it (API v1), not an exit code of its own
+      text = r.exit_code === -1
+        ? `process ${r.pid} was ended by its timeout after ${r.duration_ms} ms`
+        : `process ${r.pid} exited with code ${r.exit_code} after ${r.duration_ms} ms`;
       break;
     case 'file.read':
     case 'file.written':
