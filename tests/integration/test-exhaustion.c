@@ -52,41 +52,14 @@ now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* A field of /proc/PID/status in KiB ("VmRSS", "VmHWM"). */
+/* A field of /proc/PID/status in KiB ("VmRSS", "VmHWM"), which must be there. */
 static long
 proc_kib(pid_t pid, const char *field)
 {
-	char path[64], line[256];
-	size_t n = strlen(field);
-	long v = -1;
-	FILE *f;
+	long v = harness_proc_kib(pid, field);
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	assert_non_null(f);
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, field, n) == 0 && line[n] == ':')
-			v = strtol(line + n + 1, NULL, 10);
-	fclose(f);
 	assert_true(v > 0);
 	return v;
-}
-
-/* Starts the daemon's peak (VmHWM) over from its RSS now; false when the kernel will not. */
-static bool
-reset_peak(pid_t pid)
-{
-	char path[64];
-	int fd;
-	bool ok;
-
-	snprintf(path, sizeof(path), "/proc/%d/clear_refs", (int)pid);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	ok = write(fd, "5", 1) == 1;
-	close(fd);
-	return ok;
 }
 
 static void
@@ -282,7 +255,7 @@ test_unauthenticated_uploads(void **state)
 	}
 	usleep(200000);
 	idle = proc_kib(p.pid, "VmRSS");
-	peak_ok = reset_peak(p.pid);
+	peak_ok = harness_reset_peak(p.pid);
 
 	for (int i = 0; i < UPLOADS; i++) {
 		up[i] = (struct upload){ .fd = tcp_from(NULL, port) };
@@ -606,7 +579,7 @@ test_authorised_write(void **state)
 	assert_int_equal(put_tcp(port, head, data, 65536, resp, sizeof(resp)), 204);
 	usleep(200000);
 	idle = proc_kib(p.pid, "VmRSS");
-	if (!reset_peak(p.pid)) {
+	if (!harness_reset_peak(p.pid)) {
 		stop(&p);
 		harness_skip_case("cannot reset the daemon's peak RSS (/proc/PID/clear_refs)");
 		return;
