@@ -76,7 +76,7 @@ open_audit_log(struct sandboxd *d)
 		         "answers from the store");
 		return 0;
 	}
-	r = audit_log_open(d->opts->audit_log, AUDIT_LOG_ROTATE_BYTES, AUDIT_LOG_KEEP, &d->audit,
+	r = audit_log_open(d->opts->audit_log, d->opts->audit_max_bytes, AUDIT_LOG_KEEP, &d->audit,
 	                   &why);
 	if (r < 0)
 		log_error("%s", why ? why : strerror(-r));

@@ -13,9 +13,12 @@
 
 struct sandbox;
 
-/* R-S4: a log rotates when a record would take it past 8 MiB; 5 old generations are kept
- * (PATH.1 newest … PATH.5 oldest), so at most about 48 MiB in all. */
+/* R-S4: a log rotates when a record would take it past 8 MiB (by default; --audit-max-bytes
+ * says otherwise, within MIN … MAX); 5 old generations are kept (PATH.1 newest … PATH.5
+ * oldest), so at most about 48 MiB in all. */
 #define AUDIT_LOG_ROTATE_BYTES (8u << 20)
+#define AUDIT_LOG_MIN_BYTES 4096u
+#define AUDIT_LOG_MAX_BYTES (1u << 30)
 #define AUDIT_LOG_KEEP 5
 
 /* The audit record of an event (its type and data as events.h has them, about sb, at
@@ -28,8 +31,9 @@ struct audit_log;
 
 /* Opens the JSONL log at path: its directory is made (0700) when absent and refused unless
  * it is ours and closed to group and others; the file is created 0600 (and a looser mode
- * tightened) at each write. rotate_bytes and keep are AUDIT_LOG_* in sandboxd (tests pass
- * smaller ones). -errno with *ret_why (caller frees) saying what is wrong. */
+ * tightened) at each write. rotate_bytes is --audit-max-bytes and keep AUDIT_LOG_KEEP in
+ * sandboxd (unit tests pass smaller ones). -errno with *ret_why (caller frees) saying what is
+ * wrong. */
 int audit_log_open(const char *path, uint64_t rotate_bytes, unsigned keep, struct audit_log **ret,
                    char **ret_why);
 /* Appends one record (audit_record's text) as a line, rotating first when it would take the

@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <netdb.h>
 #include <sys/stat.h>
+#include "audit.h"
 #include "hostport.h"
 #include "options.h"
 #include "paths.h"
@@ -78,7 +79,9 @@ static const char usage[] =
         "  --egress-subnet CIDR   where sandboxes' /30 links come from (default\n"
         "                         10.200.0.0/16; at most /22)\n"
         "  --audit-log FILE|none  the JSONL audit log (default STATE-DIR/audit/events.jsonl;\n"
-        "                         0600 in a 0700 directory; rotated at 8 MiB, 5 kept)\n"
+        "                         0600 in a 0700 directory; 5 older generations kept)\n"
+        "  --audit-max-bytes N    the size past which the audit log rotates: 4096 to\n"
+        "                         1073741824 bytes (default 8388608, 8 MiB)\n"
         "  --audit-max-events N   the events the store keeps at most, every sandbox's\n"
         "                         together; the oldest go first (default 500000)\n"
         "  --metrics-listen HOST:PORT\n"
@@ -496,6 +499,8 @@ static const struct opt_def opt_defs[] = {
 	{ .name = "egress", .kind = OPT_ON_OFF, F(egress), .what = "on or off" },
 	CUSTOM("audit-log", parse_audit_log),
 	UINT("audit-max-events", audit_max_events, 1000, 1000000000, "must be 1000 to 1000000000"),
+	UINT("audit-max-bytes", audit_max_bytes, AUDIT_LOG_MIN_BYTES, AUDIT_LOG_MAX_BYTES,
+	     "must be 4096 to 1073741824 bytes"),
 	STRING("metrics-listen", metrics_listen),
 	UINT("egress-proxy-port", egress_proxy_port, 1, 65535, "must be a port, 1 to 65535"),
 	UINT("egress-dns-port", egress_dns_port, 1, 65535, "must be a port, 1 to 65535"),
@@ -612,6 +617,7 @@ options_parse(int argc, char **argv, struct options *o)
 		               .user_max_memory_mb = 16384,
 		               .user_pull = true,
 		               .audit_max_events = OPTIONS_DEFAULT_AUDIT_MAX_EVENTS,
+		               .audit_max_bytes = AUDIT_LOG_ROTATE_BYTES,
 		               .log_level = LOG_LEVEL_INFO };
 	for (size_t i = 0; i < N_OPTS; i++) {
 		bool no_arg = opt_defs[i].kind == OPT_HELP || opt_defs[i].kind == OPT_VERSION ||

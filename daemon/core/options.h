@@ -58,6 +58,7 @@ struct options {
 	char *policy_file;         /* --policy: the operator's YAML policy, or NULL */
 	char *audit_log;           /* --audit-log: the JSONL audit log, or NULL ("none") */
 	unsigned audit_max_events; /* the store's events at most (--audit-max-events) */
+	unsigned audit_max_bytes;  /* the audit log rotates past this (--audit-max-bytes) */
 	char *metrics_listen;      /* --metrics-listen HOST:PORT (loopback), or NULL */
 	char *metrics_host;
 	char *metrics_port;

@@ -1,8 +1,9 @@
 /* test-audit.c: the audit trail (daemon/core/audit.c): each event's flat record has exactly
  * its type's fields and never an argument or an environment value; events without a record
  * have none; and the JSONL log (R-S4): 0600 in a 0700 directory, rotated at 8 MiB keeping 5
- * generations oldest-first, a looser file tightened, an insecure directory refused, and a log
- * that cannot be written never stops the next records once it can. */
+ * generations oldest-first, a record longer than the limit whole in a file of its own, a
+ * looser file tightened, an insecure directory refused, and a log that cannot be written
+ * never stops the next records once it can. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -297,6 +298,33 @@ test_log_rotates_and_keeps_five(void **state)
 	audit_log_free(l);
 }
 
+/* A record longer than the rotation size by itself is written whole, in a generation of its
+ * own: never cut, and the records either side of it go on as before (docs/operation.md). */
+static void
+test_log_longer_record_than_the_limit(void **state)
+{
+	struct fixture *f = *state;
+	struct audit_log *l = NULL;
+	_cleanup_free_ char *why = NULL, *long_one = numbered(2);
+	_cleanup_free_ char *g1 = strdup_printf("%s.1", f->path),
+	                    *g2 = strdup_printf("%s.2", f->path);
+	unsigned first = 0, last = 0;
+	uint64_t size;
+
+	assert_int_equal(audit_log_open(f->path, 1024, AUDIT_LOG_KEEP, &l, &why), 0);
+	audit_log_write(l, "{\"n\":1}");
+	audit_log_write(l, long_one); /* about 4 KiB, past 1024 */
+	audit_log_write(l, "{\"n\":3}");
+	numbers_in(g2, &first, &last, &size);
+	assert_true(first == 1 && last == 1);
+	numbers_in(g1, &first, &last, &size);
+	assert_true(first == 2 && last == 2);
+	assert_int_equal(size, strlen(long_one) + 1);
+	numbers_in(f->path, &first, &last, &size);
+	assert_true(first == 3 && last == 3);
+	audit_log_free(l);
+}
+
 static void
 test_log_mode_and_directory(void **state)
 {
@@ -344,6 +372,8 @@ main(void)
 		cmocka_unit_test(test_sandbox_records),
 		cmocka_unit_test(test_process_file_egress_records),
 		cmocka_unit_test_setup_teardown(test_log_rotates_and_keeps_five, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_log_longer_record_than_the_limit, setup,
+		                                teardown),
 		cmocka_unit_test_setup_teardown(test_log_mode_and_directory, setup, teardown),
 	};
 
