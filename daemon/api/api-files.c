@@ -103,8 +103,8 @@ refuse_state(struct api_call *call, const struct sandbox *sb, bool read)
 
 	if (!read && (sb->state == SANDBOX_STOPPED || sb->state == SANDBOX_FAILED))
 		api_reply_err(call->c, ERR_CONFLICT,
-		              "sandbox '%s' is %s; its files are changed only while it runs: start "
-		              "it first (POST /v1/sandboxes/%s/start)",
+		              "sandbox '%s' is %s; its files can be read, but are changed only "
+		              "while it runs: start it first (POST /v1/sandboxes/%s/start)",
 		              sb->id, state, sb->id);
 	else if (read)
 		api_reply_err(call->c, ERR_CONFLICT,
