@@ -4,7 +4,8 @@
  * outlived its crash, boots it, answers from its guest, and the sandbox is stopped again once
  * nothing else used it for --read-grace, saying why; reads that come during that boot share
  * it; a start by its user or a process of its own keeps it up; writes and removals stay 409;
- * another user's sandbox stays 404 and is not booted. That a real VM's disk is read back the
+ * a boot that fails is 503 with its reason; another user's sandbox stays 404 and is not
+ * booted. That a real VM's disk is read back the
  * same way is tests/vm/test-vm-idle.c's. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,20 +25,25 @@
 #define GRACE_S 2
 
 static struct daemon_proc p;
-static char home[256]; /* the files the guest reads and writes live under it */
+static char home[256];   /* the files the guest reads and writes live under it */
+static char guestd[300]; /* the fake's agent: a copy, so that a test can take it away */
 
 static int
 setup(void **state)
 {
-	const char *guestd = getenv("SANDBOX_GUESTD");
-	char env_agent[512];
+	const char *agent = getenv("SANDBOX_GUESTD");
+	char env_agent[512], cmd[1024];
 
-	if (!guestd || access(guestd, X_OK) < 0) {
+	if (!agent || access(agent, X_OK) < 0) {
 		fprintf(stderr, "skip: SANDBOX_GUESTD is not set to sandbox-guestd (run through "
 		                "ctest)\n");
 		exit(77);
 	}
 	if (harness_tmpdir(home, sizeof(home)) < 0)
+		return -1;
+	snprintf(guestd, sizeof(guestd), "%s/sandbox-guestd", home);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", agent, guestd);
+	if (system(cmd) != 0)
 		return -1;
 	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", guestd);
 	/* a boot of a second lets two reads meet while it is under way */
@@ -375,6 +381,31 @@ test_read_of_a_failed_sandbox(void **state)
 	json_decref(await_state(never, "failed"));
 }
 
+/* A boot that fails answers 503 with its reason, as a failed start says it: the fake boots
+ * once its agent answers, and here its agent cannot run. */
+static void
+test_a_boot_that_fails_is_503(void **state)
+{
+	_cleanup_free_ char *away = strdup_printf("%s.away", guestd);
+	_cleanup_free_ char *url = NULL, *body = NULL;
+	char id[64];
+	json_t *j;
+	int status;
+
+	create("{}", id);
+	post(id, "stop", "stopped");
+	assert_int_equal(rename(guestd, away), 0);
+	url = file_path(id, "files", "/etc/hostname");
+	status = harness_http(p.sock, "GET", url, NULL, &body);
+	assert_int_equal(rename(away, guestd), 0); /* before anything can fail */
+	assert_int_equal(status, 503);
+	assert_non_null(strstr(body, "could not be started to read its files"));
+	assert_non_null(strstr(body, "agent did not come up"));
+	j = get_sandbox(id);
+	assert_string_equal(harness_str(j, "state"), "failed");
+	json_decref(j);
+}
+
 /* Another user's stopped sandbox is 404 to a read, exactly as one that does not exist, and
  * is not booted. */
 static void
@@ -425,6 +456,7 @@ main(void)
 		cmocka_unit_test(test_concurrent_reads_share_one_boot),
 		cmocka_unit_test(test_a_start_or_a_process_keeps_it_up),
 		cmocka_unit_test(test_read_of_a_failed_sandbox),
+		cmocka_unit_test(test_a_boot_that_fails_is_503),
 		cmocka_unit_test(test_another_users_sandbox_is_404),
 	};
 
