@@ -33,9 +33,8 @@ void activity_inside(struct sandbox *sb);
  * a file transfer); when one is, both clocks are set to now. */
 bool activity_watched(struct sandboxd *d, struct sandbox *sb, int64_t now_ms);
 
-/* Whether nothing but its VMM's own work happened in sb for secs: for a sandbox started only
- * to read its files, whose boot keeps the VMM busy for a while, and which then goes back to
- * stopped unless someone uses it (its CPU is not asked). */
+/* Whether no activity but its VMM's CPU came for secs: for a sandbox started only to read its
+ * files, whose VMM the boot itself keeps busy for a while. */
 bool activity_quiet(const struct sandbox *sb, int64_t now_ms, unsigned secs);
 
 /* For a running sandbox with an idle timeout, each tick: whether it has been idle for that

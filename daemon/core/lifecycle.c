@@ -45,7 +45,8 @@ fail(struct sandboxd *d, struct sandbox *sb, const char *fmt, ...)
 	va_end(ap);
 	sb->op = SANDBOX_OP_NONE;
 	sb->woken_for_files = false;
-	proc_clear(sb); /* its processes are gone with its VM */
+	sb->stopping = SANDBOX_STOP_REQUEST; /* a stop sandboxd began is over too */
+	proc_clear(sb);                      /* its processes are gone with its VM */
 	if (sb->state != SANDBOX_FAILED && sb->state != SANDBOX_TERMINATED)
 		(void)sandbox_set_state(d, sb, SANDBOX_FAILED, reason);
 }
