@@ -183,9 +183,12 @@ audit_stopped(const json_t *r, struct buf *out)
 {
 	const char *reason = output_str(r, "reason");
 
-	/* a stop its idle timeout made; a requested one says nothing */
+	/* a stop its idle timeout made, or one after a read woke it; a requested one says
+	 * nothing */
 	if (reason && streq(reason, "idle"))
 		(void)buf_puts(out, "idle: stopped by its idle timeout, its disk kept");
+	else if (reason && streq(reason, "read"))
+		(void)buf_puts(out, "read: started to read its files, stopped again once quiet");
 	else if (reason)
 		(void)buf_puts(out, reason);
 }

@@ -1,7 +1,13 @@
 /* api-files.c: files in a sandbox: read, write (creating parent directories), remove, and list
  * a directory. Paths are absolute guest paths, checked here and never resolved on the host;
  * the bytes travel through the sandbox's guest agent. A write's body goes on to the guest as
- * it arrives, never held whole: the connection is read only as fast as the guest takes it. */
+ * it arrives, never held whole: the connection is read only as fast as the guest takes it.
+ *
+ * A read or a listing of a stopped or failed sandbox starts it as POST …/start would, waits
+ * until it runs and asks its agent: its disk is only ever read by its own guest, never mounted
+ * or parsed on the host, whose bytes a hostile guest controls. Reads that come meanwhile share
+ * that boot, and housekeeping stops it again once nothing else uses it (lifecycle_wake). */
+#include "activity.h"
 #include "agent.h"
 #include "api-internal.h"
 #include "events.h"
@@ -14,12 +20,19 @@
 struct file_op {
 	struct sandboxd *d;
 	struct conn *c;
-	struct sandbox *sb;
+	struct sandbox *sb;         /* NULL once it left memory */
+	struct sandbox_waiter seen; /* its state changes: moves a waiting read on, clears sb */
+	struct principal who;       /* the caller, for the start a read may make */
 	struct agent_req *req;
 	char *path;
 	struct buf data; /* a read's bytes */
 	json_t *entries; /* a listing */
 	size_t written;
+	void (*ask)(struct file_op *op, struct agent *a); /* a read's request, once it runs */
+	bool waiting;   /* a read waiting for its sandbox to run */
+	bool woke;      /* it started the sandbox, or waited for a start: a failure is final */
+	bool deferred;  /* a start is to be asked for after this batch of events (wake_later) */
+	bool freed;     /* let go of while deferred: the deferred call frees it */
 	bool uploading; /* a write whose body is still coming: giving up drops the file */
 };
 
@@ -28,9 +41,20 @@ op_free(struct file_op *op)
 {
 	if (op->c)
 		conn_on_close(op->c, NULL, NULL);
+	sandbox_remove_waiter(&op->seen);
+	if (op->sb)
+		op->sb->file_ops--;
+	op->sb = NULL;
+	op->waiting = false;
 	free(op->path);
+	op->path = NULL;
 	buf_free(&op->data);
 	json_decref(op->entries);
+	op->entries = NULL;
+	if (op->deferred) {
+		op->freed = true;
+		return;
+	}
 	free(op);
 }
 
@@ -40,7 +64,8 @@ op_client_gone(struct conn *c _unused_, void *data)
 	struct file_op *op = data;
 
 	/* the guest finishes what it started (a write lands whole or not at all): a write
-	 * whose body did not all come is given up, one that did still lands */
+	 * whose body did not all come is given up, one that did still lands; a read waiting
+	 * for a boot lets the boot go on (housekeeping stops the sandbox again) */
 	op->c = NULL;
 	if (op->uploading)
 		agent_upload_abort(op->req);
@@ -49,10 +74,56 @@ op_client_gone(struct conn *c _unused_, void *data)
 	op_free(op);
 }
 
-/* The file operation's target, or an answer already given. */
-static struct file_op *
-begin(struct api_call *call)
+static void
+finish(struct file_op *op)
 {
+	op->c = NULL;
+	op_free(op);
+}
+
+static void on_sandbox(struct sandbox_waiter *w, struct sandbox *sb, bool gone);
+
+/* Whether this server's backend serves files at all (a stopped sandbox has no agent to ask). */
+static bool
+serves_files(struct sandboxd *d)
+{
+	struct backend_caps caps = { 0 };
+
+	if (!d->backend || !d->backend->ops->agent)
+		return false;
+	d->backend->ops->caps(d->backend, &caps);
+	return caps.files;
+}
+
+/* What a sandbox in a state its files cannot be reached in answers. */
+static void
+refuse_state(struct api_call *call, const struct sandbox *sb, bool read)
+{
+	const char *state = sandbox_state_to_string(sb->state);
+
+	if (!read && (sb->state == SANDBOX_STOPPED || sb->state == SANDBOX_FAILED))
+		api_reply_err(call->c, ERR_CONFLICT,
+		              "sandbox '%s' is %s; its files can be read, but are changed only "
+		              "while it runs: start it first (POST /v1/sandboxes/%s/start)",
+		              sb->id, state, sb->id);
+	else if (read)
+		api_reply_err(call->c, ERR_CONFLICT,
+		              "sandbox '%s' is %s; its files are read while it runs, or once it is "
+		              "stopped or failed",
+		              sb->id, state);
+	else
+		api_reply_err(call->c, ERR_CONFLICT, "sandbox '%s' is %s; it must be running",
+		              sb->id, state);
+}
+
+/* The file operation's target, or an answer already given. A write needs its sandbox
+ * running; a read (read) may find it starting, stopping, stopped or failed too. */
+static struct file_op *
+begin(struct api_call *call, bool read)
+{
+	static const unsigned read_states = 1u << SANDBOX_RUNNING | 1u << SANDBOX_STARTING |
+	                                    1u << SANDBOX_STOPPING | 1u << SANDBOX_STOPPED |
+	                                    1u << SANDBOX_FAILED;
 	struct sandbox *sb = NULL;
 	char key[16], value[4097 + 1];
 	struct file_op *op;
@@ -74,8 +145,20 @@ begin(struct api_call *call)
 		              "path must be an absolute guest path without '..' or NUL");
 		return NULL;
 	}
-	if (!api_sandbox_agent(call, &sb))
+	sb = api_lookup_live(call);
+	if (!sb) {
+		api_reply_absent(call);
 		return NULL;
+	}
+	if (sb->state != SANDBOX_RUNNING && !(read && (read_states & 1u << sb->state))) {
+		refuse_state(call, sb, read);
+		return NULL;
+	}
+	if (!serves_files(call->d)) {
+		api_reply_err(call->c, ERR_UNSUPPORTED,
+		              "this server's backend runs no processes or files");
+		return NULL;
+	}
 	op = calloc(1, sizeof(*op));
 	if (!op || !(op->path = strdup(value))) {
 		free(op);
@@ -85,16 +168,168 @@ begin(struct api_call *call)
 	op->d = call->d;
 	op->c = call->c;
 	op->sb = sb;
+	op->who = call->who;
 	buf_init(&op->data, API_FILE_MAX);
+	op->seen = (struct sandbox_waiter){ .fn = on_sandbox, .data = op };
+	list_init(&op->seen.link);
+	sandbox_add_waiter(sb, &op->seen);
+	sb->file_ops++; /* activity while it is under way */
+	activity_request(sb);
+	conn_on_close(call->c, op_client_gone, op);
 	return op;
 }
 
+/* sb's agent, ready to be asked; otherwise answers and lets go of op. */
 static struct agent *
 op_agent(struct file_op *op)
 {
 	struct backend *b = op->d->backend;
+	struct agent *a = b->ops->agent(b, op->sb);
 
-	return b->ops->agent(b, op->sb);
+	if (!a || !agent_ready(a)) {
+		api_reply_err(op->c, ERR_UNAVAILABLE,
+		              "the agent of sandbox '%s' is reconnecting; try again", op->sb->id);
+		finish(op);
+		return NULL;
+	}
+	return a;
+}
+
+/* ---- a read of a sandbox that is not running ---- */
+
+/* Its sandbox runs: the read is asked. */
+static void
+go(struct file_op *op)
+{
+	struct agent *a;
+
+	op->waiting = false;
+	a = op_agent(op);
+	if (!a)
+		return;
+	activity_request(op->sb);
+	op->ask(op, a);
+}
+
+static void settle(struct file_op *op, bool may_wake);
+
+/* Starts the sandbox as POST …/start would, with its checks and answers, on behalf of the
+ * caller. Not from a waiter: the start changes the state its other waiters are being told
+ * of (wake_later). */
+static void
+wake(struct file_op *op)
+{
+	struct api_call call = { .d = op->d, .c = op->c, .who = op->who };
+	int r;
+
+	snprintf(call.ref, sizeof(call.ref), "%s", op->sb->id);
+	op->woke = true;
+	op->waiting = false; /* on_sandbox leaves it alone until the start has begun */
+	r = api_sandbox_wake(&call, op->sb);
+	if (r < 0) {
+		finish(op); /* answered */
+		return;
+	}
+	op->waiting = true;
+	settle(op, false);
+}
+
+static void
+wake_deferred(void *data)
+{
+	struct file_op *op = data;
+
+	op->deferred = false;
+	if (op->freed) {
+		free(op);
+		return;
+	}
+	settle(op, true);
+}
+
+/* A stop it waited for is done: the start is asked for after this batch of events, once
+ * every waiter was told the sandbox stopped (a POST …/stop waiting for it among them). */
+static void
+wake_later(struct file_op *op)
+{
+	op->deferred = true;
+	if (loop_defer(op->d->loop, wake_deferred, op) < 0) {
+		op->deferred = false;
+		api_reply_err(op->c, ERR_INTERNAL, "out of memory");
+		finish(op);
+	}
+}
+
+/* Moves a read on by its sandbox's state: asks once it runs, starts it when it is stopped or
+ * failed (may_wake: now, else after this batch), waits while it starts or stops, and gives up
+ * once a start it waited for ended otherwise. */
+static void
+settle(struct file_op *op, bool may_wake)
+{
+	struct sandbox *sb = op->sb;
+
+	switch (sb->state) {
+	case SANDBOX_RUNNING:
+		go(op);
+		return;
+	case SANDBOX_STARTING:
+		op->woke = true; /* whoever started it: one boot serves every read */
+		return;
+	case SANDBOX_STOPPING:
+		return;
+	case SANDBOX_STOPPED:
+	case SANDBOX_FAILED:
+		if (op->woke)
+			break;
+		if (may_wake)
+			wake(op);
+		else
+			wake_later(op);
+		return;
+	default:
+		break;
+	}
+	if (sb->state == SANDBOX_FAILED)
+		api_reply_err(op->c, ERR_UNAVAILABLE,
+		              "sandbox '%s' could not be started to read its files: %s", sb->id,
+		              sb->reason ? sb->reason : "it failed");
+	else
+		api_reply_err(op->c, ERR_CONFLICT,
+		              "sandbox '%s' became %s before its files could be read", sb->id,
+		              sandbox_state_to_string(sb->state));
+	finish(op);
+}
+
+static void
+on_sandbox(struct sandbox_waiter *w, struct sandbox *sb _unused_, bool gone)
+{
+	struct file_op *op = w->data;
+
+	if (gone) {
+		sandbox_remove_waiter(w);
+		op->sb = NULL;
+		if (op->waiting) {
+			api_reply_err(op->c, ERR_CONFLICT,
+			              "the sandbox ended before its files could be read");
+			finish(op);
+		}
+		return;
+	}
+	if (op->waiting && !op->deferred)
+		settle(op, false);
+}
+
+/* A read or a listing: asked now if its sandbox runs, else once it does. */
+static void
+read_begin(struct api_call *call, void (*ask)(struct file_op *op, struct agent *a))
+{
+	struct file_op *op = begin(call, true);
+
+	if (!op)
+		return;
+	op->ask = ask;
+	op->waiting = true;
+	settle(op, true);
 }
 
 /* Maps the guest's errno to the API's answer. Returns true when it answered an error. */
@@ -149,24 +384,15 @@ reply_failure(struct file_op *op, const struct agent_result *res)
 	return true;
 }
 
+/* After asking the agent: its answer is waited for, or it is said it could not be asked. */
 static void
-finish(struct file_op *op)
+started(struct file_op *op)
 {
-	op->c = NULL;
-	op_free(op);
-}
-
-/* After asking the agent: wait for its answer, or say it could not be asked. */
-static void
-started(struct api_call *call, struct file_op *op)
-{
-	if (!op->req) {
-		api_reply_err(call->c, ERR_UNAVAILABLE,
-		              "the sandbox's agent cannot take this now; try again");
-		finish(op);
+	if (op->req)
 		return;
-	}
-	conn_on_close(call->c, op_client_gone, op);
+	api_reply_err(op->c, ERR_UNAVAILABLE,
+	              "the sandbox's agent cannot take this now; try again");
+	finish(op);
 }
 
 static void
@@ -191,23 +417,26 @@ read_done(void *data, const struct agent_result *res)
 		} else {
 			conn_reply(op->c, 200, "application/octet-stream", op->data.data,
 			           op->data.len, NULL);
-			(void)sandbox_event(op->d, op->sb, "file.read",
-			                    json_pack("{s:s, s:I}", "path", op->path, "bytes",
-			                              (json_int_t)op->data.len));
+			if (op->sb)
+				(void)sandbox_event(op->d, op->sb, "file.read",
+				                    json_pack("{s:s, s:I}", "path", op->path,
+				                              "bytes", (json_int_t)op->data.len));
 		}
 	}
 	finish(op);
 }
 
+static void
+ask_read(struct file_op *op, struct agent *a)
+{
+	op->req = agent_read_file(a, op->path, API_FILE_MAX, read_chunk, read_done, op);
+	started(op);
+}
+
 void
 api_file_read(struct api_call *call)
 {
-	struct file_op *op = begin(call);
-
-	if (!op)
-		return;
-	op->req = agent_read_file(op_agent(op), op->path, API_FILE_MAX, read_chunk, read_done, op);
-	started(call, op);
+	read_begin(call, ask_read);
 }
 
 static void
@@ -220,9 +449,10 @@ write_done(void *data, const struct agent_result *res)
 	op->uploading = false;
 	if (op->c && !reply_failure(op, res)) {
 		conn_reply(op->c, 204, NULL, NULL, 0, NULL);
-		(void)sandbox_event(op->d, op->sb, "file.written",
-		                    json_pack("{s:s, s:I}", "path", op->path, "bytes",
-		                              (json_int_t)op->written));
+		if (op->sb)
+			(void)sandbox_event(op->d, op->sb, "file.written",
+			                    json_pack("{s:s, s:I}", "path", op->path, "bytes",
+			                              (json_int_t)op->written));
 	}
 	finish(op);
 }
@@ -290,6 +520,7 @@ api_file_write(struct api_call *call)
 	const struct http_request *req = call->req;
 	const char *ct = http_req_header(req, "content-type");
 	struct file_op *op;
+	struct agent *a;
 	uint64_t size;
 
 	if (ct && strncmp(ct, "application/octet-stream", 24) != 0) {
@@ -297,21 +528,20 @@ api_file_write(struct api_call *call)
 		              "a file body must be sent as Content-Type: application/octet-stream");
 		return;
 	}
-	op = begin(call);
-	if (!op)
+	op = begin(call, false);
+	if (!op || !(a = op_agent(op)))
 		return;
 	/* a chunked body tells its length only at its end: the guest is told the most it may
 	 * be, and where it ended */
 	size = !call->body_follows ? req->body.len
 	       : req->chunked      ? API_FILE_MAX
 	                           : req->content_length;
-	op->req = agent_write_begin(op_agent(op), op->path, 0644, size,
-	                            call->body_follows && req->chunked, write_done, op);
+	op->req = agent_write_begin(a, op->path, 0644, size, call->body_follows && req->chunked,
+	                            write_done, op);
 	if (!op->req) {
-		started(call, op); /* answers and lets go of op */
+		started(op); /* answers and lets go of op */
 		return;
 	}
-	started(call, op);
 	op->uploading = true;
 	if (call->body_follows) {
 		(void)conn_body_take(call->c, write_data, write_end, op);
@@ -333,9 +563,10 @@ remove_done(void *data, const struct agent_result *res)
 		conn_reply(op->c, 204, NULL, NULL, 0, NULL);
 		/* the size of what went, as the guest saw it (a directory, or an agent from
 		 * before it said: 0) */
-		(void)sandbox_event(
-		        op->d, op->sb, "file.removed",
-		        json_pack("{s:s, s:I}", "path", op->path, "bytes", (json_int_t)res->size));
+		if (op->sb)
+			(void)sandbox_event(op->d, op->sb, "file.removed",
+			                    json_pack("{s:s, s:I}", "path", op->path, "bytes",
+			                              (json_int_t)res->size));
 	}
 	finish(op);
 }
@@ -343,7 +574,8 @@ remove_done(void *data, const struct agent_result *res)
 void
 api_file_remove(struct api_call *call)
 {
-	struct file_op *op = begin(call);
+	struct file_op *op = begin(call, false);
+	struct agent *a;
 
 	if (!op)
 		return;
@@ -355,8 +587,11 @@ api_file_remove(struct api_call *call)
 		finish(op);
 		return;
 	}
-	op->req = agent_remove(op_agent(op), op->path, remove_done, op);
-	started(call, op);
+	a = op_agent(op);
+	if (!a)
+		return;
+	op->req = agent_remove(a, op->path, remove_done, op);
+	started(op);
 }
 
 static void
@@ -392,15 +627,16 @@ list_done(void *data, const struct agent_result *res)
 	finish(op);
 }
 
+static void
+ask_list(struct file_op *op, struct agent *a)
+{
+	op->entries = json_array();
+	op->req = op->entries ? agent_list(a, op->path, list_entry_cb, list_done, op) : NULL;
+	started(op);
+}
+
 void
 api_dir_list(struct api_call *call)
 {
-	struct file_op *op = begin(call);
-
-	if (!op)
-		return;
-	op->entries = json_array();
-	op->req = op->entries ? agent_list(op_agent(op), op->path, list_entry_cb, list_done, op)
-	                      : NULL;
-	started(call, op);
+	read_begin(call, ask_list);
 }

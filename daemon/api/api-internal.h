@@ -54,6 +54,9 @@ void api_reply_absent(struct api_call *call);
 /* The connected agent of a running sandbox the caller may see; otherwise answers (404, 409,
  * 501 or 503) and returns NULL. */
 struct agent *api_sandbox_agent(struct api_call *call, struct sandbox **ret_sb);
+/* Starts a stopped or failed sandbox to read its files, with the checks and the answers of
+ * POST …/start (lifecycle_wake); nothing for one up or starting. 0, or answered and -errno. */
+int api_sandbox_wake(struct api_call *call, struct sandbox *sb);
 
 void api_process_run(struct api_call *call);
 void api_process_create(struct api_call *call);

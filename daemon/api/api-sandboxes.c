@@ -842,6 +842,22 @@ stop_or_start(struct api_call *call, bool stop)
 	wait_for(call, sb, stop ? WAIT_STOP : WAIT_START);
 }
 
+int
+api_sandbox_wake(struct api_call *call, struct sandbox *sb)
+{
+	struct err err = {};
+	int r;
+
+	/* what POST …/start checks, for the same reasons */
+	if (!state_is_active(sb->state) &&
+	    (check_launch(call, sb, false) < 0 || check_capacity(call, sb, false) < 0))
+		return -EPERM;
+	r = lifecycle_wake(call->d, sb, &err);
+	if (r < 0)
+		api_reply_failure(call->c, r, &err);
+	return r;
+}
+
 void
 api_sandbox_stop(struct api_call *call)
 {

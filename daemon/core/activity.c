@@ -50,10 +50,16 @@ has_event_stream(const struct sandboxd *d, const struct sandbox *sb)
 bool
 activity_watched(struct sandboxd *d, struct sandbox *sb, int64_t now_ms)
 {
-	if (!has_reader(sb) && !has_event_stream(d, sb))
+	if (!has_reader(sb) && !has_event_stream(d, sb) && sb->file_ops == 0)
 		return false;
 	sb->last_active = sb->last_attended = now_ms;
 	return true;
+}
+
+bool
+activity_quiet(const struct sandbox *sb, int64_t now_ms, unsigned secs)
+{
+	return now_ms - sb->last_active >= (int64_t)secs * 1000;
 }
 
 /* Whether used_ns of CPU over window_ms is more than ACTIVITY_CPU_PERCENT of one CPU. */

@@ -4,12 +4,13 @@
  * Activity is: a request about the sandbox; output from one of its processes, or one ending;
  * an egress decision about it (a connection refused or ended, a name looked up); an open
  * stream of it (an attach, a process's output, a run waiting for its answer, an event stream
- * for that sandbox), for as long as it is open; and, read on the host when the idle timeout
- * would otherwise pass, its VMM using more than ACTIVITY_CPU_PERCENT of one CPU or any byte
- * its network device carried into the guest (an open connection at work: the host sends only
- * answers). What the guest sends on its own is not counted: an idle Linux guest solicits an
- * IPv6 router now and then (70 bytes, at growing intervals), which would keep it up for ever.
- * A client is there while it asks for the sandbox or holds a stream of it. */
+ * for that sandbox) or a file read, write or listing under way, for as long as it is open; and,
+ * read on the host when the idle timeout would otherwise pass, its VMM using more than
+ * ACTIVITY_CPU_PERCENT of one CPU or any byte its network device carried into the guest (an open
+ * connection at work: the host sends only answers). What the guest sends on its own is not counted:
+ * an idle Linux guest solicits an IPv6 router now and then (70 bytes, at growing intervals), which
+ * would keep it up for ever. A client is there while it asks for the sandbox or holds a stream of
+ * it. */
 #pragma once
 
 #include <stdbool.h>
@@ -28,9 +29,13 @@ void activity_request(struct sandbox *sb);
 /* Something happened inside sb: output, a process's end, an egress decision. */
 void activity_inside(struct sandbox *sb);
 
-/* Whether a stream of sb is open (a reader of one of its processes, an event stream for it);
- * when one is, both clocks are set to now. */
+/* Whether a stream of sb is open (a reader of one of its processes, an event stream for it,
+ * a file transfer); when one is, both clocks are set to now. */
 bool activity_watched(struct sandboxd *d, struct sandbox *sb, int64_t now_ms);
+
+/* Whether no activity but its VMM's CPU came for secs: for a sandbox started only to read its
+ * files, whose VMM the boot itself keeps busy for a while. */
+bool activity_quiet(const struct sandbox *sb, int64_t now_ms, unsigned secs);
 
 /* For a running sandbox with an idle timeout, each tick: whether it has been idle for that
  * long, its VMM's CPU included. A busy VMM counts as activity now. A server that cannot

@@ -44,7 +44,9 @@ fail(struct sandboxd *d, struct sandbox *sb, const char *fmt, ...)
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
 	sb->op = SANDBOX_OP_NONE;
-	proc_clear(sb); /* its processes are gone with its VM */
+	sb->woken_for_files = false;
+	sb->stopping = SANDBOX_STOP_REQUEST; /* a stop sandboxd began is over too */
+	proc_clear(sb);                      /* its processes are gone with its VM */
 	if (sb->state != SANDBOX_FAILED && sb->state != SANDBOX_TERMINATED)
 		(void)sandbox_set_state(d, sb, SANDBOX_FAILED, reason);
 }
@@ -398,6 +400,7 @@ struct move {
 	unsigned from; /* states it may begin from */
 	unsigned done; /* states where there is nothing to do */
 	const char *refusal;
+	const char *reason; /* of the move to via; NULL: none */
 };
 
 #define STATE_BIT(s) (1u << (s))
@@ -416,6 +419,16 @@ static const struct move move_start = {
 	.from = STATE_BIT(SANDBOX_STOPPED) | STATE_BIT(SANDBOX_FAILED),
 	.done = STATE_BIT(SANDBOX_RUNNING) | STATE_BIT(SANDBOX_STARTING),
 	.refusal = "only a stopped or failed sandbox starts",
+};
+
+/* A start to read its files: the same, saying why. */
+static const struct move move_wake = {
+	.op = SANDBOX_OP_RESTART,
+	.via = SANDBOX_STARTING,
+	.from = STATE_BIT(SANDBOX_STOPPED) | STATE_BIT(SANDBOX_FAILED),
+	.done = STATE_BIT(SANDBOX_RUNNING) | STATE_BIT(SANDBOX_STARTING),
+	.refusal = "only a stopped or failed sandbox starts",
+	.reason = "started to read its files",
 };
 
 /* A start the policy refuses (network_permitted): said in the log and in the sandbox's
@@ -481,7 +494,7 @@ move(struct sandboxd *d, struct sandbox *sb, const struct move *m, struct err *e
 		return why ? start_refused(d, sb, why, err) : -ENOMEM;
 	if (sb->state == SANDBOX_FAILED && (r = failed_startable(d, b, sb, err)) < 0)
 		return r;
-	return begin(d, sb, m->op, m->via, NULL);
+	return begin(d, sb, m->op, m->via, m->reason);
 }
 
 int
@@ -493,7 +506,26 @@ lifecycle_stop(struct sandboxd *d, struct sandbox *sb, struct err *err)
 int
 lifecycle_start(struct sandboxd *d, struct sandbox *sb, struct err *err)
 {
+	/* started by its user: it stays up, whoever woke it to read its files */
+	sb->woken_for_files = false;
 	return move(d, sb, &move_start, err);
+}
+
+int
+lifecycle_wake(struct sandboxd *d, struct sandbox *sb, struct err *err)
+{
+	int r;
+
+	if (sb->state != SANDBOX_STOPPED && sb->state != SANDBOX_FAILED)
+		return move(d, sb, &move_start, err); /* up, or on its way: nothing to mark */
+	r = move(d, sb, &move_wake, err);
+	if (r >= 0 && sb->state == SANDBOX_STARTING) {
+		log_info("sandbox '%s': starting it to read its files; it stops again after %u s "
+		         "without other activity",
+		         sb->id, d->opts->read_grace_secs);
+		sb->woken_for_files = true;
+	}
+	return r;
 }
 
 /* The reason a terminated sandbox shows, for each thing that ends one. */
@@ -564,17 +596,21 @@ lifecycle_delete(struct sandboxd *d, struct sandbox *sb, enum sandbox_end why, s
 	return 0;
 }
 
-/* A stop completed; one its idle timeout made says so while it stays stopped. */
+/* A stop completed; one sandboxd made on its own says why while it stays stopped. */
 static void
 stopped(struct sandboxd *d, struct sandbox *sb)
 {
 	_cleanup_free_ char *why = NULL;
 
-	if (sb->stopping_idle)
+	if (sb->stopping == SANDBOX_STOP_IDLE)
 		why = strdup_printf(
 		        "stopped after %llu s idle, its idle timeout; its disk is kept: "
 		        "start it to carry on",
 		        (unsigned long long)sb->idle_timeout_secs);
+	else if (sb->stopping == SANDBOX_STOP_READ)
+		why = strdup_printf("started to read its files; stopped again after %u s without "
+		                    "other activity",
+		                    d->opts->read_grace_secs);
 	(void)sandbox_set_state(d, sb, SANDBOX_STOPPED, why);
 }
 
@@ -600,11 +636,12 @@ on_backend_done(void *ctx, struct sandbox *sb, int error, const char *reason)
 		break;
 	case SANDBOX_OP_STOP:
 		vm_gone(d, sb);
+		sb->woken_for_files = false;
 		if (error < 0)
 			fail(d, sb, "stopping failed: %s", reason ? reason : strerror(-error));
 		else
 			stopped(d, sb);
-		sb->stopping_idle = false;
+		sb->stopping = SANDBOX_STOP_REQUEST;
 		break;
 	case SANDBOX_OP_DESTROY:
 		if (error < 0 && sb->state == SANDBOX_FAILED) {
@@ -1056,9 +1093,28 @@ idle_out(struct sandboxd *d, struct sandbox *sb)
 	                    (unsigned long long)sb->idle_timeout_secs);
 	log_info("sandbox '%s': idle for %llu s, its idle timeout; stopping it, its disk kept",
 	         sb->id, (unsigned long long)sb->idle_timeout_secs);
-	sb->stopping_idle = true;
+	sb->stopping = SANDBOX_STOP_IDLE;
 	if (begin(d, sb, SANDBOX_OP_STOP, SANDBOX_STOPPING, why) < 0)
-		sb->stopping_idle = false;
+		sb->stopping = SANDBOX_STOP_REQUEST;
+}
+
+/* sb was started only to read its files (lifecycle_wake), and nothing else used it for
+ * --read-grace: it goes back to stopped, its disk kept as before. */
+static void
+read_quiet(struct sandboxd *d, struct sandbox *sb)
+{
+	unsigned grace = d->opts->read_grace_secs;
+	_cleanup_free_ char *why = strdup_printf(
+	        "started to read its files; stopping it again after %u s without other activity",
+	        grace);
+
+	log_info("sandbox '%s': started to read its files, and nothing else used it for %u s; "
+	         "stopping it again, its disk kept",
+	         sb->id, grace);
+	sb->woken_for_files = false;
+	sb->stopping = SANDBOX_STOP_READ;
+	if (begin(d, sb, SANDBOX_OP_STOP, SANDBOX_STOPPING, why) < 0)
+		sb->stopping = SANDBOX_STOP_REQUEST;
 }
 
 /* sb was bound to its client, which is gone: it ends as the client's own delete would have
@@ -1125,8 +1181,9 @@ lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms)
 	LIST_FOREACH_SAFE (n, tmp, &d->reg.all) {
 		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
 		int64_t exp = sandbox_expires_at(sb);
-		bool idles = sb->idle_timeout_secs && sb->state == SANDBOX_RUNNING &&
-		             sb->op == SANDBOX_OP_NONE;
+		bool up = sb->state == SANDBOX_RUNNING && sb->op == SANDBOX_OP_NONE;
+		bool idles = sb->idle_timeout_secs && up;
+		bool woken = sb->woken_for_files && up;
 		bool watched;
 
 		if (sb->op == SANDBOX_OP_DESTROY || sb->state == SANDBOX_TERMINATED)
@@ -1136,11 +1193,13 @@ lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms)
 			(void)lifecycle_delete(d, sb, SANDBOX_END_LIFETIME, &err);
 			continue;
 		}
-		if (!idles && !sb->bound_to_client)
+		if (!idles && !woken && !sb->bound_to_client)
 			continue;
 		watched = activity_watched(d, sb, now_ms);
 		if (sb->bound_to_client && !watched && activity_client_gone(sb, now_ms, grace))
 			client_gone(d, sb, grace);
+		else if (woken && !watched && activity_quiet(sb, now_ms, d->opts->read_grace_secs))
+			read_quiet(d, sb);
 		else if (idles && !watched && activity_idle(d, sb, now_ms))
 			idle_out(d, sb);
 	}

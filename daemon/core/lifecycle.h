@@ -18,6 +18,10 @@ int lifecycle_stop(struct sandboxd *d, struct sandbox *sb, struct err *err);
 /* stopped (or failed) -> starting -> running, booting the same writable layer (restart
  * mode); a failed sandbox whose layer is gone is refused (409). */
 int lifecycle_start(struct sandboxd *d, struct sandbox *sb, struct err *err);
+/* The same start, for a read of its files (api-files.c): a stopped or failed sandbox started
+ * this way is marked woken_for_files, and housekeeping stops it again once nothing else used
+ * it for --read-grace. On a sandbox up or starting already it changes nothing. */
+int lifecycle_wake(struct sandboxd *d, struct sandbox *sb, struct err *err);
 /* Ends the sandbox and discards its disk; why is recorded (the reason it shows, and its
  * sandbox.terminated audit record's). Idempotent. */
 int lifecycle_delete(struct sandboxd *d, struct sandbox *sb, enum sandbox_end why, struct err *err);
@@ -44,5 +48,6 @@ void lifecycle_abandon(struct sandboxd *d, struct sandbox *sb, const char *reaso
 void lifecycle_shutdown(struct sandboxd *d, const char *signame);
 /* Periodic (each second): ends sandboxes past their lifetime; stops those idle past their
  * idle timeout (activity.h), disk kept, or ends them where their idle_action says so; ends a
- * sandbox bound to its client once that client was gone for --client-grace. */
+ * sandbox bound to its client once that client was gone for --client-grace; stops again one
+ * started only to read its files (lifecycle_wake) once nothing else used it for --read-grace. */
 void lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms);

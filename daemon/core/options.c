@@ -119,6 +119,9 @@ static const char usage[] =
         "  --client-grace SECS    how long a sandbox bound to its client (sandbox-cli run)\n"
         "                         outlives that client: no request or stream of it for\n"
         "                         this long ends it (default 30)\n"
+        "  --read-grace SECS      how long a stopped or failed sandbox started to read its\n"
+        "                         files runs on: no other request or stream of it for\n"
+        "                         this long stops it again (default 30)\n"
         "  --log-level LEVEL      error, warning, info (default) or debug\n"
         "  --version              print the version and exit\n"
         "  -h, --help             print this help and exit\n";
@@ -487,6 +490,7 @@ static const struct opt_def opt_defs[] = {
 	     "must be 0 (no limit) to 1048576"),
 	CUSTOM("forget-after", parse_forget_after),
 	UINT("client-grace", client_grace_secs, 1, 86400, "must be 1 to 86400 seconds"),
+	UINT("read-grace", read_grace_secs, 1, 86400, "must be 1 to 86400 seconds"),
 	STRING("policy", policy_file),
 	{ .name = "default-image",
 	  .kind = OPT_IMAGE,
@@ -605,6 +609,7 @@ options_parse(int argc, char **argv, struct options *o)
 		               .max_processes_per_user = 512,
 		               .forget_after_secs = 24 * 3600,
 		               .client_grace_secs = 30,
+		               .read_grace_secs = 30,
 		               .stop_timeout_secs = 20,
 		               .reconcile_interval_secs = 60,
 		               .egress = geteuid() == 0,

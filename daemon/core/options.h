@@ -42,6 +42,7 @@ struct options {
 	unsigned max_processes_per_user;     /* ... across one owner's sandboxes */
 	uint64_t forget_after_secs; /* --forget-after: terminated sandboxes are then forgotten */
 	unsigned client_grace_secs; /* --client-grace: a bound sandbox's client may be away */
+	unsigned read_grace_secs;   /* --read-grace: a sandbox started to read its files runs on */
 	bool allow_unconfined;      /* as root: run VMMs without cgroup limits where none can be
 	                             * made, rather than refuse to start */
 	bool keep_sandboxes;        /* --keep-sandboxes: a stop of sandboxd leaves the VMs

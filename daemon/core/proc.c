@@ -190,6 +190,8 @@ proc_new(struct sandboxd *d, struct sandbox *sb, struct agent *agent, uint32_t p
 	}
 	p->sub_attached = true;
 	list_push_back(&sb->procs, &p->link);
+	/* a process of its own runs in it: it stays up, even if a read of its files woke it */
+	sb->woken_for_files = false;
 	*ret = p;
 	return 0;
 oom:

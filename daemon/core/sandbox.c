@@ -63,6 +63,12 @@ sandbox_end_to_string(enum sandbox_end e)
 	return e >= 0 && e < _SANDBOX_END_MAX ? end_names[e] : "request";
 }
 
+static const char *const stop_names[_SANDBOX_STOP_MAX] = {
+	[SANDBOX_STOP_REQUEST] = "request",
+	[SANDBOX_STOP_IDLE] = "idle",
+	[SANDBOX_STOP_READ] = "read",
+};
+
 static const char *const idle_action_names[_SANDBOX_IDLE_ACTION_MAX] = {
 	[SANDBOX_IDLE_STOP] = "stop",
 	[SANDBOX_IDLE_TERMINATE] = "terminate",
@@ -489,9 +495,9 @@ sandbox_set_state(struct sandboxd *d, struct sandbox *sb, enum sandbox_state to,
 	sb->state_since = now_mono_ms();
 	data = json_pack("{s:s, s:s, s:s?}", "from", sandbox_state_to_string(from), "to",
 	                 sandbox_state_to_string(to), "reason", reason);
-	/* a stop its idle timeout made says so, in the audit trail's words */
-	if (data && to == SANDBOX_STOPPED && sb->stopping_idle &&
-	    json_object_set_new(data, "stop", json_string("idle")) < 0) {
+	/* a stop sandboxd made on its own says why, in the audit trail's words */
+	if (data && to == SANDBOX_STOPPED && sb->stopping != SANDBOX_STOP_REQUEST &&
+	    json_object_set_new(data, "stop", json_string(stop_names[sb->stopping])) < 0) {
 		json_decref(data);
 		data = NULL;
 	}

@@ -62,6 +62,15 @@ enum sandbox_end {
 /* "request", "idle", "lifetime", "policy", "shutdown", "record", "client". */
 const char *sandbox_end_to_string(enum sandbox_end e);
 
+/* Why sandboxd itself stopped a sandbox: the reason of its sandbox.stopped audit record
+ * ("stop" in the state change's data). A stop a request asked for has none. */
+enum sandbox_stop {
+	SANDBOX_STOP_REQUEST, /* POST …/stop (no reason recorded) */
+	SANDBOX_STOP_IDLE,    /* idle past its idle timeout */
+	SANDBOX_STOP_READ,    /* started only to read its files, and quiet again */
+	_SANDBOX_STOP_MAX,
+};
+
 /* What its idle timeout does to a sandbox (the request's "idle_action"). */
 enum sandbox_idle_action {
 	SANDBOX_IDLE_STOP,      /* stop it: the disk is kept (the default) */
@@ -122,7 +131,11 @@ struct sandbox {
 	uint64_t cpu_ref_ns;
 	uint64_t net_ref_bytes;
 	int64_t cpu_ref_at;
-	bool stopping_idle;   /* the stop under way is its idle timeout's */
+	enum sandbox_stop stopping; /* why sandboxd stops it, while a stop it began is under way */
+	/* started by a read of its files while stopped or failed (lifecycle_wake): stopped again
+	 * once nothing else used it for --read-grace; a start or a process of its own clears it */
+	bool woken_for_files;
+	unsigned file_ops;    /* file reads, writes and listings under way (api-files.c) */
 	uint64_t state_since; /* monotonic ms it entered its state (sandbox_set_state); 0: before
 	                       * this sandboxd ran (the reconciler starts counting then) */
 

@@ -1,8 +1,9 @@
 /* test-vm-idle.c: the idle timeout on real microVMs. A guest busy on its CPU, unwatched and
  * silent, is not idle (its VMM's CPU time, read on the host, says it works); once it is
  * done, the sandbox stops and keeps its files. idle_action terminate ends it instead, and an
- * open output stream keeps a silent one running. (sandbox-cli run's binding on real VMs is in
- * tests/cli/test-cli-vm.c.) */
+ * open output stream keeps a silent one running. A stopped sandbox's file is read back from
+ * its disk by booting it, and it is stopped again after --read-grace. (sandbox-cli run's
+ * binding on real VMs is in tests/cli/test-cli-vm.c.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,7 +22,7 @@ static struct daemon_proc p;
 static int
 setup(void **state)
 {
-	return harness_start_vm(&p, NULL, NULL);
+	return harness_start_vm(&p, (const char *const[]){ "--read-grace", "3", NULL }, NULL);
 }
 
 static int
@@ -187,6 +188,27 @@ test_open_stream_keeps_it_running(void **state)
 	json_decref(await_state(id, "stopped", 60));
 }
 
+/* A file written in a sandbox that was then stopped (the guest synced it on the way down) is
+ * read back: the read boots it, its guest answers, and it is stopped again, saying why. */
+static void
+test_stopped_sandbox_file_is_read_back(void **state)
+{
+	char id[64], path[160], *body = NULL;
+	json_t *j;
+
+	create("{}", id);
+	write_file(id, "/sandbox/home/kept.txt", "written before the stop");
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/stop", id);
+	json_decref(harness_json_timeout(p.sock, "POST", path, NULL, 120000, 200));
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/files?path=/sandbox/home/kept.txt", id);
+	assert_int_equal(harness_http_timeout(p.sock, "GET", path, NULL, 120000, &body), 200);
+	assert_string_equal(body, "written before the stop\n");
+	free(body);
+	j = await_state(id, "stopped", 60);
+	assert_non_null(strstr(harness_str(j, "reason") ?: "", "started to read its files"));
+	json_decref(j);
+}
+
 int
 main(void)
 {
@@ -194,6 +216,7 @@ main(void)
 		cmocka_unit_test(test_busy_guest_is_not_idle_and_its_files_survive),
 		cmocka_unit_test(test_idle_action_terminate),
 		cmocka_unit_test(test_open_stream_keeps_it_running),
+		cmocka_unit_test(test_stopped_sandbox_file_is_read_back),
 	};
 
 	harness_vm_bundle(); /* skips (77) when there is no bundle */
