@@ -50,7 +50,7 @@
 #define OWN_ADDRS_MS 1000            /* the host's own addresses are listed at most this old */
 #define POOL_IDLE_MAX 64             /* threads kept waiting for a connection when it is quiet */
 #define ACCEPT_PAUSE_MS 100          /* out of fds or memory: accepting waits this long */
-#define LINGER_MS 1000               /* after a 502: the guest's last bytes read and dropped */
+#define LINGER_MS 1000               /* after a 403/502: the guest's last bytes dropped */
 #define LINGER_BYTES_MAX (64u << 10) /* for this long, and at most this much */
 
 _Static_assert(BUF_MAX >= HTTPHEAD_MAX, "a request head fits the buffer");
@@ -870,15 +870,17 @@ relay(struct proxy *p)
 
 /* ---- a connection's life ---- */
 
-/* A plain-HTTP guest whose request could not be taken anywhere (its name does not resolve,
- * resolves only to refused addresses, or did not answer) is told so at once, in a 502 that
- * names the name and the reason, rather than left with a closed connection to guess at. Both
- * are safe to echo: the name passed the Host parser (DNS characters only), the reason is this
- * program's or the C library's. Then the guest's side is shut for writing and what it still
- * sends is read and dropped for a moment: closing with unread bytes would reset the connection,
- * and the reset could overtake the answer. */
+/* A plain-HTTP guest whose request is refused by its sandbox's policy (403: the name is not on
+ * the allow list, is on the deny list, the mode is none) or could not be taken anywhere (502:
+ * its name does not resolve, resolves only to refused addresses, or did not answer) is told so
+ * at once, in a page that names the name and the reason, the same reason its decision records,
+ * rather than left with a closed connection to guess at. Both are safe to echo: the name passed
+ * the Host parser (DNS characters only), the reason is this program's or the C library's. Then
+ * the guest's side is shut for writing and what it still sends is read and dropped for a moment:
+ * closing with unread bytes would reset the connection, and the reset could overtake the
+ * answer. */
 static void
-answer_bad_gateway(struct proxy *p, const char *name, const char *reason)
+answer_guest(struct proxy *p, const char *status, const char *name, const char *reason)
 {
 	char body[512], head[256];
 	int nb, nh;
@@ -889,12 +891,12 @@ answer_bad_gateway(struct proxy *p, const char *name, const char *reason)
 	if (nb < 0 || (size_t)nb >= sizeof(body))
 		return;
 	nh = snprintf(head, sizeof(head),
-	              "HTTP/1.1 502 Bad Gateway\r\n"
+	              "HTTP/1.1 %s\r\n"
 	              "Content-Type: text/plain; charset=us-ascii\r\n"
 	              "Content-Length: %d\r\n"
 	              "Cache-Control: no-store\r\n"
 	              "Connection: close\r\n\r\n",
-	              nb);
+	              status, nb);
 	if (nh < 0 || (size_t)nh >= sizeof(head))
 		return;
 	/* a fresh connection's send buffer takes both at once; a guest that filled it gets
@@ -984,8 +986,12 @@ conn_run(struct proxy *p)
 	pthread_mutex_unlock(&w->lock);
 	if (!d.reason) /* the sandbox went away meanwhile */
 		goto out;
-	if (!allowed)
+	if (!allowed) {
+		/* plain HTTP is told why; TLS is closed at once, as below */
+		if (!p->tls)
+			answer_guest(p, "403 Forbidden", name, d.reason);
 		goto out;
+	}
 	d.allowed = true;
 
 	r = dial(p, name, &d);
@@ -1009,7 +1015,7 @@ conn_run(struct proxy *p)
 	} else if (r == 0)
 		d.addr = NULL; /* cut before it was dialled */
 	else if (!p->tls)
-		answer_bad_gateway(p, name, d.reason);
+		answer_guest(p, "502 Bad Gateway", name, d.reason);
 	/* (TLS: the connection closes at once; no answer the guest would trust can be given) */
 out:
 	finish(p, &d);

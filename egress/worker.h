@@ -61,7 +61,11 @@
  * resolve ("the name does not resolve"; "the name could not be resolved: ..." when the resolver
  * failed). One whose addresses did not answer stays allowed ("could not connect: ..."). In each
  * of these cases a plain-HTTP guest is answered 502 Bad Gateway, a text naming the name and the
- * reason; a TLS connection is closed at once. */
+ * reason; a TLS connection is closed at once.
+ * A name the policy refuses ("not on the allow list", "on the deny list", "network mode none",
+ * ...) is answered alike, 403 Forbidden with the name and that reason, on plain HTTP; a TLS
+ * connection is closed at once. (A request without a name, or a later request refused on a
+ * kept-alive connection, is closed without an answer.) */
 #pragma once
 
 /* The process: parses argv, runs until the control channel closes. Returns the exit code. */

@@ -1048,40 +1048,97 @@ expect_get_allowed(const char *host, const char *reason)
 	json_decref(expect_event("http", host, "allowed", reason));
 }
 
-/* A request for host from the guest is closed without an answer, and the proxy reports it
- * denied for this reason. */
-static void
-expect_get_denied(const char *host, const char *reason)
+static SSL *
+tls_connect(int fd, const char *sni)
 {
-	ssize_t n;
+	SSL *s = SSL_new(E.tls);
 
-	free(http_get(host, "/", &n));
-	assert_int_equal(n, 0);
-	json_decref(expect_event("http", host, "denied", reason));
+	assert_non_null(s);
+	SSL_set_fd(s, fd);
+	if (sni) {
+		SSL_set_tlsext_host_name(s, sni);
+		SSL_set1_host(s, sni);
+	}
+	if (SSL_connect(s) != 1) {
+		ERR_clear_error();
+		SSL_free(s);
+		return NULL;
+	}
+	return s;
 }
 
-/* A request for host from the guest, whose name the policy allows but which cannot be taken
- * anywhere, is answered at once: a 502 naming host and the reason (a reason starting with
- * reason), the guest's side closed after it; and the proxy reports it denied (allowed_too:
- * allowed, for a server that did not answer) with that reason and no address. */
-static void
-expect_get_bad_gateway(const char *host, const char *reason, bool allowed_too)
+/* A request for host from the guest is answered at once by the proxy itself: status ("403
+ * Forbidden", "502 Bad Gateway"), a page naming host and the reason (one starting with reason),
+ * the guest's side closed after it; the proxy reports it (denied; allowed_too: allowed, for a
+ * server that did not answer) with the very reason the page gave, and no address. Returns the
+ * decision. */
+static json_t *
+expect_get_answered(const char *host, const char *status, const char *reason, bool allowed_too)
 {
-	_cleanup_free_ char *name = strdup_printf("'%s': %s", host, reason);
+	_cleanup_free_ char *head = strdup_printf("HTTP/1.1 %s\r\n", status);
+	_cleanup_free_ char *name = strdup_printf("'%s': %s", host, reason), *page = NULL;
 	ssize_t n;
 	char *r = http_get(host, "/", &n);
+	const char *body;
 	json_t *e;
 
-	if (n <= 0 || !str_has_prefix(r, "HTTP/1.1 502 Bad Gateway\r\n") || !strstr(r, name))
-		fail_msg("%s: expected a 502 naming \"%s\", got %zd bytes: %.*s", host, name, n,
-		         (int)MAX(n, (ssize_t)0), r);
+	if (n <= 0 || !str_has_prefix(r, head) || !strstr(r, name))
+		fail_msg("%s: expected a %s naming \"%s\", got %zd bytes: %.*s", host, status, name,
+		         n, (int)MAX(n, (ssize_t)0), r);
 	harness_expect_in(r, "\r\nConnection: close\r\n");
-	free(r);
+	body = strstr(r, "\r\n\r\n");
+	assert_non_null(body);
 	e = expect_event("http", host, allowed_too ? "allowed" : "denied", NULL);
 	if (!str_has_prefix(jstr(e, "reason"), reason))
 		fail_msg("%s: reason '%s', expected '%s...'", host, jstr(e, "reason"), reason);
+	page = strdup_printf("sandboxd egress: '%s': %s\n", host, jstr(e, "reason"));
+	assert_string_equal(body + 4, page);
 	assert_true(json_is_null(json_object_get(e, "addr")));
+	free(r);
+	return e;
+}
+
+/* A request for host from the guest is refused by the policy, at once: a 403 naming host and
+ * this reason, nothing dialled; the proxy reports it denied for this reason. */
+static void
+expect_get_denied(const char *host, const char *reason)
+{
+	json_t *e = expect_get_answered(host, "403 Forbidden", reason, false);
+
+	assert_string_equal(jstr(e, "reason"), reason);
+	assert_int_equal(jint(e, "bytes_out"), 0);
 	json_decref(e);
+}
+
+/* A request for host from the guest, whose name the policy allows but which cannot be taken
+ * anywhere: a 502 naming host and the reason (see expect_get_answered()). */
+static void
+expect_get_bad_gateway(const char *host, const char *reason, bool allowed_too)
+{
+	json_decref(expect_get_answered(host, "502 Bad Gateway", reason, allowed_too));
+}
+
+/* A TLS connection from the guest naming sni is closed at once, no handshake done (the guard
+ * below would turn a proxy keeping it open into a failure, not a hang), and the proxy reports it
+ * denied for reason. Returns the decision. */
+static json_t *
+expect_tls_closed(const char *sni, const char *reason)
+{
+	struct timeval tv = { .tv_sec = 20 };
+	int fd = dial_proxy(GUEST);
+	ssize_t k;
+	json_t *e;
+
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	assert_null(tls_connect(fd, sni));
+	k = read(fd, (char[1]){ 0 }, 1);
+	if (!(k == 0 || (k < 0 && errno == ECONNRESET)))
+		fail_msg("%s: expected the connection closed, got %zd (%s)",
+		         sni ? sni : "(no name)", k, k < 0 ? strerror(errno) : "bytes");
+	close(fd);
+	e = expect_event("tls", sni, "denied", reason);
+	assert_true(json_is_null(json_object_get(e, "addr")));
+	return e;
 }
 
 static char *
@@ -1322,17 +1379,22 @@ test_http_allowed_and_denied(void **state)
 	assert_true(json_is_false(json_object_get(e, "cut")));
 	json_decref(e);
 
-	/* unlisted (it resolves to the same server): nothing comes back, nothing reaches it */
-	free(http_get("unlisted.test", "/", &n));
-	assert_int_equal(n, 0);
-	e = expect_event("http", "unlisted.test", "denied", "not on the allow list");
-	assert_true(json_is_null(json_object_get(e, "addr")));
-	assert_int_equal(jint(e, "bytes_out"), 0);
-	json_decref(e);
+	/* unlisted (it resolves to the same server): the guest is told why at once, in a 403
+	 * naming the name and the reason its decision records; nothing reaches the server */
+	expect_get_denied("unlisted.test", "not on the allow list");
 
 	/* a wildcard allows, a deny entry under it wins */
 	expect_get_allowed("good.wild.test", "on the allow list");
 	expect_get_denied("bad.wild.test", "on the deny list");
+	/* a wildcard's own domain is not under it */
+	expect_get_denied("wild.test", "not on the allow list");
+
+	/* a sandbox whose mode became none (its traffic is no longer redirected, but a
+	 * connection may come before the table says so) */
+	ctl_send("{\"op\":\"set\",\"id\":\"sbx-test\",\"guest\":\"" GUEST "\",\"host\":\"" PROXY
+	         "\",\"network\":{\"mode\":\"none\"}}\n");
+	expect_get_denied("www.allowed.test", "network mode none");
+	ctl_send(POLICY(ALLOW));
 
 	/* no Host at all */
 	fd = dial_proxy(GUEST);
@@ -1370,25 +1432,6 @@ test_unknown_source(void **state)
 	/* the same from the guest passes */
 	expect_get_allowed("www.allowed.test", NULL);
 	expect_no_events();
-}
-
-static SSL *
-tls_connect(int fd, const char *sni)
-{
-	SSL *s = SSL_new(E.tls);
-
-	assert_non_null(s);
-	SSL_set_fd(s, fd);
-	if (sni) {
-		SSL_set_tlsext_host_name(s, sni);
-		SSL_set1_host(s, sni);
-	}
-	if (SSL_connect(s) != 1) {
-		ERR_clear_error();
-		SSL_free(s);
-		return NULL;
-	}
-	return s;
 }
 
 static void
@@ -1429,11 +1472,13 @@ test_tls(void **state)
 	assert_true(json_is_null(json_object_get(e, "name")));
 	json_decref(e);
 
-	/* a name the policy does not list, though its server is the same */
-	fd = dial_proxy(GUEST);
-	assert_null(tls_connect(fd, "unlisted.test"));
-	close(fd);
-	json_decref(expect_event("tls", "unlisted.test", "denied", "not on the allow list"));
+	/* a name the policy does not list, though its server is the same, or one it denies:
+	 * closed at once (nothing the guest would trust can be said), the reason recorded */
+	e = expect_tls_closed("unlisted.test", "not on the allow list");
+	assert_int_equal(jint(e, "port"), 443);
+	assert_int_equal(jint(e, "bytes_in"), 0);
+	json_decref(e);
+	json_decref(expect_tls_closed("bad.wild.test", "on the deny list"));
 	expect_no_events();
 }
 
@@ -1522,19 +1567,7 @@ test_refused_addresses(void **state)
 	 * guest at once, nothing dialled; over TLS the connection is closed at once */
 	ctl_send(POLICY(ALLOW ",\"nowhere.test\""));
 	expect_get_bad_gateway("nowhere.test", "the name does not resolve", false);
-	{
-		/* a guard, not a measure: a proxy that kept it open would fail here, not hang */
-		struct timeval tv = { .tv_sec = 20 };
-		int fd = dial_proxy(GUEST);
-
-		assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
-		assert_null(tls_connect(fd, "nowhere.test"));
-		assert_int_equal(read(fd, (char[1]){ 0 }, 1), 0); /* closed, not timed out */
-		close(fd);
-		e = expect_event("tls", "nowhere.test", "denied", "the name does not resolve");
-		assert_true(json_is_null(json_object_get(e, "addr")));
-		json_decref(e);
-	}
+	json_decref(expect_tls_closed("nowhere.test", "the name does not resolve"));
 	ctl_send(POLICY(ALLOW));
 	expect_no_events();
 }
@@ -2283,8 +2316,14 @@ test_redirected(void **state)
 	to.sin_port = htons(80);
 	assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
 	send_str(fd, "GET / HTTP/1.1\r\nHost: unlisted.test\r\n\r\n");
-	assert_int_equal(read_all(fd, out, sizeof(out)), 0);
+	assert_true(read_all(fd, out, sizeof(out)) > 0);
 	close(fd);
+	assert_string_equal(out, "HTTP/1.1 403 Forbidden\r\n"
+	                         "Content-Type: text/plain; charset=us-ascii\r\n"
+	                         "Content-Length: 56\r\n"
+	                         "Cache-Control: no-store\r\n"
+	                         "Connection: close\r\n\r\n"
+	                         "sandboxd egress: 'unlisted.test': not on the allow list\n");
 	json_decref(expect_event("http", "unlisted.test", "denied", "not on the allow list"));
 	assert_int_equal(sh("nft delete table ip sbxtest"), 0);
 	expect_no_events();
