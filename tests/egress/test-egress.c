@@ -1005,6 +1005,89 @@ test_allowed_name_that_does_not_resolve(void **state)
 	assert_false(inet_log_has("http.log", "/t15-"));
 }
 
+/* A name the policy refuses, reached all the same (the stub gives it no address, so the guest
+ * brings one, as with curl's --resolve or its own /etc/hosts): plain HTTP is answered at once,
+ * a 403 naming the name and the reason the sandbox's event records (not on the allow list; on
+ * the deny list, under an allowed wildcard), never a closed connection to guess at; TLS is
+ * closed at once (never curl's timeout). `sandbox-cli events` says it as text. Nothing reaches
+ * the web. */
+static void
+test_denied_name_told_why(void **state)
+{
+	const char *cli = harness_binary("SANDBOX_CLI");
+	char *out = NULL, path[128];
+	json_t *sc;
+	int code;
+
+	need_sandboxes();
+	/* a sandbox of its own, with A's network: A has done much already, and its VMM's memory
+	 * under TCG is near its cgroup's limit by now */
+	sc = create(A_NETWORK);
+	/* one script, the guest's work kept small: the control (an allowed name passes, and the
+	 * same server is there for the others), then each refusal */
+	code = run(sc,
+	           "curl -sS http://allowed.test/t17-ok; "
+	           "curl -sS -i --resolve other.test:80:" WEB " http://other.test/t17-http; "
+	           "echo; curl -sS -f --resolve other.test:80:" WEB " http://other.test/t17-f; "
+	           "echo rc-f=$?; "
+	           "curl -sS -w '\nHTTP %{http_code}\n' --resolve gist.hub.test:80:" WEB
+	           " http://gist.hub.test/t17-deny; "
+	           "curl -sS -H 'Host: other.test' http://allowed.test/t17-host; "
+	           "curl -sS --max-time 25 --resolve other.test:443:" WEB
+	           " https://other.test/t17-tls; echo rc-tls=$?",
+	           60, &out);
+	if (code != 0 || !strstr(out, "path=/t17-ok") ||
+	    /* plain HTTP: a 403 at once, naming the name and the reason */
+	    !strstr(out, "HTTP/1.1 403 Forbidden\r\n") ||
+	    !strstr(out, "\r\n\r\nsandboxd egress: 'other.test': not on the allow list\n") ||
+	    /* curl's -f, as scripts use it: an HTTP error, not a network one */
+	    !strstr(out, "rc-f=22\n") ||
+	    /* denied under an allowed wildcard */
+	    !strstr(out, "sandboxd egress: 'gist.hub.test': on the deny list\n\nHTTP 403\n") ||
+	    /* another Host on an allowed name's connection, its first request: refused alike */
+	    !strstr(out, "sandboxd egress: 'other.test': not on the allow list\ncurl: ") ||
+	    /* TLS: closed at once, a failure that is not curl's timeout (28) */
+	    !strstr(out, "rc-tls=") || strstr(out, "rc-tls=0\n") || strstr(out, "rc-tls=28\n")) {
+		char *ev = recent_egress(sc);
+		snprintf(failure, sizeof(failure),
+		         "refused names in %s: expected 403 pages with the reasons and TLS closed "
+		         "at "
+		         "once, got exit %d:\n%s\nits last egress events, newest first:\n%s",
+		         id_of(sc), code, out, ev);
+		free(ev);
+		free(out);
+		fail_msg("%s", failure);
+	}
+	free(out);
+	assert_false(inet_log_has("http.log", "/t17-http"));
+	assert_false(inet_log_has("http.log", "/t17-f"));
+	assert_false(inet_log_has("http.log", "/t17-deny"));
+	assert_false(inet_log_has("http.log", "/t17-host"));
+	assert_false(inet_log_has("http.log", "/t17-tls"));
+	expect_event(
+	        sc, "egress.denied", "other.test",
+	        (struct want){ .port = 80, .via = "http", .reason_part = "not on the allow list" });
+	expect_event(sc, "egress.denied", "gist.hub.test",
+	             (struct want){ .port = 80, .via = "http", .reason_part = "on the deny list" });
+	expect_event(
+	        sc, "egress.denied", "other.test",
+	        (struct want){ .port = 443, .via = "tls", .reason_part = "not on the allow list" });
+
+	/* the CLI's view of the same: one line each, as text, the reason the page gave */
+	out = host_out("'%s' --endpoint 'unix://%s' events %s; echo \"rc=$?\"", cli, p.sock,
+	               id_of(sc));
+	harness_expect_in(out, "rc=0");
+	harness_expect_in(out, "egress.denied");
+	harness_expect_in(out, "other.test:80, 0 bytes: not on the allow list\n");
+	harness_expect_in(out, "gist.hub.test:80, 0 bytes: on the deny list\n");
+	harness_expect_in(out, "other.test:443, 0 bytes: not on the allow list\n");
+	harness_expect_not_in(out, "\"reason\"");
+	free(out);
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id_of(sc));
+	(void)harness_http(p.sock, "DELETE", path, NULL, NULL);
+	json_decref(sc);
+}
+
 /* Fail closed (R-E12): while the egress worker is stopped (hung), and after it is killed until
  * sandboxd has started it again, nothing gets out: not the allowed name (its lookup is not
  * answered), not another name brought to an address by hand, not another port; none of it
@@ -1041,7 +1124,7 @@ test_worker_down_fails_closed(void **state)
 	/* killed: until sandboxd has started another, the same */
 	assert_int_equal(kill(worker, SIGKILL), 0);
 	expect_refused(sa,
-	               "curl -sS --max-time 3 -H 'Host: restart.other.test' http://" WEB
+	               "curl -sS -f --max-time 3 -H 'Host: restart.other.test' http://" WEB
 	               "/t16-restart-http",
 	               "path=");
 	for (int i = 0; i < 100; i++) {
@@ -1135,6 +1218,7 @@ main(void)
 		cmocka_unit_test(test_allowed_name_at_a_refused_address),
 		cmocka_unit_test(test_mode_none_has_no_network),
 		cmocka_unit_test(test_allowed_name_that_does_not_resolve),
+		cmocka_unit_test(test_denied_name_told_why),
 		cmocka_unit_test(test_worker_down_fails_closed),
 		cmocka_unit_test(test_hostile_name_quoted_in_log),
 		cmocka_unit_test(test_cli_run_allow),
