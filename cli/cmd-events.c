@@ -238,6 +238,10 @@ event_detail(const json_t *ev, bool audit)
 			formats[i].fn(audit ? ev : json_object_get(ev, "data"), &out);
 			return termsafe_dup(out.data ? out.data : "");
 		}
+	/* a stream event of the audit's own kinds (a process, a file, egress) carries its
+	 * record: said in the record's words, not as raw data */
+	if (!audit && json_is_object(json_object_get(ev, "audit")))
+		return event_detail(json_object_get(ev, "audit"), true);
 	if (!audit)
 		return detail_raw(json_object_get(ev, "data"));
 	fields = json_deep_copy(ev);

@@ -1059,8 +1059,9 @@ test_hostile_text_escaped(void **state)
 {
 	static const char hostile[] = "evil\n\x1b[2J";
 	const char *guestd = getenv("SANDBOX_GUESTD");
-	char env_agent[600], ep[320], dir[320], local[340], target[400], id[32];
+	char env_agent[600], ep[320], dir[320], local[340], target[400], id[32], follow[340];
 	const char *env[] = { env_agent, NULL };
+	pid_t pid;
 	struct daemon_proc p;
 	char *out;
 
@@ -1079,10 +1080,27 @@ test_hostile_text_escaped(void **state)
 	assert_int_equal(CLI(&out, "--endpoint", ep, "create", "--name", "hostile"), 0);
 	expect_id_line(out, id);
 	free(out);
+	/* every sandbox's stream, followed as text meanwhile */
+	snprintf(follow, sizeof(follow), "%s/follow-all.out", p.dir);
+	pid = spawn_bg(follow,
+	               (const char *const[]){ "--endpoint", ep, "events", "--follow", NULL });
+	usleep(500000);
 	assert_int_equal(CLI(&out, "--endpoint", ep, "cp", local, target), 0);
 	free(out);
 	assert_int_equal(CLI(&out, "--endpoint", ep, "exec", "hostile", "--", "/bin/true", hostile),
 	                 0);
+	free(out);
+	/* the stream's process and file events read as text, in their records' words */
+	for (int i = 0; i < 250 && !harness_file_contains(follow, "process.exited"); i++)
+		usleep(20000);
+	stop_bg(pid);
+	assert_int_equal(read_file_max(follow, 1u << 20, &out, NULL), 0);
+	harness_expect_in(out, "file.written");
+	harness_expect_in(out, "evil\\n\\x1b[2J (2 bytes)");
+	harness_expect_in(out, "process.started");
+	harness_expect_in(out, "process.exited");
+	harness_expect_not_in(out, "{\"");
+	assert_null(strchr(out, '\x1b'));
 	free(out);
 
 	/* the audit trail: the file's path in the file.written row, escaped on its one line */
