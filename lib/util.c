@@ -317,6 +317,15 @@ error_printf(char **ret_error, int r, const char *fmt, ...)
 	return r;
 }
 
+int
+name_index(const char *const *names, size_t n, const char *s)
+{
+	for (size_t i = 0; s && i < n; i++)
+		if (names[i] && streq(s, names[i]))
+			return (int)i;
+	return -1;
+}
+
 bool
 str_has_prefix(const char *s, const char *prefix)
 {

@@ -78,5 +78,8 @@ char *strdup_printf(const char *fmt, ...) _printf_(1, 2);
 int error_printf(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
 
 bool str_has_prefix(const char *s, const char *prefix);
+/* The index of s among the n names (a table of an enum's names, holes allowed), or -1 when s
+ * is NULL or none of them. */
+int name_index(const char *const *names, size_t n, const char *s);
 
 #include "banned.h"

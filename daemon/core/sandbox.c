@@ -44,10 +44,9 @@ sandbox_state_to_string(enum sandbox_state s)
 enum sandbox_state
 sandbox_state_from_string(const char *s)
 {
-	for (int i = 0; i < _SANDBOX_STATE_MAX; i++)
-		if (s && streq(s, state_names[i]))
-			return (enum sandbox_state)i;
-	return _SANDBOX_STATE_INVALID;
+	int i = name_index(state_names, _SANDBOX_STATE_MAX, s);
+
+	return i < 0 ? _SANDBOX_STATE_INVALID : (enum sandbox_state)i;
 }
 
 static const char *const end_names[_SANDBOX_END_MAX] = {
@@ -83,10 +82,9 @@ sandbox_idle_action_to_string(enum sandbox_idle_action a)
 enum sandbox_idle_action
 sandbox_idle_action_from_string(const char *s)
 {
-	for (int i = 0; i < _SANDBOX_IDLE_ACTION_MAX; i++)
-		if (s && streq(s, idle_action_names[i]))
-			return (enum sandbox_idle_action)i;
-	return _SANDBOX_IDLE_ACTION_INVALID;
+	int i = name_index(idle_action_names, _SANDBOX_IDLE_ACTION_MAX, s);
+
+	return i < 0 ? _SANDBOX_IDLE_ACTION_INVALID : (enum sandbox_idle_action)i;
 }
 
 bool

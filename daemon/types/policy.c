@@ -18,10 +18,9 @@ net_mode_to_string(enum net_mode m)
 enum net_mode
 net_mode_from_string(const char *s)
 {
-	for (int i = 0; i < _NET_MODE_MAX; i++)
-		if (s && streq(s, net_mode_names[i]))
-			return (enum net_mode)i;
-	return _NET_MODE_INVALID;
+	int i = name_index(net_mode_names, _NET_MODE_MAX, s);
+
+	return i < 0 ? _NET_MODE_INVALID : (enum net_mode)i;
 }
 
 int
