@@ -72,7 +72,9 @@ add_machine(struct args *a, const struct qemu_machine *m, const struct vm_launch
 
 	add(a, m->qemu_bin);
 	add(a, "-M");
-	addf(a, "microvm,accel=%s,x-option-roms=off,pit=off,pic=off,rtc=on", m->accel);
+	add(a, "microvm,x-option-roms=off,pit=off,pic=off,rtc=on");
+	add(a, "-accel");
+	add(a, kvm ? "kvm" : "tcg,tb-size=" QEMU_TCG_TB_MB);
 	add(a, "-cpu");
 	add(a, kvm ? "host" : "max");
 	add(a, "-m");

@@ -22,6 +22,11 @@ enum qemu_fd {
 };
 #define QEMU_FD_COUNT (QEMU_FD_END - QEMU_FD_KERNEL)
 
+/* Under TCG, the size of QEMU's translation cache in MiB (-accel tcg,tb-size=N). QEMU's own
+ * default is 1 GiB, which a long session fills; this keeps QEMU within the memory its cgroup
+ * gives it beyond the guest's RAM (VMM_OVERHEAD_MB in qemu.c). */
+#define QEMU_TCG_TB_MB "128"
+
 /* What the backend puts on every command line. */
 struct qemu_machine {
 	const char *qemu_bin; /* argv[0] */

@@ -88,7 +88,9 @@ test_tcg_without_network_is_the_known_line(void **state _unused_)
 	static const char *const want[] = {
 		QEMU,
 		"-M",
-		"microvm,accel=tcg,x-option-roms=off,pit=off,pic=off,rtc=on",
+		"microvm,x-option-roms=off,pit=off,pic=off,rtc=on",
+		"-accel",
+		"tcg,tb-size=128",
 		"-cpu",
 		"max",
 		"-m",
@@ -173,7 +175,8 @@ test_kvm_with_network(void **state _unused_)
 	with_net(&l);
 	argv = build(&kvm, &l);
 	assert_string_equal(after(argv, "-M"),
-	                    "microvm,accel=kvm,x-option-roms=off,pit=off,pic=off,rtc=on");
+	                    "microvm,x-option-roms=off,pit=off,pic=off,rtc=on");
+	assert_string_equal(after(argv, "-accel"), "kvm");
 	assert_string_equal(after(argv, "-cpu"), "host");
 	/* the TSC is the guest's own under KVM; the link goes on the kernel's command line */
 	assert_null(strstr(after(argv, "-append"), "tsc_early_khz"));
