@@ -174,8 +174,7 @@ test_kvm_with_network(void **state _unused_)
 
 	with_net(&l);
 	argv = build(&kvm, &l);
-	assert_string_equal(after(argv, "-M"),
-	                    "microvm,x-option-roms=off,pit=off,pic=off,rtc=on");
+	assert_string_equal(after(argv, "-M"), "microvm,x-option-roms=off,pit=off,pic=off,rtc=on");
 	assert_string_equal(after(argv, "-accel"), "kvm");
 	assert_string_equal(after(argv, "-cpu"), "host");
 	/* the TSC is the guest's own under KVM; the link goes on the kernel's command line */
