@@ -102,7 +102,7 @@ fi
 # egress, then stays up as an interactive agent does
 cat >"$r/usr/bin/claude" <<'STUB'
 #!/bin/sh
-echo "claude stub: argv: $*"
+echo "claude stub: argv: [$*]"
 if [ -n "${ANTHROPIC_API_KEY:-}" ]; then
 	echo "claude stub: ANTHROPIC_API_KEY is set"
 else

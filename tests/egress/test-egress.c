@@ -1426,7 +1426,8 @@ test_cli_agent_claude(void **state)
 			break;
 	}
 	print_message("the agent's output (…/processes/%ld/output):\n%s", pid, text);
-	harness_expect_in(text, "claude stub: argv: ");
+	/* interactive: no task, no arguments */
+	harness_expect_in(text, "claude stub: argv: []");
 	harness_expect_in(text, "claude stub: ANTHROPIC_API_KEY is set");
 	harness_expect_in(text, "claude stub: api: sni=api.anthropic.com host=api.anthropic.com "
 	                        "path=/v1/claude-stub");
