@@ -33,8 +33,10 @@ import threading
 import time
 import urllib.parse
 
+# example.org: the name the docs run `sandbox-cli run --allow` with; api.anthropic.com: the API
+# host `sandbox-cli agent claude` puts on its sandbox's allowlist (its stub agent calls it)
 NAMES = ["allowed.test", "also.test", "gist.hub.test", "api.hub.test", "other.test", "loopy.test",
-         "example.org"]  # example.org: the name the docs run `sandbox-cli run --allow` with
+         "example.org", "api.anthropic.com"]
 WEB = "203.0.113.10"
 DNS = "203.0.113.53"
 DEFAULT_RECORDS = [(n, WEB) for n in NAMES if n != "loopy.test"] + [("loopy.test", "127.0.0.1")]

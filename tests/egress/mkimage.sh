@@ -1,8 +1,9 @@
 #!/bin/sh
 # The egress tests' guest image: an OCI layout (umoci) of a small root holding this machine's
-# curl and openssl with their shared libraries, busybox (sh, nc, nslookup, wget, ping, ip...)
-# and one trusted CA, the test's. sandboxd adds its agent and /sandbox/home when it installs
-# the layout (<state>/images/local/NAME, then POST /v1/images {"image":"NAME"}).
+# curl and openssl with their shared libraries, busybox (sh, nc, nslookup, wget, ping, ip...),
+# one trusted CA, the test's, and a stub `claude` (/usr/bin/claude, below) for the coding-agent
+# case. sandboxd adds its guest agent and /sandbox/home when it installs the layout
+# (<state>/images/local/NAME, then POST /v1/images {"image":"NAME"}).
 #
 #   mkimage.sh LAYOUT CA_PEM [ROOTFS]
 #     LAYOUT  the directory to create (an OCI image layout, tag latest)
@@ -94,6 +95,23 @@ if [ -f /etc/ssl/openssl.cnf ]; then
 	cp /etc/ssl/openssl.cnf "$r/etc/ssl/openssl.cnf"
 	ln -s /etc/ssl/openssl.cnf "$r/usr/lib/ssl/openssl.cnf"
 fi
+
+# claude: a stand-in for Anthropic's agent, which `sandbox-cli agent claude` starts (no model
+# is reachable here, and the real one is not in this image): it says how it was started,
+# whether its credential reached it (never the value) and what its API host answered through
+# egress, then stays up as an interactive agent does
+cat >"$r/usr/bin/claude" <<'STUB'
+#!/bin/sh
+echo "claude stub: argv: [$*]"
+if [ -n "${ANTHROPIC_API_KEY:-}" ]; then
+	echo "claude stub: ANTHROPIC_API_KEY is set"
+else
+	echo "claude stub: ANTHROPIC_API_KEY is not set"
+fi
+echo "claude stub: api: $(curl -sS --max-time 20 https://api.anthropic.com/v1/claude-stub 2>&1)"
+exec sleep 3600
+STUB
+chmod 0755 "$r/usr/bin/claude"
 
 # names: files, then the DNS server sandbox-guestd writes into /etc/resolv.conf at boot
 printf 'hosts: files dns\n' >"$r/etc/nsswitch.conf"

@@ -4,11 +4,13 @@
  * namespace (internet.py in NAME-inet: HTTP, TLS with one certificate per name, a banner on
  * port 22 and a DNS server that logs every query). Every refusal is checked beside a request
  * that passes in the same test, and through what the user sees: the command's output, the
- * servers' logs, the nft drop counter and the sandbox's events. Two sandboxes, booted once. */
+ * servers' logs, the nft drop counter and the sandbox's events. Two sandboxes, booted once, and
+ * a third for `sandbox-cli agent claude` (its stub agent in the test image). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -1200,8 +1202,281 @@ test_cli_run_allow(void **state)
 	assert_false(inet_log_has("http.log", "/t14-other"));
 }
 
+/* ---- a coding agent on a real VM ---- */
+
+/* The credential the agent case passes: it must reach the agent's environment and show up
+ * nowhere else (the CLI's output, an API answer, sandboxd's log). */
+#define AGENT_KEY "sk-ant-egress-test-3b9d1f7c5a0e"
+
+/* How many VMMs of this sandboxd run: processes whose environment carries its marker,
+ * SANDBOXD_STATE_DIR=<its state directory> (as tests/vm/leftovers.sh finds them). */
+static int
+vmm_count(void)
+{
+	char *out = host_out("grep -lzxF 'SANDBOXD_STATE_DIR=%s' /proc/[0-9]*/environ "
+	                     "2>/dev/null | wc -l",
+	                     p.state);
+	int n = (int)strtol(out, NULL, 10);
+
+	free(out);
+	return n;
+}
+
+/* Whether a VMM of sandbox id runs: a process whose arguments have "-name" then "ID,...". */
+static bool
+vmm_of(const char *id)
+{
+	char want[64];
+	int want_len = snprintf(want, sizeof(want), "-name %s,", id);
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	bool found = false;
+
+	want[5] = '\0'; /* the two arguments' separator */
+	assert_non_null(d);
+	while (!found && (de = readdir(d))) {
+		char path[300], *cmdline = NULL;
+		size_t n = 0;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		if (read_file_max(path, 1u << 20, &cmdline, &n) >= 0)
+			found = memmem(cmdline, n, want, (size_t)want_len) != NULL;
+		free(cmdline);
+	}
+	closedir(d);
+	return found;
+}
+
+/* sandboxd's taps in NAME-host (sbxN: one per sandbox with a network). */
+static int
+tap_count(void)
+{
+	char *out = host_out("ip -n %s-host -o link show | grep -c ': sbx'", netns);
+	int n = (int)strtol(out, NULL, 10);
+
+	free(out);
+	return n;
+}
+
+static int
+sandbox_count(void)
+{
+	json_t *list = harness_json(p.sock, "GET", "/v1/sandboxes", NULL, 200);
+	int n = (int)json_array_size(json_object_get(list, "sandboxes"));
+
+	json_decref(list);
+	return n;
+}
+
+static bool
+json_array_has(const json_t *a, const char *s)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach (a, i, v)
+		if (json_is_string(v) && strcmp(json_string_value(v), s) == 0)
+			return true;
+	return false;
+}
+
+/* What process pid of sandbox id printed so far, decoded from …/processes/PID/output (a
+ * replay from the oldest byte kept, then live: read for a second). Caller frees. */
+static char *
+process_output(const char *id, long pid)
+{
+	char path[160], *buf = NULL;
+	struct buf text = BUF_INIT(1u << 20);
+	size_t len = 0;
+	const char *at;
+	int fd;
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes/%ld/output", id, pid);
+	fd = harness_stream_open(p.sock, "GET", path, NULL);
+	assert_true(fd >= 0);
+	(void)harness_stream_read(fd, 1000, NULL, &buf, &len);
+	close(fd);
+	/* {"stream":"stdout","data":"<base64>"} a line; base64 has no quote */
+	for (at = buf; at && (at = strstr(at, "\"data\":\"")); at += 8) {
+		size_t n = strcspn(at + 8, "\"");
+		assert_int_equal(base64_decode(&text, at + 8, n), 0);
+	}
+	free(buf);
+	assert_int_equal(buf_append(&text, "", 1), 0);
+	return buf_steal(&text);
+}
+
+/* The CLI against this sandboxd, with env ("NAME=VALUE" words, or "") before it: its stdout
+ * and stderr, then "rc=N"; the transcript goes to the test's output (docs/cli.md has it). A
+ * sanitizer report fails the test. Caller frees. */
+static char *_printf_(2, 3) cli_run(const char *env, const char *fmt, ...)
+{
+	char *args = NULL, *out;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&args, fmt, ap) < 0)
+		args = NULL;
+	va_end(ap);
+	assert_non_null(args);
+	out = host_out("%s timeout 180 '%s' --endpoint 'unix://%s' %s; echo \"rc=$?\"", env,
+	               harness_binary("SANDBOX_CLI"), p.sock, args);
+	print_message("$ sandbox-cli %s\n%s", args, out);
+	free(args);
+	if (strstr(out, "Sanitizer") || strstr(out, "runtime error:"))
+		fail_msg("sandbox-cli: sanitizer report:\n%s", out);
+	return out;
+}
+
+/* `sandbox-cli agent claude --detach` (docs/cli.md, agent) on a real VM behind egress: the
+ * image's /usr/bin/claude is a stub standing in for the real agent, as no model is reachable
+ * here (mkimage.sh): it prints how it was started, whether ANTHROPIC_API_KEY reached it and
+ * what api.anthropic.com answered, then waits. Without the credential (and no saved secret) the
+ * command exits 2 naming it and nothing is booted; with it, the command prints the sandbox and
+ * the agent's pid, the sandbox's allowlist holds api.anthropic.com (its DNS answers that name,
+ * the test internet serves it, a name off the list does not resolve), its env names the key,
+ * the agent is a kept TTY process running claude, and a delete leaves nothing behind. */
+static void
+test_cli_agent_claude(void **state)
+{
+	char id[32] = "", vms[400], *out, *text;
+	int sandboxes, vmms, taps;
+	json_t *j, *net, *agent, *proc = NULL;
+	long pid = 0;
+	size_t i;
+
+	/* hermetic: nobody's own credential, and the operator has no saved secret */
+	unsetenv("ANTHROPIC_API_KEY");
+	unsetenv("CLAUDE_CODE_OAUTH_TOKEN");
+	j = harness_json(p.sock, "GET", "/v1/secrets", NULL, 200);
+	assert_int_equal(json_array_size(json_object_get(j, "secrets")), 0);
+	json_decref(j);
+	sandboxes = sandbox_count();
+	vmms = vmm_count();
+	taps = tap_count();
+
+	/* no credential: refused before anything is made, naming the variable */
+	out = cli_run("", "agent claude --image egress --detach");
+	harness_expect_in(out, "claude needs ANTHROPIC_API_KEY");
+	harness_expect_in(out, "rc=2");
+	free(out);
+	assert_int_equal(sandbox_count(), sandboxes);
+	assert_int_equal(vmm_count(), vmms);
+	assert_int_equal(tap_count(), taps);
+
+	/* with it: the sandbox's id and the agent's pid */
+	out = cli_run("ANTHROPIC_API_KEY=" AGENT_KEY, "agent claude --image egress --detach");
+	harness_expect_in(out, "rc=0");
+	harness_expect_not_in(out, AGENT_KEY);
+	if (sscanf(out, "%31s %ld", id, &pid) != 2 || strncmp(id, "sbx_", 4) != 0 || pid <= 0)
+		fail_msg("--detach should print the sandbox's id and the agent's pid:\n%s", out);
+	free(out);
+	/* the controls of the checks before and after: one sandbox, VMM and tap more */
+	assert_int_equal(sandbox_count(), sandboxes + 1);
+	assert_true(vmm_of(id));
+	assert_int_equal(vmm_count(), vmms + 1);
+	assert_int_equal(tap_count(), taps + 1);
+
+	/* the sandbox as the user inspects it: allowlist, env names, the agent running */
+	out = cli_run("", "inspect %s", id);
+	harness_expect_not_in(out, AGENT_KEY);
+	harness_expect_in(out, "rc=0");
+	*strstr(out, "rc=0") = '\0';
+	j = json_loads(out, 0, NULL);
+	free(out);
+	assert_non_null(j);
+	assert_string_equal(harness_str(j, "state"), "running");
+	net = json_object_get(j, "network");
+	assert_string_equal(harness_str(net, "mode"), "allowlist");
+	assert_true(json_array_has(json_object_get(net, "allow"), "api.anthropic.com"));
+	assert_true(json_array_has(json_object_get(j, "env_names"), "ANTHROPIC_API_KEY"));
+	agent = json_object_get(j, "agent");
+	assert_string_equal(harness_str(agent, "name"), "claude");
+	assert_string_equal(harness_str(agent, "state"), "running");
+	assert_int_equal(json_integer_value(json_object_get(agent, "pid")), pid);
+	assert_true(json_is_null(json_object_get(agent, "task")));
+	json_decref(j);
+
+	/* a kept TTY process running claude */
+	snprintf(vms, sizeof(vms), "/v1/sandboxes/%s/processes", id);
+	j = harness_json(p.sock, "GET", vms, NULL, 200);
+	json_array_foreach (json_object_get(j, "processes"), i, net)
+		if (json_integer_value(json_object_get(net, "pid")) == pid)
+			proc = net;
+	if (!proc)
+		fail_msg("the agent's process %ld is not in the sandbox's list", pid);
+	assert_true(json_is_true(json_object_get(proc, "tty")));
+	assert_true(json_is_true(json_object_get(proc, "keep")));
+	assert_string_equal(harness_str(proc, "state"), "running");
+	assert_int_equal(json_array_size(json_object_get(proc, "argv")), 1);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(proc, "argv"), 0)),
+	                    "claude");
+	json_decref(j);
+	free(cli_run("", "ps %s", id));
+
+	/* what the stub printed: the key reached it, and its API host answered through egress
+	 * (its curl waits up to 20 s) */
+	text = NULL;
+	for (int k = 0; k < 40; k++) {
+		free(text);
+		text = process_output(id, pid);
+		if (strstr(text, "claude stub: api: "))
+			break;
+	}
+	print_message("the agent's output (…/processes/%ld/output):\n%s", pid, text);
+	/* interactive: no task, no arguments */
+	harness_expect_in(text, "claude stub: argv: []");
+	harness_expect_in(text, "claude stub: ANTHROPIC_API_KEY is set");
+	harness_expect_in(text, "claude stub: api: sni=api.anthropic.com host=api.anthropic.com "
+	                        "path=/v1/claude-stub");
+	harness_expect_not_in(text, AGENT_KEY);
+	free(text);
+	assert_true(inet_log_has("http.log", "https api.anthropic.com api.anthropic.com "
+	                                     "/v1/claude-stub"));
+
+	/* in the guest: the allowed name resolves (to the link's host side, where the proxy
+	 * is) and is served; a name off the list does not resolve, and nothing reaches it */
+	out = cli_run("", "exec %s -- nslookup api.anthropic.com", id);
+	harness_expect_in(out, "Name:\tapi.anthropic.com");
+	harness_expect_in(out, "rc=0");
+	free(out);
+	out = cli_run("", "exec %s -- curl -sS https://api.anthropic.com/v1/models", id);
+	harness_expect_in(out, "sni=api.anthropic.com host=api.anthropic.com path=/v1/models");
+	harness_expect_in(out, "rc=0");
+	free(out);
+	out = cli_run("", "exec %s -- nslookup other.test", id);
+	harness_expect_in(out, "NXDOMAIN");
+	harness_expect_not_in(out, "rc=0");
+	free(out);
+	out = cli_run("", "exec %s -- curl -sS https://other.test/t15-agent", id);
+	harness_expect_in(out, "Could not resolve host: other.test");
+	harness_expect_in(out, "rc=6");
+	free(out);
+	assert_false(inet_log_has("http.log", "/t15-agent"));
+
+	/* the key was never logged */
+	assert_false(harness_file_contains(p.log, AGENT_KEY));
+
+	/* deleted (sandbox-cli kill): terminated, and its VMM, tap and disks gone with it */
+	out = cli_run("", "kill %s", id);
+	harness_expect_in(out, "terminated");
+	harness_expect_in(out, "rc=0");
+	free(out);
+	snprintf(vms, sizeof(vms), "/v1/sandboxes/%s", id);
+	j = harness_json(p.sock, "GET", vms, NULL, 200);
+	assert_string_equal(harness_str(j, "state"), "terminated");
+	json_decref(j);
+	assert_false(vmm_of(id));
+	assert_int_equal(vmm_count(), vmms);
+	assert_int_equal(tap_count(), taps);
+	snprintf(vms, sizeof(vms), "%s/vms/%s", p.state, id);
+	assert_int_equal(access(vms, F_OK), -1);
+}
+
 int
-main(void)
+main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_allowed_name_passes),
@@ -1222,6 +1497,7 @@ main(void)
 		cmocka_unit_test(test_worker_down_fails_closed),
 		cmocka_unit_test(test_hostile_name_quoted_in_log),
 		cmocka_unit_test(test_cli_run_allow),
+		cmocka_unit_test(test_cli_agent_claude),
 	};
 
 	if (geteuid() != 0) {
@@ -1242,5 +1518,8 @@ main(void)
 	             "command -v $t >/dev/null || { echo \"skip: $t is not installed\" >&2; "
 	             "exit 1; }; done"))
 		return 77;
+	/* by hand: test-egress PATTERN runs only the cases whose names match it ('*' any) */
+	if (argc > 1 && *argv[1])
+		cmocka_set_test_filter(argv[1]);
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
