@@ -19,6 +19,7 @@ const CONTROL = env('SBX_CONTROL_DIR');
 const user = { email: env('SBX_USER_EMAIL'), password: env('SBX_USER_PASSWORD') };
 const other = { email: env('SBX_OTHER_EMAIL'), password: env('SBX_OTHER_PASSWORD') };
 const LAPTOP = { width: 1280, height: 800 };
+const PHONE = { width: 390, height: 844 };
 const SECRET = 'sk-ant-browser-test-0123456789abcdef'; // never on the page, never logged
 // longer than a card shows, with markup that must stay text
 const TASK = 'fix the failing test in tests/test_parser.py, then run the whole suite and ' +
@@ -67,6 +68,19 @@ async function waitLine(page, want, timeout = 20000) {
     await page.waitForTimeout(150);
   }
   throw new Error(`the terminal never showed "${want}"; it shows:\n${lines.join('\n')}`);
+}
+
+// Presses Launch and waits for the sandbox's page; a refusal on the form fails with its words.
+async function launch(page) {
+  await page.click('#a-launch');
+  await page.waitForFunction(() => /^#\/sandbox\/sbx_[0-9a-f]{16}$/.test(location.hash) ||
+    !document.getElementById('agent-error')?.hidden, null, { timeout: 30000 });
+  const refused = await page.evaluate(() => {
+    const e = document.getElementById('agent-error');
+    return e && !e.hidden ? e.textContent : null;
+  });
+  check(refused === null, `the launch went through (it said "${refused}")`);
+  return page.evaluate(() => location.hash.split('/').at(-1));
 }
 
 // Everything the page holds: its markup, and every field's value.
@@ -124,12 +138,9 @@ async function run(browser) {
   await page.evaluate(() => {
     window.__sbxNoReload = true;
   });
-  await page.click('#a-launch');
+  const id = await launch(page);
 
   step('land in the agent\'s terminal, showing what the stub printed');
-  await page.waitForFunction(() => /^#\/sandbox\/sbx_[0-9a-f]{16}$/.test(location.hash),
-    null, { timeout: 30000 });
-  const id = await page.evaluate(() => location.hash.split('/').at(-1));
   const tab = page.locator('.tab[aria-selected="true"]', { hasText: 'claude (agent)' });
   await tab.waitFor();
   await waitLine(page, 'stub claude running with 3 arguments');
@@ -192,7 +203,46 @@ async function run(browser) {
   await keyState.filter({ hasText: /^set$/ }).waitFor();
   await page.click('button[aria-label="Forget ANTHROPIC_API_KEY"]');
   await keyState.filter({ hasText: /^not set$/ }).waitFor();
+
+  step('an agent whose repository cannot be cloned: failed, and why');
+  // codex, its key given for this sandbox only (More environment) instead of saved
+  await page.selectOption('#a-agent', 'codex');
+  await page.locator('#a-secrets li[data-name="OPENAI_API_KEY"] .secret-state',
+    { hasText: /^not set$/ }).waitFor();
+  await page.fill('#a-task', 'never runs');
+  await page.fill('#a-repo', 'http://localhost:1/nope.git');
+  await page.click('summary:has-text("More options")');
+  await page.click('text=Add a variable');
+  await page.fill('#a-env-name-0', 'OPENAI_API_KEY');
+  await page.fill('#a-env-value-0', 'sk-browser-test-not-saved');
+  await launch(page);
+  const bad = page.locator('.agent-panel');
+  await bad.locator('.state', { hasText: /^failed$/ }).waitFor();
+  const why = await bad.locator('dd.error').textContent();
+  check(/git clone/.test(why), `the panel says why ("${why}")`);
+  check((await bad.locator('dd.mono').textContent()) === 'http://localhost:1/nope.git',
+    'the repository is shown');
+  await page.locator('.toast.error', { hasText: 'codex did not start' }).waitFor();
+  check(await page.locator('.tab').count() === 0, 'no terminal: the agent never started');
+  await shot(page, '07-failed');
+  await page.click('#nav a:has-text("Sandboxes")');
+  const badCard = page.locator('.card', { hasText: 'codex' });
+  await badCard.locator('dd.agent .state', { hasText: /^failed$/ }).waitFor();
+  check((await badCard.locator('dd.error').textContent()) === why, 'the card says why too');
   await page.context().close();
+
+  step('a phone-sized window: the form and the list fit');
+  const phone = await newPage(browser, PHONE);
+  await login(phone, user, `${URL0}#/agent`);
+  await phone.locator('#a-secret-value').waitFor();
+  check(await phone.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth),
+    'no sideways scrolling on the agent form');
+  await shot(phone, '08-phone-form');
+  await phone.goto(`${URL0}#/`);
+  await phone.locator(`.card[data-id="${id}"] dd.task`).waitFor();
+  check(await phone.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth),
+    'no sideways scrolling on the list');
+  await phone.context().close();
 
   check(problems.length === 0, `no errors in the pages:\n${problems.join('\n')}`);
 }

@@ -90,32 +90,6 @@ export function agentPid(sb) {
   return pid === null || pid === undefined ? null : pid;
 }
 
-// A stream event of a sandbox whose agent may have moved on (started, exited): read the
-// sandbox again when its object does not say so yet. At most one read per sandbox at a time.
-const rereading = new Set();
-export function agentEvent(ev) {
-  const sb = ev.sandbox;
-  if (!sb?.agent || !ev.type.startsWith('process.')) return;
-  const done = ['exited', 'failed'].includes(sb.agent.state);
-  if (done || rereading.has(sb.id)) return;
-  if (ev.type === 'process.started' && agentPid(sb) !== null) return;
-  rereading.add(sb.id);
-  setTimeout(async () => {
-    try {
-      const fresh = await api('GET', `/v1/sandboxes/${seg(sb.id)}`);
-      const { app } = shell;
-      if (app.sandboxes.has(fresh.id)) {
-        app.sandboxes.set(fresh.id, fresh);
-        shell.changed();
-      }
-    } catch (e) {
-      // gone, or signed out: the list says so by itself
-    } finally {
-      rereading.delete(sb.id);
-    }
-  }, 300);
-}
-
 // ---- #/agent: start an agent on a task ----
 
 export function agentPage() {
@@ -277,6 +251,7 @@ export function agentPage() {
       await api('PUT', `/v1/secrets/${seg(n)}`, { value: secretValue.value });
       secretValue.value = ''; // sent once, never kept in the page
       toast(`Saved ${n}.`);
+      error.hidden = true; // a launch refused for want of it may go now
       await loadSecrets();
     });
   }

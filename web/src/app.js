@@ -3,7 +3,7 @@
 // and for admins the fleet and the users. Pages are hash routes:
 //   #/  #/launch  #/agent  #/sandbox/<id>  #/fleet  #/users
 // Ownership is the server's: the page shows what the API answers and nothing more.
-import { agentCardFacts, agentEvent, agentPage, agentPanel, agentPid, renderAgentPanel,
+import { agentCardFacts, agentPage, agentPanel, agentPid, renderAgentPanel,
   useShell } from './agents.js';
 import { api, onUnauthorized, seg, setCsrf } from './api.js';
 import { h, mib, plural, rerender, visible, when } from './dom.js';
@@ -23,7 +23,7 @@ const ACTIVE = ['pending', 'starting', 'running', 'stopping', 'suspended'];
 // the event stream's event names that concern sandboxes
 const EVENT_TYPES = ['created', 'state', 'updated', 'destroy_failed', 'process.started',
   'process.exited', 'file.read', 'file.written', 'file.removed', 'egress.allowed',
-  'egress.denied'];
+  'egress.denied', 'agent'];
 
 const app = {
   me: null, // GET /v1/whoami
@@ -324,7 +324,6 @@ function streamEvent(msg) {
     if (ev.type === 'state' && sb.state === 'failed')
       toast(`${label(sb)} failed: ${sb.reason || 'no reason given'}`, 'error');
   }
-  agentEvent(ev);
   app.view?.event?.(ev);
   changed();
 }
@@ -1164,5 +1163,5 @@ function usersPage() {
   return { el };
 }
 
-useShell({ app, toast, submitting, page, label, launchBlocked, capsText, changed });
+useShell({ app, toast, submitting, page, label, launchBlocked, capsText });
 boot();
