@@ -90,6 +90,12 @@ export function agentPid(sb) {
   return pid === null || pid === undefined ? null : pid;
 }
 
+// Whether process p (GET …/processes) is sb's agent: its pid and its program (a boot after a
+// stop numbers its processes anew, and the agent does not run again then).
+export function isAgentProcess(sb, p) {
+  return agentPid(sb) === p.pid && String(p.argv?.[0] ?? '').split('/').pop() === sb.agent.name;
+}
+
 // ---- #/agent: start an agent on a task ----
 
 export function agentPage() {

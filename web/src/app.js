@@ -3,7 +3,7 @@
 // and for admins the fleet and the users. Pages are hash routes:
 //   #/  #/launch  #/agent  #/sandbox/<id>  #/fleet  #/users
 // Ownership is the server's: the page shows what the API answers and nothing more.
-import { agentCardFacts, agentPage, agentPanel, agentPid, renderAgentPanel,
+import { agentCardFacts, agentPage, agentPanel, agentPid, isAgentProcess, renderAgentPanel,
   useShell } from './agents.js';
 import { api, onUnauthorized, seg, setCsrf } from './api.js';
 import { h, mib, plural, rerender, visible, when } from './dom.js';
@@ -796,7 +796,7 @@ function sandboxPage(id) {
     let r, TerminalSession;
     try {
       r = await api('GET', `/v1/sandboxes/${seg(sb.id)}/processes`);
-      if (r.processes.some((p) => p.tty && (p.state === 'running' || p.pid === agentPid(sb))))
+      if (r.processes.some((p) => p.tty && (p.state === 'running' || isAgentProcess(sb, p))))
         ({ TerminalSession } = await loadTerminal());
     } catch (e) {
       if (e.status !== 409) toast(`Listing terminals: ${e.message}`, 'error');
@@ -807,14 +807,17 @@ function sandboxPage(id) {
     if (disposed) return;
     for (const p of r.processes) {
       // the agent's terminal is shown even once it exited: what it printed, and its code
-      const agent = p.pid === agentPid(sb);
+      const agent = isAgentProcess(sb, p);
       if (!p.tty || (p.state !== 'running' && !agent) || sessions.some((s) => s.pid === p.pid))
         continue;
       const s = session(TerminalSession);
-      if (agent) s.title = `${sb.agent.name} (agent)`;
+      if (agent) {
+        s.agent = true;
+        s.title = `${sb.agent.name} (agent)`;
+      }
       s.attach(p.pid);
     }
-    const agentSession = sessions.find((s) => s.pid === agentPid(sb));
+    const agentSession = sessions.find((s) => s.agent);
     if (agentSession && app.focusAgent === sb.id) {
       app.focusAgent = null; // just launched from #/agent: straight into its terminal
       activate(agentSession, true);
