@@ -287,7 +287,7 @@ export function agentPage() {
 
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
-    if (launchBlocked()) return;
+    if (blockedWhy()) return;
     const a = agent();
     if (secrets && !credential()) {
       const names = AGENTS[a].env;
@@ -320,8 +320,14 @@ export function agentPage() {
   });
 
   const el = page('Start an agent', h('h1', {}, 'Start an agent on a task'), form);
+  // GET /v1/capabilities: false where the backend runs no processes
+  const noAgents = app.caps?.capabilities?.agents === false
+    ? 'This server cannot start agents: its sandboxes run no processes.' : null;
+  function blockedWhy() {
+    return launchBlocked() || noAgents;
+  }
   function update() {
-    const blocked = launchBlocked();
+    const blocked = blockedWhy();
     why.textContent = blocked || capsText();
     why.classList.toggle('error', !!blocked);
     if (submit.textContent === 'Launch') submit.disabled = !!blocked;
