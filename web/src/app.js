@@ -1,8 +1,10 @@
 // app.js: the sandboxd dashboard. Sign in, the caller's sandboxes kept live by the event
 // stream (GET /v1/events/stream), launching, a sandbox's page with its terminals and events,
 // and for admins the fleet and the users. Pages are hash routes:
-//   #/  #/launch  #/sandbox/<id>  #/fleet  #/users
+//   #/  #/launch  #/agent  #/sandbox/<id>  #/fleet  #/users
 // Ownership is the server's: the page shows what the API answers and nothing more.
+import { agentCardFacts, agentPage, agentPanel, agentPid, isAgentProcess, renderAgentPanel,
+  useShell } from './agents.js';
 import { api, onUnauthorized, seg, setCsrf } from './api.js';
 import { h, mib, plural, rerender, visible, when } from './dom.js';
 
@@ -21,7 +23,7 @@ const ACTIVE = ['pending', 'starting', 'running', 'stopping', 'suspended'];
 // the event stream's event names that concern sandboxes
 const EVENT_TYPES = ['created', 'state', 'updated', 'destroy_failed', 'process.started',
   'process.exited', 'file.read', 'file.written', 'file.removed', 'egress.allowed',
-  'egress.denied'];
+  'egress.denied', 'agent'];
 
 const app = {
   me: null, // GET /v1/whoami
@@ -35,6 +37,7 @@ const app = {
   view: null, // the current page: {el, update(), event(ev), dispose()}
   wanted: null, // the page asked for before signing in, opened after
   listeners: new Set(), // functions called after any change to sandboxes
+  focusAgent: null, // the id of a sandbox whose page opens with its agent's terminal focused
 };
 
 const main = document.getElementById('main');
@@ -220,7 +223,7 @@ function showLogin(message) {
 function renderHeader() {
   const links = [];
   if (app.me) {
-    links.push(['#/', 'Sandboxes'], ['#/launch', 'Launch']);
+    links.push(['#/', 'Sandboxes'], ['#/launch', 'Launch'], ['#/agent', 'Agent']);
     if (isAdmin()) links.push(['#/fleet', 'Fleet'], ['#/users', 'Users']);
   }
   const current = location.hash.split('/').slice(0, 2).join('/') || '#';
@@ -417,6 +420,7 @@ function route() {
   let view;
   if (parts[0] === 'sandbox' && parts[1]) view = sandboxPage(decodeURIComponent(parts[1]));
   else if (parts[0] === 'launch') view = launchPage();
+  else if (parts[0] === 'agent') view = agentPage();
   else if (parts[0] === 'fleet') view = fleetPage();
   else if (parts[0] === 'users') view = usersPage();
   else view = listPage();
@@ -438,9 +442,11 @@ function listPage() {
   const ended = h('div', { class: 'ended-wrap' });
   const launch = h('a', { href: '#/launch', class: 'button primary', 'data-key': 'launch' },
     'Launch a sandbox');
+  const agent = h('a', { href: '#/agent', class: 'button', 'data-key': 'agent' },
+    'Start an agent on a task');
   const el = page('Sandboxes',
     h('div', { class: 'title-row' }, h('h1', {}, isAdmin() ? 'All sandboxes' : 'Your sandboxes'),
-      launch),
+      h('div', { class: 'actions' }, agent, launch)),
     capLine, list, ended);
   function update() {
     endedList(ended);
@@ -497,6 +503,7 @@ function card(sb) {
       h('dt', {}, 'id'), h('dd', { class: 'mono' }, sb.id),
       h('dt', {}, 'image'), h('dd', {}, sb.image),
       h('dt', {}, 'size'), h('dd', {}, `${plural(sb.cpus, 'CPU', 'CPUs')}, ${mib(sb.memory_mb)}`),
+      agentCardFacts(sb),
       isAdmin() || (app.me.user && sb.owner !== app.me.user)
         ? [h('dt', {}, 'owner'), h('dd', { class: 'owner' }, sb.owner)] : null),
     actionButtons(sb));
@@ -642,7 +649,9 @@ function sandboxPage(id) {
   const termSection = h('section', { class: 'panel terminals', 'aria-label': 'Terminals' },
     h('div', { class: 'title-row' }, h('h2', {}, 'Terminals'), newTerm), tabs, termArea,
     termNote);
-  const el = page('Sandbox', head, h('section', { class: 'panel' }, facts), termSection,
+  const agentBox = agentPanel();
+  const el = page('Sandbox', head, h('section', { class: 'panel' }, facts), agentBox,
+    termSection,
     h('section', { class: 'panel' }, h('h2', {}, 'Events'), events));
   let sb = null;
   let disposed = false;
@@ -684,6 +693,8 @@ function sandboxPage(id) {
         'shell running; come back to it here.' : 'No terminal open: start one with New terminal.')
       : `The sandbox is ${sb.state}; terminals need it running.`;
     renderTabs();
+    renderAgentPanel(agentBox, sb);
+    agentTerminal();
   }
 
   function close(s) {
@@ -708,7 +719,8 @@ function sandboxPage(id) {
           tabs.querySelector(`[data-key="tab-${sessions[j].pid}"]`)?.focus();
         }
       },
-    }, `Terminal ${s.pid ?? '…'}`, h('span', { class: 'tab-status' }, tabStatus(s))),
+    }, s.title ?? `Terminal ${s.pid ?? '…'}`, h('span', { class: 'tab-status' },
+      tabStatus(s))),
     s.status === 'exited' || s.status === 'gone' ? h('button', {
       type: 'button', class: 'quiet tab-close', 'data-key': `close-${s.pid}`,
       'aria-label': `Close terminal ${s.pid}`, title: 'Close this terminal',
@@ -784,7 +796,7 @@ function sandboxPage(id) {
     let r, TerminalSession;
     try {
       r = await api('GET', `/v1/sandboxes/${seg(sb.id)}/processes`);
-      if (r.processes.some((p) => p.tty && p.state === 'running'))
+      if (r.processes.some((p) => p.tty && (p.state === 'running' || isAgentProcess(sb, p))))
         ({ TerminalSession } = await loadTerminal());
     } catch (e) {
       if (e.status !== 409) toast(`Listing terminals: ${e.message}`, 'error');
@@ -794,12 +806,35 @@ function sandboxPage(id) {
     }
     if (disposed) return;
     for (const p of r.processes) {
-      if (!p.tty || p.state !== 'running' || sessions.some((s) => s.pid === p.pid)) continue;
+      // the agent's terminal is shown even once it exited: what it printed, and its code
+      const agent = isAgentProcess(sb, p);
+      if (!p.tty || (p.state !== 'running' && !agent) || sessions.some((s) => s.pid === p.pid))
+        continue;
       const s = session(TerminalSession);
+      if (agent) {
+        s.agent = true;
+        s.title = `${sb.agent.name} (agent)`;
+      }
       s.attach(p.pid);
     }
-    if (sessions.length && !active) activate(sessions[0], false);
+    const agentSession = sessions.find((s) => s.agent);
+    if (agentSession && app.focusAgent === sb.id) {
+      app.focusAgent = null; // just launched from #/agent: straight into its terminal
+      activate(agentSession, true);
+    } else if (sessions.length && !active) {
+      activate(agentSession || sessions[0], false);
+    }
     update();
+  }
+
+  // The agent's process came (the page opened while it was being cloned or started): attach.
+  let agentTried = null;
+  function agentTerminal() {
+    const pid = agentPid(sb);
+    if (pid === null || pid === agentTried || sb.state !== 'running' || reattaching) return;
+    if (sessions.some((s) => s.pid === pid)) return;
+    agentTried = pid;
+    reattach();
   }
 
   function renderEvents() {
@@ -1131,4 +1166,5 @@ function usersPage() {
   return { el };
 }
 
+useShell({ app, toast, submitting, page, label, launchBlocked, capsText });
 boot();
