@@ -86,6 +86,7 @@ struct conn {
 	struct loop_source src;
 	int fd;
 	SSL *ssl;
+	bool ssl_failed; /* a fatal TLS error: no close_notify may follow */
 	struct server *s;
 	struct listener *l;
 	struct list_node link;
@@ -179,8 +180,14 @@ conn_close(struct conn *c)
 	if (hook)
 		hook(c, c->on_close_data);
 	loop_remove(&c->src);
-	if (c->ssl)
-		(void)SSL_shutdown(c->ssl); /* best effort; never wait for the peer */
+	/* close_notify, best effort and never waiting for the peer; not before the handshake
+	 * finished nor after a fatal error, where OpenSSL only queues an error. Whatever it
+	 * queues is cleared here, not left in the thread's queue for the next connection. */
+	if (c->ssl && !c->ssl_failed && SSL_is_init_finished(c->ssl)) {
+		ERR_clear_error();
+		(void)SSL_shutdown(c->ssl);
+		ERR_clear_error();
+	}
 	c->fd = safe_close(c->fd);
 	list_remove(&c->link);
 	c->s->nconns--;
@@ -196,6 +203,22 @@ conn_close(struct conn *c)
 
 /* ---- raw I/O, TLS or not ---- */
 
+/* OpenSSL keeps one error queue per thread, and SSL_get_error() looks there first: an error
+ * another connection (or anything else on this thread using OpenSSL) left in it would turn
+ * this connection's harmless "want read" into a fatal SSL_ERROR_SSL. So every SSL_read,
+ * SSL_write and SSL_accept starts from an empty queue, and a failure leaves none behind. */
+static int
+tls_error(struct conn *c, int k)
+{
+	int e = SSL_get_error(c->ssl, k);
+
+	if (e == SSL_ERROR_SSL || e == SSL_ERROR_SYSCALL) {
+		c->ssl_failed = true;
+		ERR_clear_error();
+	}
+	return e;
+}
+
 /* Returns bytes read, 0 at EOF, -EAGAIN, or another -errno. */
 static ssize_t
 conn_read(struct conn *c, void *p, size_t n, bool *want_write)
@@ -209,10 +232,11 @@ conn_read(struct conn *c, void *p, size_t n, bool *want_write)
 			               : negative_errno();
 		return k;
 	}
+	ERR_clear_error();
 	int k = SSL_read(c->ssl, p, (int)MIN(n, (size_t)INT32_MAX));
 	if (k > 0)
 		return k;
-	switch (SSL_get_error(c->ssl, k)) {
+	switch (tls_error(c, k)) {
 	case SSL_ERROR_WANT_READ:
 		return -EAGAIN;
 	case SSL_ERROR_WANT_WRITE:
@@ -221,7 +245,6 @@ conn_read(struct conn *c, void *p, size_t n, bool *want_write)
 	case SSL_ERROR_ZERO_RETURN:
 		return 0;
 	default:
-		ERR_clear_error();
 		return -EPROTO;
 	}
 }
@@ -237,15 +260,15 @@ conn_write_raw(struct conn *c, const void *p, size_t n)
 			               : negative_errno();
 		return k;
 	}
+	ERR_clear_error();
 	int k = SSL_write(c->ssl, p, (int)MIN(n, (size_t)INT32_MAX));
 	if (k > 0)
 		return k;
-	switch (SSL_get_error(c->ssl, k)) {
+	switch (tls_error(c, k)) {
 	case SSL_ERROR_WANT_READ:
 	case SSL_ERROR_WANT_WRITE:
 		return -EAGAIN;
 	default:
-		ERR_clear_error();
 		return -EPIPE;
 	}
 }
@@ -1000,8 +1023,10 @@ conn_body_resume(struct conn *c)
 static void
 handshake(struct conn *c)
 {
-	int k = SSL_accept(c->ssl);
+	int k;
 
+	ERR_clear_error();
+	k = SSL_accept(c->ssl);
 	if (k == 1) {
 		c->state = CONN_READING;
 		c->deadline = now_mono_ms() + IDLE_TIMEOUT_MS;
@@ -1009,7 +1034,7 @@ handshake(struct conn *c)
 		read_input(c);
 		return;
 	}
-	switch (SSL_get_error(c->ssl, k)) {
+	switch (tls_error(c, k)) {
 	case SSL_ERROR_WANT_READ:
 		(void)loop_modify(&c->src, EPOLLIN | EPOLLRDHUP);
 		return;

@@ -1,16 +1,23 @@
 /* test-tls.c: TCP with a token, TLS, mutual TLS and --allowed-host against the real daemon,
  * driven with curl and certificates made by the openssl command line in a private directory:
  * a client without the token gets 401, a client without a certificate the CA signed never
- * gets past the handshake, and a Host the operator did not allow gets 403. */
+ * gets past the handshake, and a Host the operator did not allow gets 403. One more test drives
+ * TLS by hand (OpenSSL as a client): a kept-alive connection outlives others that come and
+ * go. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 #include "harness.h"
 #include "strv.h"
@@ -221,6 +228,136 @@ test_allowed_host(void **state)
 	harness_cleanup(&p);
 }
 
+/* ---- TLS by hand: one connection kept alive while others open and close ---- */
+
+/* A client connection to 127.0.0.1:port; with ctx, past the TLS handshake. Reads time out
+ * after 5 s. */
+static SSL *
+tls_open(SSL_CTX *ctx, int port, int *ret_fd)
+{
+	struct timeval tv = { .tv_sec = 5 };
+	int fd = harness_connect(NULL, port);
+	SSL *ssl;
+
+	assert_true(fd >= 0);
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+	*ret_fd = fd;
+	if (!ctx)
+		return NULL;
+	ssl = SSL_new(ctx);
+	assert_non_null(ssl);
+	assert_int_equal(SSL_set_fd(ssl, fd), 1);
+	assert_int_equal(SSL_connect(ssl), 1);
+	return ssl;
+}
+
+/* Sends a keep-alive GET of path and reads its whole answer (the head, then Content-Length
+ * bytes). Returns the status, or -1 when the server closed or said nothing in time (what the
+ * Python SDK saw as SSLEOFError). */
+static int
+tls_get(SSL *ssl, const char *path)
+{
+	char req[512], resp[16384], *end, *cl;
+	size_t n = 0, want;
+	int k, status;
+
+	snprintf(req, sizeof(req),
+	         "GET %s HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer %s\r\n"
+	         "Connection: keep-alive\r\n\r\n",
+	         path, token);
+	ERR_clear_error();
+	if (SSL_write(ssl, req, (int)strlen(req)) != (int)strlen(req))
+		return -1;
+	for (;;) {
+		resp[n] = '\0';
+		end = strstr(resp, "\r\n\r\n");
+		if (end)
+			break;
+		if (n + 1 >= sizeof(resp))
+			return -1;
+		k = SSL_read(ssl, resp + n, (int)(sizeof(resp) - 1 - n));
+		if (k <= 0)
+			return -1;
+		n += (size_t)k;
+	}
+	if (sscanf(resp, "HTTP/1.1 %d", &status) != 1)
+		return -1;
+	/* the server promised to keep the connection */
+	assert_null(strstr(resp, "Connection: close"));
+	cl = strstr(resp, "Content-Length: ");
+	assert_non_null(cl);
+	want = (size_t)(end + 4 - resp) + strtoul(cl + 16, NULL, 10);
+	while (n < want) {
+		if (want >= sizeof(resp))
+			return -1;
+		k = SSL_read(ssl, resp + n, (int)(want - n));
+		if (k <= 0)
+			return -1;
+		n += (size_t)k;
+	}
+	return status;
+}
+
+static void
+sleep_ms(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* Connection A stays open across many rounds; in each, connection B comes and goes in one
+ * of the ways a client leaves (TCP only, after the handshake, after a request, with or
+ * without close_notify), then A asks again, twice. Every answer on A must come, on A.
+ * (The SDK's report: B's close left an error in OpenSSL's per-thread queue, and A's next
+ * read after its answer took it for its own and closed A.) */
+static void
+test_keepalive_outlives_others(void **state)
+{
+	struct daemon_proc p;
+	int port = harness_free_port(), fd_a, fd_b;
+	char ca[300];
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL *a, *b;
+
+	assert_non_null(ctx);
+	signal(SIGPIPE, SIG_IGN); /* a write on a connection the server closed fails instead */
+	snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+	assert_int_equal(SSL_CTX_load_verify_locations(ctx, ca, NULL), 1);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	start(&p, port, false, NULL);
+
+	a = tls_open(ctx, port, &fd_a);
+	assert_int_equal(tls_get(a, "/v1/health"), 200);
+	for (int round = 0; round < 24; round++) {
+		int how = round % 4;
+
+		b = tls_open(how == 0 ? NULL : ctx, port, &fd_b);
+		if (how >= 2)
+			assert_int_equal(tls_get(b, "/v1/sandboxes"), 200);
+		if (how == 3)
+			(void)SSL_shutdown(b); /* close_notify; the others just go */
+		SSL_free(b);
+		close(fd_b);
+		sleep_ms(150); /* the server sees B go before A asks */
+		for (int i = 0; i < 2; i++) {
+			int status = tls_get(a, i ? "/v1/sandboxes" : "/v1/health");
+			if (status != 200)
+				fail_msg("round %d (B closed %s): request %d on the kept-alive "
+				         "connection got %d",
+				         round,
+				         (const char *[]){ "before the handshake",
+				                           "after the handshake", "after a request",
+				                           "with close_notify" }[how],
+				         i + 1, status);
+		}
+	}
+	SSL_free(a);
+	close(fd_a);
+	SSL_CTX_free(ctx);
+	assert_int_equal(harness_stop(&p, SIGTERM), 0);
+	harness_cleanup(&p);
+}
+
 int
 main(void)
 {
@@ -228,6 +365,7 @@ main(void)
 		cmocka_unit_test(test_tls_token),
 		cmocka_unit_test(test_mutual_tls),
 		cmocka_unit_test(test_allowed_host),
+		cmocka_unit_test(test_keepalive_outlives_others),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
