@@ -42,7 +42,7 @@ struct tunnel_opts {
 	 * with c's close hook handed back: the caller answers c (conn_reply) and the tunnel is
 	 * gone. err is a positive errno: ECONNREFUSED (nothing listens on the port), ECONNRESET
 	 * (the agent's session ended first), EIO (the sandbox left `running`), or the guest's;
-	 * message says it in words (may be NULL). May be NULL: c is then closed. */
+	 * message says it in words (may be NULL). May be NULL: c then gets a plain-text 502. */
 	void (*failed)(struct conn *c, uint16_t port, int err, const char *message, void *data);
 	/* Called once when the tunnel is open (after the 101, when upgrade_headers is set), before
 	 * any byte is relayed, with its sandbox (running): to audit `tunnel.opened`. May be NULL.
