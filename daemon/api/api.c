@@ -1,6 +1,7 @@
 /* api.c: API v1 routing, the request guard, authentication and the discovery handlers. */
 #include <strings.h>
 #include "api-internal.h"
+#include "api-preview.h"
 #include "log.h"
 #include "metrics.h"
 #include "samples.h"
@@ -72,6 +73,7 @@ static const struct route routes[] = {
 	ROUTE(DELETE, "/v1/sandboxes/{ref}/files", api_file_remove, 0),
 	ROUTE(GET, "/v1/sandboxes/{ref}/dirs", api_dir_list, 0),
 	LATER(GET, "/v1/sandboxes/{ref}/tunnel", "tunnel"),
+	ROUTE(POST, "/v1/sandboxes/{ref}/previews", api_preview_create, ROUTE_JSON),
 	LATER(POST, "/v1/sandboxes/{ref}/snapshots", "disk_snapshot"),
 	LATER(GET, "/v1/snapshots", "disk_snapshot"),
 	LATER(DELETE, "/v1/snapshots/{id}", "disk_snapshot"),
@@ -429,10 +431,13 @@ api_capabilities(struct api_call *call)
 	              "metrics", samples_available(d), "audit", true, "images", true, "processes",
 	              caps.processes, "files", caps.files, "limits", policy_limits_json(&d->policy),
 	              "network", policy_network_json(&d->policy));
-	/* (ext) POST /v1/node/cordon */
-	if (j)
+	/* (ext) POST /v1/node/cordon; POST …/previews and the preview listener */
+	if (j) {
 		(void)json_object_set_new(json_object_get(j, "capabilities"), "cordon",
 		                          json_true());
+		(void)json_object_set_new(json_object_get(j, "capabilities"), "preview",
+		                          json_boolean(api_previews_offered(d)));
+	}
 	api_reply_json(call->c, 200, j);
 }
 
