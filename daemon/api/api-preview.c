@@ -271,43 +271,29 @@ request_head(const struct http_request *req, struct buf *out)
 	return r;
 }
 
-/* What a relay's callbacks need: which preview it is, for its audit record. */
-struct relay {
-	struct sandboxd *d;
-	char id[SANDBOX_ID_MAX + 1];
-	unsigned port;
-};
-
 static void
-relay_opened(struct conn *c _unused_, void *data)
+relay_opened(struct conn *c _unused_, struct sandbox *sb, uint16_t port, void *data)
 {
-	struct relay *rl = data;
-	struct sandbox *sb = registry_get(&rl->d->reg, rl->id);
-
-	if (sb)
-		(void)sandbox_event(rl->d, sb, "tunnel.opened",
-		                    json_pack("{s:i, s:b}", "port", (int)rl->port, "preview", 1));
-	free(rl);
+	(void)sandbox_event(data, sb, "tunnel.opened",
+	                    json_pack("{s:i, s:b}", "port", (int)port, "preview", 1));
 }
 
 static void
-relay_failed(struct conn *c, int err, const char *message _unused_, void *data)
+relay_failed(struct conn *c, uint16_t port, int err, const char *message _unused_,
+             void *data _unused_)
 {
-	struct relay *rl = data;
-
 	if (err == ECONNREFUSED)
 		page(c, 502, NULL, "Nothing listens on this port",
-		     "Nothing listens on 127.0.0.1:%u in sandbox %s. Start the server there (on "
+		     "Nothing listens on 127.0.0.1:%u in the sandbox. Start the server there (on "
 		     "127.0.0.1 or 0.0.0.0, port %u) and reload.",
-		     rl->port, rl->id, rl->port);
+		     port, port);
 	else if (err == EIO)
 		page(c, 503, NULL, "The sandbox is not running",
-		     "Sandbox %s stopped. Start it and reload.", rl->id);
+		     "The sandbox stopped. Start it and reload.");
 	else
 		page(c, 502, NULL, "The sandbox did not connect",
-		     "Sandbox %s could not connect to its port %u (%s). Reload to try again.", rl->id,
-		     rl->port, strerror(err));
-	free(rl);
+		     "The sandbox could not connect to its port %u (%s). Reload to try again.", port,
+		     strerror(err));
 }
 
 static void
@@ -315,21 +301,12 @@ relay(struct sandboxd *d, struct conn *c, const struct http_request *req, struct
       unsigned port)
 {
 	_cleanup_buf_ struct buf head = BUF_INIT(TUNNEL_PREFIX_MAX);
-	struct relay *rl;
 	int r;
 
 	if (request_head(req, &head) < 0) {
 		page(c, 431, NULL, "Request too large", "The request's head is too large to relay.");
 		return;
 	}
-	rl = calloc(1, sizeof(*rl));
-	if (!rl) {
-		page(c, 500, NULL, "Out of memory", "The server is out of memory; try again.");
-		return;
-	}
-	rl->d = d;
-	rl->port = port;
-	snprintf(rl->id, sizeof(rl->id), "%s", sb->id);
 	r = tunnel_start(d, c, sb,
 	                 &(struct tunnel_opts){ .port = (uint16_t)port,
 	                                        .prefix = head.data,
@@ -337,10 +314,9 @@ relay(struct sandboxd *d, struct conn *c, const struct http_request *req, struct
 	                                        .upgrade_headers = NULL,
 	                                        .failed = relay_failed,
 	                                        .opened = relay_opened,
-	                                        .data = rl });
+	                                        .data = d });
 	if (r >= 0)
 		return;
-	free(rl);
 	if (r == -ENOTCONN)
 		page(c, 503, "Retry-After: 2\r\n", "The sandbox is not reachable",
 		     "The agent of sandbox %s is not connected (it may be reconnecting). Reload in a "

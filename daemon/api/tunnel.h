@@ -43,10 +43,12 @@ struct tunnel_opts {
 	 * gone. err is a positive errno: ECONNREFUSED (nothing listens on the port), ECONNRESET
 	 * (the agent's session ended first), EIO (the sandbox left `running`), or the guest's;
 	 * message says it in words (may be NULL). May be NULL: c is then closed. */
-	void (*failed)(struct conn *c, int err, const char *message, void *data);
+	void (*failed)(struct conn *c, uint16_t port, int err, const char *message, void *data);
 	/* Called once when the tunnel is open (after the 101, when upgrade_headers is set), before
-	 * any byte is relayed: to audit `tunnel.opened`. May be NULL. */
-	void (*opened)(struct conn *c, void *data);
+	 * any byte is relayed, with its sandbox (running): to audit `tunnel.opened`. May be NULL.
+	 * If the client leaves before either, neither is called (data is the caller's to keep
+	 * or to free: give a pointer that outlives the tunnel, such as the struct sandboxd). */
+	void (*opened)(struct conn *c, struct sandbox *sb, uint16_t port, void *data);
 	void *data;
 };
 
