@@ -3,7 +3,8 @@
  * knows no API route) serves it: a preview host's request with its token in the query gets a
  * 302 that turns the token into a cookie for that host alone; one with the cookie is relayed
  * raw, head and all, to the guest's 127.0.0.1:PORT through a tunnel (tunnel.h), so keep-alive
- * and WebSocket upgrades work; anything else gets a small HTML page. */
+ * and WebSocket upgrades work (one connection, one tunnel); anything else gets a small HTML
+ * page. */
 #include "api-internal.h"
 #include "api-preview.h"
 #include "events.h"
@@ -255,19 +256,29 @@ redirect_with_cookie(struct conn *c, const struct http_request *req, const char 
 	conn_reply(c, 302, NULL, NULL, 0, headers);
 }
 
-/* The request's head again, to go first to the guest's server: the request line as it came
- * and each header as the parser kept it (names lowercase, which HTTP/1.1 allows). */
+/* The request again, to go first to the guest's server: the request line as it came, each
+ * header as the parser kept it (names lowercase, which HTTP/1.1 allows), and the body the
+ * server read whole (a chunked one decoded: sent with its Content-Length instead; an Expect
+ * was answered already). */
 static int
-request_head(const struct http_request *req, struct buf *out)
+request_bytes(const struct http_request *req, struct buf *out)
 {
 	int r = buf_printf(out, "%s %s HTTP/%u.%u\r\n", http_method_str(req->method), req->target,
 	                   req->http_major, req->http_minor);
 
-	for (unsigned i = 0; r >= 0 && i < req->nheaders; i++)
-		r = buf_printf(out, "%s: %s\r\n", req->arena.data + req->headers[i].name_off,
-		               req->arena.data + req->headers[i].value_off);
+	for (unsigned i = 0; r >= 0 && i < req->nheaders; i++) {
+		const char *name = req->arena.data + req->headers[i].name_off;
+		if (streq(name, "content-length") || streq(name, "transfer-encoding") ||
+		    streq(name, "expect"))
+			continue;
+		r = buf_printf(out, "%s: %s\r\n", name, req->arena.data + req->headers[i].value_off);
+	}
+	if (r >= 0 && (req->body.len > 0 || req->has_length || req->chunked))
+		r = buf_printf(out, "content-length: %zu\r\n", req->body.len);
 	if (r >= 0)
 		r = buf_puts(out, "\r\n");
+	if (r >= 0 && req->body.len > 0)
+		r = buf_append(out, req->body.data, req->body.len);
 	return r;
 }
 
@@ -303,8 +314,10 @@ relay(struct sandboxd *d, struct conn *c, const struct http_request *req, struct
 	_cleanup_buf_ struct buf head = BUF_INIT(TUNNEL_PREFIX_MAX);
 	int r;
 
-	if (request_head(req, &head) < 0) {
-		page(c, 431, NULL, "Request too large", "The request's head is too large to relay.");
+	if (request_bytes(req, &head) < 0) {
+		page(c, 413, NULL, "Request too large",
+		     "A preview relays requests of at most %u KiB with their body.",
+		     TUNNEL_PREFIX_MAX >> 10);
 		return;
 	}
 	r = tunnel_start(d, c, sb,
@@ -326,7 +339,7 @@ relay(struct sandboxd *d, struct conn *c, const struct http_request *req, struct
 		page(c, 500, NULL, "Cannot relay", "The preview cannot be relayed: %s.", strerror(-r));
 }
 
-/* Every request the listener takes, at its head: a preview host, then its token or cookie,
+/* Every request the listener takes: a preview host, then its token or cookie,
  * then the sandbox. The token is judged before the sandbox is looked at, so that without it
  * nothing is learnt of which sandboxes exist. */
 static void
@@ -390,25 +403,21 @@ serve_request(void *ctx, struct conn *c, struct http_request *req)
 	preview_handle(ctx, c, req);
 }
 
-/* A head whose body follows: answered, or relayed with the body unread (it goes on raw). */
-static void
-serve_head(void *ctx, struct conn *c, struct http_request *req)
-{
-	preview_handle(ctx, c, req);
-}
-
 static void
 serve_metrics(void *ctx _unused_, struct conn *c, struct http_request *req _unused_)
 {
 	page(c, 404, NULL, "Not found", "Nothing is served here.");
 }
 
-/* Bodies are never read here: a relayed one goes on raw, and every other answer comes at the
- * head. */
+/* A request's body is read whole and goes to the guest after its head, together at most what
+ * a tunnel forwards first. (A tunnel cannot yet be started at a head with its body left to
+ * come: tunnel_start returns before the guest connected, and the server reads on.) */
+#define PREVIEW_BODY_MAX (TUNNEL_PREFIX_MAX - HTTP_MAX_HEAD)
+
 static uint64_t
 body_limit(const struct http_request *req _unused_, void *data _unused_)
 {
-	return UINT64_MAX;
+	return PREVIEW_BODY_MAX;
 }
 
 static void
@@ -425,7 +434,7 @@ api_preview_server_handler(struct sandboxd *d, struct server_handler *ret)
 {
 	*ret = (struct server_handler){
 		.request = serve_request,
-		.head = serve_head,
+		.head = NULL,
 		.metrics = serve_metrics,
 		.body_limit = body_limit,
 		.protocol_error = protocol_error,
