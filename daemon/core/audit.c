@@ -158,6 +158,15 @@ build_file_removed(const json_t *data, json_t *f, int *r)
 	return "file.removed";
 }
 
+static const char *
+build_tunnel_opened(const json_t *data, json_t *f, int *r)
+{
+	static const char *const keys[] = { "port", NULL };
+
+	*r = pick(f, data, keys);
+	return "tunnel.opened";
+}
+
 /* name, port and reason as decided; bytes: both ways together (a DNS answer moves none) */
 static int
 egress_fields(const json_t *data, json_t *f)
@@ -200,6 +209,7 @@ static const struct {
 	{ "file.read", build_file_read },
 	{ "file.written", build_file_written },
 	{ "file.removed", build_file_removed },
+	{ "tunnel.opened", build_tunnel_opened },
 	{ "egress.allowed", build_egress_allowed },
 	{ "egress.denied", build_egress_denied },
 };
