@@ -94,12 +94,14 @@ guest_conn(int fd)
 			if (!read_more(fd, buf, &len, sizeof(buf)))
 				return;
 		hlen = (size_t)(end + 4 - buf);
+		end[2] = '\0'; /* this request's head alone (a pipelined one may follow) */
 		snprintf(line, sizeof(line), "%.*s", (int)strcspn(buf, "\r"), buf);
 		header_value(buf, "host", hosth, sizeof(hosth));
 		header_value(buf, "cookie", cookie, sizeof(cookie));
 		header_value(buf, "upgrade", upgrade, sizeof(upgrade));
 		header_value(buf, "content-length", clen, sizeof(clen));
 		header_value(buf, "connection", conn, sizeof(conn));
+		end[2] = '\r';
 		if (*upgrade) {
 			static const char ok[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\n"
 			                         "Connection: Upgrade\r\n\r\n";
