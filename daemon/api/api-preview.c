@@ -86,8 +86,8 @@ api_preview_create(struct api_call *call)
 		return;
 	}
 	if (sb->state != SANDBOX_RUNNING) {
-		api_reply_err(call->c, ERR_CONFLICT, "sandbox '%s' is %s; it must be running", sb->id,
-		              sandbox_state_to_string(sb->state));
+		api_reply_err(call->c, ERR_CONFLICT, "sandbox '%s' is %s; it must be running",
+		              sb->id, sandbox_state_to_string(sb->state));
 		return;
 	}
 	url = preview_url(d, sb->id, (unsigned)port);
@@ -271,7 +271,8 @@ request_bytes(const struct http_request *req, struct buf *out)
 		if (streq(name, "content-length") || streq(name, "transfer-encoding") ||
 		    streq(name, "expect"))
 			continue;
-		r = buf_printf(out, "%s: %s\r\n", name, req->arena.data + req->headers[i].value_off);
+		r = buf_printf(out, "%s: %s\r\n", name,
+		               req->arena.data + req->headers[i].value_off);
 	}
 	if (r >= 0 && (req->body.len > 0 || req->has_length || req->chunked))
 		r = buf_printf(out, "content-length: %zu\r\n", req->body.len);
@@ -303,8 +304,8 @@ relay_failed(struct conn *c, uint16_t port, int err, const char *message _unused
 		     "The sandbox stopped. Start it and reload.");
 	else
 		page(c, 502, NULL, "The sandbox did not connect",
-		     "The sandbox could not connect to its port %u (%s). Reload to try again.", port,
-		     strerror(err));
+		     "The sandbox could not connect to its port %u (%s). Reload to try again.",
+		     port, strerror(err));
 }
 
 static void
@@ -332,11 +333,13 @@ relay(struct sandboxd *d, struct conn *c, const struct http_request *req, struct
 		return;
 	if (r == -ENOTCONN)
 		page(c, 503, "Retry-After: 2\r\n", "The sandbox is not reachable",
-		     "The agent of sandbox %s is not connected (it may be reconnecting). Reload in a "
+		     "The agent of sandbox %s is not connected (it may be reconnecting). Reload in "
+		     "a "
 		     "moment.",
 		     sb->id);
 	else
-		page(c, 500, NULL, "Cannot relay", "The preview cannot be relayed: %s.", strerror(-r));
+		page(c, 500, NULL, "Cannot relay", "The preview cannot be relayed: %s.",
+		     strerror(-r));
 }
 
 /* Every request the listener takes: a preview host, then its token or cookie,

@@ -323,8 +323,9 @@ check_preview_listen(struct options *o)
 	if (r == -ENOMEM)
 		return r;
 	if (r < 0) {
-		fprintf(stderr, "sandboxd: --preview-listen '%s' must be HOST:PORT (or [V6ADDR]:PORT) "
-		                "or off\n",
+		fprintf(stderr,
+		        "sandboxd: --preview-listen '%s' must be HOST:PORT (or [V6ADDR]:PORT) "
+		        "or off\n",
 		        o->preview_listen);
 		return -EINVAL;
 	}

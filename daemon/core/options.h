@@ -69,7 +69,7 @@ struct options {
 	bool preview_default; /* the default address: when it is taken, previews are off (a
 	                       * warning), where an address the operator chose refuses to start */
 	char *preview_domain; /* --preview-domain, lowercase (default localhost) */
-	bool egress; /* --egress on|off: taps, nftables and the egress worker (root) */
+	bool egress;          /* --egress on|off: taps, nftables and the egress worker (root) */
 	unsigned egress_proxy_port;  /* where the worker's proxy listens (tcp; default 3128) */
 	unsigned egress_dns_port;    /* where its DNS stub listens (udp; default 7353) */
 	uint32_t egress_subnet;      /* the sandboxes' /30s come from here (host order) */

@@ -64,8 +64,7 @@ token_mac(const uint8_t key[static PREVIEW_KEY_LEN], const char *id, unsigned po
 	int n = snprintf(msg, sizeof(msg), "%s|%u", id, port);
 
 	(void)crypto_auth_hmacsha256_init(&st, key, PREVIEW_KEY_LEN);
-	(void)crypto_auth_hmacsha256_update(&st, (const unsigned char *)msg,
-	                                    n > 0 ? (size_t)n : 0);
+	(void)crypto_auth_hmacsha256_update(&st, (const unsigned char *)msg, n > 0 ? (size_t)n : 0);
 	(void)crypto_auth_hmacsha256_final(&st, mac);
 	sodium_memzero(&st, sizeof(st));
 }
@@ -96,8 +95,8 @@ preview_token_valid(const uint8_t key[static PREVIEW_KEY_LEN], const char *id, u
 }
 
 int
-preview_host_parse(const char *hosthdr, const char *domain,
-                   char ret_id[static SANDBOX_ID_MAX + 1], unsigned *ret_port)
+preview_host_parse(const char *hosthdr, const char *domain, char ret_id[static SANDBOX_ID_MAX + 1],
+                   unsigned *ret_port)
 {
 	char host[256], id[SANDBOX_ID_MAX + 1];
 	const char *dot, *dash;

@@ -26,8 +26,8 @@ int preview_key_load(const char *state_dir, uint8_t key[static PREVIEW_KEY_LEN],
 void preview_token(const uint8_t key[static PREVIEW_KEY_LEN], const char *id, unsigned port,
                    char out[static PREVIEW_TOKEN_LEN + 1]);
 /* Whether token (len bytes, untrusted) is the token of id's port; constant time. */
-bool preview_token_valid(const uint8_t key[static PREVIEW_KEY_LEN], const char *id,
-                         unsigned port, const char *token, size_t len);
+bool preview_token_valid(const uint8_t key[static PREVIEW_KEY_LEN], const char *id, unsigned port,
+                         const char *token, size_t len);
 
 /* The sandbox and port a request's Host header (untrusted) names: HOST or HOST:PORT, HOST
  * exactly "p-<id without sbx_>-<port>.<domain>" in any case (one final dot allowed), with a

@@ -103,8 +103,9 @@ guest_conn(int fd)
 		header_value(buf, "connection", conn, sizeof(conn));
 		end[2] = '\r';
 		if (*upgrade) {
-			static const char ok[] = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\n"
-			                         "Connection: Upgrade\r\n\r\n";
+			static const char ok[] =
+			        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\n"
+			        "Connection: Upgrade\r\n\r\n";
 			(void)!write(fd, ok, sizeof(ok) - 1);
 			if (len > hlen)
 				(void)!write(fd, buf + hlen, len - hlen);
@@ -122,9 +123,10 @@ guest_conn(int fd)
 		body = strdup_printf("guest saw '%s' host=%s cookie=%s body=%.*s\n", line, hosth,
 		                     cookie, (int)cl, buf + hlen);
 		if (body) {
-			char *resp = strdup_printf("HTTP/1.1 200 OK\r\nX-Guest: yes\r\nContent-Type: "
-			                           "text/plain\r\nContent-Length: %zu\r\n\r\n%s",
-			                           strlen(body), body);
+			char *resp =
+			        strdup_printf("HTTP/1.1 200 OK\r\nX-Guest: yes\r\nContent-Type: "
+			                      "text/plain\r\nContent-Length: %zu\r\n\r\n%s",
+			                      strlen(body), body);
 			if (resp)
 				(void)!write(fd, resp, strlen(resp));
 			free(resp);
@@ -141,7 +143,8 @@ guest_conn(int fd)
 static int
 start_guest_server(void)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+		                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t sl = sizeof(sa);
 	int one = 1, lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -176,8 +179,7 @@ start_guest_server(void)
 
 /* A request to the preview listener with Host h and extra header lines; the whole answer. */
 static int
-preview_get(const char *h, const char *method, const char *path, const char *headers,
-            char **ret)
+preview_get(const char *h, const char *method, const char *path, const char *headers, char **ret)
 {
 	const struct harness_req rq = {
 		.port = preview_port, .method = method, .path = path, .host = h, .headers = headers
@@ -232,8 +234,8 @@ make_user(struct who *w)
 {
 	_cleanup_free_ char *body = strdup_printf(
 	        "{\"email\":\"%s\",\"password\":\"%s\",\"role\":\"user\"}", w->email, w->password);
-	_cleanup_free_ char *login = strdup_printf("{\"email\":\"%s\",\"password\":\"%s\"}",
-	                                           w->email, w->password);
+	_cleanup_free_ char *login =
+	        strdup_printf("{\"email\":\"%s\",\"password\":\"%s\"}", w->email, w->password);
 	char *head = NULL, *cookie, *semi, hdrs[1024];
 	json_t *j;
 
@@ -332,7 +334,8 @@ test_url_and_route(void **state)
 	struct stat st;
 	json_t *caps = harness_json(p.sock, "GET", "/v1/capabilities", NULL, 200);
 
-	assert_true(json_is_true(json_object_get(json_object_get(caps, "capabilities"), "preview")));
+	assert_true(
+	        json_is_true(json_object_get(json_object_get(caps, "capabilities"), "preview")));
 	json_decref(caps);
 	/* its own host: the sandbox's id without sbx_, the port, the domain, the listener's port */
 	snprintf(want, sizeof(want), "p-%s-%d.localhost:%d", box + 4, guest_port, preview_port);
@@ -361,8 +364,8 @@ test_url_and_route(void **state)
 		_cleanup_free_ char *theirs = NULL;
 		assert_int_equal(ask_preview(bob.hkey, box, "{\"port\":80}", &theirs), 404);
 		harness_expect_in(theirs, "\"not_found\"");
-		assert_int_equal(ask_preview(bob.hkey, "sbx_00000000000000ff", "{\"port\":80}", NULL),
-		                 404);
+		assert_int_equal(
+		        ask_preview(bob.hkey, "sbx_00000000000000ff", "{\"port\":80}", NULL), 404);
 	}
 }
 
@@ -379,7 +382,8 @@ test_token_becomes_cookie(void **state)
 	/* the cookie: HttpOnly, Lax, for this host alone (no Domain) */
 	{
 		_cleanup_free_ char *sc = strdup_printf(
-		        "\r\nSet-Cookie: sbx_preview=%s; Path=/; HttpOnly; SameSite=Lax\r\n", token);
+		        "\r\nSet-Cookie: sbx_preview=%s; Path=/; HttpOnly; SameSite=Lax\r\n",
+		        token);
 		harness_expect_in(resp, sc);
 	}
 	harness_expect_not_in(resp, "Domain=");
@@ -477,10 +481,12 @@ test_cookie_relays_to_guest(void **state)
 static void
 test_websocket_upgrade(void **state)
 {
-	_cleanup_free_ char *ck = cookie_header(token), *req = strdup_printf(
-	        "GET /ws HTTP/1.1\r\nHost: %s\r\n%sConnection: Upgrade\r\nUpgrade: websocket\r\n"
-	        "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
-	        host, ck);
+	_cleanup_free_ char *ck = cookie_header(token),
+	                    *req = strdup_printf("GET /ws HTTP/1.1\r\nHost: %s\r\n%sConnection: "
+	                                         "Upgrade\r\nUpgrade: websocket\r\n"
+	                                         "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: "
+	                                         "dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+	                                         host, ck);
 	char *buf = NULL;
 	size_t len = 0;
 	int fd = harness_connect(NULL, preview_port);
@@ -505,8 +511,8 @@ static void
 test_refusals(void **state)
 {
 	_cleanup_free_ char *resp = NULL, *ck = cookie_header(token);
-	char other_url[512], other_host[256], other_token[128], box_b[64], b_url[512],
-	        b_host[256], b_token[128], h[300];
+	char other_url[512], other_host[256], other_token[128], box_b[64], b_url[512], b_host[256],
+	        b_token[128], h[300];
 	int other_port = guest_port == 65535 ? 1 : guest_port + 1;
 
 	/* no token at all */
@@ -555,20 +561,26 @@ test_refusals(void **state)
 	/* the API listener takes the token in no form */
 	{
 		char bearer[300], cookie[300], path[300];
-		const struct harness_req a = { .port = api_port, .method = "GET",
-			                       .path = "/v1/sandboxes", .headers = ck };
+		const struct harness_req a = {
+			.port = api_port, .method = "GET", .path = "/v1/sandboxes", .headers = ck
+		};
 		assert_int_equal(harness_request(&a, NULL), 401);
 		snprintf(bearer, sizeof(bearer), "Authorization: Bearer %s\r\n", token);
-		const struct harness_req b = { .port = api_port, .method = "GET",
-			                       .path = "/v1/sandboxes", .headers = bearer };
+		const struct harness_req b = { .port = api_port,
+			                       .method = "GET",
+			                       .path = "/v1/sandboxes",
+			                       .headers = bearer };
 		assert_int_equal(harness_request(&b, NULL), 401);
 		snprintf(path, sizeof(path), "/v1/sandboxes?sbx_preview=%s", token);
 		const struct harness_req c = { .port = api_port, .method = "GET", .path = path };
 		assert_int_equal(harness_request(&c, NULL), 401);
 		/* nor does it carry a preview on its own Host */
 		snprintf(cookie, sizeof(cookie), "%s", host);
-		const struct harness_req e = { .port = api_port, .method = "GET", .path = "/",
-			                       .host = cookie, .headers = ck };
+		const struct harness_req e = { .port = api_port,
+			                       .method = "GET",
+			                       .path = "/",
+			                       .host = cookie,
+			                       .headers = ck };
 		assert_int_equal(harness_request(&e, NULL), 403);
 	}
 }
