@@ -2,6 +2,7 @@
  * connection open between the requests of one command (doctor makes three). */
 #include <ctype.h>
 #include <errno.h>
+#include <sys/socket.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -476,6 +477,7 @@ out:
 struct client_raw {
 	CURL *curl;
 	int fd;
+	bool tls;
 	struct buf early; /* bytes that came right after the 101's headers */
 };
 
@@ -514,6 +516,14 @@ client_raw_send(struct client_raw *r, const void *p, size_t n)
 	if (e != CURLE_OK)
 		return -EIO;
 	return (ssize_t)sent;
+}
+
+int
+client_raw_shutdown(struct client_raw *r)
+{
+	if (r->tls)
+		return -EOPNOTSUPP; /* curl sends no close_notify while the connection stays */
+	return shutdown(r->fd, SHUT_WR) < 0 ? -errno : 0;
 }
 
 ssize_t
@@ -664,6 +674,7 @@ client_upgrade(struct client *c, const char *path, const char *protocol,
 	    sock == CURL_SOCKET_BAD)
 		return raw_fail(c, CURLE_COULDNT_CONNECT, false, "no connection to use");
 	raw->fd = (int)sock;
+	raw->tls = c->kind == ENDPOINT_HTTPS;
 
 	/* the Host curl would send: the endpoint's authority, "localhost" on a unix socket */
 	host = c->kind == ENDPOINT_UNIX ? "localhost" : strstr(c->base, "://") + 3;

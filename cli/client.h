@@ -98,6 +98,9 @@ int client_raw_fd(const struct client_raw *r);
 bool client_raw_pending(const struct client_raw *r);
 /* Bytes sent (possibly fewer than n), -EAGAIN (poll for POLLOUT), or -EIO. */
 ssize_t client_raw_send(struct client_raw *r, const void *p, size_t n);
+/* Ends our side (a half-close: a FIN) while the server's bytes still come. -EOPNOTSUPP over
+ * TLS (the connection then stays open both ways until it is freed). */
+int client_raw_shutdown(struct client_raw *r);
 /* Bytes received, 0 when the server closed the connection, -EAGAIN (poll for POLLIN; read
  * until -EAGAIN each time, since TLS may hold decrypted bytes), or -EIO. */
 ssize_t client_raw_recv(struct client_raw *r, void *p, size_t n);

@@ -179,6 +179,12 @@ audit_egress(const json_t *r, struct buf *out)
 }
 
 static void
+audit_tunnel(const json_t *r, struct buf *out)
+{
+	(void)buf_printf(out, "to 127.0.0.1:%lld", (long long)output_int(r, "port", 0));
+}
+
+static void
 audit_stopped(const json_t *r, struct buf *out)
 {
 	const char *reason = output_str(r, "reason");
@@ -204,6 +210,7 @@ static const struct detail_format audit_formats[] = {
 	{ .type = "file.read", .fn = audit_file },
 	{ .type = "file.written", .fn = audit_file },
 	{ .type = "file.removed", .fn = audit_file },
+	{ .type = "tunnel.opened", .fn = audit_tunnel },
 	{ .type = "egress.allowed", .fn = audit_egress },
 	{ .type = "egress.denied", .fn = audit_egress },
 };

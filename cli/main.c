@@ -218,6 +218,20 @@ static const struct verb verbs[] = {
 	          "directories in the sandbox are created. A destination that is a directory\n"
 	          "(or ends with /) gets the file under its own name.\n",
 	  .run = cmd_cp },
+	{ .name = "port-forward",
+	  .usage = "port-forward REF [LOCAL:]GUEST...",
+	  .summary = "Forward local ports to ports inside a sandbox (127.0.0.1 on both sides).",
+	  .help = "Listens on 127.0.0.1:LOCAL here (LOCAL left out or 0: the same number as\n"
+	          "GUEST) and carries each connection made there to 127.0.0.1:GUEST inside the\n"
+	          "sandbox, one tunnel per connection, half-closes included:\n"
+	          "\n"
+	          "  sandbox-cli port-forward web 8080 9000:3000\n"
+	          "  Forwarding from 127.0.0.1:8080 -> 8080\n"
+	          "  Forwarding from 127.0.0.1:9000 -> 3000\n"
+	          "\n"
+	          "A connection to a port nothing listens on in the sandbox is closed, with the\n"
+	          "server's word on stderr; forwarding goes on. Ctrl-C (or SIGTERM) stops.\n",
+	  .run = cmd_port_forward },
 	{ .name = "ls",
 	  .usage = "ls REF[:/path]",
 	  .summary = "List a directory in a sandbox (default /sandbox/home).",

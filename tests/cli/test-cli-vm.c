@@ -2,7 +2,8 @@
  * microVMs: run (the guest's kernel, exit codes, stdin, the sandbox removed or kept, and
  * removed by the server when the CLI is killed), exec,
  * ps, attach with its replay, cp both ways, and the raw terminal of shell and --tty driven
- * through a pseudo-terminal as a person would, and the upgraded connection over https. One
+ * through a pseudo-terminal as a person would, the upgraded connection over https, and
+ * port-forward to a guest's busybox httpd answering a local curl. One
  * shared sandbox keeps the boots few. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -972,6 +973,68 @@ test_exec_tty(void **state)
 	result_done(&r);
 }
 
+/* A guest web server (busybox httpd on 8080) answers a local curl through port-forward, and a
+ * connection to a port nothing listens on in the guest is closed while forwarding goes on. */
+static void
+test_port_forward_reaches_a_guest_server(void **state)
+{
+	int local = harness_free_port(), local2 = harness_free_port(), out_fd, err_fd;
+	char spec1[32], spec2[32], line[256] = "";
+	_cleanup_free_ char *cmd = NULL, *cmd2 = NULL;
+	struct result r;
+	size_t n = 0;
+	FILE *curl;
+	pid_t pid;
+
+	RUN(&r, "exec", SBX, "--", "sh", "-c",
+	    "mkdir -p /tmp/www && echo hello-through-the-tunnel > /tmp/www/index.html && "
+	    "busybox httpd -p 127.0.0.1:8080 -h /tmp/www");
+	assert_int_equal(r.rc, 0);
+	result_done(&r);
+	snprintf(spec1, sizeof(spec1), "%d:8080", local);
+	snprintf(spec2, sizeof(spec2), "%d:8081", local2);
+	pid = spawn_cli((const char *const[]){ "port-forward", SBX, spec1, spec2, NULL }, -1,
+	                &out_fd, &err_fd);
+	/* "Forwarding from 127.0.0.1:L -> 8080" once it listens */
+	while (n < sizeof(line) - 1 && !strstr(line, "-> 8081")) {
+		ssize_t k = read(out_fd, line + n, sizeof(line) - 1 - n);
+		assert_true(k > 0);
+		n += (size_t)k;
+		line[n] = '\0';
+	}
+	cmd = strdup_printf("curl -sS --max-time 60 http://127.0.0.1:%d/index.html", local);
+	curl = popen(cmd, "r");
+	assert_non_null(curl);
+	n = fread(line, 1, sizeof(line) - 1, curl);
+	line[n] = '\0';
+	assert_int_equal(pclose(curl), 0);
+	assert_string_equal(line, "hello-through-the-tunnel\n");
+	/* nothing on 8081 in the guest: curl's connection closes without an answer */
+	cmd2 = strdup_printf("curl -sS --max-time 60 http://127.0.0.1:%d/ 2>/dev/null", local2);
+	assert_true(system(cmd2) != 0);
+	/* and 8080 still answers */
+	curl = popen(cmd, "r");
+	assert_non_null(curl);
+	n = fread(line, 1, sizeof(line) - 1, curl);
+	line[n] = '\0';
+	assert_int_equal(pclose(curl), 0);
+	assert_string_equal(line, "hello-through-the-tunnel\n");
+	kill(pid, SIGINT);
+	assert_int_equal(wait_exit(pid), 0);
+	n = 0;
+	{
+		char err[4096];
+		ssize_t k;
+		while (n < sizeof(err) - 1 && (k = read(err_fd, err + n, sizeof(err) - 1 - n)) > 0)
+			n += (size_t)k;
+		err[n] = '\0';
+		harness_expect_in(err, "nothing listens on 127.0.0.1:8081 in the sandbox");
+		no_sanitizer_report("port-forward", err);
+	}
+	close(out_fd);
+	close(err_fd);
+}
+
 int
 main(void)
 {
@@ -983,6 +1046,7 @@ main(void)
 		cmocka_unit_test(test_ctrl_c_is_forwarded_then_detaches),
 		cmocka_unit_test(test_attach_replays_what_happened_meanwhile),
 		cmocka_unit_test(test_cp_both_ways),
+		cmocka_unit_test(test_port_forward_reaches_a_guest_server),
 		cmocka_unit_test(test_run_unreachable_registry),
 		cmocka_unit_test(test_exec_over_https),
 		cmocka_unit_test(test_shell_refuses_a_non_terminal),

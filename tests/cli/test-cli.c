@@ -11,6 +11,9 @@
 #include <jansson.h>
 #include <signal.h>
 #include <spawn.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1125,6 +1128,156 @@ test_hostile_text_escaped(void **state)
 	harness_cleanup(&p);
 }
 
+/* A TCP listener on 127.0.0.1 (port chosen by the kernel). */
+static int
+pf_listen(int *ret_port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+		                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	*ret_port = ntohs(sin.sin_port);
+	return fd;
+}
+
+static int
+pf_connect(int port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+		                   .sin_port = htons((uint16_t)port),
+		                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	for (int i = 0; i < 100; i++) {
+		if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0)
+			return fd;
+		usleep(50000);
+	}
+	fail_msg("nothing listens on 127.0.0.1:%d", port);
+	return -1;
+}
+
+/* Everything until EOF (a reset ends it too), at most size-1 bytes. */
+static size_t
+pf_read_all(int fd, char *out, size_t size)
+{
+	size_t n = 0;
+
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		ssize_t k;
+		assert_int_equal(poll(&pfd, 1, 20000), 1);
+		k = read(fd, out + n, size - 1 - n);
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+	}
+	out[n] = '\0';
+	return n;
+}
+
+/* port-forward on the fake backend whose agent runs here: the sandbox's 127.0.0.1 is ours, so a
+ * listener of this test is the "guest's" server. */
+static void
+test_port_forward(void **state)
+{
+	const char *guestd = getenv("SANDBOX_GUESTD");
+	char env_agent[600], ep[320], outpath[340], spec1[32], spec2[32], buf[256], id[32];
+	const char *env[] = { env_agent, NULL };
+	struct daemon_proc p;
+	int lfd, gport, local = harness_free_port(), local2 = harness_free_port(), dead, fd;
+	pid_t server, pf;
+	char *out;
+
+	if (!guestd || access(guestd, X_OK) < 0)
+		harness_skip_case(
+		        "SANDBOX_GUESTD is not set to sandbox-guestd (run through ctest)");
+	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", guestd);
+	assert_int_equal(harness_start(&p, harness_binary("SANDBOXD_FAKE"), NULL, env), 0);
+	snprintf(ep, sizeof(ep), "unix://%s", p.sock);
+	assert_int_equal(CLI(&out, "--endpoint", ep, "create", "--name", "pf"), 0);
+	expect_id_line(out, id);
+	free(out);
+
+	/* the "guest's" server: reads to EOF, answers, closes (a half-close each way) */
+	lfd = pf_listen(&gport);
+	server = fork();
+	assert_true(server >= 0);
+	if (server == 0) {
+		for (;;) {
+			int c = accept(lfd, NULL, NULL);
+			char in[256], reply[300];
+			size_t n = 0;
+			ssize_t k;
+			if (c < 0)
+				_exit(1);
+			while (n < sizeof(in) - 1 && (k = read(c, in + n, sizeof(in) - 1 - n)) > 0)
+				n += (size_t)k;
+			in[n] = '\0';
+			snprintf(reply, sizeof(reply), "echo:%s", in);
+			(void)!write(c, reply, strlen(reply));
+			close(c);
+		}
+	}
+	close(lfd);
+	dead = pf_listen(&fd); /* a port nothing will listen on */
+	close(dead);
+	dead = fd;
+
+	snprintf(spec1, sizeof(spec1), "%d:%d", local, gport);
+	snprintf(spec2, sizeof(spec2), "%d:%d", local2, dead);
+	snprintf(outpath, sizeof(outpath), "%s/pf.out", p.dir);
+	pf = spawn_bg(outpath, (const char *const[]){ "--endpoint", ep, "port-forward", "pf", spec1,
+	                                              spec2, NULL });
+	fd = pf_connect(local);
+	assert_int_equal(write(fd, "hi", 2), 2);
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	pf_read_all(fd, buf, sizeof(buf));
+	assert_string_equal(buf, "echo:hi");
+	close(fd);
+	/* nothing listens: that connection closes, the server's word is on stderr, and
+	 * forwarding goes on */
+	fd = pf_connect(local2);
+	assert_int_equal(pf_read_all(fd, buf, sizeof(buf)), 0);
+	close(fd);
+	fd = pf_connect(local);
+	assert_int_equal(write(fd, "again", 5), 5);
+	assert_int_equal(shutdown(fd, SHUT_WR), 0);
+	pf_read_all(fd, buf, sizeof(buf));
+	assert_string_equal(buf, "echo:again");
+	close(fd);
+	/* Ctrl-C stops it cleanly */
+	kill(pf, SIGINT);
+	assert_int_equal(wait_exit(pf, 5000), 0);
+	assert_int_equal(read_file_max(outpath, 1u << 20, &out, NULL), 0);
+	{
+		_cleanup_free_ char *l1 =
+		        strdup_printf("Forwarding from 127.0.0.1:%d -> %d", local, gport);
+		_cleanup_free_ char *l2 =
+		        strdup_printf("nothing listens on 127.0.0.1:%d in the sandbox", dead);
+		harness_expect_in(out, l1);
+		harness_expect_in(out, l2);
+	}
+	free(out);
+	/* a sandbox that is not there (or someone else's): 404, exit 5, nothing listens */
+	assert_int_equal(CLI(&out, "--endpoint", ep, "port-forward", "nope", spec1), 5);
+	harness_expect_in(out, "not_found");
+	free(out);
+
+	kill(server, SIGKILL);
+	waitpid(server, NULL, 0);
+	assert_int_equal(CLI(&out, "--endpoint", ep, "kill", "pf"), 0);
+	free(out);
+	harness_stop(&p, SIGTERM);
+	harness_cleanup(&p);
+}
+
 int
 main(void)
 {
@@ -1143,6 +1296,7 @@ main(void)
 		cmocka_unit_test(test_follow_one_sandbox),
 		cmocka_unit_test(test_https_private_ca),
 		cmocka_unit_test(test_hostile_text_escaped),
+		cmocka_unit_test(test_port_forward),
 	};
 
 	return harness_exit_code(cmocka_run_group_tests(tests, setup, teardown));
