@@ -13,6 +13,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 
+from ._tls import BioTls
 from .errors import ProtocolError, SandboxError, TransportError, error_from_response
 
 __all__ = ["Endpoint", "Transport", "default_socket"]
@@ -119,8 +120,9 @@ class Transport:
 
     # -- sockets ------------------------------------------------------------------------------
 
-    def open_socket(self, timeout: float | None = None) -> socket.socket:
-        """A new socket connected to the endpoint (TLS already negotiated for https)."""
+    def open_socket(self, timeout: float | None = None, *, bio: bool = False) -> Any:
+        """A new socket connected to the endpoint (TLS already negotiated for https: an
+        ssl.SSLSocket, or with bio=True a BioTls, which can half-close)."""
         ep = self.endpoint
         try:
             if ep.kind == "unix":
@@ -136,6 +138,8 @@ class Transport:
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._ssl is not None:
                 try:
+                    if bio:
+                        return BioTls(s, self._ssl, ep.host)
                     s = self._ssl.wrap_socket(s, server_hostname=ep.host)
                 except BaseException:
                     s.close()
@@ -271,10 +275,10 @@ class Transport:
 
     def upgrade(self, path: str, protocol: str, *,
                 query: Iterable[tuple[str, str]] | None = None,
-                timeout: float | None = None) -> tuple[socket.socket, bytes]:
-        """GET path asking to switch to protocol. Returns the socket and the bytes that came
-        after the 101 head; any other answer raises its SandboxError."""
-        sock = self.open_socket(timeout)
+                timeout: float | None = None) -> tuple[Any, bytes]:
+        """GET path asking to switch to protocol. Returns the socket (over TLS a BioTls) and
+        the bytes that came after the 101 head; any other answer raises its SandboxError."""
+        sock = self.open_socket(timeout, bio=True)
         try:
             lines = [f"GET {_url(path, query)} HTTP/1.1"]
             h = self.headers({"Connection": "Upgrade", "Upgrade": protocol})

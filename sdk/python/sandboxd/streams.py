@@ -384,14 +384,14 @@ class Tunnel(_Upgraded):
 
     def shutdown(self, how: int = socket.SHUT_WR) -> None:
         """socket.SHUT_WR: no more bytes from this side (the guest reads end of file) while
-        what the guest sends still comes. Over TLS only a full close is possible (SHUT_RDWR)."""
+        what the guest sends still comes; SHUT_RDWR closes."""
         if how == socket.SHUT_RDWR:
             self.close()
             return
-        if isinstance(self._sock, ssl.SSLSocket) and how == socket.SHUT_WR:
-            raise SandboxError("a TLS connection cannot be half-closed from Python's ssl "
-                               "module; close() the tunnel instead", code="unsupported")
-        self._sock.shutdown(how)
+        try:
+            self._sock.shutdown(how)
+        except OSError as e:
+            raise TransportError(f"the tunnel broke: {e}") from e
 
     def fileno(self) -> int:
         return self._sock.fileno()
