@@ -4,6 +4,7 @@ TCP with the token, and https with a private CA."""
 
 from __future__ import annotations
 
+import http.client
 import io
 import os
 import socket
@@ -12,6 +13,7 @@ import sys
 import threading
 import time
 import unittest
+import urllib.parse
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -353,9 +355,36 @@ class Common:
     def test_preview(self) -> None:
         self._need_capability("preview")
         with self.client.create_sandbox() as sb:
-            url = sb.preview(8080)
-            self.assertTrue(url.startswith("http://p-"), url)
-            self.assertIn("sbx_preview=", url)
+            port = free_port()
+            web = os.path.join(D.dir, "web-" + sb.id)  # type: ignore[union-attr]
+            sb.files.write(f"{web}/index.html", "<p>served in the sandbox</p>\n")
+            srv = sb.processes.start([sys.executable, "-m", "http.server", "--bind",
+                                      "127.0.0.1", str(port)], cwd=web)
+            url = sb.preview(port)
+            u = urllib.parse.urlsplit(url)
+            self.assertTrue(u.hostname.startswith("p-"), url)  # type: ignore[union-attr]
+            self.assertIn("sbx_preview=", u.query)
+            # the token becomes a cookie for that host, then the page comes from the sandbox
+            # (the preview host is asked for through 127.0.0.1: *.localhost may not resolve)
+            conn = http.client.HTTPConnection("127.0.0.1", u.port, timeout=30)
+            conn.request("GET", f"/?{u.query}", headers={"Host": u.netloc})
+            r = conn.getresponse()
+            r.read()
+            self.assertEqual(r.status, 302)
+            cookie = r.getheader("Set-Cookie", "").split(";")[0]
+            self.assertTrue(cookie.startswith("sbx_preview="), cookie)
+            body = b""
+            for _ in range(50):  # the server may still be starting
+                conn = http.client.HTTPConnection("127.0.0.1", u.port, timeout=30)
+                conn.request("GET", "/index.html", headers={"Host": u.netloc, "Cookie": cookie})
+                r = conn.getresponse()
+                body = r.read()
+                conn.close()
+                if r.status == 200:
+                    break
+                time.sleep(0.2)
+            self.assertEqual(body, b"<p>served in the sandbox</p>\n")
+            srv.kill()
 
     def _agents_landed(self) -> None:
         if "agents" in self.client.capabilities()["capabilities"]:
