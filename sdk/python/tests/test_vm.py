@@ -1,12 +1,14 @@
 """The SDK against a real microVM: the product sandboxd (QEMU, TCG here) with the guest bundle
 the vm/setup fixture built, its default image busybox. One sandbox: create, run, a streaming
-process with stdin, attach, files, events, delete; then the README's example as written."""
+process with stdin, attach, files, a tunnel, events, delete; then the README's example as
+written."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -87,6 +89,17 @@ class RealVm(unittest.TestCase):
                     sb.files.read("/sandbox/home/proj/g.txt")
                 with self.assertRaises(sandboxd.Refused):
                     sb.files.read("/etc/shadow")
+                # a tunnel to a port inside the VM (busybox nc)
+                self.assertTrue(c.capabilities()["capabilities"]["tunnel"])
+                sb.processes.start(["sh", "-c", "echo hello-from-the-vm | nc -l -p 8081"])
+                for _ in range(100):
+                    try:
+                        tun = sb.tunnel(8081)
+                        break
+                    except sandboxd.Conflict:  # nc is not listening yet
+                        time.sleep(0.1)
+                with tun:
+                    self.assertEqual(tun.recv_all(), b"hello-from-the-vm\n")
             # the events of all that, live, ending with the delete
             seen = []
             for ev in stream:
@@ -96,7 +109,7 @@ class RealVm(unittest.TestCase):
                         break
         self.assertEqual(seen[0], "created")
         for t in ("process.started", "process.exited", "file.written", "file.read",
-                  "file.removed"):
+                  "file.removed", "tunnel.opened"):
             self.assertIn(t, seen)
         self.assertEqual(c.get_sandbox(sb.id).state, "terminated")
         c.close()
