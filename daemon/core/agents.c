@@ -151,18 +151,26 @@ agent_run_to_json(const struct agent_run *run)
 int
 agent_run_from_json(const json_t *j, struct agent_run **ret)
 {
-	const char *name, *task = NULL, *repo = NULL, *state, *message = NULL;
-	json_t *args, *pid, *code, *v;
+	const char *name, *task, *repo, *state, *message;
+	json_t *args, *pid, *code, *v, *jtask = NULL, *jrepo = NULL, *jmessage = NULL;
 	_cleanup_strv_ char **argv = NULL;
 	struct agent_run *run;
 	const struct agent_kind *kind;
 	size_t i, n = 0;
 	int r;
 
-	if (json_unpack((json_t *)j, "{s:s, s?s, s?s, s:o, s:s, s:o, s:o, s?s !}", "name", &name,
-	                "task", &task, "repo", &repo, "args", &args, "state", &state, "pid", &pid,
-	                "exit_code", &code, "message", &message) < 0)
+	if (json_unpack((json_t *)j, "{s:s, s?o, s?o, s:o, s:s, s:o, s:o, s?o !}", "name", &name,
+	                "task", &jtask, "repo", &jrepo, "args", &args, "state", &state, "pid", &pid,
+	                "exit_code", &code, "message", &jmessage) < 0)
 		return -EINVAL;
+	/* each a string or null (or absent) */
+	if ((jtask && !json_is_null(jtask) && !json_is_string(jtask)) ||
+	    (jrepo && !json_is_null(jrepo) && !json_is_string(jrepo)) ||
+	    (jmessage && !json_is_null(jmessage) && !json_is_string(jmessage)))
+		return -EINVAL;
+	task = json_string_value(jtask);
+	repo = json_string_value(jrepo);
+	message = json_string_value(jmessage);
 	kind = agent_kind_find(name);
 	if (!kind || agent_state_from_string(state) < 0 || !json_is_array(args) ||
 	    (!json_is_null(pid) && (!json_is_integer(pid) || json_integer_value(pid) < 1 ||

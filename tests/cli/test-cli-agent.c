@@ -15,6 +15,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -483,6 +484,86 @@ test_secrets_are_per_user(void **state)
 	json_decref(j);
 }
 
+/* The agent object outlives its sandbox's end (GET by id of a terminated one) and, with
+ * --keep-sandboxes, a restart of sandboxd: the same agent, the same pid, still followed. */
+static void
+test_kept_across_restart(void **state)
+{
+	const char *env[] = { "ANTHROPIC_API_KEY=" KEY_ANTHROPIC, NULL };
+	static char env_agent[600];
+	const char *denv[] = { env_agent, NULL };
+	const char *keep[] = { "--keep-sandboxes", NULL };
+	const char *argv[] = { "claude", NULL };
+	_cleanup_free_ char *path = NULL;
+	char id[32], *out = NULL;
+	json_t *sb;
+	long pid;
+
+	(void)state;
+	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", getenv("SANDBOX_GUESTD"));
+	/* an ended one keeps its agent object */
+	assert_int_equal(CLI_ENV(env, &out, "--endpoint", ep, "agent", "claude", "--detach",
+	                         "--env", path_env),
+	                 0);
+	parse_detached(out, id, &pid);
+	free(out);
+	path = strdup_printf("/v1/sandboxes/%s", id);
+	json_decref(harness_json(sbxd.sock, "DELETE", path, NULL, 204));
+	sb = harness_json(sbxd.sock, "GET", path, NULL, 200);
+	assert_string_equal(harness_str(sb, "state"), "terminated");
+	assert_string_equal(harness_str(json_object_get(sb, "agent"), "name"), "claude");
+	json_decref(sb);
+	free(path);
+
+	/* across a restart with --keep-sandboxes */
+	assert_int_equal(harness_stop(&sbxd, SIGTERM), 0);
+	assert_int_equal(harness_restart(&sbxd, harness_binary("SANDBOXD_FAKE"), keep, denv), 0);
+	assert_int_equal(CLI_ENV(env, &out, "--endpoint", ep, "agent", "claude", "--detach",
+	                         "--env", path_env),
+	                 0);
+	parse_detached(out, id, &pid);
+	free(out);
+	assert_int_equal(harness_stop(&sbxd, SIGTERM), 0);
+	assert_int_equal(harness_restart(&sbxd, harness_binary("SANDBOXD_FAKE"), keep, denv), 0);
+	path = strdup_printf("/v1/sandboxes/%s", id);
+	sb = harness_json(sbxd.sock, "GET", path, NULL, 200);
+	assert_string_equal(harness_str(sb, "state"), "running");
+	assert_string_equal(harness_str(json_object_get(sb, "agent"), "state"), "running");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(sb, "agent"), "pid")),
+	                 pid);
+	json_decref(sb);
+	/* the guest lists it again; the record gives back its whole command line */
+	for (int i = 0; i < 100; i++) {
+		_cleanup_free_ char *pp = strdup_printf("/v1/sandboxes/%s/processes", id);
+		json_t *j = harness_json(sbxd.sock, "GET", pp, NULL, 200);
+		size_t n = json_array_size(json_object_get(j, "processes"));
+		json_decref(j);
+		if (n)
+			break;
+		usleep(50000);
+	}
+	expect_agent_process(id, pid, argv);
+	/* the agent ends: its sandbox says so, with the code */
+	{
+		_cleanup_free_ char *sp =
+		        strdup_printf("/v1/sandboxes/%s/processes/%ld/signal", id, pid);
+		json_decref(harness_json(sbxd.sock, "POST", sp, "{\"signal\":\"SIGTERM\"}", 204));
+	}
+	for (int i = 0; i < 100; i++) {
+		sb = harness_json(sbxd.sock, "GET", path, NULL, 200);
+		if (streq(harness_str(json_object_get(sb, "agent"), "state") ?: "", "exited"))
+			break;
+		json_decref(sb);
+		sb = NULL;
+		usleep(50000);
+	}
+	assert_non_null(sb);
+	assert_int_equal(
+	        json_integer_value(json_object_get(json_object_get(sb, "agent"), "exit_code")),
+	        128 + 15);
+	json_decref(sb);
+}
+
 int
 main(void)
 {
@@ -494,6 +575,7 @@ main(void)
 		cmocka_unit_test(test_repo_clone_failure),
 		cmocka_unit_test(test_secrets_are_per_user),
 		cmocka_unit_test(test_values_never_shown),
+		cmocka_unit_test(test_kept_across_restart),
 	};
 
 	return harness_exit_code(cmocka_run_group_tests(tests, setup, teardown));
