@@ -8,7 +8,7 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { after, before, describe, test } from "node:test";
-import { missing, startDaemon } from "./lib/daemon.mjs";
+import { haveOpenssl, missing, startDaemon } from "./lib/daemon.mjs";
 import { sdk, skipFile, until } from "./lib/sdk.mjs";
 
 const why = missing();
@@ -439,3 +439,49 @@ for (const transport of ["unix", "tcp"]) {
     });
   });
 }
+
+describe("sandboxd-fake over TLS with a private CA", () => {
+  let d;
+  before(async (t) => {
+    if (!haveOpenssl()) return;
+    d = await startDaemon({ tls: true });
+  });
+  after(async () => {
+    await d?.stop();
+  });
+
+  test("the CA from the options or SANDBOX_CA; an attach over TLS; no CA: no connection", T, async (t) => {
+    if (!d) {
+      t.skip("openssl is not installed: no certificate to serve");
+      return;
+    }
+    assert.match(d.tcpEndpoint, /^https:\/\/127\.0\.0\.1:\d+$/);
+    const c = new Client({ endpoint: d.tcpEndpoint, token: d.token, ca: d.ca });
+    const env = new Client({ env: { SANDBOX_ENDPOINT: d.tcpEndpoint, SANDBOX_TOKEN: d.token, SANDBOX_CA: d.ca } });
+    try {
+      assert.equal((await env.whoami()).user, "operator");
+      const s = await c.createSandbox({ name: "tls" });
+      const r = await env.sandbox("tls").run(["echo", "over tls"]);
+      assert.equal(r.stdout.toString(), "over tls\n");
+      const p = await s.processes.start(["cat"]);
+      const a = await p.attach();
+      a.write("through the tls upgrade\n");
+      a.end();
+      const seen = await readUntil(a);
+      assert.equal(seen.text, "through the tls upgrade\n");
+      assert.equal(seen.exit_code, 0);
+      const ev = s.events();
+      await ev.ready;
+      await s.files.write(`${d.dir}/tls.txt`, "x");
+      for await (const e of ev) if (e.type === "file.written") break;
+      await s.delete();
+      // without the CA the certificate is not trusted, and nothing is sent
+      const blind = new Client({ endpoint: d.tcpEndpoint, token: d.token, env: {} });
+      await assert.rejects(blind.whoami(), (e) => e instanceof ConnectionError && /certificate/i.test(e.message));
+      blind.close();
+    } finally {
+      c.close();
+      env.close();
+    }
+  });
+});

@@ -47,7 +47,28 @@ export function missing({ vm = false } = {}) {
   return null;
 }
 
-export async function startDaemon({ vm = false, tcp = false, args = [], env = {} } = {}) {
+/** Makes a private CA and a certificate of it for localhost and 127.0.0.1 in dir (the
+ * harness's harness_make_certs): ca.pem, server.pem, server.key. */
+export function makeCerts(dir) {
+  const sh = `umask 077 && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+  -keyout ca.key -out ca.pem -days 2 -subj /CN=sandboxd-test-ca && \
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout server.key -out server.csr -subj /CN=localhost && \
+printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > san.ext && \
+openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile san.ext`;
+  execFileSync("sh", ["-c", sh], { cwd: dir, stdio: "ignore" });
+  return { ca: join(dir, "ca.pem"), cert: join(dir, "server.pem"), key: join(dir, "server.key") };
+}
+
+export function haveOpenssl() {
+  try {
+    execFileSync("openssl", ["version"], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export async function startDaemon({ vm = false, tcp = false, tls = false, args = [], env = {} } = {}) {
   const dir = testTmp();
   const state = join(dir, "state");
   const sock = join(dir, "api.sock");
@@ -67,7 +88,13 @@ export async function startDaemon({ vm = false, tcp = false, args = [], env = {}
   } else {
     childEnv.SANDBOXD_FAKE_AGENT = process.env.SANDBOX_GUESTD;
   }
-  let token, port;
+  let token, port, ca;
+  if (tls) {
+    tcp = true;
+    const c = makeCerts(dir);
+    ca = c.ca;
+    argv.push("--tls-cert", c.cert, "--tls-key", c.key);
+  }
   if (tcp) {
     token = randomBytes(24).toString("hex");
     const tokenFile = join(dir, "token");
@@ -88,8 +115,9 @@ export async function startDaemon({ vm = false, tcp = false, args = [], env = {}
     child,
     token,
     port,
+    ca,
     endpoint: `unix://${sock}`,
-    tcpEndpoint: tcp ? `http://127.0.0.1:${port}` : undefined,
+    tcpEndpoint: tcp ? `${tls ? "https" : "http"}://127.0.0.1:${port}` : undefined,
     logText: () => (existsSync(log) ? readFileSync(log, "utf8") : ""),
     stop: () => stopDaemon(d),
   };
