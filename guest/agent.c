@@ -14,6 +14,7 @@
 #include "proc.h"
 #include "request.h"
 #include "tlv.h"
+#include "tunnel.h"
 #include "util.h"
 
 #define SHUTDOWN_GRACE_MS 2000
@@ -101,6 +102,7 @@ session_end(struct agent *a)
 	buf_reset(&a->out);
 	proc_session_end(a);
 	files_session_end(a);
+	tunnel_session_end(a);
 }
 
 static void
@@ -461,6 +463,7 @@ agent_init(struct agent *a, struct loop *l, bool pid1)
 	buf_init(&a->out, OUT_MAX);
 	list_init(&a->procs);
 	list_init(&a->jobs);
+	list_init(&a->tunnels_pending);
 	a->port.fd = a->port.listen_fd = -1;
 	a->port.src.fd = a->port.listen_src.fd = a->port.wait.src.fd = -1;
 	a->signals.src.fd = -1;
@@ -480,6 +483,7 @@ agent_done(struct agent *a)
 {
 	port_close(&a->port);
 	files_session_end(a);
+	tunnel_session_end(a);
 	proc_free_all(a);
 	frame_decoder_done(&a->dec);
 	buf_free(&a->out);

@@ -45,6 +45,7 @@ struct agent {
 	struct list_node procs; /* struct proc, oldest first */
 	uint32_t next_id;       /* handles count from 1, never reused in a boot */
 	struct list_node jobs;  /* struct file_job: reads, writes and listings in progress */
+	struct list_node tunnels_pending; /* tunnel.c: connects under way */
 };
 
 int agent_init(struct agent *a, struct loop *l, bool pid1);

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -17,6 +18,7 @@
 #include "proc.h"
 #include "request.h"
 #include "tlv.h"
+#include "tunnel.h"
 #include "util.h"
 
 #ifndef TIOCGPTPEER
@@ -75,6 +77,8 @@ finished(const struct proc *p)
 static bool
 may_read(const struct proc *p)
 {
+	if (p->tunnel && !p->attached)
+		return false; /* a tunnel loses nothing: the socket waits for the host */
 	return !p->attached || ring_end(&p->ring) - p->acked < AP_WINDOW;
 }
 
@@ -134,9 +138,21 @@ check_finished(struct proc *p)
 {
 	if (!finished(p))
 		return;
-	stdin_close(p);
+	if (!p->tunnel) /* a tunnel's socket takes stdin until the host's EOF (half-close) */
+		stdin_close(p);
 	if (p->attached)
 		agent_kick(p->agent);
+}
+
+/* A tunnel tells the host what its socket took, so the host keeps a bounded amount in flight. */
+static void
+stdin_taken(struct proc *p, size_t n)
+{
+	if (!p->tunnel || n == 0)
+		return;
+	p->stdin_written += n;
+	p->stdin_ack_due = true;
+	agent_kick(p->agent);
 }
 
 static void
@@ -148,19 +164,25 @@ write_stdin(struct proc *p)
 		ssize_t n = write(fd, buf_head(&p->stdin_q), buf_avail(&p->stdin_q));
 		if (n > 0) {
 			buf_consume(&p->stdin_q, (size_t)n);
+			stdin_taken(p, (size_t)n);
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			break;
-		/* the reader is gone (EPIPE) or the terminal hung up (EIO) */
+		/* the reader is gone (EPIPE, a tunnel's peer reset) or the terminal hung up (EIO)
+		 */
+		stdin_taken(p, buf_avail(&p->stdin_q));
 		buf_free(&p->stdin_q);
 		if (!p->tty)
 			close_fd(&p->in);
 	}
-	if (!p->tty && p->stdin_eof && !stdin_pending(p))
+	if (!p->tty && p->stdin_eof && !stdin_pending(p)) {
+		if (p->tunnel && p->in.fd >= 0)
+			(void)shutdown(p->in.fd, SHUT_WR); /* the socket's read side goes on */
 		close_fd(&p->in);
+	}
 	update(p);
 }
 
@@ -191,6 +213,8 @@ read_output(struct proc *p, struct proc_fd *f, uint8_t stream)
 	}
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
+	if (p->tunnel)
+		p->exit_code = n < 0; /* 0: an orderly EOF, 1: a reset or another error */
 	/* 0, or EIO from a PTY master once every slave fd is closed */
 	close_fd(f);
 	if (p->tty)
@@ -248,13 +272,15 @@ retain_bounded(struct agent *a)
 	struct list_node *n, *t;
 	size_t exited = 0;
 
-	LIST_FOREACH (n, &a->procs)
-		exited += finished(list_entry(n, struct proc, node));
+	LIST_FOREACH (n, &a->procs) {
+		struct proc *p = list_entry(n, struct proc, node);
+		exited += !p->tunnel && finished(p);
+	}
 	LIST_FOREACH_SAFE (n, t, &a->procs) {
 		struct proc *p = list_entry(n, struct proc, node);
 		if (exited <= RETAIN_EXITED)
 			break;
-		if (finished(p) && !p->attached) {
+		if (!p->tunnel && finished(p) && !p->attached) {
 			log_info("process %u: forgotten (more than %u exited processes unreleased)",
 			         p->id, RETAIN_EXITED);
 			proc_free(p);
@@ -610,6 +636,12 @@ proc_exec(struct agent *a, uint32_t chan, const void *payload, size_t len)
 		(void)agent_result(a, chan, -r, "malformed EXEC");
 		return;
 	}
+	if (e.port) {
+		uint16_t port = e.port;
+		request_exec_done(&e);
+		tunnel_exec(a, chan, port);
+		return;
+	}
 	p = calloc(1, sizeof(*p));
 	if (!p || !(p->arg0 = strdup(e.argv[0]))) {
 		free(p);
@@ -640,13 +672,47 @@ proc_exec(struct agent *a, uint32_t chan, const void *payload, size_t len)
 	(void)agent_result_u32(a, chan, AP_T_PID, p->id);
 }
 
+int
+proc_add_tunnel(struct agent *a, int fd, uint32_t *ret_id)
+{
+	struct proc *p = calloc(1, sizeof(*p));
+
+	if (!p || !(p->arg0 = strdup("tunnel"))) {
+		free(p);
+		safe_close(fd);
+		return -ENOMEM;
+	}
+	p->agent = a;
+	p->tunnel = true;
+	p->reaped = true; /* no process: nothing to wait for, signal or kill */
+	p->out.src.fd = p->err.src.fd = p->in.src.fd = -1;
+	p->err.fd = -1;
+	p->out.fd = fd;
+	p->in.fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	ring_init(&p->ring, AP_RING);
+	buf_init(&p->stdin_q, STDIN_MAX);
+	if (p->in.fd < 0) {
+		safe_close(fd);
+		free_mem(p);
+		return -ENOMEM;
+	}
+	p->id = a->next_id++;
+	p->started_ms = now_unix_ms();
+	list_push_back(&a->procs, &p->node);
+	update(p);
+	*ret_id = p->id;
+	return 0;
+}
+
 /* --- frames for a running process --- */
 
 static void
 on_stdin(struct proc *p, const struct frame *f)
 {
-	if (p->tty ? p->out.fd < 0 : (p->in.fd < 0 || p->stdin_eof))
+	if (p->tty ? p->out.fd < 0 : (p->in.fd < 0 || p->stdin_eof)) {
+		stdin_taken(p, f->len); /* a tunnel's socket failed: dropped, but acknowledged */
 		return;
+	}
 	if (buf_append(&p->stdin_q, f->payload, f->len) < 0)
 		log_warning("process %u: stdin queue full, %u bytes dropped", p->id, f->len);
 	if (f->flags & AP_F_EOF) {
@@ -746,7 +812,7 @@ on_ack(struct proc *p, const struct frame *f)
 static void
 on_release(struct proc *p, const struct frame *f)
 {
-	if (!p->reaped) {
+	if (!p->reaped) { /* (a tunnel is released at any time: its socket closes) */
 		log_warning("process %u: RELEASE of a running process ignored", p->id);
 		return;
 	}
@@ -782,6 +848,12 @@ proc_pump(struct proc *p)
 	struct agent *a = p->agent;
 	uint8_t *h = iobuf;
 
+	if (p->stdin_ack_due && agent_can_pump(a)) {
+		be64_put(h, p->stdin_written);
+		p->stdin_ack_due = false;
+		(void)agent_send(a, AP_STDIN_ACK, 0, p->id, h, 8);
+		return true;
+	}
 	if (!p->attached || !agent_can_pump(a))
 		return false;
 	if (p->sent < start) {
@@ -826,10 +898,14 @@ proc_pump(struct proc *p)
 void
 proc_session_end(struct agent *a)
 {
-	struct list_node *n;
+	struct list_node *n, *t;
 
-	LIST_FOREACH (n, &a->procs) {
+	LIST_FOREACH_SAFE (n, t, &a->procs) {
 		struct proc *p = list_entry(n, struct proc, node);
+		if (p->tunnel) {
+			proc_free(p);
+			continue;
+		}
 		p->attached = false;
 		p->drop = 0;
 		if (!p->keep && !p->reaped) {
@@ -873,6 +949,8 @@ proc_ps(struct agent *a, uint32_t chan)
 	struct list_node *n;
 
 	LIST_FOREACH (n, &a->procs) {
+		if (list_entry(n, struct proc, node)->tunnel)
+			continue;
 		buf_reset(&b);
 		if (put_proc(&b, list_entry(n, struct proc, node)) < 0 ||
 		    agent_send(a, AP_PROC, 0, chan, b.data, b.len) < 0) {

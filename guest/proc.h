@@ -41,6 +41,13 @@ struct proc {
 	struct buf stdin_q;
 	bool stdin_eof; /* pipes: close stdin once the queue is written */
 
+	/* a tunnel (guest/tunnel.c): no process, out and in are the same TCP socket (in a dup of
+	 * it); reaped is set from the start and exit_code says how the socket's read side ended */
+	bool tunnel;
+	bool stdin_ack_due;     /* a STDIN_ACK to send */
+	uint64_t stdin_written; /* STDIN bytes the socket took (or that were dropped after an error)
+	                         */
+
 	/* while attached: the host has all bytes below acked, bytes below sent are on the way */
 	bool attached;
 	bool exit_sent;
@@ -53,7 +60,9 @@ void proc_exec(struct agent *a, uint32_t chan, const void *payload, size_t len);
 /* STDIN, SIGNAL, RESIZE, ATTACH, DETACH, ACK, RELEASE: chan is the handle. Frames for an
  * unknown handle or with a malformed payload are logged and ignored (no request to answer). */
 void proc_frame(struct agent *a, const struct frame *f);
-/* PS: one PROC per process, then RESULT. */
+/* A tunnel over the connected socket fd (taken, non-blocking): its handle, or -ENOMEM. */
+int proc_add_tunnel(struct agent *a, int fd, uint32_t *ret_id);
+/* PS: one PROC per process (tunnels are not listed), then RESULT. */
 void proc_ps(struct agent *a, uint32_t chan);
 
 /* Adds at most one frame of p's output (or its DROPPED or EXIT) to the queue; false when
@@ -61,8 +70,8 @@ void proc_ps(struct agent *a, uint32_t chan);
 bool proc_pump(struct proc *p);
 /* Collects every child that ended (orphans too). */
 void proc_reap(struct agent *a);
-/* The session ended: detach everything and SIGKILL the process group of every running
- * process started without KEEP. */
+/* The session ended: close every tunnel, detach everything else and SIGKILL the process group
+ * of every running process started without KEEP. */
 void proc_session_end(struct agent *a);
 /* Sends sig to the process group of every process still running (test mode teardown). */
 void proc_signal_all(struct agent *a, int sig);

@@ -146,6 +146,8 @@ exec_entry(struct request_exec *e, const struct tlv *t)
 		return tlv_u16(t, &e->rows) < 0 ? -EINVAL : 0;
 	case AP_T_COLS:
 		return tlv_u16(t, &e->cols) < 0 ? -EINVAL : 0;
+	case AP_T_PORT:
+		return tlv_u16(t, &e->port) < 0 || e->port == 0 ? -EINVAL : 0;
 	default:
 		return 0;
 	}
@@ -165,7 +167,7 @@ request_parse_exec(const void *p, size_t n, struct request_exec *ret)
 		if (r < 0)
 			break;
 	}
-	if (r == 0 && e.argc == 0)
+	if (r == 0 && e.argc == 0 && !e.port)
 		r = -EINVAL;
 	if (r == 0 && e.cwd && e.cwd[0] != '/')
 		r = -EINVAL;

@@ -22,7 +22,9 @@ struct request_hello {
 };
 
 struct request_exec {
-	char **argv; /* argc >= 1 entries, NULL-terminated */
+	uint16_t port; /* a tunnel to 127.0.0.1:port (then argv may be NULL and the rest is unused)
+	                */
+	char **argv;   /* argc >= 1 entries, NULL-terminated (unless port) */
 	size_t argc;
 	char **env; /* "K=V", nenv entries, NULL-terminated */
 	size_t nenv;

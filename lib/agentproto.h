@@ -21,6 +21,20 @@
  * session or no ATTACH, it keeps reading and the ring keeps the newest bytes. Processes
  * started with keep unset are killed when their session ends.
  *
+ * Tunnels. EXEC with a PORT TLV (ARG and the rest are then ignored) makes the agent itself
+ * (root, in the guest's network namespace) connect to 127.0.0.1:PORT instead of starting a
+ * process. RESULT comes once the connect is done: PID, the tunnel's handle (from the same
+ * numbering as processes), or ERRNO (ECONNREFUSED: nothing listens). The handle then works like a
+ * process's: ATTACH/ACK/DETACH carry what the socket reads as OUTPUT (stream AP_STDOUT) with the
+ * same window (the socket is read only while attached and the window is open: nothing is lost);
+ * STDIN bytes are written to the socket, and AP_F_EOF shuts its write side (shutdown SHUT_WR)
+ * once they are written. The guest answers the bytes STDIN delivered with STDIN_ACK (the count
+ * written to the socket so far), so the host keeps at most its own window of them in flight.
+ * When the socket's read side ends, EXIT follows the last OUTPUT: code 0 for an orderly EOF, 1
+ * for an error (a reset); the handle still takes STDIN until the host's EOF or RELEASE. RELEASE
+ * closes the socket at any time. Tunnels are not processes: never in PS, never SIGNALed or
+ * counted, and closed when their session ends.
+ *
  * Requests (EXEC, PS, FILE_*, SHUTDOWN, PING) carry a host-chosen request id in chan and are
  * answered by frames with that chan, ending with one RESULT. */
 #pragma once
@@ -42,7 +56,8 @@
 enum ap_type {
 	AP_HELLO = 0x01,       /* chan 0; TLV: NONCE, TIME_NS, ENTROPY, HOSTNAME, ROOT_DEV,
 	                        * UPPER_DEV, ENV (image env, "K=V", repeated), UID, GID, HOME */
-	AP_EXEC = 0x02,        /* chan req; TLV: ARG..., ENV..., CWD, TTY, ROWS, COLS, KEEP */
+	AP_EXEC = 0x02,        /* chan req; TLV: ARG..., ENV..., CWD, TTY, ROWS, COLS, KEEP; or
+	                        * PORT alone: a tunnel (see Tunnels) */
 	AP_STDIN = 0x03,       /* chan pid; raw bytes; flag AP_F_EOF closes stdin after them */
 	AP_SIGNAL = 0x04,      /* chan pid; u32 signal number */
 	AP_RESIZE = 0x05,      /* chan pid; u16 rows, u16 cols */
@@ -72,6 +87,7 @@ enum ap_type {
 	AP_PROC = 0x86,      /* chan req; TLV: PID, ARG (argv[0]), TTY, KEEP, STATE, EXIT_CODE,
 	                      * OOM, STARTED_MS, SIZE (output bytes so far) */
 	AP_DIRENT = 0x87,    /* chan req; TLV: NAME, FTYPE, SIZE */
+	AP_STDIN_ACK = 0x88, /* chan handle (tunnels only); u64 STDIN bytes written to the socket */
 };
 
 enum ap_flags {
@@ -119,6 +135,7 @@ enum ap_tag {
 	AP_T_NAME = 30,       /* string */
 	AP_T_FTYPE = 31,      /* u8: 'f' file, 'd' directory, 'l' link, 'o' other */
 	AP_T_OOM = 32,        /* u8: the OOM killer ended it (present only when it did) */
+	AP_T_PORT = 33,       /* u16: EXEC opens a tunnel to 127.0.0.1:PORT (1..65535) */
 };
 
 enum ap_proc_state {

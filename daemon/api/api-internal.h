@@ -66,6 +66,10 @@ void api_process_output(struct api_call *call);
 void api_process_stdin(struct api_call *call);
 void api_process_signal(struct api_call *call);
 void api_process_attach(struct api_call *call);
+/* GET …/tunnel (api-tunnel.c). */
+void api_tunnel(struct api_call *call);
+/* 501 unsupported naming call->feature, the capability this server does not offer. */
+void api_unsupported(struct api_call *call);
 void api_file_read(struct api_call *call);
 void api_file_write(struct api_call *call);
 void api_file_remove(struct api_call *call);

@@ -30,7 +30,6 @@ struct route {
 static void api_health(struct api_call *call);
 static void api_capabilities(struct api_call *call);
 static void api_whoami(struct api_call *call);
-static void api_unsupported(struct api_call *call);
 
 #define ROUTE(m, p, f, fl)                                                                         \
 	{                                                                                          \
@@ -71,7 +70,12 @@ static const struct route routes[] = {
 	ROUTE(PUT, "/v1/sandboxes/{ref}/files", api_file_write, ROUTE_RAW),
 	ROUTE(DELETE, "/v1/sandboxes/{ref}/files", api_file_remove, 0),
 	ROUTE(GET, "/v1/sandboxes/{ref}/dirs", api_dir_list, 0),
-	LATER(GET, "/v1/sandboxes/{ref}/tunnel", "tunnel"),
+	/* 501 naming the capability where the backend runs no processes (api-tunnel.c) */
+	{ .method = HTTP_GET,
+	  .pattern = "/v1/sandboxes/{ref}/tunnel",
+	  .fn = api_tunnel,
+	  .flags = ROUTE_UPGRADE,
+	  .feature = "tunnel" },
 	LATER(POST, "/v1/sandboxes/{ref}/snapshots", "disk_snapshot"),
 	LATER(GET, "/v1/snapshots", "disk_snapshot"),
 	LATER(DELETE, "/v1/snapshots/{id}", "disk_snapshot"),
@@ -387,7 +391,7 @@ static const struct {
 	{ "volumes", "volumes" },
 };
 
-static void
+void
 api_unsupported(struct api_call *call)
 {
 	const char *what = call->feature;
@@ -425,10 +429,10 @@ api_capabilities(struct api_call *call)
 	              "suspend", caps.suspend, "memory_snapshot", caps.memory_snapshot,
 	              "disk_snapshot", caps.disk_snapshot, "egress_allowlist",
 	              d->policy.network.ceiling >= NET_ALLOWLIST, "egress_open",
-	              d->policy.network.ceiling >= NET_OPEN, "tunnel", false, "volumes", false,
-	              "metrics", samples_available(d), "audit", true, "images", true, "processes",
-	              caps.processes, "files", caps.files, "limits", policy_limits_json(&d->policy),
-	              "network", policy_network_json(&d->policy));
+	              d->policy.network.ceiling >= NET_OPEN, "tunnel", caps.processes, "volumes",
+	              false, "metrics", samples_available(d), "audit", true, "images", true,
+	              "processes", caps.processes, "files", caps.files, "limits",
+	              policy_limits_json(&d->policy), "network", policy_network_json(&d->policy));
 	/* (ext) POST /v1/node/cordon */
 	if (j)
 		(void)json_object_set_new(json_object_get(j, "capabilities"), "cordon",

@@ -50,7 +50,7 @@ has_event_stream(const struct sandboxd *d, const struct sandbox *sb)
 bool
 activity_watched(struct sandboxd *d, struct sandbox *sb, int64_t now_ms)
 {
-	if (!has_reader(sb) && !has_event_stream(d, sb) && sb->file_ops == 0)
+	if (!has_reader(sb) && !has_event_stream(d, sb) && sb->file_ops == 0 && sb->tunnels == 0)
 		return false;
 	sb->last_active = sb->last_attended = now_ms;
 	return true;

@@ -4,7 +4,8 @@
  * Activity is: a request about the sandbox; output from one of its processes, or one ending;
  * an egress decision about it (a connection refused or ended, a name looked up); an open
  * stream of it (an attach, a process's output, a run waiting for its answer, an event stream
- * for that sandbox) or a file read, write or listing under way, for as long as it is open; and,
+ * for that sandbox), a tunnel into it, or a file read, write or listing under way, for as long as
+ * it is open; and,
  * read on the host when the idle timeout would otherwise pass, its VMM using more than
  * ACTIVITY_CPU_PERCENT of one CPU or any byte its network device carried into the guest (an open
  * connection at work: the host sends only answers). What the guest sends on its own is not counted:
@@ -30,7 +31,7 @@ void activity_request(struct sandbox *sb);
 void activity_inside(struct sandbox *sb);
 
 /* Whether a stream of sb is open (a reader of one of its processes, an event stream for it,
- * a file transfer); when one is, both clocks are set to now. */
+ * a tunnel, a file transfer); when one is, both clocks are set to now. */
 bool activity_watched(struct sandboxd *d, struct sandbox *sb, int64_t now_ms);
 
 /* Whether no activity but its VMM's CPU came for secs: for a sandbox started only to read its

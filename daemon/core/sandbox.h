@@ -136,6 +136,7 @@ struct sandbox {
 	 * once nothing else used it for --read-grace; a start or a process of its own clears it */
 	bool woken_for_files;
 	unsigned file_ops;    /* file reads, writes and listings under way (api-files.c) */
+	unsigned tunnels;     /* tunnels open or opening (api/tunnel.c) */
 	uint64_t state_since; /* monotonic ms it entered its state (sandbox_set_state); 0: before
 	                       * this sandboxd ran (the reconciler starts counting then) */
 

@@ -124,8 +124,14 @@ struct conn {
 	uint64_t head_us; /* when the current request's head was read (CLOCK_MONOTONIC) */
 	void (*raw_data)(struct conn *c, const void *bytes, size_t len, void *ctx);
 	void *raw_ctx;
-	bool raw_closing; /* close once the queue is written */
-	bool in_write;    /* a producer is writing: no drain callback back into it */
+	bool raw_closing;      /* close once the queue is written */
+	bool raw_paused;       /* conn_raw_pause: not read until conn_raw_resume */
+	bool raw_eof;          /* the client ended its side (a half-close, with on_raw_eof set) */
+	bool raw_shut_pending; /* conn_raw_shutdown: shut our side once the queue is written */
+	bool raw_shut;         /* ... and it is shut */
+	void (*on_raw_eof)(struct conn *c, void *data);
+	void *on_raw_eof_data;
+	bool in_write; /* a producer is writing: no drain callback back into it */
 };
 
 static void conn_io(struct loop_source *src, uint32_t events, void *data);
@@ -150,12 +156,13 @@ set_interest(struct conn *c)
 {
 	/* a paused body reads nothing, and a half-close waits for it to go on (a hang-up or
 	 * an error is reported all the same) */
-	uint32_t ev = c->body_paused ? 0 : EPOLLRDHUP;
+	bool raw_held = c->state == CONN_RAW && (c->raw_paused || c->raw_eof);
+	uint32_t ev = c->body_paused || raw_held ? 0 : EPOLLRDHUP;
 
 	if (c->state == CONN_CLOSING)
 		return;
 	if ((c->state == CONN_READING && !c->body_paused) || c->state == CONN_HANDSHAKE ||
-	    (c->state == CONN_RAW && !c->raw_closing))
+	    (c->state == CONN_RAW && !c->raw_closing && !raw_held))
 		ev |= EPOLLIN;
 	if (buf_avail(&c->out) > 0)
 		ev |= EPOLLOUT;
@@ -283,6 +290,21 @@ linger_read(struct conn *c)
 	}
 }
 
+/* conn_raw_shutdown, once the queue is out: a FIN (TLS: close_notify) while reading goes on;
+ * with the client's side ended too, nothing is left to carry. */
+static void
+raw_shut(struct conn *c)
+{
+	c->raw_shut = true;
+	if (c->ssl)
+		(void)SSL_shutdown(c->ssl); /* close_notify; SSL_read still reads the client's */
+	else
+		(void)shutdown(c->fd, SHUT_WR);
+	ERR_clear_error();
+	if (c->raw_eof)
+		conn_close(c);
+}
+
 /* Writes what it can; after a complete response goes back to reading (or closes). */
 static void
 flush(struct conn *c)
@@ -319,6 +341,11 @@ flush(struct conn *c)
 		if (c->state == CONN_RAW && c->raw_closing) {
 			conn_close(c);
 			return;
+		}
+		if (c->state == CONN_RAW && c->raw_shut_pending && !c->raw_shut) {
+			raw_shut(c);
+			if (c->state == CONN_CLOSING)
+				return;
 		}
 		set_interest(c);
 		if (progressed && c->on_drain && !c->in_write)
@@ -594,6 +621,26 @@ conn_on_drain(struct conn *c, void (*fn)(struct conn *c, void *data), void *data
 	c->on_drain_data = data;
 }
 
+static int
+raw_begin(struct conn *c, int status,
+          void (*data)(struct conn *c, const void *bytes, size_t len, void *ctx), void *ctx)
+{
+	c->state = CONN_RAW;
+	c->deadline = 0;
+	answered(c, status);
+	c->raw_data = data;
+	c->raw_ctx = ctx;
+	/* bytes the client sent behind the head while the handler waited (outside dispatch,
+	 * which hands them on itself) go on from the loop */
+	if (!c->in_dispatch && buf_avail(&c->in) > 0 && !c->continue_scheduled) {
+		c->continue_scheduled = true;
+		if (loop_defer(c->s->loop, conn_continue, c) < 0)
+			c->continue_scheduled = false;
+	}
+	flush(c);
+	return c->state == CONN_CLOSING ? -EPIPE : 0;
+}
+
 int
 conn_upgrade(struct conn *c, const char *headers,
              void (*data)(struct conn *c, const void *bytes, size_t len, void *ctx), void *ctx)
@@ -611,19 +658,67 @@ conn_upgrade(struct conn *c, const char *headers,
 		r = buf_puts(&c->out, "\r\n");
 	if (r < 0)
 		return r;
-	c->state = CONN_RAW;
-	c->deadline = 0;
-	answered(c, 101);
-	c->raw_data = data;
-	c->raw_ctx = ctx;
-	flush(c);
-	return c->state == CONN_CLOSING ? -EPIPE : 0;
+	return raw_begin(c, 101, data, ctx);
+}
+
+int
+conn_raw_begin(struct conn *c,
+               void (*data)(struct conn *c, const void *bytes, size_t len, void *ctx), void *ctx)
+{
+	if (c->state != CONN_HANDLING && !(c->state == CONN_READING && c->in_head))
+		return -EINVAL;
+	/* a head() handler's request: the body (and what follows) is the handler's now */
+	c->body_data = NULL;
+	c->body_end = NULL;
+	c->body_paused = false;
+	return raw_begin(c, 0, data, ctx);
+}
+
+void
+conn_raw_pause(struct conn *c)
+{
+	if (c->state != CONN_RAW || c->raw_paused)
+		return;
+	c->raw_paused = true;
+	set_interest(c);
+}
+
+void
+conn_raw_resume(struct conn *c)
+{
+	if (c->state != CONN_RAW || !c->raw_paused)
+		return;
+	c->raw_paused = false;
+	set_interest(c);
+	/* TLS may hold decrypted bytes epoll cannot see */
+	if (!c->continue_scheduled) {
+		c->continue_scheduled = true;
+		if (loop_defer(c->s->loop, conn_continue, c) < 0)
+			c->continue_scheduled = false;
+	}
+}
+
+void
+conn_raw_on_eof(struct conn *c, void (*fn)(struct conn *c, void *data), void *data)
+{
+	c->on_raw_eof = fn;
+	c->on_raw_eof_data = data;
+}
+
+void
+conn_raw_shutdown(struct conn *c)
+{
+	if (c->state != CONN_RAW || c->raw_shut_pending)
+		return;
+	c->raw_shut_pending = true;
+	if (buf_avail(&c->out) == 0)
+		raw_shut(c);
 }
 
 int
 conn_raw_write(struct conn *c, const void *bytes, size_t len)
 {
-	if (c->state != CONN_RAW || c->raw_closing)
+	if (c->state != CONN_RAW || c->raw_closing || c->raw_shut_pending)
 		return -EPIPE;
 	if (buf_avail(&c->out) + len > STREAM_BACKLOG_MAX) {
 		log_info("connection: closing an attachment whose client fell %zu bytes behind",
@@ -891,7 +986,22 @@ process_input(struct conn *c)
 static bool
 reading(const struct conn *c)
 {
-	return (c->state == CONN_READING && !c->body_paused) || c->state == CONN_RAW;
+	return (c->state == CONN_READING && !c->body_paused) ||
+	       (c->state == CONN_RAW && !c->raw_paused && !c->raw_eof);
+}
+
+/* The client ended its side of an upgraded connection: a half-close its handler takes, or the
+ * end. */
+static void
+raw_eof(struct conn *c)
+{
+	if (!c->on_raw_eof || c->raw_shut || c->raw_closing) {
+		conn_close(c);
+		return;
+	}
+	c->raw_eof = true;
+	set_interest(c);
+	c->on_raw_eof(c, c->on_raw_eof_data);
 }
 
 static void
@@ -908,6 +1018,10 @@ read_input(struct conn *c)
 			if (want_write)
 				(void)loop_modify(&c->src, c->src.events | EPOLLOUT);
 			break;
+		}
+		if (k == 0 && c->state == CONN_RAW) {
+			raw_eof(c);
+			return;
 		}
 		if (k <= 0) {
 			conn_close(c);
@@ -946,6 +1060,17 @@ conn_continue(void *data)
 	struct conn *c = data;
 
 	c->continue_scheduled = false;
+	if (c->state == CONN_RAW && reading(c)) {
+		if (buf_avail(&c->in) > 0 && !c->raw_closing) {
+			_cleanup_buf_ struct buf rest = BUF_INIT(IN_MAX);
+			(void)buf_append(&rest, buf_head(&c->in), buf_avail(&c->in));
+			buf_reset(&c->in);
+			c->raw_data(c, rest.data, rest.len, c->raw_ctx);
+		}
+		if (c->ssl && reading(c))
+			read_input(c);
+		return;
+	}
 	if (c->state != CONN_READING || c->body_paused)
 		return;
 	process_input(c);
@@ -1042,9 +1167,9 @@ conn_io(struct loop_source *src _unused_, uint32_t events, void *data)
 		flush(c);
 	if (c->state == CONN_CLOSING)
 		return;
-	if (c->body_paused) {
+	if (c->body_paused || (c->state == CONN_RAW && (c->raw_paused || c->raw_eof))) {
 		if (events & EPOLLHUP)
-			conn_close(c); /* reset: the body will not come */
+			conn_close(c); /* reset: the body will not come, nor anything else */
 		return;
 	}
 	if ((c->state == CONN_READING || c->state == CONN_RAW) &&

@@ -149,6 +149,25 @@ int conn_upgrade(struct conn *c, const char *headers,
 int conn_raw_write(struct conn *c, const void *bytes, size_t len);
 /* Writes what is queued, then closes; the close hook runs when it is closed. */
 void conn_raw_close(struct conn *c);
+/* Turns the connection raw without writing an answer (the bytes that follow are the handler's
+ * protocol's, from the first): from the request handler or a later waiter before any answer,
+ * or from a head() handler, whose unread body then comes to data() as the client's bytes.
+ * -EINVAL when the connection is in no such state; -EPIPE when it closed. */
+int conn_raw_begin(struct conn *c,
+                   void (*data)(struct conn *c, const void *bytes, size_t len, void *ctx),
+                   void *ctx);
+/* Stops reading an upgraded connection (its consumer is full) until conn_raw_resume(); a reset
+ * meanwhile still closes it. */
+void conn_raw_pause(struct conn *c);
+void conn_raw_resume(struct conn *c);
+/* Half-closes. With fn set, the client's end of its side (TCP FIN, TLS close_notify) calls fn
+ * once instead of closing, and the connection goes on carrying bytes to the client; without
+ * it, that end closes the connection. */
+void conn_raw_on_eof(struct conn *c, void (*fn)(struct conn *c, void *data), void *data);
+/* Ends our side once the queue is written (FIN, or close_notify on TLS) while the client's
+ * bytes still come; when the client's side has ended too, the connection closes. Writes after
+ * this fail with -EPIPE. */
+void conn_raw_shutdown(struct conn *c);
 
 /* Called once when the connection closes while a handler still holds it (waiting,
  * streaming or upgraded). The connection must not be used after it. */

@@ -144,6 +144,21 @@ fail_requests(struct agent *a, int err, const char *message)
 	}
 }
 
+/* The session is over: subscriptions that end with it (tunnels) are removed and told. */
+static void
+end_session_subs(struct agent *a)
+{
+	struct list_node *n, *tmp;
+
+	LIST_FOREACH_SAFE (n, tmp, &a->subs) {
+		struct agent_sub *s = list_entry(n, struct agent_sub, link);
+		if (!s->session_end)
+			continue;
+		list_remove(&s->link);
+		s->session_end(s);
+	}
+}
+
 static void
 disconnect(struct agent *a)
 {
@@ -165,6 +180,7 @@ agent_free(struct agent *a)
 	disconnect(a);
 	/* requests still under way learn that the connection is gone */
 	fail_requests(a, ECONNRESET, "the sandbox's agent went away");
+	end_session_subs(a);
 	LIST_FOREACH_SAFE (n, tmp, &a->subs)
 		list_remove(n);
 	loop_timer_done(&a->retry);
@@ -187,6 +203,7 @@ agent_close(struct agent *a, const char *reason)
 	log_debug("agent '%s': closing: %s", a->path, reason);
 	disconnect(a);
 	fail_requests(a, ECONNRESET, reason);
+	end_session_subs(a);
 	if (a->ev->closed)
 		a->ev->closed(a, reason, a->ev_data);
 }
@@ -671,6 +688,18 @@ on_exit_frame(struct agent *a, const struct frame *f)
 }
 
 static int
+on_stdin_ack(struct agent *a, const struct frame *f)
+{
+	struct agent_sub *s = find_sub(a, f->chan);
+
+	if (f->len != 8)
+		return -EPROTO;
+	if (s && s->stdin_acked)
+		s->stdin_acked(s, be64_get(f->payload));
+	return 0;
+}
+
+static int
 dispatch(struct agent *a, const struct frame *f, bool new_session)
 {
 	if (a->state == AGENT_HANDSHAKE)
@@ -686,6 +715,8 @@ dispatch(struct agent *a, const struct frame *f, bool new_session)
 		return on_dropped(a, f);
 	case AP_EXIT:
 		return on_exit_frame(a, f);
+	case AP_STDIN_ACK:
+		return on_stdin_ack(a, f);
 	case AP_PROC:
 		return on_proc(a, f);
 	case AP_DIRENT:
@@ -831,6 +862,16 @@ agent_exec(struct agent *a, const struct agent_exec_spec *spec, agent_done_fn do
 	}
 	r |= tlv_put_u8(&p, AP_T_KEEP, spec->keep);
 	if (r < 0)
+		return NULL;
+	return request(a, AP_EXEC, &p, done, data);
+}
+
+struct agent_req *
+agent_tunnel(struct agent *a, uint16_t port, agent_done_fn done, void *data)
+{
+	_cleanup_buf_ struct buf p = BUF_INIT(64);
+
+	if (port == 0 || tlv_put_u16(&p, AP_T_PORT, port) < 0)
 		return NULL;
 	return request(a, AP_EXEC, &p, done, data);
 }

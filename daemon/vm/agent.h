@@ -72,6 +72,12 @@ struct agent_exec_spec {
 
 struct agent_req *agent_exec(struct agent *a, const struct agent_exec_spec *spec,
                              agent_done_fn done, void *data);
+/* A tunnel (AP_EXEC with AP_T_PORT): the guest connects to 127.0.0.1:port; done() gets its
+ * handle in res->pid, or err ECONNREFUSED when nothing listens there. The handle then takes
+ * agent_attach (a subscriber with stdin_acked and session_end set), agent_ack, agent_stdin and
+ * agent_release like a process; it is never in agent_ps and ends with the session. NULL without
+ * a session, for port 0, or without memory. */
+struct agent_req *agent_tunnel(struct agent *a, uint16_t port, agent_done_fn done, void *data);
 struct agent_req *agent_ping(struct agent *a, agent_done_fn done, void *data);
 struct agent_req *agent_shutdown(struct agent *a, agent_done_fn done, void *data);
 
@@ -149,6 +155,12 @@ struct agent_sub {
 	               size_t len);
 	void (*dropped)(struct agent_sub *s, uint64_t count);
 	void (*exited)(struct agent_sub *s, int code, uint64_t end);
+	/* a tunnel's (may be NULL): the guest's socket took written bytes of stdin so far
+	 * (AP_STDIN_ACK; the guest's word, unchecked) */
+	void (*stdin_acked)(struct agent_sub *s, uint64_t written);
+	/* when set, the subscription ends with the session (a tunnel): the connection closed or
+	 * the agent is being freed; it is unsubscribed before this is called */
+	void (*session_end)(struct agent_sub *s);
 	void *data;
 	bool oom; /* when exited is called: the guest says its OOM killer ended it (code 137) */
 	/* private */

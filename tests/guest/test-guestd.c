@@ -1,7 +1,8 @@
 /* test-guestd.c: sandbox-guestd end to end in test mode. The agent listens on a unix socket in
  * a private directory and this test is the host: the handshake (stale bytes before AP_MAGIC
  * included), EXEC with pipes and a PTY, output streams and replay, the ACK window, stdin,
- * signals, resizes, KEEP across a reconnect, PS, and the file requests. The binary is
+ * signals, resizes, KEEP across a reconnect, PS, the file requests, and tunnels (EXEC with
+ * PORT) to a listener of this test's on 127.0.0.1. The binary is
  * $SANDBOX_GUESTD (or argv[1]); without one the test is skipped (77). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -459,6 +461,8 @@ collect(struct conn *c, uint32_t pid, struct capture *cap, const char *needle)
 			cap->code = (int32_t)be32_get(p);
 			cap->end = be64_get(p + 4);
 			assert_int_equal(cap->end, cap->next);
+			break;
+		case AP_STDIN_ACK: /* a tunnel's, at any time */
 			break;
 		default:
 			fail_msg("unexpected frame 0x%02x for process %u", c->f.type, pid);
@@ -1288,6 +1292,179 @@ test_ps_and_unknown(void **state)
 	conn_close(&c);
 }
 
+/* --- tunnels --- */
+
+/* A listener on 127.0.0.1 with a port the kernel chose. */
+static int
+tcp_listen(uint16_t *ret_port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+		                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	*ret_port = ntohs(sin.sin_port);
+	return fd;
+}
+
+/* EXEC with PORT: the handle, or -errno. */
+static int
+open_tunnel(struct conn *c, uint16_t port)
+{
+	struct buf b = BUF_INIT(64);
+	uint32_t req = next_req++;
+	int err;
+
+	assert_int_equal(tlv_put_u16(&b, AP_T_PORT, port), 0);
+	send_tlvs(c, AP_EXEC, req, &b);
+	expect(c, AP_RESULT, req);
+	err = (int)tlv_uint(&c->f, AP_T_ERRNO);
+	return err ? -err : (int)tlv_uint(&c->f, AP_T_PID);
+}
+
+/* Reads exactly n bytes from fd (blocking) into out. */
+static void
+read_exactly(int fd, char *out, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		ssize_t k;
+		assert_int_equal(poll(&pfd, 1, TIMEOUT_MS), 1);
+		k = read(fd, out + got, n - got);
+		assert_true(k > 0);
+		got += (size_t)k;
+	}
+}
+
+static bool
+reads_eof(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	char ch;
+
+	return poll(&pfd, 1, TIMEOUT_MS) == 1 && read(fd, &ch, 1) == 0;
+}
+
+static void
+test_tunnel(void **state)
+{
+	struct capture cap;
+	struct conn c;
+	uint16_t port;
+	int lfd = tcp_listen(&port), peer, t, seen = 0;
+	uint32_t req;
+	char got[16] = { 0 };
+
+	conn_open(&c, NULL, 0);
+	t = open_tunnel(&c, port);
+	assert_true(t > 0);
+	peer = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(peer >= 0);
+
+	/* host to guest: STDIN reaches the socket, and STDIN_ACK counts what it took */
+	send_frame(&c, AP_STDIN, 0, (uint32_t)t, "ping", 4);
+	read_exactly(peer, got, 4);
+	assert_string_equal(got, "ping");
+	expect(&c, AP_STDIN_ACK, (uint32_t)t);
+	assert_int_equal(c.f.len, 8);
+	assert_int_equal(be64_get(c.f.payload), 4);
+
+	/* guest to host: OUTPUT once attached */
+	assert_int_equal(write(peer, "pong", 4), 4);
+	capture_init(&cap);
+	send_u64(&c, AP_ATTACH, (uint32_t)t, 0);
+	collect(&c, (uint32_t)t, &cap, "pong");
+
+	/* the host's EOF half-closes: the peer reads EOF and can still answer */
+	send_frame(&c, AP_STDIN, AP_F_EOF, (uint32_t)t, "!", 1);
+	memset(got, 0, sizeof(got));
+	read_exactly(peer, got, 1);
+	assert_string_equal(got, "!");
+	assert_true(reads_eof(peer));
+	assert_int_equal(write(peer, "late", 4), 4);
+	collect(&c, (uint32_t)t, &cap, "late");
+	/* the peer's EOF: EXIT 0 after the last byte */
+	close(peer);
+	collect(&c, (uint32_t)t, &cap, NULL);
+	assert_string_equal(cap.out.data, "ponglate");
+	assert_int_equal(cap.code, 0);
+	assert_int_equal(cap.dropped, 0);
+	capture_done(&cap);
+
+	/* a tunnel is not a process: PS does not list it */
+	req = next_req++;
+	send_frame(&c, AP_PS, 0, req, NULL, 0);
+	for (;;) {
+		assert_true(next_frame(&c, TIMEOUT_MS));
+		if (c.f.chan != req)
+			continue;
+		if (c.f.type == AP_RESULT)
+			break;
+		seen += tlv_uint(&c.f, AP_T_PID) == (uint64_t)t;
+	}
+	assert_int_equal(seen, 0);
+	release(&c, (uint32_t)t);
+
+	/* the guest's side is not read while detached: more than the ring holds arrives whole */
+	t = open_tunnel(&c, port);
+	assert_true(t > 0);
+	peer = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(peer >= 0);
+	{
+		pid_t writer = fork();
+		assert_true(writer >= 0);
+		if (writer == 0) {
+			static char chunk[65536];
+			for (int i = 0; i < 48; i++) { /* 3 MiB */
+				memset(chunk, 'a' + i % 26, sizeof(chunk));
+				if (write(peer, chunk, sizeof(chunk)) != (ssize_t)sizeof(chunk))
+					_exit(1);
+			}
+			_exit(0);
+		}
+		close(peer);
+		usleep(300000); /* the writer fills the socket's buffers meanwhile */
+		attach_collect(&c, (uint32_t)t, &cap);
+		assert_int_equal(cap.dropped, 0);
+		assert_int_equal(cap.out.len, 48u * 65536u);
+		assert_int_equal(cap.out.data[47u * 65536u], 'a' + 47 % 26);
+		assert_int_equal(cap.code, 0);
+		capture_done(&cap);
+		assert_int_equal(waitpid(writer, NULL, 0), writer);
+	}
+	release(&c, (uint32_t)t);
+
+	/* the end of the session closes its tunnels */
+	t = open_tunnel(&c, port);
+	assert_true(t > 0);
+	peer = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	assert_true(peer >= 0);
+	conn_close(&c);
+	assert_true(reads_eof(peer));
+	close(peer);
+
+	/* nothing listens: ECONNREFUSED, and no handle */
+	close(lfd);
+	conn_open(&c, NULL, 0);
+	assert_int_equal(open_tunnel(&c, port), -ECONNREFUSED);
+	/* a PORT of 0 is malformed */
+	{
+		struct buf b = BUF_INIT(64);
+		req = next_req++;
+		assert_int_equal(tlv_put_u16(&b, AP_T_PORT, 0), 0);
+		send_tlvs(&c, AP_EXEC, req, &b);
+		expect(&c, AP_RESULT, req);
+		assert_int_equal(tlv_uint(&c.f, AP_T_ERRNO), EINVAL);
+	}
+	conn_close(&c);
+}
+
 /* As root with --uid/--gid, processes and written files belong to that user. */
 static void
 test_switch_ids(void **state)
@@ -1362,6 +1539,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_files),
 		cmocka_unit_test(test_file_write_eof_abort),
 		cmocka_unit_test(test_ps_and_unknown),
+		cmocka_unit_test(test_tunnel),
 		cmocka_unit_test(test_switch_ids),
 	};
 
