@@ -88,6 +88,15 @@ struct sandbox_usage {
 };
 void api_usage(struct sandboxd *d, const char *owner, struct sandbox_usage *u);
 
+/* A create with "agent" (api-agents.c): the backend must run processes, and the agent's
+ * credential comes from the create's env or else from the owner's saved secret, which is
+ * added to sb's env. 0, or answered (400 naming the variable, 501) and -errno. */
+int api_agent_prepare(struct api_call *call, struct sandbox *sb);
+/* (ext) /v1/secrets: the caller's own, names only; values are never answered. */
+void api_secret_list(struct api_call *call);
+void api_secret_put(struct api_call *call);
+void api_secret_delete(struct api_call *call);
+
 /* GET /v1/node: the node's capacity and what is free; POST /v1/node/cordon (api-node.c). */
 void api_node_get(struct api_call *call);
 void api_node_cordon(struct api_call *call);

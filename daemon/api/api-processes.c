@@ -2,8 +2,6 @@
  * output (NDJSON), stdin, signals, and the interactive attach over sbx-stream/1 or WebSocket.
  * Everything goes through the sandbox's guest agent (daemon/vm/agent.h) and the process hubs
  * (daemon/core/proc.h). */
-#include <openssl/evp.h>
-#include <openssl/sha.h>
 #include <signal.h>
 #include <strings.h>
 #include <wslay/wslay.h>
@@ -99,45 +97,10 @@ merge_env(const struct sandbox *sb, char **req_env)
 	return env ?: calloc(1, sizeof(char *)); /* empty, but not NULL: that is no memory */
 }
 
-/* The audit record of a process: the program, how many arguments, a SHA-256 over each
- * argument followed by a NUL, its cwd and the names of the environment the request set;
- * never the arguments or the values themselves (an agent's prompt is one). */
 static void
 record_started(struct sandboxd *d, struct sandbox *sb, uint32_t pid, const struct exec_request *x)
 {
-	char *const *argv = x->argv;
-	unsigned char md[SHA256_DIGEST_LENGTH];
-	char hex[2 * SHA256_DIGEST_LENGTH + 1];
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	json_t *env_names = json_array();
-	size_t n = 0;
-
-	if (!ctx || !env_names) {
-		EVP_MD_CTX_free(ctx);
-		json_decref(env_names);
-		return;
-	}
-	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
-	/* the arguments after the program, each with its NUL: printf '%s\\0' ARGS | sha256sum */
-	for (; argv[n]; n++)
-		if (n > 0)
-			EVP_DigestUpdate(ctx, argv[n], strlen(argv[n]) + 1);
-	EVP_DigestFinal_ex(ctx, md, NULL);
-	EVP_MD_CTX_free(ctx);
-	for (size_t i = 0; i < sizeof(md); i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	/* "K=V": the name only */
-	for (size_t i = 0; x->env && x->env[i]; i++) {
-		const char *eq = strchr(x->env[i], '=');
-		(void)json_array_append_new(
-		        env_names,
-		        json_stringn(x->env[i], eq ? (size_t)(eq - x->env[i]) : strlen(x->env[i])));
-	}
-	(void)sandbox_event(d, sb, "process.started",
-	                    json_pack("{s:I, s:s, s:I, s:s, s:s, s:o, s:b}", "pid", (json_int_t)pid,
-	                              "program", argv[0], "arg_count", (json_int_t)n - 1,
-	                              "args_sha256", hex, "cwd", x->cwd ? x->cwd : PROC_HOME,
-	                              "env_names", env_names, "keep", x->keep));
+	proc_audit_started(d, sb, pid, x->argv, x->cwd, x->env, x->keep);
 }
 
 /* An exec the guest refused: a missing program or a bad cwd is the request's fault. */

@@ -2,6 +2,7 @@
  * audit trail and samples (events, metrics), and the live SSE stream. */
 #include "accounts.h"
 #include "activity.h"
+#include "agents.h"
 #include "api-internal.h"
 #include "egress.h"
 #include "events.h"
@@ -99,12 +100,18 @@ pending_conn_closed(struct conn *c _unused_, void *data)
 	pending_free(data);
 }
 
-/* Whether the wait of this kind is over in state s. */
+/* Whether the wait of this kind is over for sb: its state, and for a create with an agent,
+ * the agent started (or failed to). */
 static bool
-wait_done(enum wait_kind kind, enum sandbox_state s)
+wait_done(enum wait_kind kind, const struct sandbox *sb)
 {
+	enum sandbox_state s = sb->state;
+
 	switch (kind) {
 	case WAIT_CREATE:
+		if (s == SANDBOX_RUNNING && agent_run_pending(sb->agent_run))
+			return false;
+		return s == SANDBOX_RUNNING || s == SANDBOX_FAILED || s == SANDBOX_TERMINATED;
 	case WAIT_START:
 		return s == SANDBOX_RUNNING || s == SANDBOX_FAILED || s == SANDBOX_TERMINATED;
 	case WAIT_STOP:
@@ -141,7 +148,7 @@ pending_changed(struct sandbox_waiter *w, struct sandbox *sb, bool gone)
 {
 	struct pending *p = w->data;
 
-	if (!gone && !wait_done(p->kind, sb->state))
+	if (!gone && !wait_done(p->kind, sb))
 		return;
 	conn_on_close(p->c, NULL, NULL);
 	reply_done(p->c, p->kind, sb);
@@ -154,7 +161,7 @@ wait_for(struct api_call *call, struct sandbox *sb, enum wait_kind kind)
 {
 	struct pending *p;
 
-	if (wait_done(kind, sb->state) && sb->op == SANDBOX_OP_NONE) {
+	if (wait_done(kind, sb) && sb->op == SANDBOX_OP_NONE) {
 		reply_done(call->c, kind, sb);
 		return;
 	}
@@ -619,8 +626,8 @@ api_sandbox_create(struct api_call *call)
 		return;
 	}
 	/* nothing is made before these: a refused create leaves no sandbox behind */
-	if (check_cordon(call) < 0 || check_launch(call, sb, true) < 0 ||
-	    check_capacity(call, sb, true) < 0)
+	if ((sb->agent_run && api_agent_prepare(call, sb) < 0) || check_cordon(call) < 0 ||
+	    check_launch(call, sb, true) < 0 || check_capacity(call, sb, true) < 0)
 		return;
 	r = images_check(call->d, sb->image, &err);
 	/* a user pulls only where the operator lets them */

@@ -91,6 +91,9 @@ static const struct route routes[] = {
 	ROUTE(POST, "/v1/auth/logout", api_auth_logout, ROUTE_JSON_OPT),
 	ROUTE(POST, "/v1/auth/register", api_auth_register,
 	      ROUTE_PUBLIC | ROUTE_JSON | ROUTE_REGISTRATION),
+	ROUTE(GET, "/v1/secrets", api_secret_list, 0),
+	ROUTE(PUT, "/v1/secrets/{ref}", api_secret_put, ROUTE_JSON),
+	ROUTE(DELETE, "/v1/secrets/{ref}", api_secret_delete, 0),
 	ROUTE(GET, "/v1/keys", api_key_list, 0),
 	ROUTE(POST, "/v1/keys", api_key_create, ROUTE_JSON),
 	ROUTE(DELETE, "/v1/keys/{id}", api_key_delete, 0),
@@ -433,10 +436,13 @@ api_capabilities(struct api_call *call)
 	              false, "metrics", samples_available(d), "audit", true, "images", true,
 	              "processes", caps.processes, "files", caps.files, "limits",
 	              policy_limits_json(&d->policy), "network", policy_network_json(&d->policy));
-	/* (ext) POST /v1/node/cordon */
-	if (j)
+	/* (ext) POST /v1/node/cordon; "agent" on create and /v1/secrets */
+	if (j) {
 		(void)json_object_set_new(json_object_get(j, "capabilities"), "cordon",
 		                          json_true());
+		(void)json_object_set_new(json_object_get(j, "capabilities"), "agents",
+		                          json_boolean(caps.processes));
+	}
 	api_reply_json(call->c, 200, j);
 }
 

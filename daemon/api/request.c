@@ -1,5 +1,6 @@
 /* request.c: see request.h. */
 #include <ctype.h>
+#include "agents.h"
 #include "base64.h"
 #include "netpolicy.h"
 #include "oci.h"
@@ -245,6 +246,154 @@ decode_name(const json_t *v, char **ret, struct err *err)
 	return *ret ? 0 : -ENOMEM;
 }
 
+/* A string member of the agent object: absent or null leaves *ret NULL; else a string
+ * without NUL, 1 to max bytes. */
+static int
+agent_string(const json_t *agent, const char *field, size_t max, const char **ret, struct err *err)
+{
+	const json_t *v = json_object_get(agent, field);
+
+	*ret = NULL;
+	if (is_unset(v))
+		return 0;
+	if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+		return err_set(err, -EINVAL, ERR_INVALID, "'agent.%s' must be a string", field);
+	if (json_string_length(v) == 0 || json_string_length(v) > max)
+		return err_set(err, -EINVAL, ERR_INVALID, "'agent.%s' must be 1 to %zu bytes%s",
+		               field, max,
+		               streq(field, "task") ? " (leave it out for an interactive agent)"
+		                                    : "");
+	*ret = json_string_value(v);
+	return 0;
+}
+
+/* "agent": {name, task, repo, args} into a new run. */
+static int
+decode_agent(const json_t *v, struct agent_run **ret, struct err *err)
+{
+	static const char *const fields[] = { "name", "task", "repo", "args", NULL };
+	const json_t *name = json_object_get(v, "name"), *args = json_object_get(v, "args");
+	const char *task, *repo;
+	const struct agent_kind *kind;
+	_cleanup_strv_ char **argv = NULL;
+	char host[256];
+	size_t n = 0, i;
+	json_t *a;
+	int r;
+
+	if (!json_is_object(v))
+		return err_set(err, -EINVAL, ERR_INVALID,
+		               "'agent' must be an object: {\"name\": \"claude\", \"task\": …}");
+	r = request_check_fields(v, fields, err);
+	if (r < 0) {
+		/* say where the field is */
+		char msg[sizeof(err->message)];
+		snprintf(msg, sizeof(msg), "%s", err->message);
+		return err_set(err, r, ERR_INVALID, "'agent': %s", msg);
+	}
+	kind = json_is_string(name) ? agent_kind_find(json_string_value(name)) : NULL;
+	if (!kind) {
+		struct buf b = BUF_INIT(128);
+		if (json_is_string(name))
+			(void)buf_put_quoted(&b, json_string_value(name), json_string_length(name),
+			                     32);
+		err_set(err, -EINVAL, ERR_INVALID, "'agent.name' %s%sis not an agent: use %s",
+		        b.data ? b.data : "", b.data ? " " : "", agent_kind_names());
+		buf_free(&b);
+		return -EINVAL;
+	}
+	if ((r = agent_string(v, "task", AGENT_TASK_MAX, &task, err)) < 0 ||
+	    (r = agent_string(v, "repo", AGENT_REPO_MAX, &repo, err)) < 0)
+		return r;
+	if (repo && agent_repo_host(repo, host, sizeof(host)) < 0)
+		return err_set(err, -EINVAL, ERR_INVALID,
+		               "'agent.repo' must be an https:// or http:// URL of a git "
+		               "repository, without a user or password in it");
+	if (!is_unset(args)) {
+		if (!json_is_array(args) || json_array_size(args) > AGENT_ARGS_MAX)
+			return err_set(err, -EINVAL, ERR_INVALID,
+			               "'agent.args' must be a list of at most %d strings",
+			               AGENT_ARGS_MAX);
+		json_array_foreach (args, i, a) {
+			if (!json_is_string(a) ||
+			    strlen(json_string_value(a)) != json_string_length(a) ||
+			    json_string_length(a) > AGENT_ARG_MAX)
+				return err_set(err, -EINVAL, ERR_INVALID,
+				               "'agent.args[%zu]' must be a string of at most %d "
+				               "bytes",
+				               i, AGENT_ARG_MAX);
+			if (strv_add(&argv, &n, json_string_value(a)) < 0)
+				return -ENOMEM;
+		}
+	}
+	return agent_run_new(kind, task, repo, argv, ret);
+}
+
+/* An agent's sandbox's network: mode allowlist (none would cut the agent off its API, and
+ * open is more than it gets); the request's allow list (or the default one), held to
+ * may_allow, plus the agent's own hosts and its repo's, which are not. */
+static int
+agent_network(const struct policy *p, const json_t *req, const struct agent_run *run, json_t **ret,
+              struct err *err)
+{
+	struct policy wide = *p; /* a shallow copy: only may_allow is its own */
+	const json_t *mode = NULL, *allow = NULL, *deny = NULL;
+	json_t *own = agent_own_hosts(run->kind, run->repo), *list = NULL, *req2 = NULL;
+	const char *key;
+	json_t *v;
+	int r = -ENOMEM;
+
+	wide.network.may_allow = NULL; /* p's is never released here */
+	if (!own)
+		return -ENOMEM;
+	if (!is_unset(req)) {
+		if (!json_is_object(req)) {
+			r = err_set(err, -EINVAL, ERR_INVALID, "'network' must be an object");
+			goto out;
+		}
+		json_object_foreach ((json_t *)req, key, v)
+			if (!streq(key, "mode") && !streq(key, "allow") && !streq(key, "deny")) {
+				r = err_set(err, -EINVAL, ERR_INVALID,
+				            "unknown field 'network.%.32s'", key);
+				goto out;
+			}
+		mode = json_object_get(req, "mode");
+		allow = json_object_get(req, "allow");
+		deny = json_object_get(req, "deny");
+	}
+	if (!is_unset(mode) &&
+	    !(json_is_string(mode) && streq(json_string_value(mode), "allowlist"))) {
+		r = err_set(err, -EINVAL, ERR_INVALID,
+		            "an agent's sandbox has network mode allowlist (its API hosts are on "
+		            "it): leave 'network.mode' out or say \"allowlist\"");
+		goto out;
+	}
+	if (!is_unset(allow) && !json_is_array(allow)) {
+		r = err_set(err, -EINVAL, ERR_INVALID, "'network.allow' must be a list of names");
+		goto out;
+	}
+	list = json_array();
+	wide.network.may_allow = json_array();
+	if (!list || !wide.network.may_allow ||
+	    json_array_extend(list, is_unset(allow) ? p->network.default_allow : (json_t *)allow) <
+	            0 ||
+	    json_array_extend(list, own) < 0 ||
+	    (p->network.may_allow &&
+	     json_array_extend(wide.network.may_allow, p->network.may_allow) < 0) ||
+	    json_array_extend(wide.network.may_allow, own) < 0)
+		goto out;
+	req2 = json_pack("{s:s, s:O}", "mode", "allowlist", "allow", list);
+	if (!req2 || (!is_unset(deny) && json_object_set(req2, "deny", (json_t *)deny) < 0))
+		goto out;
+	r = netpolicy_resolve(&wide, req2, ret, err);
+out:
+	json_decref(own);
+	json_decref(list);
+	json_decref(req2);
+	json_decref(wide.network.may_allow);
+	return r;
+}
+
 int
 request_decode_create(const struct policy *p, const json_t *body, struct sandbox *sb,
                       bool *ret_wait, struct err *err)
@@ -267,6 +416,7 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 		"snapshot_id",
 		"snapshot_every_secs",
 		"snapshot_keep",
+		"agent",
 		NULL,
 	};
 	uint64_t cpus = p->defaults.cpus, mem = p->defaults.memory_mb, disk = p->defaults.disk_mb;
@@ -354,10 +504,17 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 	    !is_unset(json_object_get(body, "snapshot_keep")))
 		return err_set(err, -EOPNOTSUPP, ERR_UNSUPPORTED,
 		               "this server does not offer snapshots");
+	v = json_object_get(body, "agent");
+	if (!is_unset(v) && (r = decode_agent(v, &sb->agent_run, err)) < 0)
+		return r;
 	/* the network last: its 403 should not hide a 400 elsewhere in the body */
 	json_decref(sb->network);
 	sb->network = NULL;
-	r = netpolicy_resolve(p, json_object_get(body, "network"), &sb->network, err);
+	if (sb->agent_run)
+		r = agent_network(p, json_object_get(body, "network"), sb->agent_run, &sb->network,
+		                  err);
+	else
+		r = netpolicy_resolve(p, json_object_get(body, "network"), &sb->network, err);
 	if (r < 0) {
 		sb->network = json_object();
 		return r;

@@ -10,6 +10,7 @@
 #include "lifecycle.h"
 #include "activity.h"
 #include "agent.h"
+#include "agents.h"
 #include "egress.h"
 #include "ended.h"
 #include "images.h"
@@ -46,7 +47,8 @@ fail(struct sandboxd *d, struct sandbox *sb, const char *fmt, ...)
 	sb->op = SANDBOX_OP_NONE;
 	sb->woken_for_files = false;
 	sb->stopping = SANDBOX_STOP_REQUEST; /* a stop sandboxd began is over too */
-	proc_clear(sb);                      /* its processes are gone with its VM */
+	agents_vm_gone(d, sb);
+	proc_clear(sb); /* its processes are gone with its VM */
 	if (sb->state != SANDBOX_FAILED && sb->state != SANDBOX_TERMINATED)
 		(void)sandbox_set_state(d, sb, SANDBOX_FAILED, reason);
 }
@@ -58,9 +60,25 @@ fail(struct sandboxd *d, struct sandbox *sb, const char *fmt, ...)
 static bool
 network_permitted(struct sandboxd *d, const struct sandbox *sb, char **ret_why)
 {
+	struct policy p = d->policy; /* a shallow copy: only may_allow is its own */
+	json_t *own =
+	        sb->agent_run ? agent_own_hosts(sb->agent_run->kind, sb->agent_run->repo) : NULL;
 	struct err err = {};
-	int r = netpolicy_permits(&d->policy, sb->network, &err);
+	int r;
 
+	/* an agent's own hosts are on its list whatever may_allow says */
+	if (own) {
+		p.network.may_allow = json_array();
+		if (p.network.may_allow)
+			(void)json_array_extend(p.network.may_allow, d->policy.network.may_allow);
+		if (p.network.may_allow)
+			(void)json_array_extend(p.network.may_allow, own);
+	}
+	r = netpolicy_permits(own && p.network.may_allow ? &p : &d->policy, sb->network, &err);
+	if (own) {
+		json_decref(p.network.may_allow);
+		json_decref(own);
+	}
 	if (r >= 0)
 		return true;
 	*ret_why = strdup_printf("its network is no longer permitted by this server's policy: %s",
@@ -253,8 +271,10 @@ begin(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op, enum sandbox_s
 	r = sandbox_set_state(d, sb, via, reason);
 	if (r < 0)
 		return r;
-	if (op == SANDBOX_OP_STOP)
+	if (op == SANDBOX_OP_STOP) {
+		agents_vm_gone(d, sb);
 		proc_clear(sb); /* a stop ends every process (restart mode keeps only files) */
+	}
 	sb->op = op;
 	switch (op) {
 	case SANDBOX_OP_START:
@@ -559,6 +579,7 @@ static void
 terminated(struct sandboxd *d, struct sandbox *sb)
 {
 	sb->op = SANDBOX_OP_NONE;
+	agents_vm_gone(d, sb);
 	proc_clear(sb);
 	if (sandbox_set_state(d, sb, SANDBOX_TERMINATED,
 	                      sb->end_why ? sb->end_why : end_reasons[sb->end]) == 0) {
@@ -584,6 +605,7 @@ lifecycle_delete(struct sandboxd *d, struct sandbox *sb, enum sandbox_end why, s
 		terminated(d, sb);
 		return 0;
 	}
+	agents_vm_gone(d, sb);
 	proc_clear(sb);
 	sb->op = SANDBOX_OP_DESTROY;
 	r = b->ops->destroy(b, sb);
@@ -720,8 +742,10 @@ adopt_done(void *data, const struct agent_result *res)
 	if (res->err)
 		log_warning("sandbox '%s': listing its processes failed: %s", a->id,
 		            res->message ? res->message : strerror(res->err));
-	else if (sb)
+	else if (sb) {
 		sandbox_kept_clear(sb); /* what the record named is followed now, or gone */
+		agents_procs_listed(a->d, sb);
+	}
 	free(a);
 }
 
@@ -760,16 +784,20 @@ on_agent_ready(void *ctx, struct sandbox *sb)
 	}
 	/* processes started since this sandboxd runs are known already; the guest's own list
 	 * matters after a restart of sandboxd (kept processes run on) */
-	if (!agent || !list_empty(&sb->procs) || sb->procs_listed)
-		return;
-	sb->procs_listed = true;
-	a = calloc(1, sizeof(*a));
-	if (!a)
-		return;
-	a->d = d;
-	snprintf(a->id, sizeof(a->id), "%s", sb->id);
-	if (!agent_ps(agent, adopt_proc, adopt_done, a))
-		free(a);
+	if (agent && list_empty(&sb->procs) && !sb->procs_listed) {
+		sb->procs_listed = true;
+		a = calloc(1, sizeof(*a));
+		if (a) {
+			a->d = d;
+			snprintf(a->id, sizeof(a->id), "%s", sb->id);
+			if (!agent_ps(agent, adopt_proc, adopt_done, a))
+				free(a);
+		}
+	}
+	/* the agent its create asked for starts once the sandbox first runs (after the list
+	 * asked for above, which the guest answers first: it never shows the agent's process) */
+	if (agent && sb->state == SANDBOX_RUNNING)
+		agents_ready(d, sb, agent);
 }
 
 /* Takes back a VM found running after a restart of sandboxd, but only on the network it was

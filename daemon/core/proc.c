@@ -1,7 +1,10 @@
 /* proc.c: process hubs; see proc.h. */
 #include <jansson.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
 #include <signal.h>
 #include "activity.h"
+#include "agents.h"
 #include "events.h"
 #include "log.h"
 #include "proc.h"
@@ -151,6 +154,46 @@ on_exited(struct agent_sub *s, int code, uint64_t end)
 	                              "exit_code", p->exit_code, "duration_ms",
 	                              (json_int_t)MAX(now_unix_ms() - p->started_at, 0), "oom",
 	                              p->oom, "timed_out", p->timed_out));
+	/* the sandbox's agent, if this was it, has exited */
+	agents_proc_exited(d, sb, pid, p->exit_code);
+}
+
+void
+proc_audit_started(struct sandboxd *d, struct sandbox *sb, uint32_t pid, char *const *argv,
+                   const char *cwd, char *const *env, bool keep)
+{
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	char hex[2 * SHA256_DIGEST_LENGTH + 1];
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	json_t *env_names = json_array();
+	size_t n = 0;
+
+	if (!ctx || !env_names) {
+		EVP_MD_CTX_free(ctx);
+		json_decref(env_names);
+		return;
+	}
+	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	/* the arguments after the program, each with its NUL: printf '%s\\0' ARGS | sha256sum */
+	for (; argv[n]; n++)
+		if (n > 0)
+			EVP_DigestUpdate(ctx, argv[n], strlen(argv[n]) + 1);
+	EVP_DigestFinal_ex(ctx, md, NULL);
+	EVP_MD_CTX_free(ctx);
+	for (size_t i = 0; i < sizeof(md); i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	/* "K=V": the name only */
+	for (size_t i = 0; env && env[i]; i++) {
+		const char *eq = strchr(env[i], '=');
+		(void)json_array_append_new(
+		        env_names,
+		        json_stringn(env[i], eq ? (size_t)(eq - env[i]) : strlen(env[i])));
+	}
+	(void)sandbox_event(d, sb, "process.started",
+	                    json_pack("{s:I, s:s, s:I, s:s, s:s, s:o, s:b}", "pid", (json_int_t)pid,
+	                              "program", argv[0], "arg_count", (json_int_t)n - 1,
+	                              "args_sha256", hex, "cwd", cwd ? cwd : PROC_HOME, "env_names",
+	                              env_names, "keep", keep));
 }
 
 int

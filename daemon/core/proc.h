@@ -107,5 +107,12 @@ void proc_slot_put(struct sandbox *sb, enum proc_slot kind);
 /* What sb holds of kind now: slots taken, and for processes those running besides. */
 unsigned proc_slot_count(const struct sandbox *sb, enum proc_slot kind);
 
+/* The audit record of a process started: the program, how many arguments, a SHA-256 over each
+ * argument followed by a NUL, its cwd (NULL: the home) and the names of env ("K=V", the
+ * variables the request set; may be NULL); never the arguments or the values themselves (an
+ * agent's prompt is one). */
+void proc_audit_started(struct sandboxd *d, struct sandbox *sb, uint32_t pid, char *const *argv,
+                        const char *cwd, char *const *env, bool keep);
+
 /* The API form: {pid, tty, argv, state, exit_code, oom, timed_out, started_at, keep}. */
 json_t *proc_to_json(const struct proc *p);

@@ -1,5 +1,6 @@
 /* sandbox.c: sandbox objects, the transition table, the registry; see sandbox.h. */
 #include <ctype.h>
+#include "agents.h"
 #include "events.h"
 #include "log.h"
 #include "sandboxd.h"
@@ -136,6 +137,7 @@ sandbox_free(struct sandbox *sb)
 	}
 	free(sb->env);
 	sandbox_kept_clear(sb);
+	agent_run_free(sb->agent_run);
 	free(sb->json);
 	free(sb);
 	return NULL;
@@ -193,33 +195,44 @@ env_names_json(const struct sandbox *sb)
 json_t *
 sandbox_spec_to_json(const struct sandbox *sb)
 {
-	return json_pack(
+	json_t *j = json_pack(
 	        "{s:i, s:i, s:I, s:I, s:s, s:I, s:b, s:O, s:O, s:o}", "cpus", (int)sb->cpus,
 	        "memory_mb", (int)sb->memory_mb, "disk_mb", (json_int_t)sb->disk_mb,
 	        "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs, "idle_action",
 	        sandbox_idle_action_to_string(sb->idle_action), "lifetime_secs",
 	        (json_int_t)sb->lifetime_secs, "bound_to_client", sb->bound_to_client, "labels",
 	        sb->labels, "network", sb->network, "env_names", env_names_json(sb));
+
+	/* (ext) the agent its create started, and where it is */
+	if (j && sb->agent_run &&
+	    json_object_set_new(j, "agent", agent_run_to_json(sb->agent_run)) < 0)
+		j = (json_decref(j), NULL);
+	return j;
 }
 
 int
 sandbox_spec_from_json(struct sandbox *sb, const json_t *spec)
 {
 	json_int_t cpus, mem, disk, idle, life;
-	json_t *labels, *network, *names;
+	json_t *labels, *network, *names, *agent = NULL;
 	/* rows from before idle_action and bound_to_client: stop, and not bound */
 	const char *idle_action = "stop";
 	int bound = 0;
 	json_error_t err;
 	size_t i;
 	json_t *v;
+	int r;
 
 	if (json_unpack_ex((json_t *)spec, &err, JSON_STRICT,
-	                   "{s:I, s:I, s:I, s:I, s?s, s:I, s?b, s:o, s:o, s:o}", "cpus", &cpus,
+	                   "{s:I, s:I, s:I, s:I, s?s, s:I, s?b, s:o, s:o, s:o, s?o}", "cpus", &cpus,
 	                   "memory_mb", &mem, "disk_mb", &disk, "idle_timeout_secs", &idle,
 	                   "idle_action", &idle_action, "lifetime_secs", &life, "bound_to_client",
-	                   &bound, "labels", &labels, "network", &network, "env_names", &names) < 0)
+	                   &bound, "labels", &labels, "network", &network, "env_names", &names,
+	                   "agent", &agent) < 0)
 		return -EINVAL;
+	sb->agent_run = agent_run_free(sb->agent_run);
+	if (agent && (r = agent_run_from_json(agent, &sb->agent_run)) < 0)
+		return r;
 	if (cpus < 0 || mem < 0 || disk < 0 || idle < 0 || life < 0 || !json_is_object(labels) ||
 	    !json_is_object(network) || !json_is_array(names) ||
 	    sandbox_idle_action_from_string(idle_action) < 0)
@@ -384,19 +397,27 @@ sandbox_to_json(const struct sandbox *sb)
 	char created[32], expires[32];
 	int64_t exp = sandbox_expires_at(sb);
 
+	json_t *j;
+
 	format_rfc3339(sb->created_at, created);
 	format_rfc3339(exp, expires);
-	return json_pack(
-	        "{s:s, s:s?, s:s, s:s, s:i, s:i, s:I, s:o, s:O, s:O, s:[], s:s, s:I, s:s, "
-	        "s:I, s:s?, s:b, s:s, s:s?}",
-	        "id", sb->id, "name", sb->name, "state", sandbox_state_to_string(sb->state),
-	        "image", sb->image, "cpus", (int)sb->cpus, "memory_mb", (int)sb->memory_mb,
-	        "disk_mb", (json_int_t)sb->disk_mb, "env_names", env_names_json(sb), "network",
-	        sb->network, "labels", sb->labels, "volumes", "created_at", created,
-	        "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs, "idle_action",
-	        sandbox_idle_action_to_string(sb->idle_action), "lifetime_secs",
-	        (json_int_t)sb->lifetime_secs, "expires_at", exp ? expires : NULL,
-	        "bound_to_client", sb->bound_to_client, "owner", sb->owner, "reason", sb->reason);
+	j = json_pack("{s:s, s:s?, s:s, s:s, s:i, s:i, s:I, s:o, s:O, s:O, s:[], s:s, s:I, s:s, "
+	              "s:I, s:s?, s:b, s:s, s:s?}",
+	              "id", sb->id, "name", sb->name, "state", sandbox_state_to_string(sb->state),
+	              "image", sb->image, "cpus", (int)sb->cpus, "memory_mb", (int)sb->memory_mb,
+	              "disk_mb", (json_int_t)sb->disk_mb, "env_names", env_names_json(sb),
+	              "network", sb->network, "labels", sb->labels, "volumes", "created_at",
+	              created, "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs,
+	              "idle_action", sandbox_idle_action_to_string(sb->idle_action),
+	              "lifetime_secs", (json_int_t)sb->lifetime_secs, "expires_at",
+	              exp ? expires : NULL, "bound_to_client", sb->bound_to_client, "owner",
+	              sb->owner, "reason", sb->reason);
+	/* (ext) the agent its create started: null for a sandbox without one */
+	if (j &&
+	    json_object_set_new(j, "agent",
+	                        sb->agent_run ? agent_run_to_json(sb->agent_run) : json_null()) < 0)
+		j = (json_decref(j), NULL);
+	return j;
 }
 
 /* Bumped whenever any sandbox's API object changes or one joins or leaves the registry:

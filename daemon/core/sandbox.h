@@ -84,6 +84,7 @@ const char *sandbox_idle_action_to_string(enum sandbox_idle_action a);
 enum sandbox_idle_action sandbox_idle_action_from_string(const char *s);
 
 struct sandbox_samples;
+struct agent_run;
 
 struct sandbox_env {
 	char *name;
@@ -121,6 +122,7 @@ struct sandbox {
 	size_t nenv;
 	struct sandbox_kept *kept; /* from its record at a restart, until the guest lists them */
 	size_t nkept;
+	struct agent_run *agent_run; /* agents.h: the agent its create started; NULL: none */
 
 	int64_t created_at; /* unix ms */
 	int64_t updated_at;
