@@ -141,6 +141,10 @@ int cli_network_option(struct cli *cli, int c, const char *arg, json_t *net);
  * --network is not given and a usage error with another one. 0 or an exit code. */
 int cli_network_finish(struct cli *cli, json_t *net);
 
+/* Attaches to process pid of sandbox ref (a TTY one in raw mode when stdin is a terminal) until
+ * it exits (its exit code) or the user detaches (0, after saying how to come back). */
+int cli_attach_to(struct cli *cli, const char *ref, uint32_t pid, bool tty);
+
 /* The verbs (cmd-*.c). Each returns the process exit code. */
 int cmd_context(struct cli *cli, int argc, char **argv);
 int cmd_doctor(struct cli *cli, int argc, char **argv);
@@ -162,3 +166,5 @@ int cmd_ls(struct cli *cli, int argc, char **argv);
 int cmd_image(struct cli *cli, int argc, char **argv);
 int cmd_node(struct cli *cli, int argc, char **argv);
 int cmd_network(struct cli *cli, int argc, char **argv);
+int cmd_agent(struct cli *cli, int argc, char **argv);
+int cmd_secret(struct cli *cli, int argc, char **argv);

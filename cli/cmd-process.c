@@ -350,8 +350,8 @@ cmd_exec(struct cli *cli, int argc, char **argv)
 /* ---- attach and shell ---- */
 
 /* Follows process pid (tty: whether it has a terminal) interactively; our exit code. */
-static int
-attach_to(struct cli *cli, const char *ref, uint32_t pid, bool tty)
+int
+cli_attach_to(struct cli *cli, const char *ref, uint32_t pid, bool tty)
 {
 	struct attach_opts o = {
 		.ref = ref,
@@ -449,7 +449,7 @@ cmd_attach(struct cli *cli, int argc, char **argv)
 		output_error("the server's process has no pid");
 		return CLI_EXIT_FAILED;
 	}
-	return attach_to(cli, ref, (uint32_t)pid, tty);
+	return cli_attach_to(cli, ref, (uint32_t)pid, tty);
 }
 
 int
@@ -481,7 +481,7 @@ cmd_shell(struct cli *cli, int argc, char **argv)
 		return r;
 	/* a kept TTY process: detaching (Ctrl-]) leaves it running, and attach shows what
 	 * happened meanwhile */
-	return attach_to(cli, argv[optind], pid, true);
+	return cli_attach_to(cli, argv[optind], pid, true);
 }
 
 /* ---- ps ---- */

@@ -251,6 +251,46 @@ static const struct verb verbs[] = {
 	          "Cordoning needs the operator's (or an admin's) rights. With --json, the\n"
 	          "server's node object.\n",
 	  .run = cmd_node },
+	{ .name = "agent",
+	  .usage = "agent NAME [TASK] [options] [-- AGENT ARGS...]",
+	  .summary = "Start a coding agent (claude, codex, gemini, opencode) in a new sandbox.",
+	  .help = "  --repo URL         clone this git repository (https:// or http://) into\n"
+	          "                     /sandbox/home/work and run the agent there\n"
+	          "  --image IMAGE      the image (default: the server's, sandbox-base)\n"
+	          "  --allow NAME       one more host name it may reach (repeatable); the\n"
+	          "                     agent's own API hosts and the repo's host are always\n"
+	          "                     on its allowlist\n"
+	          "  --name NAME        a name for the sandbox\n"
+	          "  --env NAME=VALUE   an environment variable (repeatable); --env NAME takes\n"
+	          "                     the value from your environment\n"
+	          "  --detach           print the sandbox's id and the agent's pid, and return\n"
+	          "\n"
+	          "Without TASK the agent runs interactively; with it, in its headless mode\n"
+	          "(claude -p, codex exec, gemini -p, opencode run). The agent's credential\n"
+	          "(claude: ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN; codex: OPENAI_API_KEY;\n"
+	          "gemini: GEMINI_API_KEY or GOOGLE_API_KEY; opencode: any of ANTHROPIC_API_KEY,\n"
+	          "OPENAI_API_KEY, GEMINI_API_KEY) goes from your environment into the\n"
+	          "sandbox's, in the request body; when it is not set here, the server uses the\n"
+	          "one saved with 'sandbox-cli secret set', and without either it refuses\n"
+	          "(exit 2) naming the variable, before anything is created.\n"
+	          "\n"
+	          "Then attaches to the agent's terminal: Ctrl-] detaches and says how to come\n"
+	          "back ('sandbox-cli attach SBX PID' replays what it printed meanwhile). The\n"
+	          "exit code is the agent's. When the agent cannot start, the sandbox's id is\n"
+	          "printed, the reason goes to stderr, and the exit code is 1.\n",
+	  .run = cmd_agent },
+	{ .name = "secret",
+	  .usage = "secret set NAME | secret ls | secret rm NAME",
+	  .summary = "Save, list or remove your secrets (an agent's credential, say).",
+	  .help = "  secret set NAME   save NAME's value: $NAME's when it is set in your\n"
+	          "                    environment, else stdin when it is piped, else typed\n"
+	          "                    (not shown)\n"
+	          "  secret ls         the names you saved and when (values are never shown)\n"
+	          "  secret rm NAME    remove one\n"
+	          "\n"
+	          "A saved secret is yours alone: 'sandbox-cli agent' uses it when the agent's\n"
+	          "variable is not in your environment. At most 64, each at most 32 KiB.\n",
+	  .run = cmd_secret },
 	{ .name = "version",
 	  .usage = "version",
 	  .summary = "Print sandbox-cli's version ('doctor' shows the server's).",
