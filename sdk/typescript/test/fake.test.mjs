@@ -3,7 +3,7 @@
 // case runs on both. Run through ctest (sdk/typescript-fake), or by hand with SANDBOXD_FAKE
 // and SANDBOX_GUESTD set: node test/fake.test.mjs
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { Readable } from "node:stream";
@@ -439,6 +439,103 @@ for (const transport of ["unix", "tcp"]) {
     });
   });
 }
+
+describe("agents and secrets (sandboxd-fake, stub agents on this host)", () => {
+  let d, client, stubs, caps;
+  before(async () => {
+    d = await startDaemon();
+    client = new Client({ endpoint: d.endpoint, env: {} });
+    caps = (await client.capabilities()).capabilities;
+    // no model is reachable here: a stub named claude says how it was started, then waits
+    stubs = join(d.dir, "stubs");
+    mkdirSync(stubs);
+    writeFileSync(
+      join(stubs, "claude"),
+      '#!/bin/sh\necho "stub claude started: $*"; [ -n "$ANTHROPIC_API_KEY" ] && echo "has the key"\nexec sleep 600\n',
+      { mode: 0o755 },
+    );
+  });
+  after(async () => {
+    client?.close();
+    await d?.stop();
+  });
+
+  test("startAgent: the agent object, its hosts allowed, its credential by name, attach to it", T, async (t) => {
+    if (!caps.agents) {
+      t.skip("this sandboxd has no agents (capability 'agents': the agent branch is not merged)");
+      return;
+    }
+    const env = { PATH: `${stubs}:/usr/bin:/bin`, ANTHROPIC_API_KEY: "sk-ant-test-value" };
+    const s = await client.startAgent("claude", { name: "agent-1", env, args: ["--model", "x"] });
+    try {
+      const a = s.agent;
+      assert.equal(a.name, "claude");
+      assert.equal(a.task, null);
+      assert.equal(a.repo, null);
+      assert.ok(["starting", "running"].includes(a.state), a.state);
+      assert.equal(typeof a.pid, "number");
+      assert.equal(s.info.network.mode, "allowlist");
+      assert.ok(s.info.network.allow.includes("api.anthropic.com"), s.info.network.allow.join(","));
+      assert.ok(s.info.env_names.includes("ANTHROPIC_API_KEY"));
+      assert.ok(!JSON.stringify(s.info).includes("sk-ant-test-value"));
+      const p = await s.process(a.pid).refresh();
+      assert.equal(p.info.tty, true);
+      assert.equal(p.info.keep, true);
+      const at = await s.attachAgent();
+      let text = "";
+      for await (const ev of at) {
+        if (ev.data) text += ev.data.toString();
+        if (text.includes("has the key")) break;
+      }
+      assert.match(text, /stub claude started: --model x/);
+      at.close();
+      // listed with its agent
+      const [listed] = await client.listSandboxes({ label: [] , state: "running" });
+      assert.equal(listed.agent.name, "claude");
+    } finally {
+      await s.delete();
+    }
+  });
+
+  test("a missing credential: InvalidRequestError naming it, nothing created", T, async (t) => {
+    if (!caps.agents) {
+      t.skip("this sandboxd has no agents (capability 'agents': the agent branch is not merged)");
+      return;
+    }
+    const before = (await client.listSandboxes()).length;
+    await assert.rejects(client.startAgent("claude", { task: "fix it", env: { PATH: `${stubs}:/usr/bin:/bin` } }), (e) => {
+      assert.ok(e instanceof InvalidRequestError);
+      assert.match(e.message, /ANTHROPIC_API_KEY/);
+      return true;
+    });
+    await assert.rejects(client.startAgent({ name: "nosuch" }), InvalidRequestError);
+    assert.equal((await client.listSandboxes()).length, before);
+  });
+
+  test("secrets: set, list (names only), an agent's credential from one, remove", T, async (t) => {
+    if (!caps.agents) {
+      t.skip("this sandboxd has no secrets (the agent branch is not merged)");
+      return;
+    }
+    const saved = await client.secrets.set("ANTHROPIC_API_KEY", "sk-ant-saved-value");
+    assert.equal(saved.name, "ANTHROPIC_API_KEY");
+    assert.match(saved.updated_at, /^\d{4}-\d\d-\d\dT/);
+    const list = await client.secrets.list();
+    assert.deepEqual(list.map((x) => x.name), ["ANTHROPIC_API_KEY"]);
+    assert.ok(!JSON.stringify(list).includes("sk-ant-saved-value"));
+    const s = await client.startAgent("claude", { task: "say hi", env: { PATH: `${stubs}:/usr/bin:/bin` } });
+    try {
+      assert.equal(s.agent.task, "say hi");
+      assert.ok(s.info.env_names.includes("ANTHROPIC_API_KEY"));
+    } finally {
+      await s.delete();
+    }
+    await client.secrets.remove("ANTHROPIC_API_KEY");
+    assert.deepEqual(await client.secrets.list(), []);
+    await assert.rejects(client.secrets.remove("ANTHROPIC_API_KEY"), NotFoundError);
+    await assert.rejects(client.secrets.set("1BAD", "x"), InvalidRequestError);
+  });
+});
 
 describe("sandboxd-fake over TLS with a private CA", () => {
   let d;
