@@ -471,6 +471,7 @@ static const struct {
 	{ 201, "Created" },
 	{ 202, "Accepted" },
 	{ 204, "No Content" },
+	{ 302, "Found" },
 	{ 304, "Not Modified" },
 	{ 400, "Bad Request" },
 	{ 401, "Unauthorized" },
@@ -485,6 +486,7 @@ static const struct {
 	{ 431, "Request Header Fields Too Large" },
 	{ 500, "Internal Server Error" },
 	{ 501, "Not Implemented" },
+	{ 502, "Bad Gateway" },
 	{ 503, "Service Unavailable" },
 };
 

@@ -1,6 +1,7 @@
 /* api.c: API v1 routing, the request guard, authentication and the discovery handlers. */
 #include <strings.h>
 #include "api-internal.h"
+#include "api-preview.h"
 #include "log.h"
 #include "metrics.h"
 #include "samples.h"
@@ -76,6 +77,7 @@ static const struct route routes[] = {
 	  .fn = api_tunnel,
 	  .flags = ROUTE_UPGRADE,
 	  .feature = "tunnel" },
+	ROUTE(POST, "/v1/sandboxes/{ref}/previews", api_preview_create, ROUTE_JSON),
 	LATER(POST, "/v1/sandboxes/{ref}/snapshots", "disk_snapshot"),
 	LATER(GET, "/v1/snapshots", "disk_snapshot"),
 	LATER(DELETE, "/v1/snapshots/{id}", "disk_snapshot"),
@@ -436,12 +438,15 @@ api_capabilities(struct api_call *call)
 	              false, "metrics", samples_available(d), "audit", true, "images", true,
 	              "processes", caps.processes, "files", caps.files, "limits",
 	              policy_limits_json(&d->policy), "network", policy_network_json(&d->policy));
-	/* (ext) POST /v1/node/cordon; "agent" on create and /v1/secrets */
+	/* (ext) POST /v1/node/cordon; "agent" on create and /v1/secrets; POST …/previews and the
+	 * preview listener */
 	if (j) {
 		(void)json_object_set_new(json_object_get(j, "capabilities"), "cordon",
 		                          json_true());
 		(void)json_object_set_new(json_object_get(j, "capabilities"), "agents",
 		                          json_boolean(caps.processes));
+		(void)json_object_set_new(json_object_get(j, "capabilities"), "preview",
+		                          json_boolean(api_previews_offered(d)));
 	}
 	api_reply_json(call->c, 200, j);
 }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include "accounts.h"
 #include "api-internal.h"
+#include "api-preview.h"
 #include "audit.h"
 #include "bundle.h"
 #include "egress.h"
@@ -18,6 +19,7 @@
 #include "log.h"
 #include "paths.h"
 #include "policyfile.h"
+#include "preview.h"
 #include "proc.h"
 #include "reconcile.h"
 #include "records.h"
@@ -53,6 +55,8 @@ housekeeping(struct loop_timer *t _unused_, void *data)
 	struct sandboxd *d = data;
 
 	server_sweep(d->server, now_mono_ms());
+	if (d->preview_server)
+		server_sweep(d->preview_server, now_mono_ms());
 	lifecycle_housekeeping(d, now_unix_ms());
 	ended_forget(d, now_unix_ms());
 	if (++ticks % HEARTBEAT_EVERY == 0)
@@ -258,6 +262,53 @@ startup_line(struct sandboxd *d)
 	(void)!write(STDERR_FILENO, line.data, line.len);
 }
 
+/* The preview listener (--preview-listen): a server of its own, so that no API route and
+ * no page of the dashboard is ever served on a preview's origin. Its default address taken
+ * (another sandboxd) leaves previews off with a warning; an address the operator chose
+ * refuses to start. */
+static int
+start_previews(struct sandboxd *d)
+{
+	const struct options *o = d->opts;
+	_cleanup_free_ char *why = NULL;
+	struct server_handler handler;
+	int r;
+
+	if (!o->preview_listen)
+		return 0;
+	r = preview_key_load(o->state_dir, d->preview_key, &why);
+	if (r < 0) {
+		log_error("previews: %s", why ? why : strerror(-r));
+		return r;
+	}
+	api_preview_server_handler(d, &handler);
+	r = server_new(d->loop, &handler, o->max_connections, &d->preview_server);
+	if (r < 0)
+		return r;
+	server_set_client_limit(d->preview_server, o->max_connections_per_client);
+	r = server_listen_tcp_flag(d->preview_server, o->preview_host, o->preview_port, NULL,
+	                           "--preview-listen");
+	if (r < 0) {
+		d->preview_server = server_free(d->preview_server);
+		if (!o->preview_default)
+			return r;
+		log_warning("previews are off: their default address %s is taken (another "
+		            "sandboxd?); choose another with --preview-listen HOST:PORT, or say "
+		            "--preview-listen off",
+		            o->preview_listen);
+		return 0;
+	}
+	if (!host_is_loopback(o->preview_host))
+		log_warning("previews are served over plain HTTP on %s, reachable from other "
+		            "machines: their tokens travel unencrypted (docs/operation.md, "
+		            "\"Previews\")",
+		            o->preview_listen);
+	log_info("previews: http://p-ID-PORT.%s:%s/ (POST /v1/sandboxes/{ref}/previews hands "
+	         "out each one's URL)",
+	         o->preview_domain, o->preview_port);
+	return 0;
+}
+
 /* The operator's policy file over the embedded defaults, then the flags over both. */
 static int
 apply_policy(struct sandboxd *d)
@@ -444,6 +495,11 @@ run(struct sandboxd *d)
 			return r;
 		}
 	}
+	r = start_previews(d);
+	if (r < 0) {
+		SSL_CTX_free(tls);
+		return r;
+	}
 	fit_fd_limit(d->server, d->opts->max_connections);
 	r = loop_timer_init(d->loop, &d->housekeeping, housekeeping, d);
 	if (r >= 0)
@@ -455,6 +511,7 @@ run(struct sandboxd *d)
 	startup_line(d);
 	r = loop_run(d->loop);
 
+	d->preview_server = server_free(d->preview_server);
 	d->server = server_free(d->server);
 	loop_timer_done(&d->housekeeping);
 	SSL_CTX_free(tls);
@@ -543,6 +600,7 @@ main(int argc, char **argv)
 	loop_signals_done(&d.signals);
 out:
 	reconcile_stop(&d);
+	d.preview_server = server_free(d.preview_server);
 	d.server = server_free(d.server);
 	d.accounts = accounts_free(d.accounts); /* after the server: nothing waits on it now */
 	/* the processes followed let go of their agents before the backend frees those (they

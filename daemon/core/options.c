@@ -1,5 +1,6 @@
 /* options.c: sandboxd's command line; see options.h. */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <netdb.h>
@@ -87,6 +88,11 @@ static const char usage[] =
         "  --metrics-listen HOST:PORT\n"
         "                         serve Prometheus metrics at /metrics there (loopback only:\n"
         "                         it has no credential)\n"
+        "  --preview-listen HOST:PORT|off\n"
+        "                         serve previews of sandboxes' ports there, each on an origin\n"
+        "                         of its own (default 127.0.0.1:7071; off: no previews)\n"
+        "  --preview-domain NAME  the domain previews' hosts are under: p-ID-PORT.NAME\n"
+        "                         (default localhost, which browsers resolve to loopback)\n"
         "  --registration on|off  let people create their own (user) account from the\n"
         "                         dashboard (default off; never an admin)\n"
         "  --user-max-sandboxes N a user's active sandboxes at most (default 5; 0: no cap)\n"
@@ -248,6 +254,80 @@ split_listen(struct options *o)
 	if (r < 0)
 		return r;
 	o->listen_loopback = host_is_loopback(o->listen_host);
+	return 0;
+}
+
+/* A domain previews' hosts go under: host name labels (lowercased), the last one not all
+ * digits (an address has no names under it), short enough for "p-ID-PORT." in front. */
+static int
+parse_preview_domain(struct options *o, const char *arg)
+{
+	_cleanup_free_ char *d = strdup(arg);
+	size_t n = strlen(arg), label = 0;
+	bool digits = true;
+
+	if (!d)
+		return -ENOMEM;
+	for (size_t i = 0; i <= n; i++) {
+		char ch = (char)tolower((unsigned char)d[i]);
+		d[i] = ch;
+		if (ch == '.' || ch == '\0') {
+			if (label == 0 || label > 63 || d[i - 1] == '-' || d[i - label] == '-')
+				goto bad;
+			if (ch == '\0' && digits)
+				goto bad;
+			label = 0;
+			digits = true;
+			continue;
+		}
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-'))
+			goto bad;
+		if (!(ch >= '0' && ch <= '9'))
+			digits = false;
+		label++;
+	}
+	if (n > 180)
+		goto bad;
+	free(o->preview_domain);
+	o->preview_domain = TAKE_PTR(d);
+	return 0;
+bad:
+	fprintf(stderr,
+	        "sandboxd: --preview-domain '%s' must be a host name (letters, digits, '-' and "
+	        "dots, at most 180 characters) under which p-ID-PORT.NAME can be resolved, not an "
+	        "address\n",
+	        arg);
+	return -EINVAL;
+}
+
+/* --preview-listen: HOST:PORT, or off; the default when not given. */
+static int
+check_preview_listen(struct options *o)
+{
+	int r;
+
+	if (!o->preview_listen) {
+		o->preview_listen = strdup(OPTIONS_DEFAULT_PREVIEW_LISTEN);
+		if (!o->preview_listen)
+			return -ENOMEM;
+		o->preview_default = true;
+	}
+	if (!o->preview_domain && !(o->preview_domain = strdup(OPTIONS_DEFAULT_PREVIEW_DOMAIN)))
+		return -ENOMEM;
+	if (streq(o->preview_listen, "off")) {
+		free(o->preview_listen);
+		o->preview_listen = NULL;
+		return 0;
+	}
+	r = split_host_port(o->preview_listen, &o->preview_host, &o->preview_port);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0) {
+		fprintf(stderr, "sandboxd: --preview-listen '%s' must be HOST:PORT (or [V6ADDR]:PORT) "
+		                "or off\n",
+		        o->preview_listen);
+		return -EINVAL;
+	}
 	return 0;
 }
 
@@ -506,6 +586,8 @@ static const struct opt_def opt_defs[] = {
 	UINT("audit-max-bytes", audit_max_bytes, AUDIT_LOG_MIN_BYTES, AUDIT_LOG_MAX_BYTES,
 	     "must be 4096 to 1073741824 bytes"),
 	STRING("metrics-listen", metrics_listen),
+	STRING("preview-listen", preview_listen),
+	CUSTOM("preview-domain", parse_preview_domain),
 	UINT("egress-proxy-port", egress_proxy_port, 1, 65535, "must be a port, 1 to 65535"),
 	UINT("egress-dns-port", egress_dns_port, 1, 65535, "must be a port, 1 to 65535"),
 	CUSTOM("egress-subnet", parse_egress_subnet),
@@ -708,6 +790,8 @@ options_parse(int argc, char **argv, struct options *o)
 			return -EINVAL;
 		}
 	}
+	if (check_preview_listen(o) < 0)
+		return -EINVAL;
 	if (o->egress && geteuid() != 0) {
 		fprintf(stderr, "sandboxd: --egress on needs root (tap devices and nftables); "
 		                "without root sandboxes get no network\n");
@@ -860,6 +944,10 @@ options_done(struct options *o)
 	free(o->metrics_listen);
 	free(o->metrics_host);
 	free(o->metrics_port);
+	free(o->preview_listen);
+	free(o->preview_host);
+	free(o->preview_port);
+	free(o->preview_domain);
 	free(o->token_file);
 	free(o->tls_cert);
 	free(o->tls_key);

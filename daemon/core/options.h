@@ -63,6 +63,12 @@ struct options {
 	char *metrics_listen;      /* --metrics-listen HOST:PORT (loopback), or NULL */
 	char *metrics_host;
 	char *metrics_port;
+	char *preview_listen; /* --preview-listen HOST:PORT, or NULL (off) */
+	char *preview_host;
+	char *preview_port;
+	bool preview_default; /* the default address: when it is taken, previews are off (a
+	                       * warning), where an address the operator chose refuses to start */
+	char *preview_domain; /* --preview-domain, lowercase (default localhost) */
 	bool egress; /* --egress on|off: taps, nftables and the egress worker (root) */
 	unsigned egress_proxy_port;  /* where the worker's proxy listens (tcp; default 3128) */
 	unsigned egress_dns_port;    /* where its DNS stub listens (udp; default 7353) */
@@ -84,6 +90,9 @@ struct options {
  * with an operator token it keeps in the state directory. */
 #define OPTIONS_DEFAULT_LISTEN "127.0.0.1:7070"
 #define OPTIONS_DEFAULT_TOKEN_FILE "operator.token"
+/* Previews (docs/api.md, "Previews"): their listener and the domain their hosts are under. */
+#define OPTIONS_DEFAULT_PREVIEW_LISTEN "127.0.0.1:7071"
+#define OPTIONS_DEFAULT_PREVIEW_DOMAIN "localhost"
 /* The audit log, in the state directory unless --audit-log says otherwise. */
 #define OPTIONS_DEFAULT_AUDIT_LOG "audit/events.jsonl"
 #define OPTIONS_DEFAULT_AUDIT_MAX_EVENTS 500000

@@ -11,6 +11,7 @@
 #include "node.h"
 #include "options.h"
 #include "policy.h"
+#include "preview.h"
 #include "reconcile.h"
 #include "sandbox.h"
 
@@ -35,6 +36,10 @@ struct sandboxd {
 	struct registry reg;
 	struct registry ended; /* terminated, until --forget-after (ended.h) */
 	struct server *server;
+	/* --preview-listen: the preview listener (its own server: it knows no API route), or
+	 * NULL when previews are off; the key their tokens are made with (preview.h) */
+	struct server *preview_server;
+	uint8_t preview_key[PREVIEW_KEY_LEN];
 	struct list_node subscribers;  /* struct event_sub: live event streams */
 	struct list_node create_waits; /* creates waiting for their image (api-sandboxes.c) */
 	struct buf list_cache;         /* GET /v1/sandboxes for an admin, unfiltered */

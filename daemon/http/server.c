@@ -1573,9 +1573,9 @@ server_listen_unix(struct server *s, const char *path)
 }
 
 static int
-listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX *tls, bool metrics)
+listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX *tls, bool metrics,
+           const char *flag)
 {
-	const char *flag = metrics ? "--metrics-listen" : "--listen";
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
 		                  .ai_flags = AI_PASSIVE | AI_NUMERICSERV | AI_ADDRCONFIG };
 	struct addrinfo *res = NULL, *ai;
@@ -1626,13 +1626,20 @@ listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX *tls, b
 int
 server_listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX *tls)
 {
-	return listen_tcp(s, host, port, tls, false);
+	return listen_tcp(s, host, port, tls, false, "--listen");
+}
+
+int
+server_listen_tcp_flag(struct server *s, const char *host, const char *port, SSL_CTX *tls,
+                       const char *flag)
+{
+	return listen_tcp(s, host, port, tls, false, flag);
 }
 
 int
 server_listen_metrics(struct server *s, const char *host, const char *port)
 {
-	return listen_tcp(s, host, port, NULL, true);
+	return listen_tcp(s, host, port, NULL, true, "--metrics-listen");
 }
 
 void

@@ -91,6 +91,10 @@ struct server *server_free(struct server *s);
 int server_listen_unix(struct server *s, const char *path);
 /* Binds TCP host:port; tls (borrowed, may be NULL) turns on TLS. */
 int server_listen_tcp(struct server *s, const char *host, const char *port, SSL_CTX *tls);
+/* The same, its failures naming flag (the option that chose the address) rather than
+ * --listen. */
+int server_listen_tcp_flag(struct server *s, const char *host, const char *port, SSL_CTX *tls,
+                           const char *flag);
 /* A listener whose requests go to the handler's metrics(), without credentials: the caller
  * allows only loopback addresses (--metrics-listen). */
 int server_listen_metrics(struct server *s, const char *host, const char *port);

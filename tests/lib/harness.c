@@ -254,7 +254,7 @@ launch(struct daemon_proc *p, const char *binary, const char *const *extra, cons
 		{ "--capacity-memory-mb", "16777216" },
 		{ "--capacity-disk-mb", "1073741824" },
 	};
-	bool egress = false, capacity_set[3] = { false, false, false };
+	bool egress = false, preview = false, capacity_set[3] = { false, false, false };
 	size_t n = 0;
 	int r = 0;
 
@@ -271,6 +271,8 @@ launch(struct daemon_proc *p, const char *binary, const char *const *extra, cons
 	for (size_t i = 0; r >= 0 && extra && extra[i]; i++) {
 		if (strcmp(extra[i], "--egress") == 0)
 			egress = true;
+		if (strcmp(extra[i], "--preview-listen") == 0)
+			preview = true;
 		for (size_t k = 0; k < 3; k++)
 			if (strcmp(extra[i], capacity[k][0]) == 0)
 				capacity_set[k] = true;
@@ -283,6 +285,10 @@ launch(struct daemon_proc *p, const char *binary, const char *const *extra, cons
 	 * sandboxd, ports 3128/7353) only where a test asks for it, in namespaces it made */
 	if (r >= 0 && !egress && product && strcmp(binary, product) == 0)
 		r = strv_extend(&args, &n, "--egress", "off", NULL);
+	/* nor is the preview listener's default port (127.0.0.1:7071): a test that serves
+	 * previews names a port of its own */
+	if (r >= 0 && !preview)
+		r = strv_extend(&args, &n, "--preview-listen", "off", NULL);
 	if (r < 0)
 		return -1;
 	/* each start writes a fresh log so the readiness check sees this run's line */

@@ -50,7 +50,8 @@ void harness_set_launcher(const char *const *argv);
 
 /* Starts binary with --state-dir and --socket in a new private directory plus extra args
  * (the product, $SANDBOXD, gets --egress off unless they say --egress: the machine's own
- * network is never a test's; each --capacity-* they do not say is large: the machine's size
+ * network is never a test's; every daemon gets --preview-listen off unless they say
+ * --preview-listen; each --capacity-* they do not say is large: the machine's size
  * is not a test's either)
  * (NULL-terminated), environment additions env ("K=V", NULL-terminated, may be NULL).
  * Waits up to 10 s for the "serving API v1" line. 0, or -1 after printing the log. */

@@ -642,8 +642,9 @@ function sandboxPage(id) {
   const termSection = h('section', { class: 'panel terminals', 'aria-label': 'Terminals' },
     h('div', { class: 'title-row' }, h('h2', {}, 'Terminals'), newTerm), tabs, termArea,
     termNote);
+  const preview = previewPanel();
   const el = page('Sandbox', head, h('section', { class: 'panel' }, facts), termSection,
-    h('section', { class: 'panel' }, h('h2', {}, 'Events'), events));
+    preview.el, h('section', { class: 'panel' }, h('h2', {}, 'Events'), events));
   let sb = null;
   let disposed = false;
   const sessions = []; // TerminalSession
@@ -676,6 +677,7 @@ function sandboxPage(id) {
       h('dt', {}, 'created'), h('dd', {}, when(sb.created_at)),
       sb.expires_at ? [h('dt', {}, 'expires'), h('dd', {}, when(sb.expires_at))] : null);
     const running = sb.state === 'running';
+    preview.update(sb);
     newTerm.disabled = !running;
     newTerm.title = running ? 'Start a shell in the sandbox' : `the sandbox is ${sb.state}; ` +
       'terminals need it running';
@@ -875,6 +877,58 @@ function sandboxPage(id) {
 
   load();
   return { el, update, event, dispose };
+}
+
+// "Open preview": a web server the sandbox runs on a port, opened in a new tab on an origin of
+// its own (http://p-ID-PORT.localhost:7071/, docs/api.md "Previews"), never this page's: its
+// script cannot reach the dashboard or the API. The tab is opened at the click (a popup
+// blocker allows that) without a way back to this page (opener cut), then sent to the URL.
+function previewPanel() {
+  const port = h('input', { id: 'preview-port', type: 'number', min: 1, max: 65535, step: 1,
+    value: 3000, required: true, inputmode: 'numeric', 'data-key': 'preview-port',
+    'aria-describedby': 'preview-hint' });
+  const open = h('button', { type: 'submit', class: 'primary', 'data-key': 'preview-open' },
+    'Open preview');
+  const hint = h('small', { id: 'preview-hint' });
+  const error = h('p', { class: 'error', role: 'alert', hidden: true });
+  const link = h('p', { class: 'hint preview-link' });
+  let sb = null;
+  const form = h('form', { class: 'preview-form' },
+    h('div', { class: 'field' }, h('label', { for: 'preview-port' }, 'Port'), port, hint),
+    open, error, link);
+  const el = h('section', { class: 'panel', 'aria-label': 'Preview' },
+    h('h2', {}, 'Preview'), form);
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    if (!sb || !port.reportValidity()) return;
+    const tab = window.open('about:blank', '_blank');
+    if (tab) tab.opener = null;
+    await submitting(open, error, 'Opening…', async () => {
+      try {
+        const r = await api('POST', `/v1/sandboxes/${seg(sb.id)}/previews`,
+          { port: Number(port.value) });
+        rerender(link, 'Opened ', h('a', { href: r.url, target: '_blank',
+          rel: 'noopener noreferrer', class: 'mono' }, `port ${r.port}`),
+          ' in a new tab (the link opens it again).');
+        if (tab) tab.location.replace(r.url);
+      } catch (e) {
+        if (tab) tab.close();
+        throw e;
+      }
+    });
+  });
+  function update(now) {
+    sb = now;
+    const offered = app.caps?.capabilities?.preview === true;
+    const running = sb.state === 'running';
+    open.disabled = !offered || !running;
+    hint.textContent = !offered
+      ? 'This server does not serve previews (--preview-listen off).'
+      : running ? 'A web server the sandbox runs on this port (on 127.0.0.1 or 0.0.0.0), ' +
+        'opened in a new tab on an address of its own.'
+        : `The sandbox is ${sb.state}; previews need it running.`;
+  }
+  return { el, update };
 }
 
 // One record of the audit trail (docs/api.md, "Events"); live: what the stream said besides
