@@ -4,11 +4,12 @@
 // and SANDBOX_GUESTD set: node test/fake.test.mjs
 import assert from "node:assert/strict";
 import { mkdirSync, writeFileSync } from "node:fs";
+import { request as httpRequest } from "node:http";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { after, before, describe, test } from "node:test";
-import { haveOpenssl, missing, startDaemon } from "./lib/daemon.mjs";
+import { freePort, haveOpenssl, missing, startDaemon } from "./lib/daemon.mjs";
 import { sdk, skipFile, until } from "./lib/sdk.mjs";
 
 const why = missing();
@@ -534,6 +535,53 @@ describe("agents and secrets (sandboxd-fake, stub agents on this host)", () => {
     assert.deepEqual(await client.secrets.list(), []);
     await assert.rejects(client.secrets.remove("ANTHROPIC_API_KEY"), NotFoundError);
     await assert.rejects(client.secrets.set("1BAD", "x"), InvalidRequestError);
+  });
+});
+
+describe("previews (sandboxd-fake with a preview listener)", () => {
+  let d, client, listen;
+  before(async () => {
+    listen = await freePort();
+    d = await startDaemon({ args: ["--preview-listen", `127.0.0.1:${listen}`] }).catch(() => null);
+    if (!d) d = await startDaemon(); // a sandboxd without previews
+    client = new Client({ endpoint: d.endpoint, env: {} });
+  });
+  after(async () => {
+    client?.close();
+    await d?.stop();
+  });
+
+  test("preview(port): a URL on the preview's own origin, whose token becomes a cookie", T, async (t) => {
+    if (!(await client.capabilities()).capabilities.preview) {
+      t.skip("this sandboxd has no previews (capability 'preview': the preview branch is not merged)");
+      return;
+    }
+    const s = await client.createSandbox({ name: "prev" });
+    try {
+      const p = await s.preview(3000);
+      assert.equal(p.port, 3000);
+      const u = new URL(p.url);
+      assert.equal(u.hostname, `p-${s.id.slice(4)}-3000.localhost`);
+      assert.equal(u.port, String(listen));
+      assert.ok(u.searchParams.get("sbx_preview"));
+      // the listener turns the token into a cookie for that host
+      const res = await new Promise((resolve, reject) => {
+        const req = httpRequest(
+          { host: "127.0.0.1", port: listen, path: `${u.pathname}${u.search}`, headers: { Host: u.host } },
+          resolve,
+        );
+        req.on("error", reject);
+        req.end();
+      });
+      res.resume();
+      assert.equal(res.statusCode, 302);
+      assert.match(String(res.headers["set-cookie"]), /sbx_preview=.*HttpOnly/);
+      await s.stop();
+      await assert.rejects(s.preview(3000), ConflictError);
+      await assert.rejects(client.sandbox("nope").preview(3000), NotFoundError);
+    } finally {
+      await s.delete();
+    }
   });
 });
 

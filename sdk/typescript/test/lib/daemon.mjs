@@ -31,6 +31,20 @@ function testTmp() {
   return mkdtempSync(join(t, "sbxtest."));
 }
 
+const flags = new Map();
+function hasFlag(binary, flag) {
+  if (!flags.has(binary)) {
+    let help = "";
+    try {
+      help = execFileSync(binary, ["--help"], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    } catch (e) {
+      help = `${e.stdout ?? ""}${e.stderr ?? ""}`;
+    }
+    flags.set(binary, help);
+  }
+  return flags.get(binary).includes(flag);
+}
+
 /** Why a test cannot run here, or null. */
 export function missing({ vm = false } = {}) {
   if (vm) {
@@ -102,6 +116,10 @@ export async function startDaemon({ vm = false, tcp = false, tls = false, args =
     port = await freePort();
     argv.push("--listen", `127.0.0.1:${port}`, "--token-file", tokenFile);
   }
+  // nor is the preview listener's default port (127.0.0.1:7071) a test's, where the daemon
+  // has one: a test that serves previews names a port of its own
+  if (!args.includes("--preview-listen") && hasFlag(binary, "--preview-listen"))
+    argv.push("--preview-listen", "off");
   argv.push(...args);
   const out = (await import("node:fs")).openSync(log, "a", 0o600);
   const child = spawn(binary, argv, { env: childEnv, stdio: ["ignore", out, out] });
