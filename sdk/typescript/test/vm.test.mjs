@@ -110,6 +110,42 @@ test("files in the guest", T, async () => {
   assert.ok(trail.includes("file.written") && trail.includes("file.removed"), trail.join(","));
 });
 
+test("a tunnel to a port in the guest (sbx-tunnel/1)", T, async (t) => {
+  if (!(await client.capabilities()).capabilities.tunnel) {
+    t.skip("this sandboxd has no tunnels (capability 'tunnel' false)");
+    return;
+  }
+  const events = s.events();
+  await events.ready;
+  await s.processes.start(["sh", "-c", "echo hello-from-guest | nc -l -p 8080"]);
+  let sock;
+  for (let i = 0; !sock; i++) {
+    try {
+      sock = await s.tunnel(8080);
+    } catch (e) {
+      // nc is not listening yet
+      if (!(e instanceof ConflictError) || i > 100) throw e;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  let text = "";
+  const ended = new Promise((resolve, reject) => {
+    sock.on("data", (b) => {
+      text += b.toString();
+      // half-close once it spoke: nc reads our EOF and ends, and so does the tunnel
+      if (text.includes("\n")) sock.end();
+    });
+    sock.on("end", resolve);
+    sock.on("error", reject);
+  });
+  await ended;
+  assert.equal(text, "hello-from-guest\n");
+  sock.destroy();
+  // the stream tells of it
+  for await (const ev of events) if (ev.type === "tunnel.opened" && ev.data.port === 8080) break;
+  events.close();
+});
+
 test("delete: terminated, and its name free", T, async () => {
   await s.delete();
   assert.equal((await client.getSandbox(s.id)).state, "terminated");
