@@ -1,7 +1,8 @@
 #!/bin/sh
-# Installs every Debian 12 package sandboxd needs to build, run and test, then the
-# dashboard's npm packages (`npm ci` in web/: xterm.js, built into sandboxd, and
-# playwright-core for the browser tests). Idempotent and quiet; run as root (or with sudo).
+# Installs every Debian 12 package sandboxd needs to build, run and test, then the npm
+# packages (`npm ci` in web/: xterm.js, built into sandboxd, and playwright-core for the
+# browser tests; in sdk/typescript: typescript and yaml, to build and type the SDK).
+# Idempotent and quiet; run as root (or with sudo).
 # Benchmarks install their own extras (bench/*/run.sh). The guest kernel and busybox are not
 # installed: `sandboxd setup` downloads them with apt.
 set -eu
@@ -16,7 +17,7 @@ python3
 clang-14 libclang-rt-14-dev clang-format
 chromium
 "
-# node and npm for web/: Debian's, unless the machine already has its own
+# node and npm for web/ and sdk/typescript: Debian's, unless the machine already has its own
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 	PACKAGES="$PACKAGES nodejs npm"
 fi
@@ -42,20 +43,23 @@ else
 	echo "install-deps: packages installed"
 fi
 
-# web/node_modules exactly as web/package-lock.json says, again only when the lock is newer
-# than what is installed; as the checkout's owner, so a checkout of a user's stays theirs
-web=$(cd "$(dirname "$0")/../web" && pwd)
-if [ -f "$web/node_modules/.package-lock.json" ] &&
-	[ "$web/node_modules/.package-lock.json" -nt "$web/package-lock.json" ]; then
-	echo "install-deps: web/node_modules up to date"
-else
-	owner=$(stat -c %U "$web")
+# node_modules exactly as each package-lock.json says (web/: the dashboard's; sdk/typescript:
+# the TypeScript SDK's compiler and YAML parser), again only when the lock is newer than what
+# is installed; as the checkout's owner, so a checkout of a user's stays theirs
+for pkg in web sdk/typescript; do
+	dir=$(cd "$(dirname "$0")/../$pkg" && pwd)
+	if [ -f "$dir/node_modules/.package-lock.json" ] &&
+		[ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
+		echo "install-deps: $pkg/node_modules up to date"
+		continue
+	fi
+	owner=$(stat -c %U "$dir")
 	if [ "$owner" = root ]; then
-		(cd "$web" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+		(cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 	else
-		runuser -l "$owner" -c "cd '$web' && npm ci --no-audit --no-fund --loglevel=error" \
+		runuser -l "$owner" -c "cd '$dir' && npm ci --no-audit --no-fund --loglevel=error" \
 			>/dev/null
 	fi
-	echo "install-deps: web/node_modules installed (npm ci)"
-fi
+	echo "install-deps: $pkg/node_modules installed (npm ci)"
+done
 echo "install-deps: done"
