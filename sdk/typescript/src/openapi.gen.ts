@@ -44,6 +44,11 @@ export type NetworkRequest = {
 
 export type Labels = { [key: string]: string };
 
+export type Preview = {
+  port: number;
+  url: string;
+};
+
 export type Sandbox = {
   id: string;
   name: string | null;
@@ -64,6 +69,42 @@ export type Sandbox = {
   bound_to_client: boolean;
   owner: string;
   reason: string | null;
+  agent: SandboxAgent | null;
+};
+
+export type AgentName = "claude" | "codex" | "gemini" | "opencode";
+
+export type AgentState = "cloning" | "starting" | "running" | "exited" | "failed";
+
+export type AgentRequest = {
+  name: AgentName;
+  task?: string;
+  repo?: string;
+  args?: string[];
+};
+
+export type SandboxAgent = {
+  name: AgentName;
+  task: string | null;
+  repo: string | null;
+  args: string[];
+  state: AgentState;
+  pid: number | null;
+  exit_code: number | null;
+  message: string | null;
+};
+
+export type Secret = {
+  name: string;
+  updated_at: string;
+};
+
+export type SecretList = {
+  secrets: Secret[];
+};
+
+export type PutSecretRequest = {
+  value: string;
 };
 
 export type IdleAction = "stop" | "terminate";
@@ -92,6 +133,7 @@ export type CreateRequest = {
   snapshot_every_secs?: number;
   snapshot_keep?: number;
   wait?: boolean;
+  agent?: AgentRequest;
 };
 
 export type PatchRequest = {
@@ -125,6 +167,8 @@ export type Capabilities = {
     processes: boolean;
     files: boolean;
     cordon?: boolean;
+    agents?: boolean;
+    preview?: boolean;
   };
   limits: {
     max_cpus: number;
@@ -142,7 +186,7 @@ export type Capabilities = {
   };
 };
 
-export type EventType = "created" | "state" | "updated" | "destroy_failed" | "start_refused" | "process.started" | "process.exited" | "file.read" | "file.written" | "file.removed" | "egress.allowed" | "egress.denied";
+export type EventType = "created" | "state" | "updated" | "destroy_failed" | "start_refused" | "process.started" | "process.exited" | "agent" | "file.read" | "file.written" | "file.removed" | "egress.allowed" | "egress.denied";
 
 export type Event = {
   seq: number;
@@ -397,6 +441,7 @@ export const operations = {
   listDirectory: { method: "GET", path: "/v1/sandboxes/{ref}/dirs" },
   getNode: { method: "GET", path: "/v1/node" },
   openTunnel: { method: "GET", path: "/v1/sandboxes/{ref}/tunnel" },
+  createPreview: { method: "POST", path: "/v1/sandboxes/{ref}/previews" },
   suspendSandbox: { method: "POST", path: "/v1/sandboxes/{ref}/suspend" },
   resumeSandbox: { method: "POST", path: "/v1/sandboxes/{ref}/resume" },
   createSnapshot: { method: "POST", path: "/v1/sandboxes/{ref}/snapshots" },
@@ -409,6 +454,9 @@ export const operations = {
   login: { method: "POST", path: "/v1/auth/login" },
   logout: { method: "POST", path: "/v1/auth/logout" },
   register: { method: "POST", path: "/v1/auth/register" },
+  listSecrets: { method: "GET", path: "/v1/secrets" },
+  putSecret: { method: "PUT", path: "/v1/secrets/{name}" },
+  deleteSecret: { method: "DELETE", path: "/v1/secrets/{name}" },
   listKeys: { method: "GET", path: "/v1/keys" },
   createKey: { method: "POST", path: "/v1/keys" },
   deleteKey: { method: "DELETE", path: "/v1/keys/{id}" },
