@@ -1,9 +1,14 @@
 // preview.mjs: a preview as a person opens it, and what the guest's page can do, in Debian's
-// Chromium (headless) driven by playwright-core. Run by test-preview.c, which starts
-// sandboxd-fake (its agent's processes, and so its tunnels, run on this machine: a server this
-// script starts on 127.0.0.1:SBX_GUEST_PORT is the "guest's" dev server) and makes the account.
+// Chromium (headless) driven by playwright-core. Run by test-preview.c, which starts the daemon
+// and makes the account, in one of two ways:
+// - sandboxd-fake (its agent's processes, and so its tunnels, run on this machine): a server
+//   this script starts on 127.0.0.1:SBX_GUEST_PORT is the "guest's" dev server;
+// - with SBX_GUEST_WEB (the static guest-web binary, tests/browser/guest-web.c), the product
+//   sandboxd with a real VM: this script uploads guest-web, the page and its script into the
+//   guest with the files API and starts guest-web there on SBX_GUEST_PORT (a run that ends once
+//   it listens); what cookies it was sent it logs in the guest, read back with the files API.
 // Settings from the environment: SBX_URL (the dashboard, on localhost), SBX_GUEST_PORT,
-// SBX_PREVIEW_PORT, SBX_USER_EMAIL/_PASSWORD, SBX_ARTIFACTS, SBX_WEB_DIR.
+// SBX_PREVIEW_PORT, SBX_USER_EMAIL/_PASSWORD, SBX_ARTIFACTS, SBX_WEB_DIR, SBX_GUEST_WEB.
 //
 // The guest's server serves a page whose own script (from the guest, like a dev server's)
 // opens a WebSocket back to the guest and echoes through it, reads document.cookie, and tries
@@ -15,7 +20,7 @@
 // received the dashboard's session cookie; the preview cookie is HttpOnly, Lax and for that
 // host alone.
 import { createHash } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { check, drive, env, newPage, problems, signIn, step } from './lib.mjs';
@@ -25,6 +30,8 @@ const GUEST_PORT = Number(env('SBX_GUEST_PORT'));
 const PREVIEW_PORT = Number(env('SBX_PREVIEW_PORT'));
 const ART = env('SBX_ARTIFACTS');
 const user = { email: env('SBX_USER_EMAIL'), password: env('SBX_USER_PASSWORD') };
+const GUEST_WEB = process.env.SBX_GUEST_WEB || ''; // set: a real VM runs the server
+const WWW = '/sandbox/home/www'; // in the VM: the server, its files and its cookie log
 
 mkdirSync(ART, { recursive: true });
 
@@ -104,7 +111,50 @@ server.on('upgrade', (req, sock) => {
   sock.on('error', () => {});
 });
 
+// In the VM: guest-web, the page and the script put into the guest through the API (as the
+// signed-in user, with the session's CSRF token), and guest-web started on GUEST_PORT.
+async function startGuestServer(dash, id) {
+  const files = {
+    [`${WWW}/guest-web`]: readFileSync(GUEST_WEB).toString('base64'),
+    [`${WWW}/index.html`]: Buffer.from(page).toString('base64'),
+    [`${WWW}/app.js`]: Buffer.from(script).toString('base64'),
+  };
+  const argv = ['sh', '-c', `chmod 755 ${WWW}/guest-web && ` +
+    `exec ${WWW}/guest-web ${GUEST_PORT} ${WWW} ${WWW}/cookies.log`];
+  return dash.evaluate(async ({ id, files, argv }) => {
+    const me = await (await fetch('/v1/whoami')).json();
+    const base = `/v1/sandboxes/${id}`;
+    for (const [p, b64] of Object.entries(files)) {
+      const body = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+      const r = await fetch(`${base}/files?path=${encodeURIComponent(p)}`, { method: 'PUT',
+        headers: { 'Content-Type': 'application/octet-stream', 'X-CSRF-Token': me.csrf_token },
+        body });
+      if (r.status !== 204) return `PUT ${p}: ${r.status} ${await r.text()}`;
+    }
+    const r = await fetch(`${base}/run`, { method: 'POST', headers: {
+      'Content-Type': 'application/json', 'X-CSRF-Token': me.csrf_token },
+    body: JSON.stringify({ argv, timeout_secs: 60 }) });
+    const out = await r.json();
+    return r.status === 200 && out.exit_code === 0 ? 'ok'
+      : `run: ${r.status} ${JSON.stringify(out)} ${atob(out.stderr || '')}`;
+  }, { id, files, argv });
+}
+
+// What the guest's server was sent: in the VM, its log (one line a request: "PATH cookie=…").
+async function guestCookies(dash, id) {
+  if (!GUEST_WEB) return seenCookies;
+  const log = await dash.evaluate(async ({ id, path }) => {
+    const r = await fetch(`/v1/sandboxes/${id}/files?path=${encodeURIComponent(path)}`);
+    return r.status === 200 ? r.text() : `(${r.status})`;
+  }, { id, path: `${WWW}/cookies.log` });
+  return log.split('\n').filter((l) => l !== '');
+}
+
 async function run(browser) {
+  if (GUEST_WEB) {
+    await scenario(browser);
+    return;
+  }
   await new Promise((done) => server.listen(GUEST_PORT, '127.0.0.1', done));
   try {
     await scenario(browser);
@@ -126,6 +176,11 @@ async function scenario(browser) {
     return (await r.json()).id;
   });
   check(/^sbx_[0-9a-f]{16}$/.test(id), `a sandbox was made (${id})`);
+  if (GUEST_WEB) {
+    step('put the web server into the VM and start it there');
+    const started = await startGuestServer(dash, id);
+    check(started === 'ok', `guest-web listens on ${GUEST_PORT} in the guest (${started})`);
+  }
 
   step('open the preview of the guest port from the sandbox page');
   await dash.goto(`${URL0}#/sandbox/${id}`);
@@ -158,11 +213,21 @@ async function scenario(browser) {
   check(!out.cookie.includes('sbx_preview'), `the preview cookie is HttpOnly (${out.cookie})`);
   check(out.api.startsWith('blocked') || /^status 40[13]/.test(out.api),
     `a credentialed fetch of the API fails or is refused (got ${out.api})`);
-  check(!seenCookies.some((c) => c.includes('sandboxd_session')),
-    'the guest never received the dashboard\'s session cookie');
-  const names = await dash.evaluate(async () =>
+  const seen = await guestCookies(dash, id);
+  check(seen.some((c) => c.includes('sbx_preview=')), `the guest's server saw the ` +
+    `requests' cookies, its preview's among them (${seen.join(' | ')})`);
+  check(!seen.some((c) => c.includes('sandboxd_session')),
+    `the guest never received the dashboard's session cookie (${seen.join(' | ')})`);
+  // what the guest's server was sent, by cookie name (values left out)
+  const names = (h) => h.split(';').map((c) => c.trim().split('=')[0]).filter((n) => n)
+    .join(',') || '(none)';
+  console.log(`  cookies the guest's server was sent: ${seen.map((l) => {
+    const m = /^(\S+) cookie=(.*)$/.exec(l); // the VM's log: "PATH cookie=HEADER"
+    return m ? `${m[1]} ${names(m[2])}` : names(l);
+  }).join(', ')}`);
+  const listed = await dash.evaluate(async () =>
     (await (await fetch('/v1/sandboxes')).json()).sandboxes.map((s) => s.name));
-  check(!names.includes('made-by-guest'), `the guest's POST created nothing (${names})`);
+  check(!listed.includes('made-by-guest'), `the guest's POST created nothing (${listed})`);
 
   step('the preview cookie: HttpOnly, Lax, that host alone');
   const previewOrigin = `http://p-${id.slice(4)}-${GUEST_PORT}.localhost:${PREVIEW_PORT}/`;
