@@ -203,8 +203,8 @@ watch_print(const struct watch *w)
 	double hz = (double)sysconf(_SC_CLK_TCK);
 
 	for (int i = 0; i < w->n; i++)
-		printf(" pid%d_rss0_kib=%ld pid%d_rss_peak_kib=%ld pid%d_cpu_ms=%.0f", i, w->rss0[i], i,
-		       w->peak[i], i, (double)w->ticks[i] * 1000 / hz);
+		printf(" pid%d_rss0_kib=%ld pid%d_rss_peak_kib=%ld pid%d_cpu_ms=%.0f", i,
+		       w->rss0[i], i, w->peak[i], i, (double)w->ticks[i] * 1000 / hz);
 }
 
 /* ---- moving bytes ---- */
@@ -227,7 +227,8 @@ xfer(int fd, uint64_t to_send, bool shut, uint64_t *tail, struct watch *w)
 	}
 	while (!wdone || !eof) {
 		struct pollfd pfd = { .fd = fd,
-			              .events = (short)((eof ? 0 : POLLIN) | (wdone ? 0 : POLLOUT)) };
+			              .events =
+			                      (short)((eof ? 0 : POLLIN) | (wdone ? 0 : POLLOUT)) };
 		int r = poll(&pfd, 1, w && w->n ? 5 : -1);
 		if (r < 0 && errno != EINTR)
 			die("poll: %s", strerror(errno));
@@ -464,8 +465,8 @@ client(int argc, char **argv)
 		qsort(rtt, (size_t)rounds, sizeof(double), cmp_double);
 		printf("op=ping rounds=%d open_ms=%.2f p50_us=%.1f p90_us=%.1f p99_us=%.1f "
 		       "max_us=%.1f mean_us=%.1f",
-		       rounds, open_ms, rtt[rounds / 2], rtt[rounds * 9 / 10], rtt[rounds * 99 / 100],
-		       rtt[rounds - 1], sum / rounds);
+		       rounds, open_ms, rtt[rounds / 2], rtt[rounds * 9 / 10],
+		       rtt[rounds * 99 / 100], rtt[rounds - 1], sum / rounds);
 		watch_print(&w);
 		putchar('\n');
 		close(fd);
@@ -488,8 +489,8 @@ client(int argc, char **argv)
 	t1 = now();
 	watch_stop(&w);
 	if (got != down + 8 || tail != up)
-		die("%s %s: received %llu bytes (want %llu), the server counted %llu (want %llu)", op,
-		    target, (unsigned long long)got, (unsigned long long)down + 8,
+		die("%s %s: received %llu bytes (want %llu), the server counted %llu (want %llu)",
+		    op, target, (unsigned long long)got, (unsigned long long)down + 8,
 		    (unsigned long long)tail, (unsigned long long)up);
 	printf("op=%s mib=%ld open_ms=%.2f secs=%.3f mibps=%.1f", op, arg, open_ms, t1 - t0,
 	       (double)(up + down) / 1048576.0 / (t1 - t0));
