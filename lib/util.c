@@ -355,6 +355,20 @@ write_all(int fd, const void *data, size_t len)
 }
 
 bool
+env_name_ok(const char *s, size_t n, size_t max)
+{
+	if (n == 0 || n > max || (s[0] >= '0' && s[0] <= '9'))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_'))
+			return false;
+	}
+	return true;
+}
+
+bool
 label_is_number(const char *l, size_t n)
 {
 	size_t i = 0;

@@ -50,6 +50,9 @@ char *termsafe_dup(const char *s);
 int mkdir_p(const char *path, mode_t mode);
 /* The value of a hexadecimal digit (either case), or -1 for any other byte. */
 int hex_digit(int c);
+/* Whether s (n bytes, which may hold a NUL) is an environment variable's name of at most max
+ * bytes: ^[A-Za-z_][A-Za-z0-9_]*$ (the API's rule; the secrets and records files keep it). */
+bool env_name_ok(const char *s, size_t n, size_t max);
 /* Whether a DNS label of n bytes (lowercase) reads as a number to an address parser
  * (inet_aton, getaddrinfo, a URL parser): decimal or octal digits, or 0x and hex digits. A
  * name whose last label is one is an IPv4 address in some spelling ("127.1", "0x7f000001")

@@ -41,21 +41,6 @@ record_donep(struct record *rec)
 	record_done(rec);
 }
 
-/* ^[A-Za-z_][A-Za-z0-9_]*$, as a create accepts a name */
-static bool
-env_name_ok(const char *s, size_t n)
-{
-	if (n == 0 || n > RECORD_MAX_ENV_NAME || (s[0] >= '0' && s[0] <= '9'))
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '_'))
-			return false;
-	}
-	return true;
-}
-
 /* An object with exactly the members named (each present once: duplicates are refused when
  * the text is read). */
 static bool
@@ -96,7 +81,8 @@ parse_env(const json_t *env, struct record *rec, char **ret_why)
 		    !json_is_string(value))
 			return error_printf(ret_why, -EINVAL,
 			                    "variable %zu is not {\"name\": …, \"value\": …}", i);
-		if (!env_name_ok(json_string_value(name), json_string_length(name)))
+		if (!env_name_ok(json_string_value(name), json_string_length(name),
+		                 RECORD_MAX_ENV_NAME))
 			return error_printf(ret_why, -EINVAL, "variable %zu has an invalid name",
 			                    i);
 		if (json_string_length(value) > RECORD_MAX_ENV_VALUE)
@@ -236,7 +222,8 @@ record_format(const struct record *rec, char **ret, size_t *ret_len)
 		r = -EINVAL;
 	for (size_t i = 0; r == 0 && i < rec->nenv; i++) {
 		const struct sandbox_env *e = &rec->env[i];
-		if (!e->name || !e->value || !env_name_ok(e->name, strlen(e->name)) ||
+		if (!e->name || !e->value ||
+		    !env_name_ok(e->name, strlen(e->name), RECORD_MAX_ENV_NAME) ||
 		    strlen(e->value) > RECORD_MAX_ENV_VALUE)
 			r = -EINVAL;
 		else if (json_array_append_new(env, json_pack("{s:s, s:s}", "name", e->name,

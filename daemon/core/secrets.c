@@ -40,19 +40,11 @@ secrets_donep(struct secrets *s)
 	secrets_done(s);
 }
 
-/* ^[A-Za-z_][A-Za-z0-9_]*$, at most SECRET_NAME_MAX: an environment name */
+/* An environment name of at most SECRET_NAME_MAX bytes */
 static bool
 name_ok(const char *s, size_t n)
 {
-	if (n == 0 || n > SECRET_NAME_MAX || (s[0] >= '0' && s[0] <= '9'))
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '_'))
-			return false;
-	}
-	return true;
+	return env_name_ok(s, n, SECRET_NAME_MAX);
 }
 
 static bool
