@@ -44,9 +44,8 @@ main(void)
 	const char *web = getenv("SBX_WEB_DIR"), *src = getenv("SBX_BROWSER_SRC");
 	const char *artifacts = getenv("SBX_ARTIFACTS"), *guestd = getenv("SANDBOX_GUESTD");
 	const char *fake = harness_binary("SANDBOXD_FAKE");
-	char dir[256], addr[64], token[300], env_agent[600], script[600];
+	char dir[256], addr[64], token[300], env_agent[600];
 	struct daemon_proc p;
-	char **env = NULL;
 	int rc, ok = 1;
 
 	if (!web || !src || !artifacts)
@@ -70,27 +69,13 @@ main(void)
 			return 1;
 	}
 
-	for (size_t i = 0; ok && i < sizeof(accounts) / sizeof(accounts[0]); i++) {
-		char pw[300], *out = NULL;
-		snprintf(pw, sizeof(pw), "%s/password-%zu", dir, i);
-		if (write_file(pw, accounts[i].password) < 0)
+	for (size_t i = 0; ok && i < sizeof(accounts) / sizeof(accounts[0]); i++)
+		if (harness_admin_create(fake, p.state, dir, accounts[i].email,
+		                         accounts[i].password, "user") < 0)
 			ok = 0;
-		const char *args[] = { "admin",  "create",      accounts[i].email,
-			               "--role", "user",        "--password-file",
-			               pw,       "--state-dir", p.state,
-			               NULL };
-		if (ok && harness_run_checked(fake, args, NULL, &out) != 0) {
-			fprintf(stderr, "sandboxd admin create %s: %s\n", accounts[i].email,
-			        out ? out : "");
-			ok = 0;
-		}
-		free(out);
-		unlink(pw);
-	}
 
 	if (ok) {
 		char vars[6][600];
-		const char *v[7];
 		snprintf(vars[0], sizeof(vars[0]), "SBX_URL=http://%s/", addr);
 		snprintf(vars[1], sizeof(vars[1]), "SBX_USER_EMAIL=%s", accounts[0].email);
 		snprintf(vars[2], sizeof(vars[2]), "SBX_USER_PASSWORD=%s", accounts[0].password);
@@ -98,22 +83,9 @@ main(void)
 		snprintf(vars[4], sizeof(vars[4]), "SBX_OTHER_PASSWORD=%s", accounts[1].password);
 		/* where the script writes its stub agent and tells it to exit */
 		snprintf(vars[5], sizeof(vars[5]), "SBX_CONTROL_DIR=%s", dir);
-		for (int i = 0; i < 6; i++)
-			v[i] = vars[i];
-		v[6] = NULL;
-		env = harness_environ_with(v);
-		if (!env)
-			return 1;
-		snprintf(script, sizeof(script), "%s/dashboard-agent.mjs", src);
-		{
-			char *argv[] = { "node", script, NULL };
-			rc = harness_run_group(argv, env, NODE_TIMEOUT_S, NULL);
-		}
-		free(env);
-		if (rc != 0) {
-			fprintf(stderr, "dashboard-agent.mjs failed (exit %d)\n", rc);
+		const char *v[] = { vars[0], vars[1], vars[2], vars[3], vars[4], vars[5], NULL };
+		if (harness_run_node(src, "dashboard-agent.mjs", v, NODE_TIMEOUT_S, NULL) < 0)
 			ok = 0;
-		}
 	}
 
 	/* the secret's value never reaches sandboxd's log */
@@ -123,12 +95,8 @@ main(void)
 	}
 	if (harness_delete_all(p.sock) < 0)
 		ok = 0;
-	if (!ok) {
-		char cmd[400];
-		snprintf(cmd, sizeof(cmd), "tail -n 100 '%s' >&2", p.log);
-		if (system(cmd) != 0)
-			fprintf(stderr, "(cannot read %s)\n", p.log);
-	}
+	if (!ok)
+		harness_print_log_tail(&p, 100);
 	rc = harness_stop(&p, SIGTERM);
 	if (rc != 0) {
 		fprintf(stderr, "sandboxd-fake exited with %d\n", rc);

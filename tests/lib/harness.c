@@ -1047,3 +1047,54 @@ harness_environ_with(const char *const *vars)
 	memcpy(env + n, vars, k * sizeof(*env));
 	return env;
 }
+
+int
+harness_admin_create(const char *binary, const char *state_dir, const char *dir, const char *email,
+                     const char *password, const char *role)
+{
+	_cleanup_free_ char *pw = strdup_printf("%s/admin-create-password", dir);
+	const char *args[] = { "admin",           "create", email,         "--role",  role,
+		               "--password-file", pw,       "--state-dir", state_dir, NULL };
+	char *out = NULL;
+	int rc;
+
+	if (!pw || write_file_atomic(pw, password, strlen(password), 0600) < 0) {
+		fprintf(stderr, "cannot write the password of %s in %s\n", email, dir);
+		return -1;
+	}
+	rc = harness_run_checked(binary, args, NULL, &out);
+	if (rc != 0)
+		fprintf(stderr, "sandboxd admin create %s: %s\n", email, out ? out : "");
+	free(out);
+	unlink(pw);
+	return rc == 0 ? 0 : -1;
+}
+
+void
+harness_print_log_tail(const struct daemon_proc *p, int lines)
+{
+	char cmd[400];
+
+	fprintf(stderr, "the end of the daemon's log:\n");
+	snprintf(cmd, sizeof(cmd), "tail -n %d '%s' >&2", lines, p->log);
+	if (system(cmd) != 0)
+		fprintf(stderr, "(cannot read %s)\n", p->log);
+}
+
+int
+harness_run_node(const char *dir, const char *script, const char *const *vars, int timeout_s,
+                 void (*tick)(void))
+{
+	_cleanup_free_ char *path = strdup_printf("%s/%s", dir, script);
+	char **env = harness_environ_with(vars);
+	int rc = -1;
+
+	if (path && env) {
+		char *argv[] = { "node", path, NULL };
+		rc = harness_run_group(argv, env, timeout_s, tick);
+	}
+	free(env);
+	if (rc != 0)
+		fprintf(stderr, "%s failed (exit %d)\n", script, rc);
+	return rc == 0 ? 0 : -1;
+}

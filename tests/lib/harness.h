@@ -200,3 +200,16 @@ void harness_need_browser(const char *web);
 /* This process's environment with vars ("K=V", NULL-terminated) after it, NULL-terminated:
  * for harness_run_group. The caller frees the array (not its strings); NULL without memory. */
 char **harness_environ_with(const char *const *vars);
+/* Runs `node DIR/SCRIPT` with vars ("K=V", NULL-terminated) added to the environment, through
+ * harness_run_group; 0, or -1 having said on stderr that SCRIPT failed. */
+int harness_run_node(const char *dir, const char *script, const char *const *vars, int timeout_s,
+                     void (*tick)(void));
+
+/* `sandboxd admin create EMAIL --role ROLE` with binary ($SANDBOXD or $SANDBOXD_FAKE) on a
+ * daemon's state_dir, the password through a 0600 file in dir that is removed afterwards. 0,
+ * or -1 having said why on stderr. */
+int harness_admin_create(const char *binary, const char *state_dir, const char *dir,
+                         const char *email, const char *password, const char *role);
+
+/* The last lines of a daemon's log on stderr: what a failed test shows. */
+void harness_print_log_tail(const struct daemon_proc *p, int lines);
