@@ -1128,23 +1128,6 @@ test_hostile_text_escaped(void **state)
 	harness_cleanup(&p);
 }
 
-/* A TCP listener on 127.0.0.1 (port chosen by the kernel). */
-static int
-pf_listen(int *ret_port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-		                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sin);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	assert_int_equal(listen(fd, 8), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
-	*ret_port = ntohs(sin.sin_port);
-	return fd;
-}
-
 static int
 pf_connect(int port)
 {
@@ -1206,7 +1189,7 @@ test_port_forward(void **state)
 	free(out);
 
 	/* the "guest's" server: reads to EOF, answers, closes (a half-close each way) */
-	lfd = pf_listen(&gport);
+	lfd = harness_tcp_listen(&gport);
 	server = fork();
 	assert_true(server >= 0);
 	if (server == 0) {
@@ -1226,9 +1209,7 @@ test_port_forward(void **state)
 		}
 	}
 	close(lfd);
-	dead = pf_listen(&fd); /* a port nothing will listen on */
-	close(dead);
-	dead = fd;
+	dead = harness_free_port(); /* a port nothing will listen on */
 
 	snprintf(spec1, sizeof(spec1), "%d:%d", local, gport);
 	snprintf(spec2, sizeof(spec2), "%d:%d", local2, dead);

@@ -785,6 +785,22 @@ harness_free_port(void)
 	return port;
 }
 
+int
+harness_tcp_listen(int *ret_port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+		                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	*ret_port = ntohs(sin.sin_port);
+	return fd;
+}
+
 json_t *
 harness_json(const char *sock_path, const char *method, const char *path, const char *body,
              int want_status)

@@ -182,6 +182,9 @@ bool harness_file_contains(const char *path, const char *needle);
 
 /* A free TCP port on 127.0.0.1. */
 int harness_free_port(void);
+/* A TCP listener on 127.0.0.1 (caller closes), its port the kernel's choice; fails the cmocka
+ * case when it cannot be made. */
+int harness_tcp_listen(int *ret_port);
 
 /* Runs argv (argv[0] searched in PATH) with env in a process group of its own, calling tick
  * (may be NULL) every 200 ms while it runs. The group is killed when it runs past timeout_s
