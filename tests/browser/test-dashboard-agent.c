@@ -42,17 +42,16 @@ int
 main(void)
 {
 	const char *web = getenv("SBX_WEB_DIR"), *src = getenv("SBX_BROWSER_SRC");
-	const char *artifacts = getenv("SBX_ARTIFACTS"), *guestd = getenv("SANDBOX_GUESTD");
+	const char *artifacts = getenv("SBX_ARTIFACTS"), *guestd;
 	const char *fake = harness_binary("SANDBOXD_FAKE");
-	char dir[256], addr[64], token[300], env_agent[600];
+	char dir[256], addr[64], token[300];
 	struct daemon_proc p;
 	int rc, ok = 1;
 
 	if (!web || !src || !artifacts)
 		skip("SBX_WEB_DIR, SBX_BROWSER_SRC or SBX_ARTIFACTS is not set (run through "
 		     "ctest)");
-	if (!guestd || access(guestd, X_OK) < 0)
-		skip("SANDBOX_GUESTD is not set to sandbox-guestd (run through ctest)");
+	guestd = harness_need_guestd();
 	harness_need_browser(web);
 
 	if (harness_tmpdir(dir, sizeof(dir)) < 0)
@@ -61,13 +60,11 @@ main(void)
 	if (write_file(token, "browser-test-operator-token-0123456789\n") < 0)
 		return 1;
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", harness_free_port());
-	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", guestd);
-	{
-		const char *args[] = { "--listen", addr, "--token-file", token, NULL };
-		const char *denv[] = { env_agent, NULL };
-		if (harness_start(&p, fake, args, denv) < 0)
-			return 1;
-	}
+	if (harness_start_fake_agent(
+	            &p, guestd,
+	            (const char *const[]){ "--listen", addr, "--token-file", token, NULL },
+	            NULL) < 0)
+		return 1;
 
 	for (size_t i = 0; ok && i < sizeof(accounts) / sizeof(accounts[0]); i++)
 		if (harness_admin_create(fake, p.state, dir, accounts[i].email,
@@ -103,11 +100,7 @@ main(void)
 		ok = 0;
 	}
 	harness_cleanup(&p);
-	{
-		char cmd[320];
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-		if (!getenv("HARNESS_KEEP") && system(cmd) != 0)
-			ok = 0;
-	}
+	if (harness_rmtree(dir) < 0)
+		ok = 0;
 	return ok ? 0 : 1;
 }

@@ -153,11 +153,9 @@ static int
 teardown(void **state)
 {
 	int rc = harness_stop(&sbxd, SIGTERM);
-	char cmd[320];
 
 	harness_cleanup(&sbxd);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", home);
-	if (!getenv("HARNESS_KEEP") && system(cmd) != 0)
+	if (harness_rmtree(home) < 0)
 		return -1;
 	return rc == 0 ? 0 : -1;
 }

@@ -478,17 +478,57 @@ harness_kill_vmms(const char *state)
 void
 harness_cleanup(struct daemon_proc *p)
 {
-	char cmd[400];
-
 	if (p->pid > 0)
 		harness_stop(p, SIGKILL);
 	if (p->state[0])
 		(void)harness_kill_vmms(p->state);
-	if (!p->dir[0] || getenv("HARNESS_KEEP"))
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p->dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "harness: could not remove %s\n", p->dir);
+	if (p->dir[0])
+		(void)harness_rmtree(p->dir);
+}
+
+int
+harness_rmtree(const char *dir)
+{
+	char cmd[400];
+
+	if (getenv("HARNESS_KEEP"))
+		return 0;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0) {
+		fprintf(stderr, "harness: could not remove %s\n", dir);
+		return -1;
+	}
+	return 0;
+}
+
+const char *
+harness_need_guestd(void)
+{
+	const char *guestd = getenv("SANDBOX_GUESTD");
+
+	if (!guestd || access(guestd, X_OK) < 0) {
+		fprintf(stderr,
+		        "skip: SANDBOX_GUESTD is not set to sandbox-guestd (run through ctest)\n");
+		exit(77);
+	}
+	return guestd;
+}
+
+int
+harness_start_fake_agent(struct daemon_proc *p, const char *guestd, const char *const *args,
+                         const char *const *env)
+{
+	_cleanup_free_ char *agent = strdup_printf("SANDBOXD_FAKE_AGENT=%s", guestd);
+	const char *all[16] = { agent };
+	size_t n = 1;
+
+	for (; env && *env; env++) {
+		assert_true(n < ARRAY_SIZE(all) - 1);
+		all[n++] = *env;
+	}
+	if (!agent)
+		return -1;
+	return harness_start(p, harness_binary("SANDBOXD_FAKE"), args, all);
 }
 
 int

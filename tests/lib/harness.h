@@ -180,6 +180,18 @@ int harness_count_entries(const char *dir);
 /* Whether a file contains a string. */
 bool harness_file_contains(const char *path, const char *needle);
 
+/* Removes dir and all in it, unless HARNESS_KEEP is set (a failure's evidence); 0, or -1
+ * having said so on stderr. */
+int harness_rmtree(const char *dir);
+
+/* $SANDBOX_GUESTD: sandbox-guestd, which the fake backend's agent runs on this host (ctest sets
+ * it). Exits 77 (skip) when it is not set to an executable. */
+const char *harness_need_guestd(void);
+/* harness_start of $SANDBOXD_FAKE whose sandboxes' agent is guestd (SANDBOXD_FAKE_AGENT=guestd
+ * in its environment, then env: NULL, or at most 14 more). */
+int harness_start_fake_agent(struct daemon_proc *p, const char *guestd, const char *const *args,
+                             const char *const *env);
+
 /* A free TCP port on 127.0.0.1. */
 int harness_free_port(void);
 /* A TCP listener on 127.0.0.1 (caller closes), its port the kernel's choice; fails the cmocka
