@@ -1060,8 +1060,7 @@ test_hostile_text_escaped(void **state)
 {
 	static const char hostile[] = "evil\n\x1b[2J";
 	const char *guestd = getenv("SANDBOX_GUESTD");
-	char env_agent[600], ep[320], dir[320], local[340], target[400], id[32], follow[340];
-	const char *env[] = { env_agent, NULL };
+	char ep[320], dir[320], local[340], target[400], id[32], follow[340];
 	pid_t pid;
 	struct daemon_proc p;
 	char *out;
@@ -1069,8 +1068,7 @@ test_hostile_text_escaped(void **state)
 	if (!guestd || access(guestd, X_OK) < 0)
 		harness_skip_case(
 		        "SANDBOX_GUESTD is not set to sandbox-guestd (run through ctest)");
-	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", guestd);
-	assert_int_equal(harness_start(&p, harness_binary("SANDBOXD_FAKE"), NULL, env), 0);
+	assert_int_equal(harness_start_fake_agent(&p, guestd, NULL, NULL), 0);
 	snprintf(ep, sizeof(ep), "unix://%s", p.sock);
 	snprintf(dir, sizeof(dir), "%s/files", p.dir);
 	assert_int_equal(mkdir(dir, 0755), 0);
@@ -1169,8 +1167,7 @@ static void
 test_port_forward(void **state)
 {
 	const char *guestd = getenv("SANDBOX_GUESTD");
-	char env_agent[600], ep[320], outpath[340], spec1[32], spec2[32], buf[256], id[32];
-	const char *env[] = { env_agent, NULL };
+	char ep[320], outpath[340], spec1[32], spec2[32], buf[256], id[32];
 	struct daemon_proc p;
 	int lfd, gport, local = harness_free_port(), local2 = harness_free_port(), dead, fd;
 	pid_t server, pf;
@@ -1179,8 +1176,7 @@ test_port_forward(void **state)
 	if (!guestd || access(guestd, X_OK) < 0)
 		harness_skip_case(
 		        "SANDBOX_GUESTD is not set to sandbox-guestd (run through ctest)");
-	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", guestd);
-	assert_int_equal(harness_start(&p, harness_binary("SANDBOXD_FAKE"), NULL, env), 0);
+	assert_int_equal(harness_start_fake_agent(&p, guestd, NULL, NULL), 0);
 	snprintf(ep, sizeof(ep), "unix://%s", p.sock);
 	assert_int_equal(CLI(&out, "--endpoint", ep, "create", "--name", "pf"), 0);
 	expect_id_line(out, id);
