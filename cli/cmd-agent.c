@@ -174,6 +174,14 @@ out:
 
 /* ---- secret ---- */
 
+/* Letters, digits and '_' alone (the server checks the rest of an environment name's rule) */
+static bool
+name_chars_ok(const char *name)
+{
+	return strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") ==
+	       strlen(name);
+}
+
 /* A value from stdin: all of it, one trailing newline dropped. */
 static int
 read_stdin(struct buf *b)
@@ -253,8 +261,7 @@ secret_set(struct cli *cli, const char *name)
 		json_decref(body);
 		return body ? cli_oom() : cli_usage_error(cli, "the value must be UTF-8 text");
 	}
-	if (strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") !=
-	    strlen(name)) {
+	if (!name_chars_ok(name)) {
 		json_decref(body);
 		return cli_usage_error(cli, "'%s' is not an environment variable's name", name);
 	}
@@ -302,8 +309,7 @@ secret_rm(struct cli *cli, const char *name)
 {
 	_cleanup_free_ char *path = NULL;
 
-	if (strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") !=
-	    strlen(name))
+	if (!name_chars_ok(name))
 		return cli_usage_error(cli, "'%s' is not an environment variable's name", name);
 	path = strdup_printf("/v1/secrets/%s", name);
 	if (!path)

@@ -252,6 +252,52 @@ read_file_max(const char *path, size_t max, char **ret, size_t *ret_len)
 }
 
 int
+read_private_fd(int fd, size_t max, char **ret, size_t *ret_len)
+{
+	struct stat st;
+	size_t got = 0;
+	char *data;
+
+	if (fstat(fd, &st) < 0)
+		return negative_errno();
+	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
+		return -EPERM;
+	if ((uint64_t)st.st_size > max)
+		return -EFBIG;
+	data = malloc((size_t)st.st_size + 1);
+	if (!data)
+		return -ENOMEM;
+	while (got < (size_t)st.st_size) {
+		ssize_t n = read(fd, data + got, (size_t)st.st_size - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got < (size_t)st.st_size) {
+		explicit_bzero(data, got);
+		free(data);
+		return -EIO;
+	}
+	data[got] = '\0';
+	*ret = data;
+	*ret_len = got;
+	return 0;
+}
+
+void
+fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		(void)fsync(fd);
+		close(fd);
+	}
+}
+
+int
 write_file_atomic(const char *path, const void *data, size_t len, mode_t mode)
 {
 	_cleanup_free_ char *tmp = strdup_printf("%s.tmp.%d", path, (int)getpid());
@@ -352,6 +398,20 @@ write_all(int fd, const void *data, size_t len)
 		len -= (size_t)w;
 	}
 	return 0;
+}
+
+bool
+env_name_ok(const char *s, size_t n, size_t max)
+{
+	if (n == 0 || n > max || (s[0] >= '0' && s[0] <= '9'))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_'))
+			return false;
+	}
+	return true;
 }
 
 bool

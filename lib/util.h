@@ -50,6 +50,9 @@ char *termsafe_dup(const char *s);
 int mkdir_p(const char *path, mode_t mode);
 /* The value of a hexadecimal digit (either case), or -1 for any other byte. */
 int hex_digit(int c);
+/* Whether s (n bytes, which may hold a NUL) is an environment variable's name of at most max
+ * bytes: ^[A-Za-z_][A-Za-z0-9_]*$ (the API's rule; the secrets and records files keep it). */
+bool env_name_ok(const char *s, size_t n, size_t max);
 /* Whether a DNS label of n bytes (lowercase) reads as a number to an address parser
  * (inet_aton, getaddrinfo, a URL parser): decimal or octal digits, or 0x and hex digits. A
  * name whose last label is one is an IPv4 address in some spelling ("127.1", "0x7f000001")
@@ -68,6 +71,12 @@ const char *host_name_normalise(const char *in, size_t n, char *out);
 int write_all(int fd, const void *data, size_t len);
 /* Reads a whole small file (at most max bytes) into a NUL-terminated string. */
 int read_file_max(const char *path, size_t max, char **ret, size_t *ret_len);
+/* Reads the whole of fd, a regular file of this uid alone (no group or other bits) of at most
+ * max bytes, into a NUL-terminated string the caller wipes (it holds secrets). -EPERM: not
+ * such a file; -EFBIG: larger than max; -EIO: a short read (nothing is returned); -errno. */
+int read_private_fd(int fd, size_t max, char **ret, size_t *ret_len);
+/* After a rename or an unlink in dir: its entry is on disk too (best effort). */
+void fsync_dir(const char *dir);
 /* Writes data to path atomically (tmp + fsync + rename) with the given mode. */
 int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode);
 

@@ -76,27 +76,6 @@ sandbox_proc(struct api_call *call, struct sandbox **ret_sb)
 	return p;
 }
 
-/* The environment a process gets from sandboxd: the sandbox's (given at create), then the
- * request's (which wins, coming later). exec_agent checked that the sandbox has its values. */
-static char **
-merge_env(const struct sandbox *sb, char **req_env)
-{
-	char **env = NULL;
-	size_t n = 0;
-	int r = 0;
-
-	for (size_t i = 0; r >= 0 && i < sb->nenv; i++)
-		r = sb->env[i].value
-		            ? strv_push(&env, &n,
-		                        strdup_printf("%s=%s", sb->env[i].name, sb->env[i].value))
-		            : -ENODATA;
-	for (size_t i = 0; r >= 0 && req_env && req_env[i]; i++)
-		r = strv_add(&env, &n, req_env[i]);
-	if (r < 0)
-		return strv_free_erase(env);
-	return env ?: calloc(1, sizeof(char *)); /* empty, but not NULL: that is no memory */
-}
-
 static void
 record_started(struct sandboxd *d, struct sandbox *sb, uint32_t pid, const struct exec_request *x)
 {
@@ -444,7 +423,7 @@ static struct agent_req *
 start_exec(struct agent *a, struct sandbox *sb, struct exec_request *x, bool tty, bool keep,
            agent_done_fn done, void *data)
 {
-	char **env = merge_env(sb, x->env);
+	char **env = sandbox_env_strv(sb, x->env); /* exec_agent checked its values */
 	struct agent_exec_spec spec = {
 		.argv = x->argv,
 		.env = env,

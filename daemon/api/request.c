@@ -1,5 +1,4 @@
 /* request.c: see request.h. */
-#include <ctype.h>
 #include "agents.h"
 #include "base64.h"
 #include "netpolicy.h"
@@ -22,16 +21,7 @@ static const char *const reserved_env[] = {
 bool
 env_name_valid(const char *name)
 {
-	size_t n = strlen(name);
-
-	if (n == 0 || n > 128 || isdigit((unsigned char)name[0]))
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)name[i];
-		if (!isalnum(c) && c != '_')
-			return false;
-	}
-	return true;
+	return env_name_ok(name, strlen(name), ENV_NAME_MAX);
 }
 
 bool

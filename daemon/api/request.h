@@ -51,6 +51,9 @@ int request_check_fields(const json_t *obj, const char *const *allowed, struct e
 /* "k=v" from ?label= into filter (an object). */
 int request_add_label_filter(json_t *filter, const char *kv, struct err *err);
 
+/* The longest environment name a request may give */
+#define ENV_NAME_MAX 128
+/* ^[A-Za-z_][A-Za-z0-9_]*$ of at most ENV_NAME_MAX bytes (env_name_ok) */
 bool env_name_valid(const char *name);
 bool env_name_reserved(const char *name);
 

@@ -318,28 +318,10 @@ launch_failed(struct agent_launch *l, const char *message)
 	set_state(d, sb, AGENT_FAILED, message, true);
 }
 
-/* The sandbox's environment as "K=V" (its values are all there: a create just made it). */
-static char **
-sandbox_env(const struct sandbox *sb)
-{
-	char **env = NULL;
-	size_t n = 0;
-	int r = 0;
-
-	for (size_t i = 0; r >= 0 && i < sb->nenv; i++)
-		r = sb->env[i].value
-		            ? strv_push(&env, &n,
-		                        strdup_printf("%s=%s", sb->env[i].name, sb->env[i].value))
-		            : -ENODATA;
-	if (r < 0)
-		return strv_free_erase(env);
-	return env ?: calloc(1, sizeof(char *));
-}
-
 static struct agent_req *
 exec(struct agent_launch *l, char *const *argv, const char *cwd, bool tty, agent_done_fn done)
 {
-	char **env = sandbox_env(l->sb);
+	char **env = sandbox_env_strv(l->sb, NULL); /* all its values: a create just made it */
 	struct agent_exec_spec spec = {
 		.argv = argv,
 		.env = env,

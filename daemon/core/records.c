@@ -41,21 +41,6 @@ record_donep(struct record *rec)
 	record_done(rec);
 }
 
-/* ^[A-Za-z_][A-Za-z0-9_]*$, as a create accepts a name */
-static bool
-env_name_ok(const char *s, size_t n)
-{
-	if (n == 0 || n > RECORD_MAX_ENV_NAME || (s[0] >= '0' && s[0] <= '9'))
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '_'))
-			return false;
-	}
-	return true;
-}
-
 /* An object with exactly the members named (each present once: duplicates are refused when
  * the text is read). */
 static bool
@@ -96,7 +81,8 @@ parse_env(const json_t *env, struct record *rec, char **ret_why)
 		    !json_is_string(value))
 			return error_printf(ret_why, -EINVAL,
 			                    "variable %zu is not {\"name\": …, \"value\": …}", i);
-		if (!env_name_ok(json_string_value(name), json_string_length(name)))
+		if (!env_name_ok(json_string_value(name), json_string_length(name),
+		                 RECORD_MAX_ENV_NAME))
 			return error_printf(ret_why, -EINVAL, "variable %zu has an invalid name",
 			                    i);
 		if (json_string_length(value) > RECORD_MAX_ENV_VALUE)
@@ -236,7 +222,8 @@ record_format(const struct record *rec, char **ret, size_t *ret_len)
 		r = -EINVAL;
 	for (size_t i = 0; r == 0 && i < rec->nenv; i++) {
 		const struct sandbox_env *e = &rec->env[i];
-		if (!e->name || !e->value || !env_name_ok(e->name, strlen(e->name)) ||
+		if (!e->name || !e->value ||
+		    !env_name_ok(e->name, strlen(e->name), RECORD_MAX_ENV_NAME) ||
 		    strlen(e->value) > RECORD_MAX_ENV_VALUE)
 			r = -EINVAL;
 		else if (json_array_append_new(env, json_pack("{s:s, s:s}", "name", e->name,
@@ -532,18 +519,6 @@ records_prepare(const char *state_dir, bool keep, unsigned *ret_removed, char **
 	return r;
 }
 
-/* After a rename or an unlink: the directory's entry is on disk too. */
-static void
-sync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-	if (fd >= 0) {
-		(void)fsync(fd);
-		close(fd);
-	}
-}
-
 int
 records_save(struct sandboxd *d, const struct sandbox *sb)
 {
@@ -568,7 +543,7 @@ records_save(struct sandboxd *d, const struct sandbox *sb)
 	explicit_bzero(text, len);
 	free(text);
 	if (r >= 0)
-		sync_dir(dir);
+		fsync_dir(dir);
 	return r;
 }
 
@@ -578,7 +553,6 @@ records_load(struct sandboxd *d, const char *id, struct record *ret, char **ret_
 	_cleanup_free_ char *path = record_path(d, id), *data = NULL;
 	_cleanup_close_ int fd = -1;
 	struct record rec = { 0 };
-	struct stat st;
 	size_t got = 0;
 	int r;
 
@@ -590,28 +564,16 @@ records_load(struct sandboxd *d, const char *id, struct record *ret, char **ret_
 		return r == -ENOENT ? r
 		                    : error_printf(ret_why, r, "cannot open it: %s", strerror(-r));
 	}
-	if (fstat(fd, &st) < 0)
-		return error_printf(ret_why, negative_errno(), "cannot read it: %m");
-	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
-		return error_printf(ret_why, -EPERM, "it is not a file of sandboxd's uid alone");
-	if ((uint64_t)st.st_size > RECORD_MAX_BYTES)
-		return error_printf(ret_why, -EFBIG, "it is larger than %u bytes",
-		                    RECORD_MAX_BYTES);
-	data = malloc((size_t)st.st_size + 1);
-	if (!data)
-		return -ENOMEM;
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, data + got, (size_t)st.st_size - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	if (got < (size_t)st.st_size) {
-		explicit_bzero(data, got);
-		return error_printf(ret_why, -EIO, "cannot read it whole");
-	}
+	r = read_private_fd(fd, RECORD_MAX_BYTES, &data, &got);
+	if (r == -EPERM)
+		return error_printf(ret_why, r, "it is not a file of sandboxd's uid alone");
+	if (r == -EFBIG)
+		return error_printf(ret_why, r, "it is larger than %u bytes", RECORD_MAX_BYTES);
+	if (r == -EIO)
+		return error_printf(ret_why, r, "cannot read it whole");
+	if (r < 0)
+		return r == -ENOMEM ? r
+		                    : error_printf(ret_why, r, "cannot read it: %s", strerror(-r));
 	r = record_parse(data, got, &rec, ret_why);
 	explicit_bzero(data, got);
 	if (r < 0)
@@ -636,7 +598,7 @@ records_remove(struct sandboxd *d, const char *id)
 	if (!path || !dir)
 		return;
 	if (unlink(path) == 0)
-		sync_dir(dir);
+		fsync_dir(dir);
 	else if (errno != ENOENT)
 		log_warning("sandbox '%s': cannot delete its record '%s': %m", id, path);
 }
@@ -672,6 +634,6 @@ records_sweep(struct sandboxd *d)
 	}
 	closedir(dp);
 	if (n)
-		sync_dir(dir);
+		fsync_dir(dir);
 	return n;
 }

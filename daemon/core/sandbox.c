@@ -182,6 +182,25 @@ sandbox_notify_waiters(struct sandbox *sb)
 	notify_waiters(sb, false);
 }
 
+char **
+sandbox_env_strv(const struct sandbox *sb, char *const *extra)
+{
+	char **env = NULL;
+	size_t n = 0;
+	int r = 0;
+
+	for (size_t i = 0; r >= 0 && i < sb->nenv; i++)
+		r = sb->env[i].value
+		            ? strv_push(&env, &n,
+		                        strdup_printf("%s=%s", sb->env[i].name, sb->env[i].value))
+		            : -ENODATA;
+	for (size_t i = 0; r >= 0 && extra && extra[i]; i++)
+		r = strv_add(&env, &n, extra[i]);
+	if (r < 0)
+		return strv_free_erase(env);
+	return env ?: calloc(1, sizeof(char *)); /* empty, but not NULL: that is no memory */
+}
+
 static json_t *
 env_names_json(const struct sandbox *sb)
 {

@@ -179,6 +179,10 @@ void sandbox_kept_clear(struct sandbox *sb);
 struct sandbox *sandbox_free(struct sandbox *sb);
 DEFINE_FREEP(struct sandbox, sandbox_free)
 
+/* The environment a process gets: the sandbox's as "K=V", then extra's ("K=V", NULL: none;
+ * a later one wins in the guest), to be freed with strv_free_erase. NULL when out of memory,
+ * or when a value is missing (a sandbox a restart brought back without them). */
+char **sandbox_env_strv(const struct sandbox *sb, char *const *extra);
 /* Builds the spec object persisted in the store's spec column (no env values). */
 json_t *sandbox_spec_to_json(const struct sandbox *sb);
 /* Fills cpus, memory_mb, disk_mb, timeouts, labels, network and env names from a stored

@@ -40,19 +40,11 @@ secrets_donep(struct secrets *s)
 	secrets_done(s);
 }
 
-/* ^[A-Za-z_][A-Za-z0-9_]*$, at most SECRET_NAME_MAX: an environment name */
+/* An environment name of at most SECRET_NAME_MAX bytes */
 static bool
 name_ok(const char *s, size_t n)
 {
-	if (n == 0 || n > SECRET_NAME_MAX || (s[0] >= '0' && s[0] <= '9'))
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		char c = s[i];
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '_'))
-			return false;
-	}
-	return true;
+	return env_name_ok(s, n, SECRET_NAME_MAX);
 }
 
 static bool
@@ -295,7 +287,6 @@ secrets_load(const char *state_dir, const char *owner, struct secrets *ret, char
 	_cleanup_free_ char *path = owner_path(state_dir, owner), *data = NULL;
 	_cleanup_close_ int fd = -1;
 	struct secrets s = { 0 };
-	struct stat st;
 	size_t got = 0;
 	int r;
 
@@ -315,27 +306,20 @@ secrets_load(const char *state_dir, const char *owner, struct secrets *ret, char
 		*ret = s;
 		return 0;
 	}
-	if (fstat(fd, &st) < 0)
-		return error_printf(ret_why, negative_errno(), "cannot read '%s': %m", path);
-	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
-		return error_printf(ret_why, -EPERM,
+	r = read_private_fd(fd, SECRETS_MAX_BYTES, &data, &got);
+	if (r == -EPERM)
+		return error_printf(ret_why, r,
 		                    "'%s' is not a file of sandboxd's uid alone (mode 0600)", path);
-	if ((uint64_t)st.st_size > SECRETS_MAX_BYTES)
-		return error_printf(ret_why, -EFBIG, "'%s' is larger than %u bytes", path,
+	if (r == -EFBIG)
+		return error_printf(ret_why, r, "'%s' is larger than %u bytes", path,
 		                    SECRETS_MAX_BYTES);
-	data = malloc((size_t)st.st_size + 1);
-	if (!data)
-		return -ENOMEM;
-	while (got < (size_t)st.st_size) {
-		ssize_t n = read(fd, data + got, (size_t)st.st_size - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	r = got < (size_t)st.st_size ? error_printf(ret_why, -EIO, "cannot read '%s' whole", path)
-	                             : secrets_parse(data, got, &s, ret_why);
+	if (r == -EIO)
+		return error_printf(ret_why, r, "cannot read '%s' whole", path);
+	if (r < 0)
+		return r == -ENOMEM ? r
+		                    : error_printf(ret_why, r, "cannot read '%s': %s", path,
+		                                   strerror(-r));
+	r = secrets_parse(data, got, &s, ret_why);
 	explicit_bzero(data, got);
 	if (r < 0)
 		return r;
@@ -355,7 +339,7 @@ secrets_save(const char *state_dir, const struct secrets *s)
 	struct stat st;
 	char *text = NULL;
 	size_t len = 0;
-	int r, fd;
+	int r;
 
 	if (!path || !dir)
 		return -ENOMEM;
@@ -377,10 +361,6 @@ secrets_save(const char *state_dir, const struct secrets *s)
 		explicit_bzero(text, len);
 		free(text);
 	}
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0) {
-		(void)fsync(fd);
-		close(fd);
-	}
+	fsync_dir(dir);
 	return r;
 }

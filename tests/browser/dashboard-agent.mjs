@@ -11,7 +11,8 @@
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, unlinkSync,
   writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { check, drive, env, newPage, problems, signIn, step } from './lib.mjs';
+import { check, drive, env, login, newPage, problems, step, termLines, waitLine }
+  from './lib.mjs';
 
 const URL0 = env('SBX_URL');
 const ART = env('SBX_ARTIFACTS');
@@ -46,28 +47,6 @@ chmodSync(path.join(BIN, 'claude'), 0o755);
 
 async function shot(page, name) {
   await page.screenshot({ path: path.join(ART, `agent-${name}.png`), fullPage: false });
-}
-
-async function login(page, who, where = URL0) {
-  await signIn(page, who, where);
-  await page.locator('#who .me').waitFor();
-}
-
-// The visible rows of the active terminal, as text.
-async function termLines(page) {
-  return page.$$eval('.term:not([hidden]) .xterm-rows > div',
-    (rows) => rows.map((r) => r.textContent.replace(/\u00a0/g, ' ').trimEnd()));
-}
-
-async function waitLine(page, want, timeout = 20000) {
-  const end = Date.now() + timeout;
-  let lines = [];
-  while (Date.now() < end) {
-    lines = await termLines(page);
-    if (lines.includes(want)) return;
-    await page.waitForTimeout(150);
-  }
-  throw new Error(`the terminal never showed "${want}"; it shows:\n${lines.join('\n')}`);
 }
 
 // Presses Launch and waits for the sandbox's page; a refusal on the form fails with its words.

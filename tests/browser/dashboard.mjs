@@ -7,7 +7,8 @@
 // Exits 0 when every step passed; otherwise prints the failing step and exits 1.
 import { existsSync, mkdirSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { check, drive, env, newPage, problems, signIn, step } from './lib.mjs';
+import { check, drive, env, login, newPage, problems, step, termLines, waitLine }
+  from './lib.mjs';
 
 const URL0 = env('SBX_URL');
 const ART = env('SBX_ARTIFACTS');
@@ -27,29 +28,6 @@ for (const f of readdirSync(ART)) if (/^\d\d-.*\.png$/.test(f)) unlinkSync(path.
 
 async function shot(page, name) {
   await page.screenshot({ path: path.join(ART, `${name}.png`), fullPage: false });
-}
-
-async function login(page, who, where = URL0) {
-  await signIn(page, who, where);
-  await page.locator('#who .me').waitFor();
-}
-
-// The visible rows of the active terminal, as text.
-async function termLines(page) {
-  return page.$$eval('.term:not([hidden]) .xterm-rows > div',
-    (rows) => rows.map((r) => r.textContent.replace(/\u00a0/g, ' ').trimEnd()));
-}
-
-async function waitLine(page, test, what, timeout = 20000) {
-  const end = Date.now() + timeout;
-  let lines = [];
-  while (Date.now() < end) {
-    lines = await termLines(page);
-    const hit = lines.find((l) => (typeof test === 'string' ? l === test : test.test(l)));
-    if (hit !== undefined) return hit;
-    await page.waitForTimeout(150);
-  }
-  throw new Error(`the terminal never showed ${what}; it shows:\n${lines.join('\n')}`);
 }
 
 async function typeLine(page, text) {

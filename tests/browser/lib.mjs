@@ -1,6 +1,7 @@
 // lib.mjs: what the browser drivers share (dashboard.mjs here, tests/egress/
 // egress-dashboard.mjs): settings from the environment, steps and checks that name the step
-// that failed, pages that collect their own errors, the sign-in form, and Debian's Chromium
+// that failed, pages that collect their own errors, the sign-in form, the terminal's rows, and
+// Debian's Chromium
 // (headless) launched through playwright-core from SBX_WEB_DIR/node_modules.
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -46,6 +47,32 @@ export async function signIn(page, who, where) {
   await page.fill('#login-email', who.email);
   await page.fill('#login-password', who.password);
   await page.press('#login-password', 'Enter'); // Enter submits
+}
+
+// signIn (where: SBX_URL when not given), then waits until the page shows who signed in.
+export async function login(page, who, where = env('SBX_URL')) {
+  await signIn(page, who, where);
+  await page.locator('#who .me').waitFor();
+}
+
+// The visible rows of the active terminal, as text.
+export async function termLines(page) {
+  return page.$$eval('.term:not([hidden]) .xterm-rows > div',
+    (rows) => rows.map((r) => r.textContent.replace(/\u00a0/g, ' ').trimEnd()));
+}
+
+// Waits until a row of the active terminal is test (a string) or matches it (a RegExp), and
+// returns that row; what names it in the error when none comes within timeout ms.
+export async function waitLine(page, test, what = `"${test}"`, timeout = 20000) {
+  const end = Date.now() + timeout;
+  let lines = [];
+  while (Date.now() < end) {
+    lines = await termLines(page);
+    const hit = lines.find((l) => (typeof test === 'string' ? l === test : test.test(l)));
+    if (hit !== undefined) return hit;
+    await page.waitForTimeout(150);
+  }
+  throw new Error(`the terminal never showed ${what}; it shows:\n${lines.join('\n')}`);
 }
 
 // Runs run(browser) in Chromium and exits: 0 when every step passed, otherwise 1 after

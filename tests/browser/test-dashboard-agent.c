@@ -42,18 +42,16 @@ int
 main(void)
 {
 	const char *web = getenv("SBX_WEB_DIR"), *src = getenv("SBX_BROWSER_SRC");
-	const char *artifacts = getenv("SBX_ARTIFACTS"), *guestd = getenv("SANDBOX_GUESTD");
+	const char *artifacts = getenv("SBX_ARTIFACTS"), *guestd;
 	const char *fake = harness_binary("SANDBOXD_FAKE");
-	char dir[256], addr[64], token[300], env_agent[600], script[600];
+	char dir[256], addr[64], token[300];
 	struct daemon_proc p;
-	char **env = NULL;
 	int rc, ok = 1;
 
 	if (!web || !src || !artifacts)
 		skip("SBX_WEB_DIR, SBX_BROWSER_SRC or SBX_ARTIFACTS is not set (run through "
 		     "ctest)");
-	if (!guestd || access(guestd, X_OK) < 0)
-		skip("SANDBOX_GUESTD is not set to sandbox-guestd (run through ctest)");
+	guestd = harness_need_guestd();
 	harness_need_browser(web);
 
 	if (harness_tmpdir(dir, sizeof(dir)) < 0)
@@ -62,35 +60,19 @@ main(void)
 	if (write_file(token, "browser-test-operator-token-0123456789\n") < 0)
 		return 1;
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", harness_free_port());
-	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", guestd);
-	{
-		const char *args[] = { "--listen", addr, "--token-file", token, NULL };
-		const char *denv[] = { env_agent, NULL };
-		if (harness_start(&p, fake, args, denv) < 0)
-			return 1;
-	}
+	if (harness_start_fake_agent(
+	            &p, guestd,
+	            (const char *const[]){ "--listen", addr, "--token-file", token, NULL },
+	            NULL) < 0)
+		return 1;
 
-	for (size_t i = 0; ok && i < sizeof(accounts) / sizeof(accounts[0]); i++) {
-		char pw[300], *out = NULL;
-		snprintf(pw, sizeof(pw), "%s/password-%zu", dir, i);
-		if (write_file(pw, accounts[i].password) < 0)
+	for (size_t i = 0; ok && i < sizeof(accounts) / sizeof(accounts[0]); i++)
+		if (harness_admin_create(fake, p.state, dir, accounts[i].email,
+		                         accounts[i].password, "user") < 0)
 			ok = 0;
-		const char *args[] = { "admin",  "create",      accounts[i].email,
-			               "--role", "user",        "--password-file",
-			               pw,       "--state-dir", p.state,
-			               NULL };
-		if (ok && harness_run_checked(fake, args, NULL, &out) != 0) {
-			fprintf(stderr, "sandboxd admin create %s: %s\n", accounts[i].email,
-			        out ? out : "");
-			ok = 0;
-		}
-		free(out);
-		unlink(pw);
-	}
 
 	if (ok) {
 		char vars[6][600];
-		const char *v[7];
 		snprintf(vars[0], sizeof(vars[0]), "SBX_URL=http://%s/", addr);
 		snprintf(vars[1], sizeof(vars[1]), "SBX_USER_EMAIL=%s", accounts[0].email);
 		snprintf(vars[2], sizeof(vars[2]), "SBX_USER_PASSWORD=%s", accounts[0].password);
@@ -98,22 +80,9 @@ main(void)
 		snprintf(vars[4], sizeof(vars[4]), "SBX_OTHER_PASSWORD=%s", accounts[1].password);
 		/* where the script writes its stub agent and tells it to exit */
 		snprintf(vars[5], sizeof(vars[5]), "SBX_CONTROL_DIR=%s", dir);
-		for (int i = 0; i < 6; i++)
-			v[i] = vars[i];
-		v[6] = NULL;
-		env = harness_environ_with(v);
-		if (!env)
-			return 1;
-		snprintf(script, sizeof(script), "%s/dashboard-agent.mjs", src);
-		{
-			char *argv[] = { "node", script, NULL };
-			rc = harness_run_group(argv, env, NODE_TIMEOUT_S, NULL);
-		}
-		free(env);
-		if (rc != 0) {
-			fprintf(stderr, "dashboard-agent.mjs failed (exit %d)\n", rc);
+		const char *v[] = { vars[0], vars[1], vars[2], vars[3], vars[4], vars[5], NULL };
+		if (harness_run_node(src, "dashboard-agent.mjs", v, NODE_TIMEOUT_S, NULL) < 0)
 			ok = 0;
-		}
 	}
 
 	/* the secret's value never reaches sandboxd's log */
@@ -123,23 +92,15 @@ main(void)
 	}
 	if (harness_delete_all(p.sock) < 0)
 		ok = 0;
-	if (!ok) {
-		char cmd[400];
-		snprintf(cmd, sizeof(cmd), "tail -n 100 '%s' >&2", p.log);
-		if (system(cmd) != 0)
-			fprintf(stderr, "(cannot read %s)\n", p.log);
-	}
+	if (!ok)
+		harness_print_log_tail(&p, 100);
 	rc = harness_stop(&p, SIGTERM);
 	if (rc != 0) {
 		fprintf(stderr, "sandboxd-fake exited with %d\n", rc);
 		ok = 0;
 	}
 	harness_cleanup(&p);
-	{
-		char cmd[320];
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-		if (!getenv("HARNESS_KEEP") && system(cmd) != 0)
-			ok = 0;
-	}
+	if (harness_rmtree(dir) < 0)
+		ok = 0;
 	return ok ? 0 : 1;
 }

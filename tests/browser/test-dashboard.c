@@ -51,17 +51,6 @@ write_file(const char *path, const char *text)
 
 static bool restarted_ok = true; /* every restart asked for worked */
 
-static void
-print_log(void)
-{
-	char cmd[400];
-
-	fprintf(stderr, "the end of sandboxd's log:\n");
-	snprintf(cmd, sizeof(cmd), "tail -n 150 '%s' >&2", p.log);
-	if (system(cmd) != 0)
-		fprintf(stderr, "(cannot read %s)\n", p.log);
-}
-
 /* dashboard.mjs asked (a file "restart" in dir) for sandboxd to restart: stop it, start it
  * again on the same state and address, and answer with "restarted". Without an answer
  * dashboard.mjs fails on its own. */
@@ -81,7 +70,7 @@ restart_if_asked(void)
 	rc = harness_stop(&p, SIGTERM);
 	if (rc != 0) {
 		fprintf(stderr, "sandboxd exited with %d when asked to stop\n", rc);
-		print_log();
+		harness_print_log_tail(&p, 150);
 		restarted_ok = false;
 	}
 	/* started again in any case, so that what it runs can be deleted */
@@ -99,8 +88,6 @@ main(void)
 {
 	const char *web = getenv("SBX_WEB_DIR"), *src = getenv("SBX_BROWSER_SRC");
 	const char *artifacts = getenv("SBX_ARTIFACTS");
-	char script[600];
-	char **env = NULL;
 	int port, rc, ok = 1;
 
 	if (!web || !src || !artifacts)
@@ -124,27 +111,14 @@ main(void)
 			return 1;
 	}
 
-	for (size_t i = 0; ok && i < sizeof(accounts) / sizeof(accounts[0]); i++) {
-		char pw[300], *out = NULL;
-		snprintf(pw, sizeof(pw), "%s/password-%zu", dir, i);
-		if (write_file(pw, accounts[i].password) < 0)
+	for (size_t i = 0; ok && i < sizeof(accounts) / sizeof(accounts[0]); i++)
+		if (harness_admin_create(harness_binary("SANDBOXD"), p.state, dir,
+		                         accounts[i].email, accounts[i].password,
+		                         accounts[i].role) < 0)
 			ok = 0;
-		const char *args[] = { "admin",  "create",         accounts[i].email,
-			               "--role", accounts[i].role, "--password-file",
-			               pw,       "--state-dir",    p.state,
-			               NULL };
-		if (ok && harness_run_checked(harness_binary("SANDBOXD"), args, NULL, &out) != 0) {
-			fprintf(stderr, "sandboxd admin create %s: %s\n", accounts[i].email,
-			        out ? out : "");
-			ok = 0;
-		}
-		free(out);
-		unlink(pw);
-	}
 
 	if (ok) {
 		char vars[8][600];
-		const char *v[9];
 		snprintf(vars[0], sizeof(vars[0]), "SBX_URL=http://%s/", addr);
 		snprintf(vars[1], sizeof(vars[1]), "SBX_USER_EMAIL=%s", accounts[0].email);
 		snprintf(vars[2], sizeof(vars[2]), "SBX_USER_PASSWORD=%s", accounts[0].password);
@@ -153,22 +127,10 @@ main(void)
 		snprintf(vars[5], sizeof(vars[5]), "SBX_ADMIN_EMAIL=%s", accounts[2].email);
 		snprintf(vars[6], sizeof(vars[6]), "SBX_ADMIN_PASSWORD=%s", accounts[2].password);
 		snprintf(vars[7], sizeof(vars[7]), "SBX_CONTROL_DIR=%s", dir);
-		for (int i = 0; i < 8; i++)
-			v[i] = vars[i];
-		v[8] = NULL;
-		env = harness_environ_with(v);
-		if (!env)
-			return 1;
-		snprintf(script, sizeof(script), "%s/dashboard.mjs", src);
-		{
-			char *argv[] = { "node", script, NULL };
-			rc = harness_run_group(argv, env, NODE_TIMEOUT_S, restart_if_asked);
-		}
-		free(env);
-		if (rc != 0) {
-			fprintf(stderr, "dashboard.mjs failed (exit %d)\n", rc);
+		const char *v[] = { vars[0], vars[1], vars[2], vars[3], vars[4],
+			            vars[5], vars[6], vars[7], NULL };
+		if (harness_run_node(src, "dashboard.mjs", v, NODE_TIMEOUT_S, restart_if_asked) < 0)
 			ok = 0;
-		}
 	}
 
 	if (harness_delete_all(p.sock) < 0)
@@ -176,7 +138,7 @@ main(void)
 	if (!restarted_ok)
 		ok = 0;
 	if (!ok)
-		print_log();
+		harness_print_log_tail(&p, 150);
 	rc = harness_stop(&p, SIGTERM);
 	if (rc != 0) {
 		fprintf(stderr, "sandboxd exited with %d\n", rc);

@@ -77,16 +77,9 @@ write_stub(const char *name)
 static int
 setup(void **state)
 {
-	const char *guestd = getenv("SANDBOX_GUESTD");
-	static char env_agent[600];
-	const char *env[] = { env_agent, NULL };
+	const char *guestd = harness_need_guestd();
 
 	(void)state;
-	if (!guestd || access(guestd, X_OK) < 0) {
-		fprintf(stderr, "skip: SANDBOX_GUESTD is not set to sandbox-guestd (run through "
-		                "ctest)\n");
-		exit(77);
-	}
 	/* hermetic: no credential of the person running the tests */
 	unsetenv("ANTHROPIC_API_KEY");
 	unsetenv("CLAUDE_CODE_OAUTH_TOKEN");
@@ -94,8 +87,7 @@ setup(void **state)
 	unsetenv("GEMINI_API_KEY");
 	unsetenv("GOOGLE_API_KEY");
 	cli_bin = harness_binary("SANDBOX_CLI");
-	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", guestd);
-	if (harness_start(&sbxd, harness_binary("SANDBOXD_FAKE"), NULL, env) < 0)
+	if (harness_start_fake_agent(&sbxd, guestd, NULL, NULL) < 0)
 		return -1;
 	snprintf(ep, sizeof(ep), "unix://%s", sbxd.sock);
 	snprintf(stubs, sizeof(stubs), "%s/stubs", sbxd.dir);

@@ -153,11 +153,9 @@ static int
 teardown(void **state)
 {
 	int rc = harness_stop(&sbxd, SIGTERM);
-	char cmd[320];
 
 	harness_cleanup(&sbxd);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", home);
-	if (!getenv("HARNESS_KEEP") && system(cmd) != 0)
+	if (harness_rmtree(home) < 0)
 		return -1;
 	return rc == 0 ? 0 : -1;
 }
@@ -1062,8 +1060,7 @@ test_hostile_text_escaped(void **state)
 {
 	static const char hostile[] = "evil\n\x1b[2J";
 	const char *guestd = getenv("SANDBOX_GUESTD");
-	char env_agent[600], ep[320], dir[320], local[340], target[400], id[32], follow[340];
-	const char *env[] = { env_agent, NULL };
+	char ep[320], dir[320], local[340], target[400], id[32], follow[340];
 	pid_t pid;
 	struct daemon_proc p;
 	char *out;
@@ -1071,8 +1068,7 @@ test_hostile_text_escaped(void **state)
 	if (!guestd || access(guestd, X_OK) < 0)
 		harness_skip_case(
 		        "SANDBOX_GUESTD is not set to sandbox-guestd (run through ctest)");
-	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", guestd);
-	assert_int_equal(harness_start(&p, harness_binary("SANDBOXD_FAKE"), NULL, env), 0);
+	assert_int_equal(harness_start_fake_agent(&p, guestd, NULL, NULL), 0);
 	snprintf(ep, sizeof(ep), "unix://%s", p.sock);
 	snprintf(dir, sizeof(dir), "%s/files", p.dir);
 	assert_int_equal(mkdir(dir, 0755), 0);
@@ -1128,23 +1124,6 @@ test_hostile_text_escaped(void **state)
 	harness_cleanup(&p);
 }
 
-/* A TCP listener on 127.0.0.1 (port chosen by the kernel). */
-static int
-pf_listen(int *ret_port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-		                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sin);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	assert_int_equal(listen(fd, 8), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
-	*ret_port = ntohs(sin.sin_port);
-	return fd;
-}
-
 static int
 pf_connect(int port)
 {
@@ -1188,8 +1167,7 @@ static void
 test_port_forward(void **state)
 {
 	const char *guestd = getenv("SANDBOX_GUESTD");
-	char env_agent[600], ep[320], outpath[340], spec1[32], spec2[32], buf[256], id[32];
-	const char *env[] = { env_agent, NULL };
+	char ep[320], outpath[340], spec1[32], spec2[32], buf[256], id[32];
 	struct daemon_proc p;
 	int lfd, gport, local = harness_free_port(), local2 = harness_free_port(), dead, fd;
 	pid_t server, pf;
@@ -1198,15 +1176,14 @@ test_port_forward(void **state)
 	if (!guestd || access(guestd, X_OK) < 0)
 		harness_skip_case(
 		        "SANDBOX_GUESTD is not set to sandbox-guestd (run through ctest)");
-	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", guestd);
-	assert_int_equal(harness_start(&p, harness_binary("SANDBOXD_FAKE"), NULL, env), 0);
+	assert_int_equal(harness_start_fake_agent(&p, guestd, NULL, NULL), 0);
 	snprintf(ep, sizeof(ep), "unix://%s", p.sock);
 	assert_int_equal(CLI(&out, "--endpoint", ep, "create", "--name", "pf"), 0);
 	expect_id_line(out, id);
 	free(out);
 
 	/* the "guest's" server: reads to EOF, answers, closes (a half-close each way) */
-	lfd = pf_listen(&gport);
+	lfd = harness_tcp_listen(&gport);
 	server = fork();
 	assert_true(server >= 0);
 	if (server == 0) {
@@ -1226,9 +1203,7 @@ test_port_forward(void **state)
 		}
 	}
 	close(lfd);
-	dead = pf_listen(&fd); /* a port nothing will listen on */
-	close(dead);
-	dead = fd;
+	dead = harness_free_port(); /* a port nothing will listen on */
 
 	snprintf(spec1, sizeof(spec1), "%d:%d", local, gport);
 	snprintf(spec2, sizeof(spec2), "%d:%d", local2, dead);

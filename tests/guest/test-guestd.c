@@ -1294,23 +1294,6 @@ test_ps_and_unknown(void **state)
 
 /* --- tunnels --- */
 
-/* A listener on 127.0.0.1 with a port the kernel chose. */
-static int
-tcp_listen(uint16_t *ret_port)
-{
-	struct sockaddr_in sin = { .sin_family = AF_INET,
-		                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sin);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-	assert_int_equal(listen(fd, 8), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
-	*ret_port = ntohs(sin.sin_port);
-	return fd;
-}
-
 /* EXEC with PORT: the handle, or -errno. */
 static int
 open_tunnel(struct conn *c, uint16_t port)
@@ -1356,8 +1339,7 @@ test_tunnel(void **state)
 {
 	struct capture cap;
 	struct conn c;
-	uint16_t port;
-	int lfd = tcp_listen(&port), peer, t, seen = 0;
+	int port, lfd = harness_tcp_listen(&port), peer, t, seen = 0;
 	uint32_t req;
 	char got[16] = { 0 };
 

@@ -31,39 +31,30 @@ static char guestd[300]; /* the fake's agent: a copy, so that a test can take it
 static int
 setup(void **state)
 {
-	const char *agent = getenv("SANDBOX_GUESTD");
-	char env_agent[512], cmd[1024];
+	const char *agent = harness_need_guestd();
+	char cmd[1024];
 
-	if (!agent || access(agent, X_OK) < 0) {
-		fprintf(stderr, "skip: SANDBOX_GUESTD is not set to sandbox-guestd (run through "
-		                "ctest)\n");
-		exit(77);
-	}
 	if (harness_tmpdir(home, sizeof(home)) < 0)
 		return -1;
 	snprintf(guestd, sizeof(guestd), "%s/sandbox-guestd", home);
 	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", agent, guestd);
 	if (system(cmd) != 0)
 		return -1;
-	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", guestd);
 	/* a boot of a second lets two reads meet while it is under way */
-	return harness_start(
-	        &p, harness_binary("SANDBOXD_FAKE"),
-	        (const char *const[]){ "--read-grace", GRACE, NULL },
-	        (const char *const[]){ env_agent, "SANDBOXD_FAKE_BOOT_MS=1000", NULL });
+	return harness_start_fake_agent(
+	        &p, guestd, (const char *const[]){ "--read-grace", GRACE, NULL },
+	        (const char *const[]){ "SANDBOXD_FAKE_BOOT_MS=1000", NULL });
 }
 
 static int
 teardown(void **state)
 {
-	char cmd[320];
 	int rc;
 
 	(void)harness_delete_all(p.sock);
 	rc = harness_stop(&p, SIGTERM);
 	harness_cleanup(&p);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", home);
-	if (!getenv("HARNESS_KEEP") && system(cmd) != 0)
+	if (harness_rmtree(home) < 0)
 		return -1;
 	return rc == 0 ? 0 : -1;
 }

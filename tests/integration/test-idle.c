@@ -32,37 +32,27 @@ static char home[256];
 static int
 setup(void **state)
 {
-	const char *guestd = getenv("SANDBOX_GUESTD");
-	char env_agent[512];
+	const char *guestd = harness_need_guestd();
 
-	if (!guestd || access(guestd, X_OK) < 0) {
-		fprintf(stderr, "skip: SANDBOX_GUESTD is not set to sandbox-guestd (run through "
-		                "ctest)\n");
-		exit(77);
-	}
 	if (harness_tmpdir(home, sizeof(home)) < 0)
 		return -1;
 	setenv("HOME", home, 1);
 	unsetenv("SANDBOX_CONTEXT");
 	unsetenv("SANDBOX_ENDPOINT");
 	unsetenv("SANDBOX_TOKEN");
-	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", guestd);
-	return harness_start(&p, harness_binary("SANDBOXD_FAKE"),
-	                     (const char *const[]){ "--client-grace", GRACE, NULL },
-	                     (const char *const[]){ env_agent, NULL });
+	return harness_start_fake_agent(
+	        &p, guestd, (const char *const[]){ "--client-grace", GRACE, NULL }, NULL);
 }
 
 static int
 teardown(void **state)
 {
-	char cmd[320];
 	int rc;
 
 	(void)harness_delete_all(p.sock);
 	rc = harness_stop(&p, SIGTERM);
 	harness_cleanup(&p);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", home);
-	if (!getenv("HARNESS_KEEP") && system(cmd) != 0)
+	if (harness_rmtree(home) < 0)
 		return -1;
 	return rc == 0 ? 0 : -1;
 }

@@ -478,17 +478,57 @@ harness_kill_vmms(const char *state)
 void
 harness_cleanup(struct daemon_proc *p)
 {
-	char cmd[400];
-
 	if (p->pid > 0)
 		harness_stop(p, SIGKILL);
 	if (p->state[0])
 		(void)harness_kill_vmms(p->state);
-	if (!p->dir[0] || getenv("HARNESS_KEEP"))
-		return;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p->dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "harness: could not remove %s\n", p->dir);
+	if (p->dir[0])
+		(void)harness_rmtree(p->dir);
+}
+
+int
+harness_rmtree(const char *dir)
+{
+	char cmd[400];
+
+	if (getenv("HARNESS_KEEP"))
+		return 0;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0) {
+		fprintf(stderr, "harness: could not remove %s\n", dir);
+		return -1;
+	}
+	return 0;
+}
+
+const char *
+harness_need_guestd(void)
+{
+	const char *guestd = getenv("SANDBOX_GUESTD");
+
+	if (!guestd || access(guestd, X_OK) < 0) {
+		fprintf(stderr,
+		        "skip: SANDBOX_GUESTD is not set to sandbox-guestd (run through ctest)\n");
+		exit(77);
+	}
+	return guestd;
+}
+
+int
+harness_start_fake_agent(struct daemon_proc *p, const char *guestd, const char *const *args,
+                         const char *const *env)
+{
+	_cleanup_free_ char *agent = strdup_printf("SANDBOXD_FAKE_AGENT=%s", guestd);
+	const char *all[16] = { agent };
+	size_t n = 1;
+
+	for (; env && *env; env++) {
+		assert_true(n < ARRAY_SIZE(all) - 1);
+		all[n++] = *env;
+	}
+	if (!agent)
+		return -1;
+	return harness_start(p, harness_binary("SANDBOXD_FAKE"), args, all);
 }
 
 int
@@ -785,6 +825,22 @@ harness_free_port(void)
 	return port;
 }
 
+int
+harness_tcp_listen(int *ret_port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET,
+		                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sin);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	assert_int_equal(listen(fd, 8), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+	*ret_port = ntohs(sin.sin_port);
+	return fd;
+}
+
 json_t *
 harness_json(const char *sock_path, const char *method, const char *path, const char *body,
              int want_status)
@@ -1046,4 +1102,55 @@ harness_environ_with(const char *const *vars)
 	memcpy(env, environ, n * sizeof(*env));
 	memcpy(env + n, vars, k * sizeof(*env));
 	return env;
+}
+
+int
+harness_admin_create(const char *binary, const char *state_dir, const char *dir, const char *email,
+                     const char *password, const char *role)
+{
+	_cleanup_free_ char *pw = strdup_printf("%s/admin-create-password", dir);
+	const char *args[] = { "admin",           "create", email,         "--role",  role,
+		               "--password-file", pw,       "--state-dir", state_dir, NULL };
+	char *out = NULL;
+	int rc;
+
+	if (!pw || write_file_atomic(pw, password, strlen(password), 0600) < 0) {
+		fprintf(stderr, "cannot write the password of %s in %s\n", email, dir);
+		return -1;
+	}
+	rc = harness_run_checked(binary, args, NULL, &out);
+	if (rc != 0)
+		fprintf(stderr, "sandboxd admin create %s: %s\n", email, out ? out : "");
+	free(out);
+	unlink(pw);
+	return rc == 0 ? 0 : -1;
+}
+
+void
+harness_print_log_tail(const struct daemon_proc *p, int lines)
+{
+	char cmd[400];
+
+	fprintf(stderr, "the end of the daemon's log:\n");
+	snprintf(cmd, sizeof(cmd), "tail -n %d '%s' >&2", lines, p->log);
+	if (system(cmd) != 0)
+		fprintf(stderr, "(cannot read %s)\n", p->log);
+}
+
+int
+harness_run_node(const char *dir, const char *script, const char *const *vars, int timeout_s,
+                 void (*tick)(void))
+{
+	_cleanup_free_ char *path = strdup_printf("%s/%s", dir, script);
+	char **env = harness_environ_with(vars);
+	int rc = -1;
+
+	if (path && env) {
+		char *argv[] = { "node", path, NULL };
+		rc = harness_run_group(argv, env, timeout_s, tick);
+	}
+	free(env);
+	if (rc != 0)
+		fprintf(stderr, "%s failed (exit %d)\n", script, rc);
+	return rc == 0 ? 0 : -1;
 }

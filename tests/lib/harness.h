@@ -180,8 +180,23 @@ int harness_count_entries(const char *dir);
 /* Whether a file contains a string. */
 bool harness_file_contains(const char *path, const char *needle);
 
+/* Removes dir and all in it, unless HARNESS_KEEP is set (a failure's evidence); 0, or -1
+ * having said so on stderr. */
+int harness_rmtree(const char *dir);
+
+/* $SANDBOX_GUESTD: sandbox-guestd, which the fake backend's agent runs on this host (ctest sets
+ * it). Exits 77 (skip) when it is not set to an executable. */
+const char *harness_need_guestd(void);
+/* harness_start of $SANDBOXD_FAKE whose sandboxes' agent is guestd (SANDBOXD_FAKE_AGENT=guestd
+ * in its environment, then env: NULL, or at most 14 more). */
+int harness_start_fake_agent(struct daemon_proc *p, const char *guestd, const char *const *args,
+                             const char *const *env);
+
 /* A free TCP port on 127.0.0.1. */
 int harness_free_port(void);
+/* A TCP listener on 127.0.0.1 (caller closes), its port the kernel's choice; fails the cmocka
+ * case when it cannot be made. */
+int harness_tcp_listen(int *ret_port);
 
 /* Runs argv (argv[0] searched in PATH) with env in a process group of its own, calling tick
  * (may be NULL) every 200 ms while it runs. The group is killed when it runs past timeout_s
@@ -200,3 +215,16 @@ void harness_need_browser(const char *web);
 /* This process's environment with vars ("K=V", NULL-terminated) after it, NULL-terminated:
  * for harness_run_group. The caller frees the array (not its strings); NULL without memory. */
 char **harness_environ_with(const char *const *vars);
+/* Runs `node DIR/SCRIPT` with vars ("K=V", NULL-terminated) added to the environment, through
+ * harness_run_group; 0, or -1 having said on stderr that SCRIPT failed. */
+int harness_run_node(const char *dir, const char *script, const char *const *vars, int timeout_s,
+                     void (*tick)(void));
+
+/* `sandboxd admin create EMAIL --role ROLE` with binary ($SANDBOXD or $SANDBOXD_FAKE) on a
+ * daemon's state_dir, the password through a 0600 file in dir that is removed afterwards. 0,
+ * or -1 having said why on stderr. */
+int harness_admin_create(const char *binary, const char *state_dir, const char *dir,
+                         const char *email, const char *password, const char *role);
+
+/* The last lines of a daemon's log on stderr: what a failed test shows. */
+void harness_print_log_tail(const struct daemon_proc *p, int lines);

@@ -3,7 +3,7 @@
 // field (docs/api.md); the credential is the caller's saved secret (GET /v1/secrets: names
 // only, PUT /v1/secrets/NAME: write-only), never shown back.
 import { api, seg } from './api.js';
-import { h, rerender, visible, when } from './dom.js';
+import { envEditor, field, h, rerender, visible, when } from './dom.js';
 
 // The server's table (daemon/core/agents.c): the variables that carry each agent's credential
 // (any one of them) and the hosts its sandbox may reach without asking.
@@ -102,8 +102,6 @@ export function agentPage() {
   const { app, toast, submitting, page, label, launchBlocked, capsText } = shell;
   const error = h('p', { class: 'error', role: 'alert', hidden: true, id: 'agent-error' });
   const why = h('p', { class: 'blocked', id: 'agent-why' });
-  const field = (id, text, input, hint) => h('div', { class: 'field' },
-    h('label', { for: id }, text), input, hint ? h('small', { id: `${id}-hint` }, hint) : null);
   const which = h('select', { id: 'a-agent', name: 'agent', 'aria-describedby': 'a-agent-hint' },
     Object.keys(AGENTS).map((n) => h('option', { value: n }, n)));
   const task = h('textarea', { id: 'a-task', name: 'task', rows: 6, maxlength: TASK_MAX,
@@ -133,30 +131,7 @@ export function agentPage() {
   const noNet = (app.caps?.network || { ceiling: 'none' }).ceiling === 'none';
   const allow = h('textarea', { id: 'a-allow', rows: 2, spellcheck: 'false',
     placeholder: 'pypi.org\n*.github.com', 'aria-describedby': 'a-allow-hint' });
-  const envRows = h('div', { class: 'env-rows' });
-  let envCount = 0;
-  function addEnv() {
-    const i = envCount++;
-    const row = h('div', { class: 'env-row' },
-      h('label', { for: `a-env-name-${i}`, class: 'sr-only' }, 'Variable name'),
-      h('input', { id: `a-env-name-${i}`, class: 'env-name mono', placeholder: 'NAME',
-        pattern: '[A-Za-z_][A-Za-z0-9_]*', autocomplete: 'off', spellcheck: 'false' }),
-      h('label', { for: `a-env-value-${i}`, class: 'sr-only' }, 'Value'),
-      h('input', { id: `a-env-value-${i}`, class: 'env-value', type: 'password',
-        placeholder: 'value', autocomplete: 'new-password' }),
-      h('button', { type: 'button', class: 'quiet', 'aria-label': 'Remove this variable',
-        onclick: () => row.remove() }, 'Remove'));
-    envRows.append(row);
-    return row;
-  }
-  function envBody() {
-    const env = {};
-    for (const row of envRows.querySelectorAll('.env-row')) {
-      const k = row.querySelector('.env-name').value.trim();
-      if (k) env[k] = row.querySelector('.env-value').value;
-    }
-    return env;
-  }
+  const envForm = envEditor('a');
 
   const submit = h('button', { type: 'submit', class: 'primary', id: 'a-launch',
     'aria-describedby': 'agent-why' }, 'Launch');
@@ -191,9 +166,7 @@ export function agentPage() {
           'separated by commas.'),
       h('fieldset', {}, h('legend', {}, 'More environment'),
         h('p', { class: 'hint' }, 'Variables for this sandbox only, never shown again.'),
-        envRows,
-        h('button', { type: 'button', class: 'quiet', onclick: () =>
-          addEnv().querySelector('input').focus() }, 'Add a variable'))),
+        envForm.rows, envForm.button)),
     error, why, submit);
 
   function agent() {
@@ -203,7 +176,7 @@ export function agentPage() {
   // Which of the agent's variables holds a credential now: a saved secret or one given in
   // More environment; null when none.
   function credential() {
-    const env = envBody();
+    const env = envForm.values();
     return AGENTS[agent()].env.find((n) => (secrets && secrets.has(n)) || env[n]) || null;
   }
 
@@ -305,7 +278,7 @@ export function agentPage() {
     if (memory.value !== '') body.memory_mb = Number(memory.value);
     const hosts = allow.value.split(/[\s,]+/).map((s) => s.trim()).filter(Boolean);
     if (hosts.length) body.network = { mode: 'allowlist', allow: hosts };
-    const env = envBody();
+    const env = envForm.values();
     if (Object.keys(env).length) body.env = env;
     // the answer comes once the agent started (or failed to): its terminal is there then
     await submitting(submit, error, `Starting ${a}…`, async () => {

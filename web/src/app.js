@@ -6,7 +6,7 @@
 import { agentCardFacts, agentPage, agentPanel, agentPid, isAgentProcess, renderAgentPanel,
   useShell } from './agents.js';
 import { api, onUnauthorized, seg, setCsrf } from './api.js';
-import { h, mib, plural, rerender, visible, when } from './dom.js';
+import { envEditor, field, h, mib, plural, rerender, visible, when } from './dom.js';
 
 // xterm.js (~340 KiB) loads where a terminal is about to open, not with the list
 let terminalModule = null;
@@ -541,8 +541,6 @@ function launchPage() {
   const why = h('p', { class: 'blocked', id: 'launch-why' });
   const image = h('select', { id: 'f-image', name: 'image' },
     h('option', { value: '' }, 'the server default'));
-  const field = (id, text, input, hint) => h('div', { class: 'field' },
-    h('label', { for: id }, text), input, hint ? h('small', { id: `${id}-hint` }, hint) : null);
   const num = (id, value, min, max) => h('input', { id, type: 'number', value, min, max,
     step: 1, required: true, inputmode: 'numeric', 'aria-describedby': `${id}-hint` });
   const name = h('input', { id: 'f-name', name: 'name', pattern: '[a-z0-9][a-z0-9\\-]{0,62}',
@@ -553,22 +551,7 @@ function launchPage() {
   const noNet = network.ceiling === 'none';
   const allow = h('textarea', { id: 'f-allow', rows: 3, disabled: noNet, spellcheck: 'false',
     placeholder: noNet ? '' : 'pypi.org\n*.github.com', 'aria-describedby': 'f-allow-hint' });
-  const envRows = h('div', { class: 'env-rows' });
-  let envCount = 0;
-  function addEnv() {
-    const i = envCount++;
-    const row = h('div', { class: 'env-row' },
-      h('label', { for: `f-env-name-${i}`, class: 'sr-only' }, 'Variable name'),
-      h('input', { id: `f-env-name-${i}`, class: 'env-name mono', placeholder: 'NAME',
-        pattern: '[A-Za-z_][A-Za-z0-9_]*', autocomplete: 'off', spellcheck: 'false' }),
-      h('label', { for: `f-env-value-${i}`, class: 'sr-only' }, 'Value'),
-      h('input', { id: `f-env-value-${i}`, class: 'env-value', type: 'password',
-        placeholder: 'value', autocomplete: 'new-password' }),
-      h('button', { type: 'button', class: 'quiet', 'aria-label': 'Remove this variable',
-        onclick: () => row.remove() }, 'Remove'));
-    envRows.append(row);
-    return row;
-  }
+  const envForm = envEditor('f');
   const submit = h('button', { type: 'submit', class: 'primary', 'aria-describedby':
     'launch-why' }, 'Launch');
   const form = h('form', { class: 'panel launch', novalidate: false },
@@ -586,9 +569,7 @@ function launchPage() {
     h('fieldset', {}, h('legend', {}, 'Environment secrets'),
       h('p', { class: 'hint' }, 'Set as environment variables in this sandbox only: never ' +
         'written into the image, never shown again, never logged.'),
-      envRows,
-      h('button', { type: 'button', class: 'quiet', onclick: () =>
-        addEnv().querySelector('input').focus() }, 'Add a variable')),
+      envForm.rows, envForm.button),
     error, why, submit);
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
@@ -603,13 +584,8 @@ function launchPage() {
     if (name.value.trim()) body.name = name.value.trim();
     const hosts = allow.value.split(/[\s,]+/).map((s) => s.trim()).filter(Boolean);
     if (!noNet) body.network = hosts.length ? { mode: 'allowlist', allow: hosts } : { mode: 'none' };
-    const env = {};
-    for (const row of envRows.querySelectorAll('.env-row')) {
-      const k = row.querySelector('.env-name').value.trim();
-      const v = row.querySelector('.env-value').value;
-      if (k) env[k] = v;
-    }
-    if (Object.keys(env).length) body.env = env;
+    const vars = envForm.values();
+    if (Object.keys(vars).length) body.env = vars;
     await submitting(submit, error, 'Launching…', async () => {
       const sb = await api('POST', '/v1/sandboxes', body);
       app.sandboxes.set(sb.id, sb);

@@ -49,6 +49,45 @@ export function rerender(container, ...children) {
   }
 }
 
+// A form's field: its label, the input, and a hint (its id ID-hint, for aria-describedby).
+export function field(id, text, input, hint) {
+  return h('div', { class: 'field' },
+    h('label', { for: id }, text), input, hint ? h('small', { id: `${id}-hint` }, hint) : null);
+}
+
+// A launch form's environment: rows of a NAME and a value typed as a password (ids
+// PREFIX-env-name-N and PREFIX-env-value-N), each with its Remove. rows and button (adds a
+// row and focuses it) go in the form; values() is {NAME: value} for each row with a name.
+export function envEditor(prefix) {
+  const rows = h('div', { class: 'env-rows' });
+  let count = 0;
+  function add() {
+    const i = count++;
+    const row = h('div', { class: 'env-row' },
+      h('label', { for: `${prefix}-env-name-${i}`, class: 'sr-only' }, 'Variable name'),
+      h('input', { id: `${prefix}-env-name-${i}`, class: 'env-name mono', placeholder: 'NAME',
+        pattern: '[A-Za-z_][A-Za-z0-9_]*', autocomplete: 'off', spellcheck: 'false' }),
+      h('label', { for: `${prefix}-env-value-${i}`, class: 'sr-only' }, 'Value'),
+      h('input', { id: `${prefix}-env-value-${i}`, class: 'env-value', type: 'password',
+        placeholder: 'value', autocomplete: 'new-password' }),
+      h('button', { type: 'button', class: 'quiet', 'aria-label': 'Remove this variable',
+        onclick: () => row.remove() }, 'Remove'));
+    rows.append(row);
+    return row;
+  }
+  function values() {
+    const env = {};
+    for (const row of rows.querySelectorAll('.env-row')) {
+      const k = row.querySelector('.env-name').value.trim();
+      if (k) env[k] = row.querySelector('.env-value').value;
+    }
+    return env;
+  }
+  const button = h('button', { type: 'button', class: 'quiet', onclick: () =>
+    add().querySelector('input').focus() }, 'Add a variable');
+  return { rows, button, values };
+}
+
 export function mib(n) {
   if (n === null || n === undefined) return 'unknown';
   return n >= 1024 && n % 1024 === 0 ? `${n / 1024} GiB` : `${n} MiB`;
