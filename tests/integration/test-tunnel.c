@@ -291,14 +291,24 @@ test_refusals(void **state)
 
 	close(lfd); /* nothing listens there now */
 	q = strdup_printf("port=%u", port);
-	status = tunnel_request(alice_hdr, box, q, UPGRADE, &fd, &head);
+	/* a client that sends its tunnel's first bytes right behind the head (here an API
+	 * request, as if the tunnel were to carry one): refused, they are never read as a
+	 * request of the API connection */
+	status = tunnel_request(alice_hdr, box, q,
+	                        UPGRADE "\r\nGET /v1/health HTTP/1.1\r\nHost: localhost\r\n", &fd,
+	                        &head);
 	assert_int_equal(status, 409);
 	harness_expect_not_in(head, "Upgrade: sbx-tunnel/1");
+	/* the head says what happens: the connection closes after the answer */
+	harness_expect_in(head, "Connection: close");
 	free(head);
-	/* the body, then the connection closes cleanly */
+	/* the body, then the connection closes cleanly (promptly: not at an idle timeout) */
 	n = 0;
-	while (readable(fd, TIMEOUT_MS)) {
-		ssize_t k = read(fd, body + n, sizeof(body) - 1 - (size_t)n);
+	for (;;) {
+		ssize_t k;
+		if (!readable(fd, 3000))
+			fail_msg("the connection stayed open after a refused upgrade");
+		k = read(fd, body + n, sizeof(body) - 1 - (size_t)n);
 		assert_true(k >= 0);
 		if (k == 0)
 			break;
@@ -306,6 +316,7 @@ test_refusals(void **state)
 	}
 	body[n] = '\0';
 	harness_expect_in(body, "nothing listens on 127.0.0.1:");
+	harness_expect_not_in(body, "HTTP/1.1 200");
 	close(fd);
 
 	/* another user's sandbox answers like a missing one */
