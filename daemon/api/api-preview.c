@@ -331,7 +331,12 @@ relay(struct sandboxd *d, struct conn *c, const struct http_request *req, struct
 	                                        .data = d });
 	if (r >= 0)
 		return;
-	if (r == -ENOTCONN)
+	if (r == -EBUSY)
+		page(c, 503, "Retry-After: 2\r\n", "The sandbox is busy",
+		     "Too many connections to sandbox %s wait for it to answer. Reload in a "
+		     "moment.",
+		     sb->id);
+	else if (r == -ENOTCONN)
 		page(c, 503, "Retry-After: 2\r\n", "The sandbox is not reachable",
 		     "The agent of sandbox %s is not connected (it may be reconnecting). Reload in "
 		     "a "
