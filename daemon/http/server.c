@@ -582,6 +582,18 @@ conn_raw_begin(struct conn *c,
 	return raw_begin(c, 0, data, ctx);
 }
 
+int
+conn_head_hold(struct conn *c)
+{
+	if (!c->in_head || c->state != CONN_READING || c->body_data)
+		return -EINVAL;
+	c->state = CONN_HANDLING;
+	c->deadline = 0;
+	c->keep_alive = false; /* the body is not the server's to read: an answer ends it */
+	set_interest(c);
+	return 0;
+}
+
 void
 conn_raw_pause(struct conn *c)
 {
