@@ -389,6 +389,18 @@ test_url_and_route(void **state)
 		assert_int_equal(
 		        ask_preview(bob.hkey, "sbx_00000000000000ff", "{\"port\":80}", NULL), 404);
 	}
+	/* and without a credential (over TCP), nothing */
+	{
+		_cleanup_free_ char *path = strdup_printf("/v1/sandboxes/%s/previews", box),
+		                    *out = NULL;
+		const struct harness_req rq = { .port = api_port,
+			                        .method = "POST",
+			                        .path = path,
+			                        .headers = "Content-Type: application/json\r\n",
+			                        .body = "{\"port\":80}" };
+		assert_int_equal(harness_request(&rq, &out), 401);
+		harness_expect_not_in(out, "sbx_preview=");
+	}
 }
 
 static void

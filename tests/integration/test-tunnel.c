@@ -86,7 +86,12 @@ setup(void **state)
 	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", guestd);
 	if (harness_start(&p, harness_binary("SANDBOXD_FAKE"),
 	                  (const char *const[]){ "--listen", listen, "--token-file", token, NULL },
-	                  (const char *const[]){ env_agent, NULL }) < 0)
+	                  /* a small quarantine under ASan, so that what the daemon frees does
+	                   * not stay resident (memory is measured) */
+	                  (const char *const[]){ env_agent,
+	                                         "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:"
+	                                         "quarantine_size_mb=4",
+	                                         NULL }) < 0)
 		return -1;
 	make_user("alice@example.com", "alice-password-1", alice_hdr, sizeof(alice_hdr));
 	make_user("bob@example.com", "bob-password-22", bob_hdr, sizeof(bob_hdr));
@@ -425,6 +430,46 @@ test_no_reader_holds_bounded_memory(void **state)
 	close(lfd);
 }
 
+/* Thousands of tunnels to a port nothing listens on, one after another: each is answered 409
+ * and closed, and the daemon ends with the descriptors and about the memory it began with. */
+static void
+test_refused_opens_hold_nothing(void **state)
+{
+	uint16_t port;
+	int lfd = tcp_listen(&port), fd;
+	_cleanup_free_ char *q = strdup_printf("port=%u", port), *fddir = NULL;
+	long rss_before, rss_after;
+	int fds_before, fds_after;
+
+	close(lfd);
+	fddir = strdup_printf("/proc/%d/fd", (int)p.pid);
+	/* 500 first, so that what the first ones set up once (and the allocator's caches, and
+	 * the sanitizer's quarantine) is not counted */
+	for (int i = 0; i < 500; i++) {
+		assert_int_equal(tunnel_request(alice_hdr, box, q, UPGRADE, &fd, NULL), 409);
+		close(fd);
+	}
+	usleep(200000);
+	fds_before = harness_count_entries(fddir);
+	rss_before = harness_proc_kib(p.pid, "VmRSS");
+	for (int i = 0; i < 2000; i++) {
+		assert_int_equal(tunnel_request(alice_hdr, box, q, UPGRADE, &fd, NULL), 409);
+		close(fd);
+	}
+	usleep(500000);
+	fds_after = harness_count_entries(fddir);
+	rss_after = harness_proc_kib(p.pid, "VmRSS");
+	print_message("2000 refused tunnels: descriptors %d -> %d, RSS %ld -> %ld KiB\n",
+	              fds_before, fds_after, rss_before, rss_after);
+	assert_true(fds_before > 0);
+	if (fds_after > fds_before + 2)
+		fail_msg("the daemon holds %d descriptors after 2000 refused tunnels, %d before",
+		         fds_after, fds_before);
+	if (rss_after - rss_before > 8 * 1024)
+		fail_msg("the daemon grew from %ld to %ld KiB over 2000 refused tunnels",
+		         rss_before, rss_after);
+}
+
 int
 main(void)
 {
@@ -432,6 +477,7 @@ main(void)
 		cmocka_unit_test(test_bytes_and_half_closes),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_no_reader_holds_bounded_memory),
+		cmocka_unit_test(test_refused_opens_hold_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
