@@ -60,8 +60,9 @@ struct tunnel_opts {
 };
 
 /* Opens a tunnel to o->port in sb (running, with its agent connected) for the connection c,
- * which must be held by a handler that has not answered yet (inside the request handler, or
- * a head() handler whose body is left unread: those bytes and every later one are relayed).
+ * which must be held by a handler that has not answered yet (inside the request handler, or a
+ * head() handler that called conn_head_hold() first: the unread body and every later byte are
+ * relayed after the prefix).
  * From a 0 return the tunnel owns c (its close and drain hooks) until it ends; c then closes.
  * It counts as activity of sb while open (sb->tunnels). Returns -ENOTCONN when sb has no
  * connected agent, -EBUSY when TUNNEL_PENDING_MAX opens of sb wait for the guest already,
