@@ -39,10 +39,10 @@
  * the next offset or beyond AP_WINDOW past the last ACK (or the ATTACH's offset, or the end of
  * a DROPPED), OUTPUT/DROPPED/EXIT after its EXIT, STDIN_ACK for a process, or for more bytes
  * than the host sent, or fewer than a previous one, and an EXEC's success without PID. Frames
- * for a handle the host does not follow are ignored (it may have just let go of it). */
-**Requests(EXEC, PS, FILE_ *, SHUTDOWN, PING)
-carry a host - chosen request id in chan and are *answered by frames with that chan,
-        ending with one RESULT.* /
+ * for a handle the host does not follow are ignored (it may have just let go of it).
+ *
+ * Requests (EXEC, PS, FILE_*, SHUTDOWN, PING) carry a host-chosen request id in chan and are
+ * answered by frames with that chan, ending with one RESULT. */
 #pragma once
 
 #include <stdint.h>
@@ -58,9 +58,8 @@ carry a host - chosen request id in chan and are *answered by frames with that c
 #define AP_MAX_ENV 4096
 #define AP_PATH_MAX 4096
 
-                /* Frame types. Host to guest below 0x80, guest to host from 0x80; FILE_DATA goes
-                   both ways. */
-                enum ap_type {
+/* Frame types. Host to guest below 0x80, guest to host from 0x80; FILE_DATA goes both ways. */
+enum ap_type {
 	AP_HELLO = 0x01,       /* chan 0; TLV: NONCE, TIME_NS, ENTROPY, HOSTNAME, ROOT_DEV,
 	                        * UPPER_DEV, ENV (image env, "K=V", repeated), UID, GID, HOME */
 	AP_EXEC = 0x02,        /* chan req; TLV: ARG..., ENV..., CWD, TTY, ROWS, COLS, KEEP; or
