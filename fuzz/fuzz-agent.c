@@ -62,6 +62,14 @@ entry(void *data, const struct agent_dirent *e)
 		__builtin_trap();
 }
 
+/* a tunnel's: more than 1 MiB acknowledged is more than was sent */
+static int
+stdin_acked(struct agent_sub *s, uint64_t written)
+{
+	(void)s;
+	return written > (1u << 20) ? -EPROTO : 0;
+}
+
 static void
 chunk(void *data, const void *bytes, size_t len)
 {
@@ -90,6 +98,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		list_init(&subs[i].link);
 		(void)agent_attach(a, &subs[i], 0);
 	}
+	subs[2].stdin_acked = stdin_acked; /* pid 3 is a tunnel */
 	if (data[0] & 1) {
 		/* requests 1..4 under way, as the API would have them */
 		(void)agent_ps(a, proc, done, NULL);

@@ -35,6 +35,12 @@
  * closes the socket at any time. Tunnels are not processes: never in PS, never SIGNALed or
  * counted, and closed when their session ends.
  *
+ * Violations. For a handle the host follows, each of these closes the connection: OUTPUT off
+ * the next offset or beyond AP_WINDOW past the last ACK (or the ATTACH's offset, or the end of
+ * a DROPPED), OUTPUT/DROPPED/EXIT after its EXIT, STDIN_ACK for a process, or for more bytes
+ * than the host sent, or fewer than a previous one, and an EXEC's success without PID. Frames
+ * for a handle the host does not follow are ignored (it may have just let go of it).
+ *
  * Requests (EXEC, PS, FILE_*, SHUTDOWN, PING) carry a host-chosen request id in chan and are
  * answered by frames with that chan, ending with one RESULT. */
 #pragma once

@@ -257,11 +257,12 @@ redirect_with_cookie(struct conn *c, const struct http_request *req, const char 
 }
 
 /* The request again, to go first to the guest's server: the request line as it came, each
- * header as the parser kept it (names lowercase, which HTTP/1.1 allows), and the body the
- * server read whole (a chunked one decoded: sent with its Content-Length instead; an Expect
- * was answered already). */
+ * header as the parser kept it (names lowercase, which HTTP/1.1 allows), and its framing as the
+ * parser read it. A request without a body goes whole; one with a body (streamed) goes as its
+ * head alone, the body to follow raw as the client sends it, framed as the head says (its
+ * Expect too: the guest's server answers it). */
 static int
-request_bytes(const struct http_request *req, struct buf *out)
+request_bytes(const struct http_request *req, bool streamed, struct buf *out)
 {
 	int r = buf_printf(out, "%s %s HTTP/%u.%u\r\n", http_method_str(req->method), req->target,
 	                   req->http_major, req->http_minor);
@@ -269,17 +270,18 @@ request_bytes(const struct http_request *req, struct buf *out)
 	for (unsigned i = 0; r >= 0 && i < req->nheaders; i++) {
 		const char *name = req->arena.data + req->headers[i].name_off;
 		if (streq(name, "content-length") || streq(name, "transfer-encoding") ||
-		    streq(name, "expect"))
+		    (!streamed && streq(name, "expect")))
 			continue;
 		r = buf_printf(out, "%s: %s\r\n", name,
 		               req->arena.data + req->headers[i].value_off);
 	}
-	if (r >= 0 && (req->body.len > 0 || req->has_length || req->chunked))
-		r = buf_printf(out, "content-length: %zu\r\n", req->body.len);
+	if (r >= 0 && streamed && req->chunked)
+		r = buf_puts(out, "transfer-encoding: chunked\r\n");
+	else if (r >= 0 && (req->has_length || req->chunked))
+		r = buf_printf(out, "content-length: %llu\r\n",
+		               streamed ? (unsigned long long)req->content_length : 0ull);
 	if (r >= 0)
 		r = buf_puts(out, "\r\n");
-	if (r >= 0 && req->body.len > 0)
-		r = buf_append(out, req->body.data, req->body.len);
 	return r;
 }
 
@@ -308,17 +310,22 @@ relay_failed(struct conn *c, uint16_t port, int err, const char *message _unused
 		     port, strerror(err));
 }
 
+/* streamed: called at the head of a request whose body follows, which is held unread until the
+ * tunnel is open and then relayed raw with everything after it (no limit on its size). */
 static void
 relay(struct sandboxd *d, struct conn *c, const struct http_request *req, struct sandbox *sb,
-      unsigned port)
+      unsigned port, bool streamed)
 {
 	_cleanup_buf_ struct buf head = BUF_INIT(TUNNEL_PREFIX_MAX);
 	int r;
 
-	if (request_bytes(req, &head) < 0) {
-		page(c, 413, NULL, "Request too large",
-		     "A preview relays requests of at most %u KiB with their body.",
-		     TUNNEL_PREFIX_MAX >> 10);
+	if (request_bytes(req, streamed, &head) < 0) {
+		page(c, 431, NULL, "Request head too large",
+		     "A preview relays request heads of at most %u KiB.", TUNNEL_PREFIX_MAX >> 10);
+		return;
+	}
+	if (streamed && conn_head_hold(c) < 0) {
+		page(c, 500, NULL, "Cannot relay", "The preview cannot hold this request.");
 		return;
 	}
 	r = tunnel_start(d, c, sb,
@@ -331,7 +338,12 @@ relay(struct sandboxd *d, struct conn *c, const struct http_request *req, struct
 	                                        .data = d });
 	if (r >= 0)
 		return;
-	if (r == -ENOTCONN)
+	if (r == -EBUSY)
+		page(c, 503, "Retry-After: 2\r\n", "The sandbox is busy",
+		     "Too many connections to sandbox %s wait for it to answer. Reload in a "
+		     "moment.",
+		     sb->id);
+	else if (r == -ENOTCONN)
 		page(c, 503, "Retry-After: 2\r\n", "The sandbox is not reachable",
 		     "The agent of sandbox %s is not connected (it may be reconnecting). Reload in "
 		     "a "
@@ -346,7 +358,7 @@ relay(struct sandboxd *d, struct conn *c, const struct http_request *req, struct
  * then the sandbox. The token is judged before the sandbox is looked at, so that without it
  * nothing is learnt of which sandboxes exist. */
 static void
-preview_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
+preview_handle(struct sandboxd *d, struct conn *c, struct http_request *req, bool streamed)
 {
 	const char *hosthdr = http_req_header(req, "host");
 	char id[SANDBOX_ID_MAX + 1], token[PREVIEW_TOKEN_LEN + 8];
@@ -397,13 +409,22 @@ preview_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 		     sandbox_state_to_string(sb->state));
 		return;
 	}
-	relay(d, c, req, sb, port);
+	relay(d, c, req, sb, port, streamed);
 }
 
+/* A request without a body (whole) */
 static void
 serve_request(void *ctx, struct conn *c, struct http_request *req)
 {
-	preview_handle(ctx, c, req);
+	preview_handle(ctx, c, req, false);
+}
+
+/* ... and the head of one with a body, which the server never reads: the guest's server does,
+ * or nobody (an answer of the listener's own closes the connection). */
+static void
+serve_head(void *ctx, struct conn *c, struct http_request *req)
+{
+	preview_handle(ctx, c, req, true);
 }
 
 static void
@@ -412,15 +433,11 @@ serve_metrics(void *ctx _unused_, struct conn *c, struct http_request *req _unus
 	page(c, 404, NULL, "Not found", "Nothing is served here.");
 }
 
-/* A request's body is read whole and goes to the guest after its head, together at most what
- * a tunnel forwards first. (A tunnel cannot yet be started at a head with its body left to
- * come: tunnel_start returns before the guest connected, and the server reads on.) */
-#define PREVIEW_BODY_MAX (TUNNEL_PREFIX_MAX - HTTP_MAX_HEAD)
-
+/* The listener never reads a body itself (serve_head): the guest's server judges its size. */
 static uint64_t
 body_limit(const struct http_request *req _unused_, void *data _unused_)
 {
-	return PREVIEW_BODY_MAX;
+	return UINT64_MAX;
 }
 
 static void
@@ -437,7 +454,7 @@ api_preview_server_handler(struct sandboxd *d, struct server_handler *ret)
 {
 	*ret = (struct server_handler){
 		.request = serve_request,
-		.head = NULL,
+		.head = serve_head,
 		.metrics = serve_metrics,
 		.body_limit = body_limit,
 		.protocol_error = protocol_error,

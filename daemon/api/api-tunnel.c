@@ -18,6 +18,10 @@ tunnel_failed(struct conn *c, uint16_t port, int err, const char *message, void 
 	else if (err == ECONNRESET)
 		api_reply_err(c, ERR_UNAVAILABLE,
 		              "the sandbox's agent went away before the tunnel opened; try again");
+	else if (err == ETIMEDOUT)
+		api_reply_err(c, ERR_UNAVAILABLE,
+		              "the sandbox did not connect to 127.0.0.1:%u in time; try again",
+		              port);
 	else
 		api_reply_err(c, ERR_CONFLICT, "cannot open a tunnel to 127.0.0.1:%u: %s", port,
 		              message ? message : strerror(err));
@@ -86,6 +90,11 @@ api_tunnel(struct api_call *call)
 	if (r == -ENOTCONN)
 		api_reply_err(call->c, ERR_UNAVAILABLE,
 		              "the agent of sandbox '%s' is reconnecting; try again", sb->id);
+	else if (r == -EBUSY)
+		api_reply_err(call->c, ERR_UNAVAILABLE,
+		              "sandbox '%s' has %u tunnels waiting for its guest to connect; try "
+		              "again",
+		              sb->id, TUNNEL_PENDING_MAX);
 	else if (r < 0)
 		api_reply_err(call->c, ERR_INTERNAL, "cannot open a tunnel: %s", strerror(-r));
 }

@@ -37,6 +37,7 @@ struct tunnel {
 	void *data;
 	uint64_t received, acked;        /* the guest's bytes: given to c, and acknowledged */
 	uint64_t stdin_sent, stdin_took; /* the client's bytes: sent, and taken by the socket */
+	struct loop_timer connect_timer; /* the guest's answer to the EXEC is due */
 	bool subscribed;
 	bool ended; /* the client side is done with it (memory may wait for req) */
 };
@@ -46,6 +47,7 @@ tunnel_free(void *data)
 {
 	struct tunnel *t = data;
 
+	loop_timer_done(&t->connect_timer);
 	free(t->headers);
 	buf_free(&t->prefix);
 	free(t);
@@ -74,6 +76,8 @@ tunnel_end(struct tunnel *t)
 		conn_raw_on_eof(t->c, NULL, NULL);
 	}
 	t->c = NULL;
+	(void)loop_timer_arm(&t->connect_timer, 0, 0);
+	buf_free(&t->prefix); /* a tunnel waiting for its answer holds no more than itself */
 	let_go_of_sandbox(t);
 	if (t->subscribed)
 		agent_detach(t->agent, &t->sub);
@@ -145,16 +149,18 @@ on_exited(struct agent_sub *s, int code, uint64_t end _unused_)
 		conn_raw_close(t->c);
 }
 
-static void
+/* The guest's word, checked: never more than was sent, never less than it said before. */
+static int
 on_stdin_acked(struct agent_sub *s, uint64_t written)
 {
 	struct tunnel *t = s->data;
 
-	if (written <= t->stdin_took)
-		return;
-	t->stdin_took = MIN(written, t->stdin_sent); /* the guest's word: bounded */
+	if (written > t->stdin_sent || written < t->stdin_took)
+		return -EPROTO;
+	t->stdin_took = written;
 	if (t->c && t->stdin_sent - t->stdin_took < TUNNEL_WINDOW / 2)
 		conn_raw_resume(t->c);
+	return 0;
 }
 
 static void
@@ -175,10 +181,9 @@ to_guest(struct tunnel *t, const void *bytes, size_t len, bool eof)
 	if (!t->agent)
 		return -ENOTCONN;
 	r = agent_stdin(t->agent, t->handle, bytes, len, eof);
-	if (r < 0)
-		return r;
+	/* counted even when only some of it was queued: the most the guest can acknowledge */
 	t->stdin_sent += len;
-	return 0;
+	return r < 0 ? r : 0;
 }
 
 static void
@@ -224,6 +229,7 @@ on_result(void *data, const struct agent_result *res)
 	int r;
 
 	t->req = NULL;
+	(void)loop_timer_arm(&t->connect_timer, 0, 0);
 	if (t->ended) {
 		/* the client left while the guest connected: let go of the socket */
 		if (!res->err && res->pid && t->agent)
@@ -287,6 +293,20 @@ on_sandbox(struct sandbox_waiter *w, struct sandbox *sb, bool gone)
 		close_client(t);
 }
 
+/* The guest did not answer the EXEC in time: the client hears so, and the tunnel waits for the
+ * answer (or the session's end) to let go of what the guest may still open. */
+static void
+on_connect_timeout(struct loop_timer *tm _unused_, void *data)
+{
+	struct tunnel *t = data;
+
+	if (!t->req || t->ended)
+		return;
+	log_info("tunnel: the guest of sandbox '%s' did not connect to port %u within %u s",
+	         t->sb ? t->sb->id : "?", t->port, TUNNEL_CONNECT_TIMEOUT_MS / 1000);
+	fail(t, ETIMEDOUT, "the sandbox did not connect in time");
+}
+
 int
 tunnel_start(struct sandboxd *d, struct conn *c, struct sandbox *sb, const struct tunnel_opts *o)
 {
@@ -298,6 +318,10 @@ tunnel_start(struct sandboxd *d, struct conn *c, struct sandbox *sb, const struc
 		return -EINVAL;
 	if (!a || !agent_ready(a) || sb->state != SANDBOX_RUNNING)
 		return -ENOTCONN;
+	/* a guest that answers slowly (or never) holds at most this many opens: each waits
+	 * for its answer, even after its client left */
+	if (agent_tunnels_pending(a) >= TUNNEL_PENDING_MAX)
+		return -EBUSY;
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
@@ -310,13 +334,18 @@ tunnel_start(struct sandboxd *d, struct conn *c, struct sandbox *sb, const struc
 		              .opened = o->opened,
 		              .data = o->data };
 	buf_init(&t->prefix, TUNNEL_PREFIX_MAX);
+	t->connect_timer.src.fd = -1;
 	if ((o->upgrade_headers && !(t->headers = strdup(o->upgrade_headers))) ||
-	    (o->prefix_len && buf_append(&t->prefix, o->prefix, o->prefix_len) < 0)) {
+	    (o->prefix_len && buf_append(&t->prefix, o->prefix, o->prefix_len) < 0) ||
+	    loop_timer_init(d->loop, &t->connect_timer, on_connect_timeout, t) < 0) {
 		tunnel_free(t);
 		return -ENOMEM;
 	}
 	t->req = agent_tunnel(a, o->port, on_result, t);
-	if (!t->req) {
+	if (!t->req || loop_timer_arm(&t->connect_timer, TUNNEL_CONNECT_TIMEOUT_MS, 0) < 0) {
+		if (t->req)
+			agent_cancel(
+			        t->req); /* its answer finds nobody: freed at the session's end */
 		tunnel_free(t);
 		return -ENOMEM;
 	}

@@ -26,6 +26,12 @@ struct conn;
 #define TUNNEL_WINDOW (1u << 20)
 /* The most bytes tunnel_start() forwards first (a request head). */
 #define TUNNEL_PREFIX_MAX (64u << 10)
+/* Tunnels of one sandbox whose guest has not answered the open yet: more are refused (-EBUSY)
+ * until it answers some. A guest that never answers thus holds this many small records, not
+ * one per client that tried and left. */
+#define TUNNEL_PENDING_MAX 64
+/* How long the guest may take to connect: the client then hears ETIMEDOUT (failed()). */
+#define TUNNEL_CONNECT_TIMEOUT_MS 15000
 
 struct tunnel_opts {
 	uint16_t port; /* 1..65535: the guest's 127.0.0.1:port */
@@ -41,7 +47,8 @@ struct tunnel_opts {
 	/* Called once if the guest side could not be opened, before anything was written to c and
 	 * with c's close hook handed back: the caller answers c (conn_reply) and the tunnel is
 	 * gone. err is a positive errno: ECONNREFUSED (nothing listens on the port), ECONNRESET
-	 * (the agent's session ended first), EIO (the sandbox left `running`), or the guest's;
+	 * (the agent's session ended first), EIO (the sandbox left `running`), ETIMEDOUT (no
+	 * answer within TUNNEL_CONNECT_TIMEOUT_MS), or the guest's;
 	 * message says it in words (may be NULL). May be NULL: c then gets a plain-text 502. */
 	void (*failed)(struct conn *c, uint16_t port, int err, const char *message, void *data);
 	/* Called once when the tunnel is open (after the 101, when upgrade_headers is set), before
@@ -53,11 +60,13 @@ struct tunnel_opts {
 };
 
 /* Opens a tunnel to o->port in sb (running, with its agent connected) for the connection c,
- * which must be held by a handler that has not answered yet (inside the request handler, or
- * a head() handler whose body is left unread: those bytes and every later one are relayed).
+ * which must be held by a handler that has not answered yet (inside the request handler, or a
+ * head() handler that called conn_head_hold() first: the unread body and every later byte are
+ * relayed after the prefix).
  * From a 0 return the tunnel owns c (its close and drain hooks) until it ends; c then closes.
  * It counts as activity of sb while open (sb->tunnels). Returns -ENOTCONN when sb has no
- * connected agent, -EINVAL for a port of 0 or a prefix too long, -ENOMEM; nothing was
- * answered then and the caller still holds c. */
+ * connected agent, -EBUSY when TUNNEL_PENDING_MAX opens of sb wait for the guest already,
+ * -EINVAL for a port of 0 or a prefix too long, -ENOMEM; nothing was answered then and the
+ * caller still holds c. */
 int tunnel_start(struct sandboxd *d, struct conn *c, struct sandbox *sb,
                  const struct tunnel_opts *o);

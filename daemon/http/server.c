@@ -582,6 +582,18 @@ conn_raw_begin(struct conn *c,
 	return raw_begin(c, 0, data, ctx);
 }
 
+int
+conn_head_hold(struct conn *c)
+{
+	if (!c->in_head || c->state != CONN_READING || c->body_data)
+		return -EINVAL;
+	c->state = CONN_HANDLING;
+	c->deadline = 0;
+	c->keep_alive = false; /* the body is not the server's to read: an answer ends it */
+	set_interest(c);
+	return 0;
+}
+
 void
 conn_raw_pause(struct conn *c)
 {
@@ -726,7 +738,10 @@ dispatch(struct conn *c)
 {
 	c->state = CONN_HANDLING;
 	c->deadline = 0;
-	c->keep_alive = true;
+	/* an upgrade request answered with anything but 101 closes the connection ("Connection:
+	 * close"): bytes the client sent behind its head were meant for the new protocol, and
+	 * must never be read as the next request */
+	c->keep_alive = !c->hp.req.upgrade;
 	c->in_dispatch = true;
 	if (c->l->metrics)
 		c->s->h.metrics(c->s->h.ctx, c, &c->hp.req);
@@ -878,8 +893,6 @@ process_input(struct conn *c)
 			body_done(c);
 			continue;
 		}
-		if (c->hp.req.upgrade)
-			c->keep_alive = false; /* unless a handler takes the upgrade */
 		dispatch(c);
 	}
 	/* bytes that came right behind an upgrade's head belong to the new protocol */

@@ -144,6 +144,13 @@ size_t conn_backlog(const struct conn *c);
  * own conn_stream_write() or conn_raw_write(). */
 void conn_on_drain(struct conn *c, void (*fn)(struct conn *c, void *data), void *data);
 
+/* From a head() handler that will decide later: the server reads nothing more (the body stays
+ * unread, in the socket and in what was read after the head) and the handler holds the request
+ * as request() holds one it answers later, until it answers (conn_reply: the body is never
+ * read, and the connection closes after the answer) or turns the connection raw
+ * (conn_raw_begin: the unread body and all that follows go to data()). A hang-up closes it
+ * meanwhile (conn_on_close). -EINVAL outside a head() handler, or once the body is taken. */
+int conn_head_hold(struct conn *c);
 /* Answers 101 Switching Protocols with headers ("Name: value\r\n"...) and from then on hands
  * every byte the client sends to data(). conn_on_close still tells when it goes away. */
 int conn_upgrade(struct conn *c, const char *headers,
@@ -155,8 +162,9 @@ int conn_raw_write(struct conn *c, const void *bytes, size_t len);
 void conn_raw_close(struct conn *c);
 /* Turns the connection raw without writing an answer (the bytes that follow are the handler's
  * protocol's, from the first): from the request handler or a later waiter before any answer,
- * or from a head() handler, whose unread body then comes to data() as the client's bytes.
- * -EINVAL when the connection is in no such state; -EPIPE when it closed. */
+ * or from a head() handler (or after conn_head_hold), whose unread body then comes to data()
+ * as the client's bytes. -EINVAL when the connection is in no such state; -EPIPE when it
+ * closed. */
 int conn_raw_begin(struct conn *c,
                    void (*data)(struct conn *c, const void *bytes, size_t len, void *ctx),
                    void *ctx);

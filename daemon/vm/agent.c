@@ -27,6 +27,7 @@ struct agent_req {
 	struct agent *a;
 	uint32_t id;
 	uint8_t type;
+	bool tunnel; /* an EXEC with PORT */
 	agent_done_fn done;
 	void (*proc)(void *data, const struct agent_proc_info *p);
 	void (*chunk)(void *data, const void *bytes, size_t len);
@@ -57,8 +58,18 @@ struct agent {
 	struct list_node subs;
 	const struct agent_events *ev;
 	void *ev_data;
-	bool send_pending; /* send_queued is deferred on the loop */
+	bool send_pending;        /* send_queued is deferred on the loop */
+	const char *why;          /* a violation's reason, set by the frame handler that found it */
+	unsigned tunnels_pending; /* tunnel EXECs not answered yet */
 };
+
+/* A frame handler's answer to a violation: why (a literal) says what the guest did. */
+static int
+violation(struct agent *a, const char *why)
+{
+	a->why = why;
+	return -EPROTO;
+}
 
 static void on_io(struct loop_source *src, uint32_t events, void *data);
 
@@ -138,6 +149,8 @@ fail_requests(struct agent *a, int err, const char *message)
 		struct agent_req *r = list_entry(n, struct agent_req, link);
 		struct agent_result res = { .err = err, .message = message };
 		list_remove(&r->link);
+		if (r->tunnel)
+			a->tunnels_pending--;
 		if (r->done)
 			r->done(r->data, &res);
 		free(r);
@@ -456,6 +469,7 @@ on_hello_ack(struct agent *a, const struct frame *f, bool new_session)
 			uint8_t p[8];
 			if (s->ended)
 				continue;
+			s->window_base = s->next_offset;
 			be64_put(p, s->next_offset);
 			(void)send_frame(a, AP_ATTACH, 0, s->pid, p, sizeof(p));
 		}
@@ -504,6 +518,10 @@ on_result(struct agent *a, const struct frame *f)
 		return -EPROTO;
 	if (!r || r->type == AP_STDIN)
 		return 0; /* cancelled, or a stdin upload (the guest answers none) */
+	if (r->type == AP_EXEC && !res.err && res.pid == 0)
+		return violation(a, "protocol violation: an EXEC's success without a PID");
+	if (r->tunnel)
+		a->tunnels_pending--;
 	res.message = message;
 	list_remove(&r->link);
 	if (r->done)
@@ -636,11 +654,16 @@ on_output(struct agent *a, const struct frame *f)
 	offset = be64_get(f->payload + 1);
 	if (stream != AP_STDOUT && stream != AP_STDERR)
 		return -EPROTO;
-	if (!s || s->ended)
+	if (!s)
 		return 0; /* detached meanwhile */
+	if (s->ended)
+		return violation(a, "protocol violation: OUTPUT after EXIT");
 	/* output is in order and without gaps (DROPPED says where a replay starts) */
 	if (offset != s->next_offset)
-		return -EPROTO;
+		return violation(a, "protocol violation: OUTPUT at the wrong offset");
+	/* and within the window the host opened */
+	if (s->next_offset + (f->len - 9) - s->window_base > AP_WINDOW)
+		return violation(a, "protocol violation: OUTPUT beyond the window");
 	s->next_offset += f->len - 9;
 	if (f->len > 9)
 		s->output(s, stream, offset, f->payload + 9, f->len - 9);
@@ -656,11 +679,15 @@ on_dropped(struct agent *a, const struct frame *f)
 	if (f->len != 8)
 		return -EPROTO;
 	n = be64_get(f->payload);
-	if (!s || s->ended)
+	if (!s)
 		return 0;
+	if (s->ended)
+		return violation(a, "protocol violation: DROPPED after EXIT");
 	if (n > UINT64_MAX - s->next_offset)
 		return -EPROTO;
+	/* the guest's window starts again after the bytes gone */
 	s->next_offset += n;
+	s->window_base = s->next_offset;
 	if (s->dropped)
 		s->dropped(s, n);
 	return 0;
@@ -677,10 +704,12 @@ on_exit_frame(struct agent *a, const struct frame *f)
 		return -EPROTO;
 	code = (int32_t)be32_get(f->payload);
 	end = be64_get(f->payload + 4);
-	if (!s || s->ended)
+	if (!s)
 		return 0;
+	if (s->ended)
+		return violation(a, "protocol violation: EXIT twice");
 	if (end != s->next_offset || code < 0 || code > 255)
-		return -EPROTO;
+		return violation(a, "protocol violation: EXIT at the wrong offset or code");
 	s->ended = true;
 	s->oom = (f->flags & AP_F_OOM) && code == 137;
 	s->exited(s, code, end);
@@ -694,8 +723,13 @@ on_stdin_ack(struct agent *a, const struct frame *f)
 
 	if (f->len != 8)
 		return -EPROTO;
-	if (s && s->stdin_acked)
-		s->stdin_acked(s, be64_get(f->payload));
+	if (!s)
+		return 0; /* released meanwhile */
+	if (!s->stdin_acked)
+		return violation(a, "protocol violation: STDIN_ACK for a process");
+	if (s->stdin_acked(s, be64_get(f->payload)) < 0)
+		return violation(a, "protocol violation: STDIN_ACK for bytes never sent, or "
+		                    "going backwards");
 	return 0;
 }
 
@@ -742,8 +776,12 @@ agent_receive(struct agent *a, const void *bytes, size_t len)
 		return -EPROTO;
 	}
 	while (a->state != AGENT_IDLE && (r = frame_decoder_next(&a->dec, &f, &new_session)) > 0) {
+		a->why = NULL;
 		if (dispatch(a, &f, new_session) < 0) {
-			agent_close(a, "protocol violation");
+			const char *why = a->why ? a->why : "protocol violation";
+			log_warning("agent '%s': %s (frame 0x%02x on channel %u); closing", a->path,
+			            why, f.type, f.chan);
+			agent_close(a, why);
 			return -EPROTO;
 		}
 	}
@@ -871,9 +909,22 @@ agent_tunnel(struct agent *a, uint16_t port, agent_done_fn done, void *data)
 {
 	_cleanup_buf_ struct buf p = BUF_INIT(64);
 
+	struct agent_req *r;
+
 	if (port == 0 || tlv_put_u16(&p, AP_T_PORT, port) < 0)
 		return NULL;
-	return request(a, AP_EXEC, &p, done, data);
+	r = request(a, AP_EXEC, &p, done, data);
+	if (r) {
+		r->tunnel = true;
+		a->tunnels_pending++;
+	}
+	return r;
+}
+
+unsigned
+agent_tunnels_pending(const struct agent *a)
+{
+	return a->tunnels_pending;
 }
 
 struct agent_req *
@@ -1084,6 +1135,7 @@ agent_attach(struct agent *a, struct agent_sub *s, uint64_t from)
 	if (find_sub(a, s->pid))
 		return -EBUSY;
 	s->next_offset = from;
+	s->window_base = from;
 	s->ended = false;
 	list_push_back(&a->subs, &s->link);
 	if (a->state != AGENT_READY)
@@ -1114,6 +1166,11 @@ send_u64(struct agent *a, uint8_t type, uint32_t pid, uint64_t v)
 int
 agent_ack(struct agent *a, uint32_t pid, uint64_t offset)
 {
+	struct agent_sub *s = find_sub(a, pid);
+
+	/* the guest may send AP_WINDOW bytes beyond it (at most what was received) */
+	if (s && offset > s->window_base)
+		s->window_base = MIN(offset, s->next_offset);
 	return send_u64(a, AP_ACK, pid, offset);
 }
 

@@ -78,6 +78,9 @@ struct agent_req *agent_exec(struct agent *a, const struct agent_exec_spec *spec
  * agent_release like a process; it is never in agent_ps and ends with the session. NULL without
  * a session, for port 0, or without memory. */
 struct agent_req *agent_tunnel(struct agent *a, uint16_t port, agent_done_fn done, void *data);
+/* Tunnel EXECs the guest has not answered yet (cancelled ones included): a guest that answers
+ * slowly, or never, makes them pile up, so callers bound them. */
+unsigned agent_tunnels_pending(const struct agent *a);
 struct agent_req *agent_ping(struct agent *a, agent_done_fn done, void *data);
 struct agent_req *agent_shutdown(struct agent *a, agent_done_fn done, void *data);
 
@@ -148,16 +151,21 @@ void agent_begin_unconnected(struct agent *a, bool ready);
 void agent_cancel(struct agent_req *r);
 
 /* Output of one process. The agent routes OUTPUT, DROPPED and EXIT frames for pid to the
- * subscriber; offsets are checked to be continuous. */
+ * subscriber, and holds the guest to the protocol: offsets continuous, no more than AP_WINDOW
+ * bytes beyond the last ACK (or the ATTACH's offset), nothing after EXIT, STDIN_ACK only for a
+ * tunnel; anything else closes the connection ("protocol violation: ..."). Frames for a pid
+ * with no subscriber are ignored (the host may have just detached). */
 struct agent_sub {
 	uint32_t pid;
 	void (*output)(struct agent_sub *s, int stream, uint64_t offset, const void *bytes,
 	               size_t len);
 	void (*dropped)(struct agent_sub *s, uint64_t count);
 	void (*exited)(struct agent_sub *s, int code, uint64_t end);
-	/* a tunnel's (may be NULL): the guest's socket took written bytes of stdin so far
-	 * (AP_STDIN_ACK; the guest's word, unchecked) */
-	void (*stdin_acked)(struct agent_sub *s, uint64_t written);
+	/* a tunnel's (NULL for a process: a STDIN_ACK for it is a protocol violation): the
+	 * guest's socket took written bytes of stdin so far (AP_STDIN_ACK, the guest's word).
+	 * Returns -EPROTO when that cannot be (more than was sent, or less than before): the
+	 * connection is then closed as for any violation. */
+	int (*stdin_acked)(struct agent_sub *s, uint64_t written);
 	/* when set, the subscription ends with the session (a tunnel): the connection closed or
 	 * the agent is being freed; it is unsubscribed before this is called */
 	void (*session_end)(struct agent_sub *s);
@@ -166,7 +174,8 @@ struct agent_sub {
 	/* private */
 	struct list_node link;
 	uint64_t next_offset;
-	bool ended; /* EXIT was delivered */
+	uint64_t window_base; /* the guest may send output up to this + AP_WINDOW */
+	bool ended;           /* EXIT was delivered */
 };
 /* Subscribes and sends ATTACH from offset. One subscriber per pid. */
 int agent_attach(struct agent *a, struct agent_sub *s, uint64_t from);

@@ -14,6 +14,20 @@
  *   endless    ... an OUTPUT frame of the largest size, then 256 MiB more bytes that never make
  *              a valid frame
  *   (other)    honest: it answers every request, EXEC with ENOENT ("no such program")
+ * Tunnels (EXEC with PORT): an honest agent ("echo", and every mode above) opens one (handle
+ * 100, 101, ...) whose socket echoes what the host writes: STDIN becomes OUTPUT on the same
+ * handle (when attached), is acknowledged with STDIN_ACK, and the host's EOF ends it (EXIT 0).
+ * These modes break the tunnel part of the protocol:
+ *   strays      before answering, sends EXIT, STDIN_ACK and OUTPUT for handles nobody
+ *               follows (the host ignores those), then is honest
+ *   nopid       answers the tunnel's EXEC with success but no PID
+ *   ackmore     acknowledges 1000 bytes more stdin than it was sent
+ *   ackback     acknowledges the stdin it was sent, then less
+ *   wrongoffset at ATTACH, sends OUTPUT at offset 7 (the first byte is at 0)
+ *   exittwice   at ATTACH, sends EXIT twice
+ *   floodtun    at ATTACH, sends 8 MiB of OUTPUT at once, the host's window (1 MiB) ignored
+ *   noack       takes stdin and never acknowledges it (nor echoes it)
+ *   slowopen    never answers a tunnel's EXEC
  * Then it writes what it is given until the host closes the channel, and exits. */
 #include <errno.h>
 #include <getopt.h>
@@ -120,6 +134,128 @@ misbehave(int fd, const char *mode, uint32_t chan)
 		(void)answer(fd, chan, ENOENT);
 }
 
+/* One tunnel at a time: its handle, what it sent and what it took. */
+struct tun {
+	uint32_t handle;
+	bool attached;
+	uint64_t out, in; /* OUTPUT offset; STDIN bytes taken */
+};
+
+static int
+send_raw(int fd, uint8_t type, uint8_t flags, uint32_t chan, const void *p, size_t len)
+{
+	struct buf b = { .data = (char *)p, .len = len };
+
+	return send_frame(fd, type, flags, chan, &b);
+}
+
+static int
+send_u64(int fd, uint8_t type, uint32_t chan, uint64_t v)
+{
+	uint8_t p[8];
+
+	be64_put(p, v);
+	return send_raw(fd, type, 0, chan, p, sizeof(p));
+}
+
+static int
+send_exit(int fd, uint32_t chan, int32_t code, uint64_t end)
+{
+	uint8_t p[12];
+
+	be32_put(p, (uint32_t)code);
+	be64_put(p + 4, end);
+	return send_raw(fd, AP_EXIT, 0, chan, p, sizeof(p));
+}
+
+static int
+send_output(int fd, uint32_t chan, uint64_t offset, const void *bytes, size_t len)
+{
+	_cleanup_buf_ struct buf p = BUF_INIT(AP_FRAME_MAX);
+	uint8_t h[9];
+
+	h[0] = AP_STDOUT;
+	be64_put(h + 1, offset);
+	if (buf_append(&p, h, sizeof(h)) < 0 || buf_append(&p, bytes, len) < 0)
+		return -1;
+	return send_frame(fd, AP_OUTPUT, 0, chan, &p);
+}
+
+/* The PORT of an EXEC, or 0 (a process). */
+static uint16_t
+exec_port(const struct frame *f)
+{
+	struct tlv_reader rd;
+	struct tlv t;
+	uint16_t port = 0;
+
+	tlv_reader_init(&rd, f->payload, f->len);
+	while (tlv_next(&rd, &t) > 0)
+		if (t.tag == AP_T_PORT)
+			(void)tlv_u16(&t, &port);
+	return port;
+}
+
+/* A tunnel's EXEC in mode. */
+static void
+tunnel_open(int fd, const char *mode, uint32_t chan, struct tun *tn)
+{
+	_cleanup_buf_ struct buf p = BUF_INIT(256);
+
+	if (streq(mode, "slowopen"))
+		return;
+	if (streq(mode, "strays")) {
+		(void)send_exit(fd, 9999, 0, 0);
+		(void)send_u64(fd, AP_STDIN_ACK, 9998, 1u << 30);
+		(void)send_output(fd, 9997, 12345, "stray", 5);
+	}
+	*tn = (struct tun){ .handle = tn->handle ? tn->handle + 1 : 100 };
+	(void)tlv_put_u32(&p, AP_T_ERRNO, 0);
+	if (!streq(mode, "nopid"))
+		(void)tlv_put_u32(&p, AP_T_PID, tn->handle);
+	(void)send_frame(fd, AP_RESULT, 0, chan, &p);
+}
+
+static void
+tunnel_attach(int fd, const char *mode, struct tun *tn)
+{
+	static char big[AP_FRAME_MAX];
+
+	tn->attached = true;
+	if (streq(mode, "wrongoffset")) {
+		(void)send_output(fd, tn->handle, 7, "x", 1);
+	} else if (streq(mode, "exittwice")) {
+		(void)send_exit(fd, tn->handle, 0, 0);
+		(void)send_exit(fd, tn->handle, 0, 0);
+	} else if (streq(mode, "floodtun")) {
+		memset(big, 'f', sizeof(big));
+		for (uint64_t off = 0; off < (8u << 20); off += 65536)
+			if (send_output(fd, tn->handle, off, big, 65536) < 0)
+				return;
+	}
+}
+
+static void
+tunnel_stdin(int fd, const char *mode, const struct frame *f, struct tun *tn)
+{
+	if (streq(mode, "noack"))
+		return;
+	tn->in += f->len;
+	if (f->len && tn->attached) {
+		(void)send_output(fd, tn->handle, tn->out, f->payload, f->len);
+		tn->out += f->len;
+	}
+	if (streq(mode, "ackmore"))
+		(void)send_u64(fd, AP_STDIN_ACK, tn->handle, tn->in + 1000);
+	else if (streq(mode, "ackback") && tn->in > 0) {
+		(void)send_u64(fd, AP_STDIN_ACK, tn->handle, tn->in);
+		(void)send_u64(fd, AP_STDIN_ACK, tn->handle, tn->in - 1);
+	} else if (f->len)
+		(void)send_u64(fd, AP_STDIN_ACK, tn->handle, tn->in);
+	if (f->flags & AP_F_EOF)
+		(void)send_exit(fd, tn->handle, 0, tn->out);
+}
+
 /* Serves one session: the HELLO, then requests. */
 static void
 serve(int fd)
@@ -128,6 +264,7 @@ serve(int fd)
 	char chunk[65536], mode[256] = "";
 	uint8_t nonce[AP_NONCE_LEN];
 	bool hello = false, nonce_ok = false;
+	struct tun tn = { 0 };
 
 	frame_decoder_init(&dec, AP_FRAME_MAX, true);
 	for (;;) {
@@ -176,7 +313,18 @@ serve(int fd)
 			}
 			switch (f.type) {
 			case AP_EXEC:
-				misbehave(fd, mode, f.chan);
+				if (exec_port(&f))
+					tunnel_open(fd, mode, f.chan, &tn);
+				else
+					misbehave(fd, mode, f.chan);
+				break;
+			case AP_ATTACH:
+				if (tn.handle && f.chan == tn.handle)
+					tunnel_attach(fd, mode, &tn);
+				break;
+			case AP_STDIN:
+				if (tn.handle && f.chan == tn.handle)
+					tunnel_stdin(fd, mode, &f, &tn);
 				break;
 			case AP_PS:
 			case AP_PING:
@@ -188,7 +336,7 @@ serve(int fd)
 				(void)answer(fd, f.chan, 0);
 				break;
 			default:
-				break; /* no process here to signal, feed or follow */
+				break; /* no process here to signal or resize */
 			}
 		}
 		if (r < 0)

@@ -893,6 +893,66 @@ test_flood_per_client(void **state)
 	stop(&p);
 }
 
+/* The preview listener (--preview-listen) has the same budgets: one client's 2000 connections,
+ * each stopped half-way through an upgrade's head, get it 128 (the rest are closed at once),
+ * the API and another address are still answered there, and a request head that never ends is
+ * answered 431 and closed after at most the head limit (not read on forever). */
+static void
+test_preview_listener_budgets(void **state)
+{
+	static int fds[FLOOD];
+	static char line[4096];
+	struct daemon_proc p;
+	int port = harness_free_port(), pport = harness_free_port(), closed, fd;
+	char listen[64], buf[4096];
+	size_t sent = 0;
+
+	if (!raise_nofile(FLOOD + 512)) {
+		harness_skip_case("cannot hold %d descriptors (RLIMIT_NOFILE)", FLOOD + 512);
+		return;
+	}
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", pport);
+	start(&p, port, (const char *const[]){ "--preview-listen", listen, NULL }, NULL);
+	closed = flood(pport, fds, FLOOD - DEFAULT_PER_CLIENT);
+	print_message("%d of %d preview connections from one client closed at once\n", closed,
+	              FLOOD);
+	assert_true(closed >= FLOOD - DEFAULT_PER_CLIENT);
+	/* the ones kept stop half-way through a WebSocket upgrade's head */
+	for (int i = 0; i < FLOOD; i++)
+		(void)send(fds[i],
+		           "GET /ws HTTP/1.1\r\nHost: p-0123456789abcdef-3000.localhost\r\n"
+		           "Connection: Upgrade\r\nUpgr",
+		           84, MSG_NOSIGNAL);
+	expect_served(&p, port);
+	/* another client of the preview listener: its own page */
+	fd = tcp_from("127.0.0.2", pport);
+	assert_true(fd >= 0);
+	send_str(fd, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n");
+	assert_int_equal(read_status(fd, 15000, buf, sizeof(buf)), 404);
+	close(fd);
+	/* a head that never ends */
+	fd = tcp_from("127.0.0.2", pport);
+	assert_true(fd >= 0);
+	send_str(fd, "GET / HTTP/1.1\r\nHost: p-0123456789abcdef-3000.localhost\r\n");
+	memset(line, 'a', sizeof(line));
+	memcpy(line, "X-Endless: ", 11);
+	line[sizeof(line) - 2] = '\r';
+	line[sizeof(line) - 1] = '\n';
+	while (sent < (64u << 20)) {
+		ssize_t k = send(fd, line, sizeof(line), MSG_NOSIGNAL);
+		if (k <= 0)
+			break;
+		sent += (size_t)k;
+	}
+	print_message("the preview listener took %zu bytes of an endless head\n", sent);
+	assert_true(sent < (8u << 20));
+	assert_int_equal(read_status(fd, 15000, buf, sizeof(buf)), 431);
+	close(fd);
+	for (int i = 0; i < FLOOD; i++)
+		close(fds[i]);
+	stop(&p);
+}
+
 /* With no per-client limit the client fills the TCP listener (1024): the unix socket, a
  * budget of its own, still answers, and so does 127.0.0.2, for whom the listener closes its
  * oldest idle unauthenticated connection. */
@@ -1007,6 +1067,7 @@ main(void)
 		cmocka_unit_test(test_authorised_write),
 		cmocka_unit_test(test_authorised_write_tls),
 		cmocka_unit_test(test_flood_per_client),
+		cmocka_unit_test(test_preview_listener_budgets),
 		cmocka_unit_test(test_flood_listener_budget),
 		cmocka_unit_test(test_oldest_idle_unauthenticated_goes),
 		cmocka_unit_test(test_budgets_fit_fd_limit),

@@ -117,6 +117,28 @@ guest_conn(int fd)
 			}
 		}
 		cl = (size_t)strtoul(clen, NULL, 10);
+		if (strncmp(line, "POST /sink ", 11) == 0) {
+			/* a body of any size, counted and summed as it comes, then answered */
+			uint64_t got = MIN(len - hlen, cl), sum = 0;
+			char *resp;
+			for (size_t i = hlen; i < hlen + got; i++)
+				sum += (uint8_t)buf[i];
+			while (got < cl) {
+				ssize_t n = read(fd, buf, MIN(sizeof(buf), cl - got));
+				if (n <= 0)
+					return;
+				for (ssize_t i = 0; i < n; i++)
+					sum += (uint8_t)buf[i];
+				got += (uint64_t)n;
+			}
+			resp = strdup_printf("HTTP/1.1 200 OK\r\nContent-Length: 40\r\n"
+			                     "Connection: close\r\n\r\nsink %016llx %016llx\n",
+			                     (unsigned long long)got, (unsigned long long)sum);
+			if (resp)
+				(void)!write(fd, resp, strlen(resp));
+			free(resp);
+			return;
+		}
 		while (len < hlen + cl)
 			if (!read_more(fd, buf, &len, sizeof(buf)))
 				return;
@@ -367,6 +389,18 @@ test_url_and_route(void **state)
 		assert_int_equal(
 		        ask_preview(bob.hkey, "sbx_00000000000000ff", "{\"port\":80}", NULL), 404);
 	}
+	/* and without a credential (over TCP), nothing */
+	{
+		_cleanup_free_ char *path = strdup_printf("/v1/sandboxes/%s/previews", box),
+		                    *out = NULL;
+		const struct harness_req rq = { .port = api_port,
+			                        .method = "POST",
+			                        .path = path,
+			                        .headers = "Content-Type: application/json\r\n",
+			                        .body = "{\"port\":80}" };
+		assert_int_equal(harness_request(&rq, &out), 401);
+		harness_expect_not_in(out, "sbx_preview=");
+	}
 }
 
 static void
@@ -444,6 +478,39 @@ test_cookie_relays_to_guest(void **state)
 	}
 	free(resp);
 	resp = NULL;
+	/* the first request of a connection may carry a body of any size: it streams on to the
+	 * guest as it comes (8 MiB here, far more than the listener would hold) */
+	{
+		static char big[8u << 20];
+		uint64_t sum = 0;
+		_cleanup_free_ char *head = strdup_printf(
+		        "POST /sink HTTP/1.1\r\nHost: %s\r\n%sContent-Length: %zu\r\n\r\n", host,
+		        ck, sizeof(big));
+		_cleanup_free_ char *expect = NULL;
+		char *buf = NULL;
+		size_t len = 0, off = 0;
+		int fd = harness_connect(NULL, preview_port);
+
+		for (size_t i = 0; i < sizeof(big); i++) {
+			big[i] = (char)(i * 7 % 251);
+			sum += (uint8_t)big[i];
+		}
+		expect = strdup_printf("sink %016llx %016llx", (unsigned long long)sizeof(big),
+		                       (unsigned long long)sum);
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, head, strlen(head)), (ssize_t)strlen(head));
+		while (off < sizeof(big)) {
+			ssize_t k = write(fd, big + off, sizeof(big) - off);
+			assert_true(k > 0);
+			off += (size_t)k;
+		}
+		(void)harness_stream_read(fd, 20000, expect, &buf, &len);
+		close(fd);
+		assert_non_null(buf);
+		harness_expect_in(buf, "HTTP/1.1 200 OK");
+		harness_expect_in(buf, expect);
+		free(buf);
+	}
 	/* keep-alive: two requests on one connection, both the guest's */
 	{
 		_cleanup_free_ char *two = strdup_printf(
