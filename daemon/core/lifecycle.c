@@ -581,10 +581,13 @@ terminated(struct sandboxd *d, struct sandbox *sb)
 	sb->op = SANDBOX_OP_NONE;
 	agents_vm_gone(d, sb);
 	proc_clear(sb);
+	/* its environment values leave the disk with it, before the state change tells anyone
+	 * (a DELETE is answered from there); should that change fail, the next start of
+	 * sandboxd ends a sandbox it has no record of */
+	records_remove(d, sb->id);
 	if (sandbox_set_state(d, sb, SANDBOX_TERMINATED,
 	                      sb->end_why ? sb->end_why : end_reasons[sb->end]) == 0) {
-		records_remove(d, sb->id); /* its environment values leave the disk with it */
-		ended_add(d, sb->id);      /* listed until --forget-after */
+		ended_add(d, sb->id); /* listed until --forget-after */
 		registry_drop(d, sb);
 	}
 	shutdown_progress(d);
