@@ -151,7 +151,7 @@ hello_ack(struct agent *a, const struct request_hello *h, int err, const char *m
 	if (r >= 0)
 		r = tlv_put_u8(&b, AP_T_MOUNTED, a->mounted);
 	if (r >= 0)
-		r = tlv_put_u32(&b, AP_T_FEATURES, AP_FEAT_STDIN_WINDOW);
+		r = tlv_put_u32(&b, AP_T_FEATURES, a->features);
 	/* beyond the header's list: why the root could not be set up */
 	if (r >= 0 && err)
 		r = tlv_put_u32(&b, AP_T_ERRNO, (uint32_t)err);
@@ -462,7 +462,11 @@ agent_on_signal(int signo, void *data)
 int
 agent_init(struct agent *a, struct loop *l, bool pid1)
 {
-	*a = (struct agent){ .loop = l, .pid1 = pid1, .upper_fd = -1, .next_id = 1 };
+	*a = (struct agent){ .loop = l,
+		             .pid1 = pid1,
+		             .upper_fd = -1,
+		             .next_id = 1,
+		             .features = AP_FEAT_STDIN_WINDOW };
 	frame_decoder_init(&a->dec, AP_FRAME_MAX, true);
 	buf_init(&a->out, OUT_MAX);
 	list_init(&a->procs);

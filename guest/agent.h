@@ -33,6 +33,7 @@ struct agent {
 	bool throttled;         /* not taking input while the queue is above OUT_HIGH */
 	bool mounted;           /* the sandbox root is set up (PID 1) */
 	uint32_t host_features; /* AP_FEAT_* the session's host announced in its HELLO */
+	uint32_t features;      /* AP_FEAT_* it announces (all it has, unless a test said less) */
 	int upper_fd;           /* O_PATH of the writable layer's mount, for SHUTDOWN (PID 1) */
 
 	/* how sandbox processes run */

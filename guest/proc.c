@@ -134,6 +134,9 @@ stdin_taken(struct proc *p)
 	uint64_t queued = MIN((uint64_t)buf_avail(&p->stdin_q), p->stdin_received);
 	uint64_t written = p->stdin_received - queued;
 
+	/* (an agent standing in for one from before FEATURES acknowledges tunnels only) */
+	if (!p->tunnel && !(p->agent->features & AP_FEAT_STDIN_WINDOW))
+		return;
 	if (written <= p->stdin_written)
 		return;
 	p->stdin_written = written;
