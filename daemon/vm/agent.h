@@ -160,7 +160,8 @@ struct agent_sub {
 	void (*dropped)(struct agent_sub *s, uint64_t count);
 	void (*exited)(struct agent_sub *s, int code, uint64_t end);
 	/* a tunnel's (may be NULL): the guest's socket took written bytes of stdin so far
-	 * (AP_STDIN_ACK; the guest's word, unchecked) */
+	 * (AP_STDIN_ACK; the guest's word, unchecked). A subscriber with it keeps its own window:
+	 * agent_stdin holds nothing back for it */
 	void (*stdin_acked)(struct agent_sub *s, uint64_t written);
 	/* when set, the subscription ends with the session (a tunnel): the connection closed or
 	 * the agent is being freed; it is unsubscribed before this is called */
