@@ -99,6 +99,7 @@ session_end(struct agent *a)
 	if (a->session)
 		log_info("session ended");
 	a->session = false;
+	a->host_features = 0;
 	buf_reset(&a->out);
 	proc_session_end(a);
 	files_session_end(a);
@@ -149,6 +150,8 @@ hello_ack(struct agent *a, const struct request_hello *h, int err, const char *m
 		                (uint64_t)up.tv_sec * 1000u + (uint64_t)up.tv_nsec / 1000000u);
 	if (r >= 0)
 		r = tlv_put_u8(&b, AP_T_MOUNTED, a->mounted);
+	if (r >= 0)
+		r = tlv_put_u32(&b, AP_T_FEATURES, a->features);
 	/* beyond the header's list: why the root could not be set up */
 	if (r >= 0 && err)
 		r = tlv_put_u32(&b, AP_T_ERRNO, (uint32_t)err);
@@ -177,6 +180,7 @@ on_hello(struct agent *a, const struct frame *f)
 	/* a session start on a connection that has one: the host reconnected unseen */
 	session_end(a);
 	a->session = true;
+	a->host_features = h.features;
 	r = a->pid1 ? boot_hello(a, &h, &msg) : 0;
 	if (r < 0)
 		log_error("%s", msg ? msg : strerror(-r));
@@ -458,7 +462,11 @@ agent_on_signal(int signo, void *data)
 int
 agent_init(struct agent *a, struct loop *l, bool pid1)
 {
-	*a = (struct agent){ .loop = l, .pid1 = pid1, .upper_fd = -1, .next_id = 1 };
+	*a = (struct agent){ .loop = l,
+		             .pid1 = pid1,
+		             .upper_fd = -1,
+		             .next_id = 1,
+		             .features = AP_FEAT_STDIN_WINDOW };
 	frame_decoder_init(&a->dec, AP_FRAME_MAX, true);
 	buf_init(&a->out, OUT_MAX);
 	list_init(&a->procs);

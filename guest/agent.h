@@ -30,9 +30,11 @@ struct agent {
 	bool pid1;    /* a VM's init: boots it and owns it (else test mode) */
 	bool session; /* a HELLO started the session on this connection */
 	bool flush_queued;
-	bool throttled; /* not taking input while the queue is above OUT_HIGH */
-	bool mounted;   /* the sandbox root is set up (PID 1) */
-	int upper_fd;   /* O_PATH of the writable layer's mount, for SHUTDOWN (PID 1) */
+	bool throttled;         /* not taking input while the queue is above OUT_HIGH */
+	bool mounted;           /* the sandbox root is set up (PID 1) */
+	uint32_t host_features; /* AP_FEAT_* the session's host announced in its HELLO */
+	uint32_t features;      /* AP_FEAT_* it announces (all it has, unless a test said less) */
+	int upper_fd;           /* O_PATH of the writable layer's mount, for SHUTDOWN (PID 1) */
 
 	/* how sandbox processes run */
 	bool switch_ids; /* setuid/setgid to uid/gid (PID 1, or root with --uid/--gid) */

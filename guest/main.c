@@ -109,6 +109,9 @@ test_mode_setup(struct agent *a, const struct options *o)
 	a->home = strdup(!isempty(home) ? home : "/tmp");
 	if (!a->home)
 		return -ENOMEM;
+	/* tests stand in for an agent from before FEATURES with SANDBOX_GUESTD_FEATURES=0 */
+	if (getenv("SANDBOX_GUESTD_FEATURES"))
+		a->features = (uint32_t)strtoul(getenv("SANDBOX_GUESTD_FEATURES"), NULL, 0);
 	/* orphans come back to the agent, as to PID 1 in a VM */
 	(void)prctl(PR_SET_CHILD_SUBREAPER, 1);
 	return 0;

@@ -126,10 +126,29 @@ close_fd(struct proc_fd *f)
 	f->eof = true;
 }
 
+/* The host learns what left the queue (STDIN_ACK), so that it keeps a bounded amount of stdin
+ * in flight: a process's and a tunnel's socket's alike. */
+static void
+stdin_taken(struct proc *p)
+{
+	uint64_t queued = MIN((uint64_t)buf_avail(&p->stdin_q), p->stdin_received);
+	uint64_t written = p->stdin_received - queued;
+
+	/* (an agent standing in for one from before FEATURES acknowledges tunnels only) */
+	if (!p->tunnel && !(p->agent->features & AP_FEAT_STDIN_WINDOW))
+		return;
+	if (written <= p->stdin_written)
+		return;
+	p->stdin_written = written;
+	p->stdin_ack_due = true;
+	agent_kick(p->agent);
+}
+
 static void
 stdin_close(struct proc *p)
 {
 	buf_free(&p->stdin_q);
+	stdin_taken(p);
 	close_fd(&p->in);
 }
 
@@ -144,17 +163,6 @@ check_finished(struct proc *p)
 		agent_kick(p->agent);
 }
 
-/* A tunnel tells the host what its socket took, so the host keeps a bounded amount in flight. */
-static void
-stdin_taken(struct proc *p, size_t n)
-{
-	if (!p->tunnel || n == 0)
-		return;
-	p->stdin_written += n;
-	p->stdin_ack_due = true;
-	agent_kick(p->agent);
-}
-
 static void
 write_stdin(struct proc *p)
 {
@@ -164,7 +172,7 @@ write_stdin(struct proc *p)
 		ssize_t n = write(fd, buf_head(&p->stdin_q), buf_avail(&p->stdin_q));
 		if (n > 0) {
 			buf_consume(&p->stdin_q, (size_t)n);
-			stdin_taken(p, (size_t)n);
+			stdin_taken(p);
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -173,8 +181,8 @@ write_stdin(struct proc *p)
 			break;
 		/* the reader is gone (EPIPE, a tunnel's peer reset) or the terminal hung up (EIO)
 		 */
-		stdin_taken(p, buf_avail(&p->stdin_q));
 		buf_free(&p->stdin_q);
+		stdin_taken(p);
 		if (!p->tty)
 			close_fd(&p->in);
 	}
@@ -217,8 +225,10 @@ read_output(struct proc *p, struct proc_fd *f, uint8_t stream)
 		p->exit_code = n < 0; /* 0: an orderly EOF, 1: a reset or another error */
 	/* 0, or EIO from a PTY master once every slave fd is closed */
 	close_fd(f);
-	if (p->tty)
+	if (p->tty) {
 		buf_free(&p->stdin_q);
+		stdin_taken(p);
+	}
 	check_finished(p);
 }
 
@@ -232,8 +242,10 @@ on_fd(struct loop_source *src, uint32_t events, void *data)
 		return;
 	}
 	/* a PTY master hangs up once no slave fd is open: nobody is left to read stdin */
-	if (p->tty && (events & EPOLLHUP))
+	if (p->tty && (events & EPOLLHUP)) {
 		buf_free(&p->stdin_q);
+		stdin_taken(p);
+	}
 	if (p->tty && (events & EPOLLOUT))
 		write_stdin(p);
 	if (src->fd >= 0 && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
@@ -706,15 +718,42 @@ proc_add_tunnel(struct agent *a, int fd, uint32_t *ret_id)
 
 /* --- frames for a running process --- */
 
+/* A host that announced AP_FEAT_STDIN_WINDOW keeps at most AP_STDIN_WINDOW bytes beyond the
+ * last STDIN_ACK; more is its bug: logged loudly, and the bytes still kept while the queue has
+ * room. An older host sends without limit: the queue keeps STDIN_MAX and drops the rest. */
+static void
+stdin_queue(struct proc *p, const struct frame *f)
+{
+	bool windowed = p->agent->host_features & AP_FEAT_STDIN_WINDOW;
+
+	if (windowed && !p->stdin_overrun &&
+	    p->stdin_received - p->stdin_written > AP_STDIN_WINDOW) {
+		p->stdin_overrun = true;
+		log_error("protocol violation from the host: process %u: %llu stdin bytes in "
+		          "flight, beyond the window of %u",
+		          p->id, (unsigned long long)(p->stdin_received - p->stdin_written),
+		          AP_STDIN_WINDOW);
+	}
+	if (buf_append(&p->stdin_q, f->payload, f->len) == 0)
+		return;
+	if (windowed)
+		log_error("protocol violation from the host: process %u: stdin queue full, %u "
+		          "bytes dropped",
+		          p->id, f->len);
+	else
+		log_warning("process %u: stdin queue full, %u bytes dropped", p->id, f->len);
+	stdin_taken(p); /* gone: acknowledged, so the host does not wait for them */
+}
+
 static void
 on_stdin(struct proc *p, const struct frame *f)
 {
+	p->stdin_received += f->len;
 	if (p->tty ? p->out.fd < 0 : (p->in.fd < 0 || p->stdin_eof)) {
-		stdin_taken(p, f->len); /* a tunnel's socket failed: dropped, but acknowledged */
+		stdin_taken(p); /* nobody reads it any more: dropped, but acknowledged */
 		return;
 	}
-	if (buf_append(&p->stdin_q, f->payload, f->len) < 0)
-		log_warning("process %u: stdin queue full, %u bytes dropped", p->id, f->len);
+	stdin_queue(p, f);
 	if (f->flags & AP_F_EOF) {
 		if (p->tty) {
 			/* the line discipline's end-of-file character; a second one when a line
@@ -908,6 +947,9 @@ proc_session_end(struct agent *a)
 		}
 		p->attached = false;
 		p->drop = 0;
+		/* the next session counts its stdin from 0 (what is queued is written unacked) */
+		p->stdin_received = p->stdin_written = 0;
+		p->stdin_ack_due = p->stdin_overrun = false;
 		if (!p->keep && !p->reaped) {
 			p->host_killed = true;
 			(void)kill(-p->pid, SIGKILL);

@@ -44,9 +44,15 @@ struct proc {
 	/* a tunnel (guest/tunnel.c): no process, out and in are the same TCP socket (in a dup of
 	 * it); reaped is set from the start and exit_code says how the socket's read side ended */
 	bool tunnel;
-	bool stdin_ack_due;     /* a STDIN_ACK to send */
-	uint64_t stdin_written; /* STDIN bytes the socket took (or that were dropped after an error)
-	                         */
+
+	/* STDIN_ACK (lib/agentproto.h, Stdin), counted in this session: the bytes of STDIN frames
+	 * received, and those that left the queue (written, or thrown away once the reader was
+	 * gone): received less what is queued, never going back (bytes the guest adds, a TTY's
+	 * end-of-file character or an earlier session's rest, at most delay it) */
+	bool stdin_ack_due; /* a STDIN_ACK to send */
+	uint64_t stdin_received;
+	uint64_t stdin_written;
+	bool stdin_overrun; /* the host sent past its window (logged once) */
 
 	/* while attached: the host has all bytes below acked, bytes below sent are on the way */
 	bool attached;

@@ -90,6 +90,8 @@ hello_entry(struct request_hello *h, const struct tlv *t)
 	case AP_T_GID:
 		h->has_gid = true;
 		return tlv_u32(t, &h->gid) < 0 ? -EINVAL : 0;
+	case AP_T_FEATURES:
+		return tlv_u32(t, &h->features) < 0 ? -EINVAL : 0;
 	default:
 		return 0;
 	}

@@ -16,6 +16,7 @@ struct request_hello {
 	uint8_t entropy[AP_ENTROPY_LEN];
 	uint64_t time_ns;
 	uint32_t uid, gid;
+	uint32_t features; /* AP_FEAT_* (0 when absent: a host from before FEATURES) */
 	char *hostname, *root_dev, *upper_dev, *home; /* NULL when absent */
 	char **env;                                   /* "K=V", nenv entries, NULL-terminated */
 	size_t nenv;

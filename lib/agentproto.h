@@ -35,11 +35,30 @@
  * closes the socket at any time. Tunnels are not processes: never in PS, never SIGNALed or
  * counted, and closed when their session ends.
  *
+ * Stdin. The guest queues STDIN bytes per handle and writes them to the process (or the
+ * socket) as it reads them; it answers them with STDIN_ACK: the bytes of this session's STDIN
+ * frames for that handle that left its queue so far (written, or thrown away once the reader
+ * is gone: a closed pipe, an ended process, a reset socket). A host that announced
+ * AP_FEAT_STDIN_WINDOW in its HELLO keeps at most AP_STDIN_WINDOW unacknowledged bytes of
+ * stdin in flight per handle (lossless backpressure); the guest logs a host that sends more as
+ * a protocol violation (it still queues them up to STDIN_MAX, 16 MiB, and logs any it has to
+ * throw away). A host without it (sandboxd before this) sends stdin unbounded and the guest
+ * keeps the old behaviour: it queues 16 MiB per handle and drops, with a warning, what comes
+ * beyond. The ACK counts restart at 0 with every session (bytes an earlier session left in
+ * the queue are written, not acknowledged).
+ *
+ * Versions. HELLO and HELLO_ACK carry FEATURES, a u32 of AP_FEAT_* bits the sender supports;
+ * an absent FEATURES is 0 (an agent or host from before it). The host uses a feature only when
+ * both sides have it: a VM a previous sandboxd started (adopted with --keep-sandboxes) runs
+ * that build's agent, whose HELLO_ACK has no FEATURES, so its processes' stdin goes unbounded,
+ * as before, rather than waiting forever for acknowledgements that agent never sends.
+ *
  * Violations. For a handle the host follows, each of these closes the connection: OUTPUT off
  * the next offset or beyond AP_WINDOW past the last ACK (or the ATTACH's offset, or the end of
- * a DROPPED), OUTPUT/DROPPED/EXIT after its EXIT, STDIN_ACK for a process, or for more bytes
- * than the host sent, or fewer than a previous one, and an EXEC's success without PID. Frames
- * for a handle the host does not follow are ignored (it may have just let go of it).
+ * a DROPPED), OUTPUT/DROPPED/EXIT after its EXIT, an EXEC's success without PID, STDIN_ACK for
+ * more bytes than the host sent, a tunnel's STDIN_ACK going backwards, and a process's
+ * STDIN_ACK from an agent that did not announce AP_FEAT_STDIN_WINDOW. Frames for a handle the
+ * host does not follow are ignored (it may have just let go of it).
  *
  * Requests (EXEC, PS, FILE_*, SHUTDOWN, PING) carry a host-chosen request id in chan and are
  * answered by frames with that chan, ending with one RESULT. */
@@ -49,9 +68,10 @@
 
 #define AP_MAGIC "\xffSBXAGT1"
 #define AP_MAGIC_LEN 8
-#define AP_FRAME_MAX (1u << 20) /* payload bytes in one frame */
-#define AP_RING (1u << 20)      /* output bytes the guest keeps per process */
-#define AP_WINDOW (1u << 20)    /* unacknowledged output bytes in flight per process */
+#define AP_FRAME_MAX (1u << 20)    /* payload bytes in one frame */
+#define AP_RING (1u << 20)         /* output bytes the guest keeps per process */
+#define AP_WINDOW (1u << 20)       /* unacknowledged output bytes in flight per process */
+#define AP_STDIN_WINDOW (2u << 20) /* unacknowledged stdin bytes in flight per handle */
 #define AP_NONCE_LEN 16
 #define AP_ENTROPY_LEN 32
 #define AP_MAX_ARGS 4096
@@ -61,7 +81,8 @@
 /* Frame types. Host to guest below 0x80, guest to host from 0x80; FILE_DATA goes both ways. */
 enum ap_type {
 	AP_HELLO = 0x01,       /* chan 0; TLV: NONCE, TIME_NS, ENTROPY, HOSTNAME, ROOT_DEV,
-	                        * UPPER_DEV, ENV (image env, "K=V", repeated), UID, GID, HOME */
+	                        * UPPER_DEV, ENV (image env, "K=V", repeated), UID, GID, HOME,
+	                        * FEATURES */
 	AP_EXEC = 0x02,        /* chan req; TLV: ARG..., ENV..., CWD, TTY, ROWS, COLS, KEEP; or
 	                        * PORT alone: a tunnel (see Tunnels) */
 	AP_STDIN = 0x03,       /* chan pid; raw bytes; flag AP_F_EOF closes stdin after them */
@@ -84,7 +105,8 @@ enum ap_type {
 	AP_SHUTDOWN = 0x10,    /* chan req; sync, unmount, power off (RESULT first) */
 	AP_PING = 0x11,        /* chan req; answered by RESULT */
 
-	AP_HELLO_ACK = 0x81, /* chan 0; TLV: NONCE, VERSION, BOOT_ID, UPTIME_MS, MOUNTED */
+	AP_HELLO_ACK = 0x81, /* chan 0; TLV: NONCE, VERSION, BOOT_ID, UPTIME_MS, MOUNTED,
+	                      * FEATURES */
 	AP_RESULT = 0x82,    /* chan req; TLV: ERRNO (0: success), MESSAGE, PID, SIZE */
 	AP_OUTPUT = 0x83,    /* chan pid; u8 stream (AP_STDOUT/AP_STDERR), u64 offset, bytes */
 	AP_DROPPED = 0x84,   /* chan pid; u64 how many bytes before the ring's start are gone */
@@ -93,7 +115,8 @@ enum ap_type {
 	AP_PROC = 0x86,      /* chan req; TLV: PID, ARG (argv[0]), TTY, KEEP, STATE, EXIT_CODE,
 	                      * OOM, STARTED_MS, SIZE (output bytes so far) */
 	AP_DIRENT = 0x87,    /* chan req; TLV: NAME, FTYPE, SIZE */
-	AP_STDIN_ACK = 0x88, /* chan handle (tunnels only); u64 STDIN bytes written to the socket */
+	AP_STDIN_ACK = 0x88, /* chan handle; u64 STDIN bytes of this session that left the
+	                      * guest's queue (see Stdin) */
 };
 
 enum ap_flags {
@@ -142,6 +165,13 @@ enum ap_tag {
 	AP_T_FTYPE = 31,      /* u8: 'f' file, 'd' directory, 'l' link, 'o' other */
 	AP_T_OOM = 32,        /* u8: the OOM killer ended it (present only when it did) */
 	AP_T_PORT = 33,       /* u16: EXEC opens a tunnel to 127.0.0.1:PORT (1..65535) */
+	AP_T_FEATURES = 34,   /* u32: AP_FEAT_* bits (HELLO: the host's, HELLO_ACK: the guest's) */
+};
+
+/* What a side supports beyond sbx-agent/1 as first released (see Versions). */
+enum ap_feature {
+	/* guest: STDIN_ACK for processes too; host: at most AP_STDIN_WINDOW in flight */
+	AP_FEAT_STDIN_WINDOW = 1u << 0,
 };
 
 enum ap_proc_state {

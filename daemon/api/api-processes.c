@@ -956,6 +956,10 @@ struct attach {
 	bool released;
 	wslay_event_context_ptr ctx;
 	struct buf in; /* sbx-stream/1 frames being assembled, or WebSocket bytes */
+	/* its i frames go on as an upload: the connection is read no faster than the process
+	 * takes its stdin (agent.h) */
+	struct agent_req *up;
+	bool stdin_waiting; /* paused until the upload may go on */
 };
 
 static void
@@ -978,6 +982,8 @@ attach_release(struct attach *at)
 		return;
 	at->released = true;
 	at->c = NULL;
+	agent_upload_abort(at->up); /* what it sent stays sent */
+	at->up = NULL;
 	proc_reader_remove(&at->reader);
 	if (loop_defer(at->loop, attach_free, at) < 0)
 		log_warning("attach: leaking it: out of memory");
@@ -1055,6 +1061,50 @@ attach_ready(struct proc_reader *r)
 	return at->c && conn_backlog(at->c) < STREAM_LOW;
 }
 
+/* The session with the guest ended under the upload (the agent freed it); the next i frame
+ * begins another, or finds the agent gone. */
+static void
+attach_stdin_gone(void *data, const struct agent_result *res _unused_)
+{
+	struct attach *at = data;
+
+	at->up = NULL;
+	if (at->stdin_waiting && at->c) {
+		at->stdin_waiting = false;
+		conn_raw_resume(at->c);
+	}
+}
+
+static void
+attach_stdin_drained(void *data)
+{
+	struct attach *at = data;
+
+	at->stdin_waiting = false;
+	if (at->c)
+		conn_raw_resume(at->c);
+}
+
+/* Bytes of an i frame. Frames already read still go on while the connection is paused: the
+ * agent holds them, one read's worth at most. */
+static int
+attach_stdin(struct attach *at, const uint8_t *p, size_t len)
+{
+	int r;
+
+	if (!at->up)
+		at->up = agent_stdin_begin(at->agent, at->pid, attach_stdin_gone, at);
+	if (!at->up)
+		return -ENOTCONN;
+	r = agent_upload_data(at->up, p, len);
+	if (r > 0 && !at->stdin_waiting && at->c) {
+		at->stdin_waiting = true;
+		conn_raw_pause(at->c);
+		agent_upload_wait(at->up, attach_stdin_drained);
+	}
+	return r < 0 ? r : 0;
+}
+
 /* One client frame: i stdin, e end of input, s signal name, r resize (u16 rows, u16 cols). */
 static int
 attach_frame(struct attach *at, uint8_t type, const uint8_t *p, size_t len)
@@ -1064,9 +1114,9 @@ attach_frame(struct attach *at, uint8_t type, const uint8_t *p, size_t len)
 
 	switch (type) {
 	case 'i':
-		return agent_stdin(at->agent, at->pid, p, len, false);
-	case 'e':
-		return agent_stdin(at->agent, at->pid, NULL, 0, true);
+		return attach_stdin(at, p, len);
+	case 'e': /* behind the bytes the window still holds back */
+		return agent_stdin(at->agent, at->pid, NULL, 0, true) < 0 ? -EPIPE : 0;
 	case 's':
 		if (len == 0 || len >= sizeof(name))
 			return -EINVAL;

@@ -14,6 +14,9 @@
 #define OUT_MAX (80u << 20) /* what may be queued for the guest, frames and all */
 #define READ_CHUNK (256u << 10)
 #define DATA_PIECE (64u << 10) /* FILE_DATA and STDIN frames carry at most this */
+/* stdin a process's window holds back, beyond AP_STDIN_WINDOW in flight: what writers sent
+ * before they paused (a body's piece, an attach's frames), or a request's stdin given whole */
+#define STDIN_HELD_MAX (64u << 20)
 
 enum agent_state {
 	AGENT_IDLE,
@@ -61,6 +64,9 @@ struct agent {
 	bool send_pending;        /* send_queued is deferred on the loop */
 	const char *why;          /* a violation's reason, set by the frame handler that found it */
 	unsigned tunnels_pending; /* tunnel EXECs not answered yet */
+	/* the guest acknowledges process stdin (AP_FEAT_STDIN_WINDOW in its HELLO_ACK): at most
+	 * AP_STDIN_WINDOW of it in flight per process */
+	bool stdin_window;
 };
 
 /* A frame handler's answer to a violation: why (a literal) says what the guest did. */
@@ -104,6 +110,7 @@ put_hello_tlvs(struct buf *b, const struct agent_hello *h)
 		r |= tlv_put_u32(b, AP_T_GID, h->gid);
 	if (h->home)
 		r |= tlv_put_str(b, AP_T_HOME, h->home);
+	r |= tlv_put_u32(b, AP_T_FEATURES, AP_FEAT_STDIN_WINDOW);
 	return r < 0 ? -ENOMEM : 0;
 }
 
@@ -172,12 +179,20 @@ end_session_subs(struct agent *a)
 	}
 }
 
+static void stdin_forget_window(struct agent_sub *s);
+
 static void
 disconnect(struct agent *a)
 {
+	struct list_node *n;
+
 	loop_remove(&a->src);
 	a->fd = safe_close(a->fd);
 	a->state = AGENT_IDLE;
+	a->stdin_window = false;
+	/* like the queue, stdin held back is gone; the next session counts from 0 */
+	LIST_FOREACH (n, &a->subs)
+		stdin_forget_window(list_entry(n, struct agent_sub, link));
 	buf_reset(&a->out);
 	frame_decoder_reset(&a->dec, true);
 	(void)loop_timer_arm(&a->retry, 0, 0);
@@ -229,6 +244,8 @@ agent_ready(const struct agent *a)
 
 /* Uploads that waited go on once the queue is low: one at a time, in the order they began,
  * and the next only if the queue is still low (each may queue more, or end). */
+static bool upload_may_go(struct agent *a, const struct agent_req *r);
+
 static void
 wake_uploads(struct agent *a)
 {
@@ -238,7 +255,7 @@ wake_uploads(struct agent *a)
 
 		LIST_FOREACH (n, &a->reqs) {
 			struct agent_req *r = list_entry(n, struct agent_req, link);
-			if (r->waiting) {
+			if (r->waiting && upload_may_go(a, r)) {
 				w = r;
 				break;
 			}
@@ -427,6 +444,97 @@ find_sub(struct agent *a, uint32_t pid)
 	return NULL;
 }
 
+/* ---- process stdin: the window ---- */
+
+/* The subscription whose stdin is windowed: a process the host follows, with a guest that
+ * acknowledges it. Not a tunnel (tunnel.c keeps its own window on the same ACKs) nor a process
+ * that ended (its stdin goes nowhere: sent as it comes, the guest drops it at once). */
+static struct agent_sub *
+stdin_window_of(struct agent *a, uint32_t pid)
+{
+	struct agent_sub *s;
+
+	if (!a->stdin_window)
+		return NULL;
+	s = find_sub(a, pid);
+	return s && !s->stdin_acked && !s->ended ? s : NULL;
+}
+
+static void
+stdin_forget_window(struct agent_sub *s)
+{
+	buf_free(&s->stdin_held);
+	s->stdin_sent = s->stdin_took = 0;
+	s->stdin_eof = false;
+}
+
+/* Writers pause at a full window (held bytes, or AP_STDIN_WINDOW in flight) and go on once it
+ * is half empty, so that they do not wake for every ACK. */
+static bool
+stdin_full(const struct agent_sub *s)
+{
+	return buf_avail(&s->stdin_held) > 0 || s->stdin_sent - s->stdin_took >= AP_STDIN_WINDOW;
+}
+
+static bool
+stdin_room(const struct agent_sub *s)
+{
+	return buf_avail(&s->stdin_held) == 0 &&
+	       s->stdin_sent - s->stdin_took <= AP_STDIN_WINDOW / 2;
+}
+
+static bool
+upload_may_go(struct agent *a, const struct agent_req *r)
+{
+	struct agent_sub *s;
+
+	if (r->type != AP_STDIN)
+		return true;
+	s = stdin_window_of(a, r->pid);
+	return !s || stdin_room(s);
+}
+
+/* Uploads waiting on a window that opened (or went away) are looked at from the loop. */
+static void
+kick_uploads(struct agent *a)
+{
+	if (!a->send_pending && loop_defer(a->loop, send_queued, a) >= 0)
+		a->send_pending = true;
+}
+
+/* Sends held bytes while the window has room, then a held EOF. */
+static int
+stdin_push(struct agent *a, struct agent_sub *s)
+{
+	int r;
+
+	while (buf_avail(&s->stdin_held) > 0 && s->stdin_sent - s->stdin_took < AP_STDIN_WINDOW) {
+		size_t n = MIN(buf_avail(&s->stdin_held), (size_t)DATA_PIECE);
+		bool last;
+
+		n = (size_t)MIN((uint64_t)n, AP_STDIN_WINDOW - (s->stdin_sent - s->stdin_took));
+		last = n == buf_avail(&s->stdin_held) && s->stdin_eof;
+		r = send_frame(a, AP_STDIN, last ? AP_F_EOF : 0, s->pid, buf_head(&s->stdin_held),
+		               n);
+		if (r < 0)
+			return r;
+		buf_consume(&s->stdin_held, n);
+		s->stdin_sent += n;
+		if (last)
+			s->stdin_eof = false;
+	}
+	if (buf_avail(&s->stdin_held) > 0)
+		return 0;
+	buf_reset(&s->stdin_held); /* its memory is used again (it goes with the window) */
+	if (s->stdin_eof) {
+		r = send_frame(a, AP_STDIN, AP_F_EOF, s->pid, NULL, 0);
+		if (r < 0)
+			return r;
+		s->stdin_eof = false;
+	}
+	return 0;
+}
+
 static int
 on_hello_ack(struct agent *a, const struct frame *f, bool new_session)
 {
@@ -434,6 +542,7 @@ on_hello_ack(struct agent *a, const struct frame *f, bool new_session)
 	struct tlv t;
 	bool nonce_ok = false;
 	uint8_t mounted = 0;
+	uint32_t features = 0;
 	_cleanup_free_ char *version = NULL;
 	int r;
 
@@ -451,6 +560,8 @@ on_hello_ack(struct agent *a, const struct frame *f, bool new_session)
 			return -EPROTO;
 		else if (t.tag == AP_T_VERSION && !version && tlv_strdup(&t, 256, &version) < 0)
 			return -EPROTO;
+		else if (t.tag == AP_T_FEATURES && tlv_u32(&t, &features) < 0)
+			return -EPROTO;
 	}
 	if (r < 0)
 		return -EPROTO;
@@ -460,6 +571,12 @@ on_hello_ack(struct agent *a, const struct frame *f, bool new_session)
 		return 0;
 	}
 	a->state = AGENT_READY;
+	/* an agent from before FEATURES (a VM an older sandboxd started) never acknowledges a
+	 * process's stdin: its stdin goes unbounded, as it did */
+	a->stdin_window = features & AP_FEAT_STDIN_WINDOW;
+	if (!a->stdin_window)
+		log_info("agent '%s': %s does not acknowledge stdin; stdin is not windowed",
+		         a->path, version ? version : "an older agent");
 	(void)loop_timer_arm(&a->retry, 0, 0); /* the handshake's deadline */
 	/* the guest forgot its session attachments: attach again from where each stood */
 	{
@@ -712,6 +829,8 @@ on_exit_frame(struct agent *a, const struct frame *f)
 		return violation(a, "protocol violation: EXIT at the wrong offset or code");
 	s->ended = true;
 	s->oom = (f->flags & AP_F_OOM) && code == 137;
+	stdin_forget_window(s); /* its stdin goes nowhere now */
+	kick_uploads(a);
 	s->exited(s, code, end);
 	return 0;
 }
@@ -720,16 +839,32 @@ static int
 on_stdin_ack(struct agent *a, const struct frame *f)
 {
 	struct agent_sub *s = find_sub(a, f->chan);
+	uint64_t took;
 
 	if (f->len != 8)
 		return -EPROTO;
 	if (!s)
-		return 0; /* released meanwhile */
-	if (!s->stdin_acked)
-		return violation(a, "protocol violation: STDIN_ACK for a process");
-	if (s->stdin_acked(s, be64_get(f->payload)) < 0)
-		return violation(a, "protocol violation: STDIN_ACK for bytes never sent, or "
-		                    "going backwards");
+		return 0;     /* released meanwhile */
+	if (s->stdin_acked) { /* a tunnel keeps its own window */
+		if (s->stdin_acked(s, be64_get(f->payload)) < 0)
+			return violation(a,
+			                 "protocol violation: STDIN_ACK for bytes never sent, or "
+			                 "going backwards");
+		return 0;
+	}
+	if (!a->stdin_window)
+		return violation(a, "protocol violation: STDIN_ACK for a process from an agent "
+		                    "that did not announce it");
+	/* the guest's word, never more than we sent this session */
+	took = be64_get(f->payload);
+	if (took > s->stdin_sent)
+		return violation(a, "protocol violation: STDIN_ACK for bytes never sent");
+	if (took <= s->stdin_took)
+		return 0;
+	s->stdin_took = took;
+	if (stdin_push(a, s) < 0)
+		return 0; /* the queue is full: held on, pushed at the next ACK */
+	kick_uploads(a);
 	return 0;
 }
 
@@ -1022,10 +1157,16 @@ agent_upload_data(struct agent_req *r, const void *bytes, size_t len)
 
 	if (r->type == AP_FILE_WRITE && len > r->size - r->sent)
 		return -EFBIG;
+	if (r->type == AP_STDIN) {
+		int k = agent_stdin(a, r->pid, bytes, len, false);
+		if (k < 0)
+			return k;
+		r->sent += len;
+		return k > 0 || buf_avail(&a->out) >= AGENT_UPLOAD_HIGH ? 1 : 0;
+	}
 	while (len > 0) {
 		size_t n = MIN(len, (size_t)DATA_PIECE);
-		int k = r->type == AP_STDIN ? send_frame(a, AP_STDIN, 0, r->pid, b, n)
-		                            : send_frame(a, AP_FILE_DATA, 0, r->id, b, n);
+		int k = send_frame(a, AP_FILE_DATA, 0, r->id, b, n);
 		if (k < 0)
 			return k;
 		b += n;
@@ -1041,9 +1182,8 @@ agent_upload_wait(struct agent_req *r, void (*drained)(void *data))
 	r->drained = drained;
 	r->waiting = true;
 	/* drained already (or never filled): say so from the loop, not from inside the caller */
-	if (buf_avail(&r->a->out) < AGENT_UPLOAD_LOW && !r->a->send_pending &&
-	    loop_defer(r->a->loop, send_queued, r->a) >= 0)
-		r->a->send_pending = true;
+	if (buf_avail(&r->a->out) < AGENT_UPLOAD_LOW && upload_may_go(r->a, r))
+		kick_uploads(r->a);
 }
 
 /* Forgets a stdin upload: it was only ever the host's. */
@@ -1062,10 +1202,10 @@ agent_upload_end(struct agent_req *r, bool eof)
 
 	r->waiting = false;
 	if (r->type == AP_STDIN) {
-		if (eof)
-			k = send_frame(a, AP_STDIN, AP_F_EOF, r->pid, NULL, 0);
+		if (eof) /* behind what the window still holds back */
+			k = agent_stdin(a, r->pid, NULL, 0, true);
 		stdin_forget(r);
-		return k;
+		return k < 0 ? k : 0;
 	}
 	if (r->size_is_max)
 		return send_frame(a, AP_FILE_DATA, AP_F_EOF, r->id, NULL, 0);
@@ -1137,6 +1277,9 @@ agent_attach(struct agent *a, struct agent_sub *s, uint64_t from)
 	s->next_offset = from;
 	s->window_base = from;
 	s->ended = false;
+	buf_init(&s->stdin_held, STDIN_HELD_MAX);
+	s->stdin_sent = s->stdin_took = 0;
+	s->stdin_eof = false;
 	list_push_back(&a->subs, &s->link);
 	if (a->state != AGENT_READY)
 		return 0; /* attached at the next session start */
@@ -1150,6 +1293,8 @@ agent_detach(struct agent *a, struct agent_sub *s)
 	if (!list_linked(&s->link))
 		return;
 	list_remove(&s->link);
+	stdin_forget_window(s);
+	kick_uploads(a); /* an upload to its stdin waits for no window now */
 	if (a->state == AGENT_READY && !s->ended)
 		(void)send_frame(a, AP_DETACH, 0, s->pid, NULL, 0);
 }
@@ -1177,12 +1322,24 @@ agent_ack(struct agent *a, uint32_t pid, uint64_t offset)
 int
 agent_stdin(struct agent *a, uint32_t pid, const void *bytes, size_t len, bool eof)
 {
+	struct agent_sub *s = stdin_window_of(a, pid);
 	const uint8_t *b = bytes;
 	int r = 0;
 
+	if (a->state != AGENT_READY)
+		return -ENOTCONN;
+	if (s) {
+		/* held in order behind what the window holds back, sent as it opens */
+		s->stdin_held.max = STDIN_HELD_MAX;
+		if (len && buf_append(&s->stdin_held, bytes, len) < 0)
+			return -ENOBUFS;
+		s->stdin_eof |= eof;
+		r = stdin_push(a, s);
+		return r < 0 ? r : stdin_full(s);
+	}
 	/* in frames no bigger than the guest's limit; EOF on the last one */
 	do {
-		size_t n = MIN(len, (size_t)(64u << 10));
+		size_t n = MIN(len, (size_t)DATA_PIECE);
 		r = send_frame(a, AP_STDIN, eof && n == len ? AP_F_EOF : 0, pid, b, n);
 		b += n;
 		len -= n;

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "buf.h"
 #include "list.h"
 #include "loop.h"
 
@@ -101,10 +102,13 @@ struct agent_req *agent_read_file(struct agent *a, const char *path, uint64_t ma
                                   void (*chunk)(void *data, const void *bytes, size_t len),
                                   agent_done_fn done, void *data);
 
-/* Uploads: bytes sent to the guest as they arrive (a request body streamed on), a file write
- * or a process's stdin, with backpressure: agent_upload_data says when the queue for the guest
- * is above AGENT_UPLOAD_HIGH, and the uploader waits (agent_upload_wait) until it is below
- * AGENT_UPLOAD_LOW again, so an upload holds a bounded amount of memory however large.
+/* Uploads: bytes sent to the guest as they arrive (a request body streamed on, an attach's
+ * stdin frames), a file write or a process's stdin, with backpressure: agent_upload_data says
+ * when the queue for the guest is above AGENT_UPLOAD_HIGH, or (stdin) when the process's stdin
+ * window is full, and the uploader waits (agent_upload_wait) until the queue is below
+ * AGENT_UPLOAD_LOW and the window half empty again, so an upload holds a bounded amount of
+ * memory however large, and a process that reads slowly slows its writers down (nothing is
+ * dropped). See agent_stdin for the window.
  *
  * A file write announces size, the bytes that will follow, or with size_is_max only their most
  * (the data then ends at agent_upload_end). done() gets the guest's RESULT once the bytes are
@@ -114,8 +118,8 @@ struct agent_req *agent_read_file(struct agent *a, const char *path, uint64_t ma
 #define AGENT_UPLOAD_LOW (256u << 10)
 struct agent_req *agent_write_begin(struct agent *a, const char *path, uint32_t mode, uint64_t size,
                                     bool size_is_max, agent_done_fn done, void *data);
-/* stdin of pid. The guest answers nothing: done() runs only when the session ends
- * (ECONNRESET), and the upload is gone after it. */
+/* stdin of pid. done() runs only when the session ends (ECONNRESET), and the upload is gone
+ * after it. */
 struct agent_req *agent_stdin_begin(struct agent *a, uint32_t pid, agent_done_fn done, void *data);
 /* Queues bytes for the guest. 0, or 1 when the queue is above AGENT_UPLOAD_HIGH (wait before
  * sending more); -EFBIG past a write's size, -ENOTCONN without a session, -ENOBUFS. */
@@ -161,8 +165,9 @@ struct agent_sub {
 	               size_t len);
 	void (*dropped)(struct agent_sub *s, uint64_t count);
 	void (*exited)(struct agent_sub *s, int code, uint64_t end);
-	/* a tunnel's (NULL for a process: a STDIN_ACK for it is a protocol violation): the
-	 * guest's socket took written bytes of stdin so far (AP_STDIN_ACK, the guest's word).
+	/* a tunnel's (NULL for a process, whose stdin agent_stdin windows itself): the guest's
+	 * socket took written bytes of stdin so far (AP_STDIN_ACK, the guest's word). A
+	 * subscriber with it keeps its own window: agent_stdin holds nothing back for it.
 	 * Returns -EPROTO when that cannot be (more than was sent, or less than before): the
 	 * connection is then closed as for any violation. */
 	int (*stdin_acked)(struct agent_sub *s, uint64_t written);
@@ -176,12 +181,23 @@ struct agent_sub {
 	uint64_t next_offset;
 	uint64_t window_base; /* the guest may send output up to this + AP_WINDOW */
 	bool ended;           /* EXIT was delivered */
+	/* its stdin's window (a process's, with a guest that acknowledges it): bytes sent this
+	 * session, acknowledged, and held back until the window opens (with an EOF after them) */
+	uint64_t stdin_sent, stdin_took;
+	struct buf stdin_held;
+	bool stdin_eof;
 };
 /* Subscribes and sends ATTACH from offset. One subscriber per pid. */
 int agent_attach(struct agent *a, struct agent_sub *s, uint64_t from);
 /* Unsubscribes (and sends DETACH when connected). Safe on a subscriber not attached. */
 void agent_detach(struct agent *a, struct agent_sub *s);
 int agent_ack(struct agent *a, uint32_t pid, uint64_t offset);
+/* Stdin for pid, in order, eof closing it after the bytes. With a guest that acknowledges stdin
+ * (AP_FEAT_STDIN_WINDOW) and a process that has a subscriber (not a tunnel, which keeps its own
+ * window, and not ended), at most AP_STDIN_WINDOW bytes are in flight: the rest is held here
+ * and sent as the guest's STDIN_ACKs come. Returns 1 when the window is full (bytes are held:
+ * a writer that can wait should, through an upload), 0, or -ENOTCONN, -ENOBUFS (more than
+ * 64 MiB held). With an older guest every byte is sent at once, as before. */
 int agent_stdin(struct agent *a, uint32_t pid, const void *bytes, size_t len, bool eof);
 int agent_signal(struct agent *a, uint32_t pid, int signo);
 int agent_resize(struct agent *a, uint32_t pid, unsigned short rows, unsigned short cols);

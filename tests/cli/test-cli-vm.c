@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
+#include <openssl/sha.h>
 #include "harness.h"
 #include "util.h"
 
@@ -562,6 +563,34 @@ test_exec_streams_stdin_cwd_env_and_exit_codes(void **state)
 	result_done(&r);
 }
 
+/* 32 MiB piped into a process that reads nothing for 3 s: the guest's agent acknowledges stdin
+ * as the process takes it and sandboxd waits for that, so all of it arrives (its SHA-256 checked
+ * in the guest). Before, the agent kept 16 MiB and dropped the rest, and exec still exited 0. */
+static void
+test_exec_stdin_to_a_slow_reader_is_whole(void **state)
+{
+	size_t len = 32u << 20;
+	_cleanup_free_ char *data = malloc(len);
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	char want[128];
+	struct result r;
+	int n;
+
+	assert_non_null(data);
+	for (size_t i = 0; i < len; i++)
+		data[i] = (char)((i * 2654435761u) >> 13);
+	SHA256((const unsigned char *)data, len, md);
+	n = snprintf(want, sizeof(want), "%zu\n", len);
+	for (size_t i = 0; i < sizeof(md); i++)
+		n += snprintf(want + n, sizeof(want) - (size_t)n, "%02x", md[i]);
+	snprintf(want + n, sizeof(want) - (size_t)n, "  -\n");
+	RUN_IN(&r, data, len, "exec", SBX, "--", "sh", "-c",
+	       "sleep 3; cat > in.bin; wc -c < in.bin; sha256sum < in.bin; rm in.bin");
+	assert_int_equal(r.rc, 0);
+	assert_string_equal(text(&r.out), want);
+	result_done(&r);
+}
+
 static void
 test_ctrl_c_is_forwarded_then_detaches(void **state)
 {
@@ -1043,6 +1072,7 @@ main(void)
 		cmocka_unit_test(test_run_exit_code_stdin_and_keep),
 		cmocka_unit_test(test_run_killed_leaves_nothing),
 		cmocka_unit_test(test_exec_streams_stdin_cwd_env_and_exit_codes),
+		cmocka_unit_test(test_exec_stdin_to_a_slow_reader_is_whole),
 		cmocka_unit_test(test_ctrl_c_is_forwarded_then_detaches),
 		cmocka_unit_test(test_attach_replays_what_happened_meanwhile),
 		cmocka_unit_test(test_cp_both_ways),

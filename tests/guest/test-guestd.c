@@ -35,6 +35,8 @@ static const char *guestd;
 static char dir[256], sock[300], home[300], logpath[300];
 static pid_t agent = -1;
 static uint32_t next_req = 1000;
+/* FEATURES in the HELLO: a current host's by default */
+static uint32_t hello_features = AP_FEAT_STDIN_WINDOW;
 
 struct conn {
 	int fd;
@@ -290,6 +292,8 @@ conn_open_at(struct conn *c, const char *path, const void *junk, size_t junk_len
 	assert_int_equal(tlv_put_u64(&hello, AP_T_TIME_NS, (uint64_t)time(NULL) * 1000000000u), 0);
 	assert_int_equal(tlv_put_str(&hello, AP_T_ENV, "PATH=/usr/local/bin:/usr/bin:/bin"), 0);
 	assert_int_equal(tlv_put_str(&hello, AP_T_ENV, "IMAGE_VAR=image"), 0);
+	if (hello_features)
+		assert_int_equal(tlv_put_u32(&hello, AP_T_FEATURES, hello_features), 0);
 	if (junk_len)
 		assert_int_equal(send(c->fd, junk, junk_len, MSG_NOSIGNAL), (ssize_t)junk_len);
 	assert_int_equal(send(c->fd, AP_MAGIC, AP_MAGIC_LEN, MSG_NOSIGNAL), AP_MAGIC_LEN);
@@ -305,6 +309,9 @@ conn_open_at(struct conn *c, const char *path, const void *junk, size_t junk_len
 	assert_int_equal(tlv_uint(&c->f, AP_T_MOUNTED), 0);
 	assert_true(find_tlv(&c->f, AP_T_BOOT_ID, &t));
 	assert_true(find_tlv(&c->f, AP_T_UPTIME_MS, &t));
+	/* whatever the host announced, the agent says what it does */
+	assert_int_equal(tlv_uint(&c->f, AP_T_FEATURES) & AP_FEAT_STDIN_WINDOW,
+	                 AP_FEAT_STDIN_WINDOW);
 }
 
 static void
@@ -462,7 +469,7 @@ collect(struct conn *c, uint32_t pid, struct capture *cap, const char *needle)
 			cap->end = be64_get(p + 4);
 			assert_int_equal(cap->end, cap->next);
 			break;
-		case AP_STDIN_ACK: /* a tunnel's, at any time */
+		case AP_STDIN_ACK: /* at any time */
 			break;
 		default:
 			fail_msg("unexpected frame 0x%02x for process %u", c->f.type, pid);
@@ -860,7 +867,7 @@ test_backpressure(void **state)
 			send_u64(&c, AP_ACK, (uint32_t)pid, acked);
 			continue;
 		}
-		if (c.f.chan != (uint32_t)pid)
+		if (c.f.chan != (uint32_t)pid || c.f.type == AP_STDIN_ACK)
 			continue;
 		assert_int_not_equal(c.f.type, AP_DROPPED);
 		if (c.f.type == AP_EXIT) {
@@ -881,6 +888,153 @@ test_backpressure(void **state)
 	}
 	assert_true(stalled_checked);
 	assert_int_equal(received, 8388608);
+	release(&c, (uint32_t)pid);
+	conn_close(&c);
+}
+
+/* How many lines of the agent's log have needle. */
+static int
+log_count(const char *needle)
+{
+	char line[1024];
+	int n = 0;
+	FILE *f = fopen(logpath, "r");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
+/* Sends n bytes (a counting pattern) to pid's stdin in 64 KiB frames. */
+static void
+send_stdin(struct conn *c, uint32_t pid, size_t n, bool eof)
+{
+	static uint8_t piece[65536];
+
+	for (size_t i = 0; i < sizeof(piece); i++)
+		piece[i] = (uint8_t)(i * 7);
+	do {
+		size_t k = MIN(n, sizeof(piece));
+		send_frame(c, AP_STDIN, eof && k == n ? AP_F_EOF : 0, pid, piece, k);
+		n -= k;
+	} while (n > 0);
+}
+
+/* Reads pid's frames for ms (or, ms 0, until EXIT once attached): the last STDIN_ACK, checked to
+ * grow and to stay within sent. The output goes into cap (ACKed). */
+static uint64_t
+stdin_acks(struct conn *c, uint32_t pid, uint64_t sent, int ms, struct capture *cap)
+{
+	uint64_t deadline = now_ms() + (uint64_t)(ms ? ms : TIMEOUT_MS), acked = 0;
+
+	while (now_ms() < deadline && !cap->exited) {
+		const uint8_t *p;
+
+		if (!next_frame(c, (int)(deadline - now_ms())))
+			break;
+		if (c->f.chan != pid)
+			continue;
+		p = c->f.payload;
+		if (c->f.type == AP_STDIN_ACK) {
+			assert_int_equal(c->f.len, 8);
+			assert_true(be64_get(p) > acked);
+			acked = be64_get(p);
+			assert_true(acked <= sent);
+		} else if (c->f.type == AP_OUTPUT) {
+			assert_int_equal(buf_append(&cap->all, p + 9, c->f.len - 9), 0);
+			cap->next += c->f.len - 9;
+			send_u64(c, AP_ACK, pid, cap->next);
+		} else if (c->f.type == AP_EXIT) {
+			cap->exited = true;
+			cap->code = (int32_t)be32_get(p);
+		}
+	}
+	if (!ms && !cap->exited) {
+		dump_log();
+		fail_msg("process %u: no EXIT; output so far: '%s'", pid,
+		         cap->all.data ? cap->all.data : "");
+	}
+	return acked;
+}
+
+/* STDIN_ACK for a process: it counts what the process took (never what is only queued), reaches
+ * every byte sent once the process read them, and starts again at 0 in a new session while an
+ * earlier session's bytes are still written. A host that overruns its window is logged as a
+ * protocol violation and nothing is lost; one without FEATURES keeps the old behaviour. */
+static void
+test_stdin_acks(void **state)
+{
+	/* reads nothing for a while: meanwhile only the pipe takes some */
+	static const char *const slow[] = { "sh", "-c", "sleep 2; exec wc -c", NULL };
+	struct capture cap;
+	struct conn c;
+	uint64_t acked;
+	int pid;
+
+	conn_open(&c, NULL, 0);
+	pid = run(&c, slow, false);
+	send_stdin(&c, (uint32_t)pid, 1u << 20, false);
+	capture_init(&cap);
+	acked = stdin_acks(&c, (uint32_t)pid, 1u << 20, 700, &cap);
+	assert_true(acked <= 256u << 10); /* the pipe's, at most */
+	send_frame(&c, AP_STDIN, AP_F_EOF, (uint32_t)pid, NULL, 0);
+	send_u64(&c, AP_ATTACH, (uint32_t)pid, 0);
+	assert_int_equal(stdin_acks(&c, (uint32_t)pid, 1u << 20, 0, &cap), 1u << 20);
+	assert_string_equal(cap.all.data, "1048576\n");
+	capture_done(&cap);
+	release(&c, (uint32_t)pid);
+
+	/* a host past its window: logged, and every byte still arrives */
+	assert_int_equal(log_count("beyond the window"), 0);
+	pid = run(&c, slow, false);
+	send_stdin(&c, (uint32_t)pid, AP_STDIN_WINDOW + (1u << 20), true);
+	capture_init(&cap);
+	send_u64(&c, AP_ATTACH, (uint32_t)pid, 0);
+	acked = stdin_acks(&c, (uint32_t)pid, AP_STDIN_WINDOW + (1u << 20), 0, &cap);
+	assert_int_equal(acked, AP_STDIN_WINDOW + (1u << 20));
+	assert_int_equal(strtoull(cap.all.data, NULL, 10), AP_STDIN_WINDOW + (1u << 20));
+	assert_int_equal(log_count("protocol violation from the host: process"), 1);
+	assert_int_equal(log_count("beyond the window"), 1);
+	capture_done(&cap);
+	release(&c, (uint32_t)pid);
+
+	/* a kept process across sessions: the new session's ACK counts its own bytes only */
+	{
+		struct exec_opts o = { .argv = slow, .keep = true };
+		pid = exec_proc(&c, &o, NULL);
+		assert_true(pid > 0);
+	}
+	send_stdin(&c, (uint32_t)pid, 100000, false);
+	conn_close(&c);
+	conn_open(&c, NULL, 0);
+	send_stdin(&c, (uint32_t)pid, 50000, true);
+	capture_init(&cap);
+	send_u64(&c, AP_ATTACH, (uint32_t)pid, 0);
+	acked = stdin_acks(&c, (uint32_t)pid, 50000, 0, &cap);
+	assert_int_equal(acked, 50000);
+	assert_string_equal(cap.all.data, "150000\n");
+	capture_done(&cap);
+	release(&c, (uint32_t)pid);
+	conn_close(&c);
+
+	/* a host from before FEATURES: stdin unbounded as it was, the queue keeps 16 MiB and the
+	 * rest is dropped with a warning (not a violation: that host knows no window) */
+	hello_features = 0;
+	conn_open(&c, NULL, 0);
+	hello_features = AP_FEAT_STDIN_WINDOW;
+	assert_int_equal(log_count("stdin queue full"), 0);
+	pid = run(&c, slow, false);
+	send_stdin(&c, (uint32_t)pid, 20u << 20, true);
+	capture_init(&cap);
+	send_u64(&c, AP_ATTACH, (uint32_t)pid, 0);
+	(void)stdin_acks(&c, (uint32_t)pid, 20u << 20, 0, &cap);
+	assert_true(strtoull(cap.all.data, NULL, 10) < 20u << 20);
+	assert_true(log_count("stdin queue full") > 0);
+	assert_int_equal(log_count("protocol violation from the host: process"), 1);
+	capture_done(&cap);
 	release(&c, (uint32_t)pid);
 	conn_close(&c);
 }
@@ -1514,6 +1668,7 @@ main(int argc, char **argv)
 		cmocka_unit_test(test_exec_failures),
 		cmocka_unit_test(test_tty_size_and_resize),
 		cmocka_unit_test(test_stdin_and_signal),
+		cmocka_unit_test(test_stdin_acks),
 		cmocka_unit_test(test_keep_across_reconnect),
 		cmocka_unit_test(test_dropped_while_detached),
 		cmocka_unit_test(test_backpressure),
