@@ -165,3 +165,59 @@ free_port() {
 	done
 	die "no free TCP port"
 }
+
+stop_pid() { # PID: TERM, then KILL after 5 s; waits for it
+	local p=$1
+	kill -TERM "$p" 2>/dev/null || return 0
+	for _ in $(seq 50); do
+		kill -0 "$p" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$p" 2>/dev/null || true
+	wait "$p" 2>/dev/null || true
+}
+
+deb_installed() { # PACKAGE: true when Debian says it is installed
+	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
+# install_nginx_wrk: nginx and wrk from Debian if missing (as root; apt's log in $TMP). The
+# package's maintainer script may start the system nginx on port 80: whatever nginx appears
+# during the install is stopped again (the benchmarks run their own).
+install_nginx_wrk() {
+	local need=() started=() before pid
+	command -v nginx >/dev/null || deb_installed nginx || need+=(nginx)
+	command -v wrk >/dev/null || deb_installed wrk || need+=(wrk)
+	[ "${#need[@]}" -eq 0 ] && return 0
+	[ "$(id -u)" = 0 ] || die "missing ${need[*]}: run 'apt-get install ${need[*]}' as root"
+	log "installing ${need[*]} from Debian"
+	# pgrep exits 1 when no nginx runs: under pipefail that would end the script here
+	before=" $(pgrep -x nginx | tr '\n' ' ' || true) "
+	export DEBIAN_FRONTEND=noninteractive
+	local apt=(apt-get -o DPkg::Lock::Timeout=300 -y -qq)
+	if ! "${apt[@]}" install --no-install-recommends "${need[@]}" >"$TMP/apt.log" 2>&1; then
+		"${apt[@]}" update >>"$TMP/apt.log" 2>&1 || true
+		"${apt[@]}" install --no-install-recommends "${need[@]}" >>"$TMP/apt.log" 2>&1 || {
+			tail -20 "$TMP/apt.log" >&2
+			die "apt-get install ${need[*]} failed"
+		}
+	fi
+	for pid in $(pgrep -x nginx || true); do
+		case "$before" in
+		*" $pid "*) ;;
+		*) started+=("$pid") ;;
+		esac
+	done
+	for pid in "${started[@]}"; do
+		# masters only: their workers leave with them
+		[ "$(ps -o comm= -p "$(ps -o ppid= -p "$pid" | tr -d ' ')")" = nginx ] && continue
+		log "stopping the system nginx (pid $pid) that the install started"
+		kill -QUIT "$pid" 2>/dev/null || true
+	done
+	for pid in "${started[@]}"; do
+		for _ in $(seq 50); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+	done
+}

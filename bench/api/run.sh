@@ -78,51 +78,6 @@ stop_pid() {
 
 # ---- dependencies ----
 
-installed() {
-	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
-}
-
-# Installs nginx and wrk from Debian if missing. The package's maintainer script may start the
-# system nginx on port 80: whatever nginx appears during the install is stopped again.
-install_deps() {
-	local need=() started=() before pid
-	command -v nginx >/dev/null || installed nginx || need+=(nginx)
-	command -v wrk >/dev/null || installed wrk || need+=(wrk)
-	[ "${#need[@]}" -eq 0 ] && return 0
-	[ "$(id -u)" = 0 ] || die "missing ${need[*]}: run 'apt-get install ${need[*]}' as root"
-	log "installing ${need[*]} from Debian"
-	# pgrep exits 1 when no nginx runs: under pipefail that would end the script here
-	before=" $(pgrep -x nginx | tr '\n' ' ' || true) "
-	export DEBIAN_FRONTEND=noninteractive
-	local apt=(apt-get -o DPkg::Lock::Timeout=300 -y -qq)
-	if ! "${apt[@]}" install --no-install-recommends "${need[@]}" >"$TMP/apt.log" 2>&1; then
-		"${apt[@]}" update >>"$TMP/apt.log" 2>&1 || true
-		"${apt[@]}" install --no-install-recommends "${need[@]}" >>"$TMP/apt.log" 2>&1 || {
-			tail -20 "$TMP/apt.log" >&2
-			die "apt-get install ${need[*]} failed"
-		}
-	fi
-	started=()
-	for pid in $(pgrep -x nginx || true); do
-		case "$before" in
-		*" $pid "*) ;;
-		*) started+=("$pid") ;;
-		esac
-	done
-	for pid in "${started[@]}"; do
-		# masters only: their workers leave with them
-		[ "$(ps -o comm= -p "$(ps -o ppid= -p "$pid" | tr -d ' ')")" = nginx ] && continue
-		log "stopping the system nginx (pid $pid) that the install started"
-		kill -QUIT "$pid" 2>/dev/null || true
-	done
-	for pid in "${started[@]}"; do
-		for _ in $(seq 50); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.1
-		done
-	done
-}
-
 build() {
 	local c
 	for c in cmake ninja cc openssl curl taskset; do
@@ -185,7 +140,7 @@ mem() {
 
 TMP=$(mktemp -d /tmp/sandboxd-bench.XXXXXX)
 chmod 711 "$TMP" # nginx's worker (nobody) reads the docroot inside
-install_deps
+install_nginx_wrk
 build
 
 results_open api

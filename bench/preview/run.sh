@@ -42,17 +42,6 @@ die() {
 	exit 1
 }
 
-stop_pid() { # PID: TERM, then KILL after 5 s; waits for it
-	local p=$1
-	kill -TERM "$p" 2>/dev/null || return 0
-	for _ in $(seq 50); do
-		kill -0 "$p" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$p" 2>/dev/null || true
-	wait "$p" 2>/dev/null || true
-}
-
 cleanup() {
 	set +e
 	local i f
@@ -75,43 +64,12 @@ trap 'exit 130' INT TERM
 
 # ---- what it needs, and the build ----
 
-installed() {
-	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
-}
-
-# nginx and wrk from Debian if missing, as bench/api does: a system nginx the install starts
-# is stopped again (the benchmark runs its own).
-install_deps() {
-	local need=() before pid
-	command -v nginx >/dev/null || installed nginx || need+=(nginx)
-	command -v wrk >/dev/null || installed wrk || need+=(wrk)
-	[ "${#need[@]}" -eq 0 ] && return 0
-	[ "$(id -u)" = 0 ] || die "missing ${need[*]}: run 'apt-get install ${need[*]}' as root"
-	log "installing ${need[*]} from Debian"
-	before=" $(pgrep -x nginx | tr '\n' ' ' || true) "
-	export DEBIAN_FRONTEND=noninteractive
-	local apt=(apt-get -o DPkg::Lock::Timeout=300 -y -qq)
-	if ! "${apt[@]}" install --no-install-recommends "${need[@]}" >"$TMP/apt.log" 2>&1; then
-		"${apt[@]}" update >>"$TMP/apt.log" 2>&1 || true
-		"${apt[@]}" install --no-install-recommends "${need[@]}" >>"$TMP/apt.log" 2>&1 || {
-			tail -20 "$TMP/apt.log" >&2
-			die "apt-get install ${need[*]} failed"
-		}
-	fi
-	for pid in $(pgrep -x nginx || true); do
-		case "$before" in *" $pid "*) continue ;; esac
-		[ "$(ps -o comm= -p "$(ps -o ppid= -p "$pid" | tr -d ' ')")" = nginx ] && continue
-		log "stopping the system nginx (pid $pid) that the install started"
-		kill -QUIT "$pid" 2>/dev/null || true
-	done
-}
-
 for c in cmake ninja cc curl awk; do
 	command -v "$c" >/dev/null || die "'$c' is needed (scripts/install-deps.sh installs it)"
 done
 TMP=$(mktemp -d /tmp/sandboxd-pvbench.XXXXXX)
 chmod 711 "$TMP" # nginx's worker (nobody) reads the docroot inside
-install_deps
+install_nginx_wrk
 build_release -j "$JOBS" sandboxd-fake sandbox-guestd-host
 pin_cpus
 

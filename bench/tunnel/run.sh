@@ -49,17 +49,6 @@ die() {
 	exit 1
 }
 
-stop_pid() { # PID: TERM, then KILL after 5 s; waits for it
-	local p=$1
-	kill -TERM "$p" 2>/dev/null || return 0
-	for _ in $(seq 50); do
-		kill -0 "$p" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$p" 2>/dev/null || true
-	wait "$p" 2>/dev/null || true
-}
-
 cleanup() {
 	set +e
 	local i
