@@ -43,15 +43,6 @@ static char dir[256];
 
 /* ---- helpers ---- */
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* A field of /proc/PID/status in KiB ("VmRSS", "VmHWM"), which must be there. */
 static long
 proc_kib(pid_t pid, const char *field)
@@ -154,13 +145,13 @@ send_str(int fd, const char *s)
 static int
 read_status(int fd, int timeout_ms, char *buf, size_t size)
 {
-	uint64_t end = now_ms() + (uint64_t)timeout_ms;
+	uint64_t end = now_mono_ms() + (uint64_t)timeout_ms;
 	size_t len = 0;
 
 	buf[0] = '\0';
 	while (!strstr(buf, "\r\n\r\n") && len < size - 1) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		uint64_t now = now_ms();
+		uint64_t now = now_mono_ms();
 		ssize_t k;
 
 		if (now >= end || poll(&pfd, 1, (int)(end - now)) != 1)
@@ -265,7 +256,7 @@ test_unauthenticated_uploads(void **state)
 	}
 	/* push bodies and read answers until every client has its answer and either sent all
 	 * but the last byte or was cut off */
-	deadline = now_ms() + 120000;
+	deadline = now_mono_ms() + 120000;
 	for (;;) {
 		struct pollfd pfd[UPLOADS];
 		bool busy = false;
@@ -280,7 +271,7 @@ test_unauthenticated_uploads(void **state)
 			if (!want_send && !want_read)
 				pfd[i].fd = -1;
 		}
-		if (!busy || now_ms() > deadline)
+		if (!busy || now_mono_ms() > deadline)
 			break;
 		if (poll(pfd, UPLOADS, 1000) < 0)
 			break;
@@ -466,7 +457,7 @@ static void
 running_sandbox(struct daemon_proc *p, char *id, size_t size)
 {
 	json_t *j = harness_json(p->sock, "POST", "/v1/sandboxes", "{\"image\":\"busybox\"}", 201);
-	uint64_t deadline = now_ms() + 30000;
+	uint64_t deadline = now_mono_ms() + 30000;
 
 	snprintf(id, size, "%s", harness_str(j, "id"));
 	json_decref(j);
@@ -479,7 +470,7 @@ running_sandbox(struct daemon_proc *p, char *id, size_t size)
 			return;
 		}
 		json_decref(j);
-		if (now_ms() > deadline)
+		if (now_mono_ms() > deadline)
 			fail_msg("sandbox %s did not come up", id);
 		usleep(50000);
 	}
@@ -685,8 +676,8 @@ test_authorised_write(void **state)
 		}
 		assert_int_equal(read_status(fd, 30000, resp, sizeof(resp)), 413);
 		close(fd);
-		for (uint64_t end = now_ms() + 30000; entries(target) != 3;) {
-			if (now_ms() > end)
+		for (uint64_t end = now_mono_ms() + 30000; entries(target) != 3;) {
+			if (now_mono_ms() > end)
 				fail_msg("the refused write left %d entries in %s, not 3",
 				         entries(target), target);
 			usleep(20000);
@@ -703,14 +694,14 @@ test_authorised_write(void **state)
 		send_str(fd, head);
 		assert_int_equal(send(fd, data, 2u << 20, MSG_NOSIGNAL), (ssize_t)(2u << 20));
 		/* the bytes reached the agent (its temporary file grew) before the cut */
-		for (uint64_t end = now_ms() + 30000; entries(target) < 4;) {
-			if (now_ms() > end)
+		for (uint64_t end = now_mono_ms() + 30000; entries(target) < 4;) {
+			if (now_mono_ms() > end)
 				fail_msg("no temporary file appeared for the cut write");
 			usleep(20000);
 		}
 		close(fd);
-		for (uint64_t end = now_ms() + 30000; entries(target) != 3;) {
-			if (now_ms() > end)
+		for (uint64_t end = now_mono_ms() + 30000; entries(target) != 3;) {
+			if (now_mono_ms() > end)
 				fail_msg("the cut write left %d entries in %s, not 3",
 				         entries(target), target);
 			usleep(20000);
@@ -737,7 +728,7 @@ test_authorised_write(void **state)
 		         id, pid, 8u << 20);
 		assert_int_equal(put_tcp(port, head, data, 8u << 20, resp, sizeof(resp)), 204);
 		snprintf(path, sizeof(path), "%s/count", target);
-		for (uint64_t end = now_ms() + 30000;;) {
+		for (uint64_t end = now_mono_ms() + 30000;;) {
 			free(out);
 			out = NULL;
 			if (harness_file_contains(path, "\n")) {
@@ -749,7 +740,7 @@ test_authorised_write(void **state)
 				assert_int_equal(n, 8l << 20);
 				break;
 			}
-			if (now_ms() > end)
+			if (now_mono_ms() > end)
 				fail_msg("the process never counted its stdin");
 			usleep(20000);
 		}

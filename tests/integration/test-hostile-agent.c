@@ -29,15 +29,6 @@
 /* a small quarantine under ASan, so that what the daemon frees does not stay resident */
 #define ASAN_DAEMON "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:quarantine_size_mb=4"
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* Creates a sandbox named name; its id in id. */
 static void
 create(const struct daemon_proc *p, const char *name, char *id, size_t id_size)
@@ -59,7 +50,7 @@ wait_state(const struct daemon_proc *p, const char *id, const char *want, char *
 {
 	char path[96];
 	json_t *j;
-	uint64_t deadline = now_ms() + WAIT_MS;
+	uint64_t deadline = now_mono_ms() + WAIT_MS;
 
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s", id);
 	for (;;) {
@@ -70,7 +61,7 @@ wait_state(const struct daemon_proc *p, const char *id, const char *want, char *
 			json_decref(j);
 			return;
 		}
-		if (now_ms() > deadline)
+		if (now_mono_ms() > deadline)
 			fail_msg("sandbox %s is %s, not %s", id, harness_str(j, "state"), want);
 		json_decref(j);
 		usleep(50000);
@@ -356,7 +347,8 @@ test_hostile_tunnels(void **state)
 	assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
 	memset(chunk, 'n', sizeof(chunk));
 	before = harness_proc_kib(p.pid, "VmRSS");
-	for (uint64_t deadline = now_ms() + 3000; now_ms() < deadline && sent < (256u << 20);) {
+	for (uint64_t deadline = now_mono_ms() + 3000;
+	     now_mono_ms() < deadline && sent < (256u << 20);) {
 		ssize_t k = send(fd, chunk, sizeof(chunk), MSG_NOSIGNAL);
 		if (k > 0)
 			sent += (size_t)k;

@@ -41,15 +41,6 @@ static const char *guestd;
 
 /* ---- helpers ---- */
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static bool
 need_guestd(void)
 {
@@ -96,7 +87,7 @@ static void
 running_sandbox(struct daemon_proc *p, char *id, size_t size)
 {
 	json_t *j = harness_json(p->sock, "POST", "/v1/sandboxes", "{\"image\":\"busybox\"}", 201);
-	uint64_t deadline = now_ms() + WAIT_MS;
+	uint64_t deadline = now_mono_ms() + WAIT_MS;
 	char path[96];
 
 	snprintf(id, size, "%s", harness_str(j, "id"));
@@ -108,7 +99,7 @@ running_sandbox(struct daemon_proc *p, char *id, size_t size)
 			return;
 		}
 		json_decref(j);
-		if (now_ms() > deadline)
+		if (now_mono_ms() > deadline)
 			fail_msg("sandbox %s did not come up", id);
 		usleep(50000);
 	}
@@ -135,11 +126,11 @@ running_processes(struct daemon_proc *p, const char *id)
 static void
 wait_running(struct daemon_proc *p, const char *id, int want)
 {
-	uint64_t deadline = now_ms() + WAIT_MS;
+	uint64_t deadline = now_mono_ms() + WAIT_MS;
 	int n;
 
 	while ((n = running_processes(p, id)) != want) {
-		if (now_ms() > deadline)
+		if (now_mono_ms() > deadline)
 			fail_msg("sandbox %s: %d processes run, not %d", id, n, want);
 		usleep(20000);
 	}
@@ -242,12 +233,12 @@ test_runs_and_processes_are_bounded(void **state)
 
 	/* a run whose client left is killed; its slot comes back once it ended */
 	close(held[0]);
-	deadline = now_ms() + WAIT_MS;
+	deadline = now_mono_ms() + WAIT_MS;
 	path_of(path, sizeof(path), a, "/run");
 	while ((status = harness_http(p.sock, "POST", path, "{\"argv\":[\"true\"]}", NULL)) !=
 	       200) {
 		assert_int_equal(status, 429);
-		if (now_ms() > deadline)
+		if (now_mono_ms() > deadline)
 			fail_msg("the slot of a run whose client left never came back");
 		usleep(50000);
 	}
@@ -342,7 +333,7 @@ trickle(struct answer *a)
 		a->len += (size_t)k;
 		a->data[a->len] = '\0';
 	}
-	a->drained = now_ms();
+	a->drained = now_mono_ms();
 	return k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR) ? 0 : 1;
 }
 
@@ -388,12 +379,12 @@ test_concurrent_runs_memory(void **state)
 	/* an answer begins once its run has ended: wait until every one has begun, reading what
 	 * the socket holds of each every few seconds meanwhile (a client that reads nothing for
 	 * 30 s is dropped) */
-	deadline = now_ms() + 4 * WAIT_MS;
+	deadline = now_mono_ms() + 4 * WAIT_MS;
 	while (ready < RUNS) {
 		struct pollfd pfd[RUNS];
 		for (int i = 0; i < RUNS; i++)
 			pfd[i] = (struct pollfd){ .fd = ans[i].fd, .events = POLLIN };
-		if (now_ms() > deadline)
+		if (now_mono_ms() > deadline)
 			fail_msg("%d of %d runs answered", ready, RUNS);
 		assert_true(poll(pfd, RUNS, 1000) >= 0);
 		for (int i = 0; i < RUNS; i++) {
@@ -401,23 +392,23 @@ test_concurrent_runs_memory(void **state)
 				continue;
 			if (!ans[i].begun) {
 				ans[i].begun = true;
-				ans[i].drained = now_ms();
+				ans[i].drained = now_mono_ms();
 				ready++;
 			}
-			if (now_ms() - ans[i].drained > DRAIN_EVERY_MS)
+			if (now_mono_ms() - ans[i].drained > DRAIN_EVERY_MS)
 				(void)trickle(&ans[i]);
 		}
 		usleep(200000);
 	}
 	/* now every client reads its answer to its end, all at once (one waiting for the
 	 * others would be dropped after 30 s) */
-	deadline = now_ms() + 4 * WAIT_MS;
+	deadline = now_mono_ms() + 4 * WAIT_MS;
 	for (int left = RUNS; left > 0;) {
 		struct pollfd pfd[RUNS];
 		for (int i = 0; i < RUNS; i++)
 			pfd[i] = (struct pollfd){ .fd = ans[i].closed ? -1 : ans[i].fd,
 				                  .events = POLLIN };
-		if (now_ms() > deadline)
+		if (now_mono_ms() > deadline)
 			fail_msg("%d of %d answers did not end", left, RUNS);
 		assert_true(poll(pfd, RUNS, 1000) >= 0);
 		for (int i = 0; i < RUNS; i++)
@@ -605,7 +596,7 @@ test_timeouts_are_minus_one(void **state)
 	free(resp);
 
 	/* the audit trail: two process.exited at -1 (the run's and the process's), one at 137 */
-	deadline = now_ms() + WAIT_MS;
+	deadline = now_mono_ms() + WAIT_MS;
 	for (;;) {
 		minus = killed = 0;
 		j = harness_json(p.sock, "GET", path_of(path, sizeof(path), id, "/events"), NULL,
@@ -617,7 +608,7 @@ test_timeouts_are_minus_one(void **state)
 			killed += json_integer_value(json_object_get(e, "exit_code")) == 137;
 		}
 		json_decref(j);
-		if ((minus == 2 && killed == 1) || now_ms() > deadline)
+		if ((minus == 2 && killed == 1) || now_mono_ms() > deadline)
 			break;
 		usleep(50000);
 	}

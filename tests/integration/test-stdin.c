@@ -43,15 +43,6 @@ static const char *guestd;
 static unsigned char data[DATA_SIZE];
 static char want[128]; /* what the reader prints for the whole of data */
 
-static uint64_t
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 static long
 proc_kib(pid_t pid, const char *field)
 {
@@ -123,7 +114,7 @@ static void
 running_sandbox(struct daemon_proc *p, char *id, size_t size)
 {
 	json_t *j = harness_json(p->sock, "POST", "/v1/sandboxes", "{\"image\":\"busybox\"}", 201);
-	uint64_t deadline = now_ms() + WAIT_MS;
+	uint64_t deadline = now_mono_ms() + WAIT_MS;
 	char path[96];
 
 	snprintf(id, size, "%s", harness_str(j, "id"));
@@ -136,7 +127,7 @@ running_sandbox(struct daemon_proc *p, char *id, size_t size)
 			return;
 		}
 		json_decref(j);
-		if (now_ms() > deadline)
+		if (now_mono_ms() > deadline)
 			fail_msg("sandbox %s did not come up", id);
 		usleep(50000);
 	}
@@ -263,7 +254,7 @@ post_stdin(struct daemon_proc *p, const char *id, char *resp, size_t size)
 	assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
 	if (!send_all(fd, data, DATA_SIZE, NULL, NULL))
 		fail_msg("POST …/stdin: the daemon stopped taking the body");
-	for (uint64_t end = now_ms() + WAIT_MS; now_ms() < end && n < size - 1;) {
+	for (uint64_t end = now_mono_ms() + WAIT_MS; now_mono_ms() < end && n < size - 1;) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		ssize_t k;
 		if (poll(&pfd, 1, 1000) != 1)
@@ -373,7 +364,7 @@ test_attach_stdin(void **state)
 			fail_msg("attach: the daemon stopped taking stdin at %zu bytes", off);
 	}
 	assert_true(send_all(fd, "e\0\0\0\0", 5, attach_read, &a));
-	for (uint64_t end = now_ms() + WAIT_MS; !a.exited && now_ms() < end;) {
+	for (uint64_t end = now_mono_ms() + WAIT_MS; !a.exited && now_mono_ms() < end;) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		if (poll(&pfd, 1, 1000) == 1)
 			attach_read(fd, &a);
@@ -424,9 +415,9 @@ test_cli_exec_stdin(void **state)
 		execl(cli, cli, "--endpoint", ep, "exec", id, "--", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
 	}
-	deadline = now_ms() + WAIT_MS;
+	deadline = now_mono_ms() + WAIT_MS;
 	while (waitpid(child, &status, WNOHANG) == 0) {
-		if (now_ms() > deadline) {
+		if (now_mono_ms() > deadline) {
 			kill(child, SIGKILL);
 			waitpid(child, &status, 0);
 			fail_msg("sandbox-cli exec did not end in %d s", WAIT_MS / 1000);
