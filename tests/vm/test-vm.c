@@ -450,8 +450,10 @@ test_kept_process_outlives_client_and_daemon(void **state)
 		assert_true(harness_file_contains(p.log, "1 sandbox(es) taken back"));
 		/* the group a VMM that ended while no sandboxd was there left behind is removed */
 		if (round == 0 && plant_gone_vmm_cgroup(false, id)) {
-			assert_true(harness_file_contains(
-			        p.log, "removed 1 cgroup(s) of VMMs that are gone"));
+			/* (the count may include groups an earlier run with this uid range left:
+			 * what matters is that the planted one is gone) */
+			assert_true(
+			        harness_file_contains(p.log, "cgroup(s) of VMMs that are gone"));
 			assert_false(plant_gone_vmm_cgroup(false, id));
 		}
 		again = harness_json(p.sock, "GET", "/v1/sandboxes/long-job", NULL, 200);
