@@ -241,6 +241,9 @@ secret_set(struct cli *cli, const char *name)
 	json_t *body, *answer = NULL;
 	int r;
 
+	/* the name first: no value is read (or asked for) under a name that is refused */
+	if (!name_chars_ok(name))
+		return cli_usage_error(cli, "'%s' is not an environment variable's name", name);
 	/* from our environment (the variable the agent would take), else piped in, else typed */
 	if (from_env)
 		r = buf_append(&value, from_env, strlen(from_env) + 1);
@@ -260,10 +263,6 @@ secret_set(struct cli *cli, const char *name)
 	if (!path || !body) {
 		json_decref(body);
 		return body ? cli_oom() : cli_usage_error(cli, "the value must be UTF-8 text");
-	}
-	if (!name_chars_ok(name)) {
-		json_decref(body);
-		return cli_usage_error(cli, "'%s' is not an environment variable's name", name);
 	}
 	r = cli_call(cli, "PUT", path, body, &answer);
 	json_decref(body);
