@@ -20,7 +20,7 @@ const TASK_MAX = 32 * 1024;
 const SHORT = 72; // a task on a card: this many characters, the rest on hover
 
 // What app.js lends this module (set once by useShell): app, toast, submitting, page, label,
-// launchBlocked, capsText.
+// launchBlocked, capsText, fillImages.
 let shell = null;
 export function useShell(s) {
   shell = s;
@@ -99,7 +99,7 @@ export function isAgentProcess(sb, p) {
 // ---- #/agent: start an agent on a task ----
 
 export function agentPage() {
-  const { app, toast, submitting, page, label, launchBlocked, capsText } = shell;
+  const { app, toast, submitting, page, label, launchBlocked, capsText, fillImages } = shell;
   const error = h('p', { class: 'error', role: 'alert', hidden: true, id: 'agent-error' });
   const why = h('p', { class: 'blocked', id: 'agent-why' });
   const which = h('select', { id: 'a-agent', name: 'agent', 'aria-describedby': 'a-agent-hint' },
@@ -308,15 +308,6 @@ export function agentPage() {
   renderSecrets();
   update();
   loadSecrets();
-  api('GET', '/v1/images').then((r) => {
-    const installed = r.images.filter((i) => i.state === 'installed');
-    // the agents' own image when the server has it, else the server's default
-    const base = installed.find((i) => i.image === 'sandbox-base');
-    image.replaceChildren();
-    if (!installed.length) image.append(h('option', { value: '' }, 'the server default'));
-    for (const i of installed)
-      image.append(h('option', { value: i.image, selected: base ? i === base : i.default },
-        i.default ? `${i.image} (default)` : i.image));
-  }).catch((e) => toast(`Could not list images: ${e.message}`, 'error'));
+  fillImages(image, 'sandbox-base'); // the agents' own image when the server has it
   return { el, update, mounted: () => which.focus() };
 }

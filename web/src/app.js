@@ -601,15 +601,22 @@ function launchPage() {
     if (submit.textContent === 'Launch') submit.disabled = !!blocked;
   }
   update();
+  fillImages(image);
+  return { el, update, mounted: () => name.focus() };
+}
+
+// A launch form's image select: the installed images (GET /v1/images), prefer's selected when
+// it is installed, else the server's default; "the server default" alone when none is.
+function fillImages(select, prefer) {
   api('GET', '/v1/images').then((r) => {
     const installed = r.images.filter((i) => i.state === 'installed');
-    image.replaceChildren();
-    if (!installed.length) image.append(h('option', { value: '' }, 'the server default'));
+    const want = installed.find((i) => i.image === prefer);
+    select.replaceChildren();
+    if (!installed.length) select.append(h('option', { value: '' }, 'the server default'));
     for (const i of installed)
-      image.append(h('option', { value: i.image, selected: i.default },
+      select.append(h('option', { value: i.image, selected: want ? i === want : i.default },
         i.default ? `${i.image} (default)` : i.image));
   }).catch((e) => toast(`Could not list images: ${e.message}`, 'error'));
-  return { el, update, mounted: () => name.focus() };
 }
 
 // #/sandbox/<id>: details, terminals, events
@@ -1196,5 +1203,5 @@ function usersPage() {
   return { el };
 }
 
-useShell({ app, toast, submitting, page, label, launchBlocked, capsText });
+useShell({ app, toast, submitting, page, label, launchBlocked, capsText, fillImages });
 boot();
