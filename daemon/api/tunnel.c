@@ -337,15 +337,10 @@ tunnel_start(struct sandboxd *d, struct conn *c, struct sandbox *sb, const struc
 	t->connect_timer.src.fd = -1;
 	if ((o->upgrade_headers && !(t->headers = strdup(o->upgrade_headers))) ||
 	    (o->prefix_len && buf_append(&t->prefix, o->prefix, o->prefix_len) < 0) ||
-	    loop_timer_init(d->loop, &t->connect_timer, on_connect_timeout, t) < 0) {
-		tunnel_free(t);
-		return -ENOMEM;
-	}
-	t->req = agent_tunnel(a, o->port, on_result, t);
-	if (!t->req || loop_timer_arm(&t->connect_timer, TUNNEL_CONNECT_TIMEOUT_MS, 0) < 0) {
-		if (t->req)
-			agent_cancel(
-			        t->req); /* its answer finds nobody: freed at the session's end */
+	    loop_timer_init(d->loop, &t->connect_timer, on_connect_timeout, t) < 0 ||
+	    loop_timer_arm(&t->connect_timer, TUNNEL_CONNECT_TIMEOUT_MS, 0) < 0 ||
+	    !(t->req = agent_tunnel(a, o->port, on_result, t))) {
+		/* nothing was sent: no answer can open a socket in the guest */
 		tunnel_free(t);
 		return -ENOMEM;
 	}
