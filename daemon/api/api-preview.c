@@ -17,8 +17,8 @@
 
 /* ---- POST /v1/sandboxes/{ref}/previews ---- */
 
-static bool
-previews_offered(struct sandboxd *d)
+bool
+api_previews_offered(struct sandboxd *d)
 {
 	struct backend_caps caps = { .accel = "none" };
 
@@ -26,12 +26,6 @@ previews_offered(struct sandboxd *d)
 		return false;
 	d->backend->ops->caps(d->backend, &caps);
 	return caps.processes;
-}
-
-bool
-api_previews_offered(struct sandboxd *d)
-{
-	return previews_offered(d);
 }
 
 /* The preview's URL: http://HOST[:PORT]/?sbx_preview=TOKEN. NULL without memory. */
@@ -59,7 +53,7 @@ api_preview_create(struct api_call *call)
 	json_t *v;
 	json_int_t port;
 
-	if (!previews_offered(d)) {
+	if (!api_previews_offered(d)) {
 		api_reply_err(call->c, ERR_UNSUPPORTED,
 		              "this server does not offer previews (capability 'preview' in GET "
 		              "/v1/capabilities): %s",

@@ -22,7 +22,7 @@
 
 struct tunnel {
 	struct loop *loop;
-	struct conn *c; /* NULL once it closed */
+	struct conn *c; /* NULL once the client side is done with it (memory may wait for req) */
 	struct sandbox *sb;
 	struct sandbox_waiter seen;
 	struct agent *agent; /* NULL once the session ended */
@@ -39,7 +39,6 @@ struct tunnel {
 	uint64_t stdin_sent, stdin_took; /* the client's bytes: sent, and taken by the socket */
 	struct loop_timer connect_timer; /* the guest's answer to the EXEC is due */
 	bool subscribed;
-	bool ended; /* the client side is done with it (memory may wait for req) */
 };
 
 static void
@@ -67,14 +66,11 @@ let_go_of_sandbox(struct tunnel *t)
 static void
 tunnel_end(struct tunnel *t)
 {
-	if (t->ended)
+	if (!t->c)
 		return;
-	t->ended = true;
-	if (t->c) {
-		conn_on_close(t->c, NULL, NULL);
-		conn_on_drain(t->c, NULL, NULL);
-		conn_raw_on_eof(t->c, NULL, NULL);
-	}
+	conn_on_close(t->c, NULL, NULL);
+	conn_on_drain(t->c, NULL, NULL);
+	conn_raw_on_eof(t->c, NULL, NULL);
 	t->c = NULL;
 	(void)loop_timer_arm(&t->connect_timer, 0, 0);
 	buf_free(&t->prefix); /* a tunnel waiting for its answer holds no more than itself */
@@ -93,10 +89,7 @@ tunnel_end(struct tunnel *t)
 static void
 on_conn_closed(struct conn *c _unused_, void *data)
 {
-	struct tunnel *t = data;
-
-	t->c = NULL;
-	tunnel_end(t);
+	tunnel_end(data);
 }
 
 /* Ends the tunnel from its side: what is queued for the client goes out, then the close. */
@@ -105,8 +98,6 @@ close_client(struct tunnel *t)
 {
 	if (t->c)
 		conn_raw_close(t->c); /* its close hook ends the tunnel */
-	else
-		tunnel_end(t);
 }
 
 static void
@@ -230,7 +221,7 @@ on_result(void *data, const struct agent_result *res)
 
 	t->req = NULL;
 	(void)loop_timer_arm(&t->connect_timer, 0, 0);
-	if (t->ended) {
+	if (!t->c) {
 		/* the client left while the guest connected: let go of the socket */
 		if (!res->err && res->pid && t->agent)
 			(void)agent_release(t->agent, res->pid);
@@ -300,7 +291,7 @@ on_connect_timeout(struct loop_timer *tm _unused_, void *data)
 {
 	struct tunnel *t = data;
 
-	if (!t->req || t->ended)
+	if (!t->req || !t->c)
 		return;
 	log_info("tunnel: the guest of sandbox '%s' did not connect to port %u within %u s",
 	         t->sb ? t->sb->id : "?", t->port, TUNNEL_CONNECT_TIMEOUT_MS / 1000);
@@ -337,15 +328,10 @@ tunnel_start(struct sandboxd *d, struct conn *c, struct sandbox *sb, const struc
 	t->connect_timer.src.fd = -1;
 	if ((o->upgrade_headers && !(t->headers = strdup(o->upgrade_headers))) ||
 	    (o->prefix_len && buf_append(&t->prefix, o->prefix, o->prefix_len) < 0) ||
-	    loop_timer_init(d->loop, &t->connect_timer, on_connect_timeout, t) < 0) {
-		tunnel_free(t);
-		return -ENOMEM;
-	}
-	t->req = agent_tunnel(a, o->port, on_result, t);
-	if (!t->req || loop_timer_arm(&t->connect_timer, TUNNEL_CONNECT_TIMEOUT_MS, 0) < 0) {
-		if (t->req)
-			agent_cancel(
-			        t->req); /* its answer finds nobody: freed at the session's end */
+	    loop_timer_init(d->loop, &t->connect_timer, on_connect_timeout, t) < 0 ||
+	    loop_timer_arm(&t->connect_timer, TUNNEL_CONNECT_TIMEOUT_MS, 0) < 0 ||
+	    !(t->req = agent_tunnel(a, o->port, on_result, t))) {
+		/* nothing was sent: no answer can open a socket in the guest */
 		tunnel_free(t);
 		return -ENOMEM;
 	}

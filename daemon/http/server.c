@@ -850,6 +850,23 @@ body_done(struct conn *c)
 		set_interest(c);
 }
 
+/* What was read behind the head of a connection that turned raw goes to its handler, taken out
+ * of c->in first (the handler may write, close or pause from its callback). */
+static void
+raw_give_buffered(struct conn *c)
+{
+	_cleanup_buf_ struct buf rest = BUF_INIT(IN_MAX);
+
+	if (buf_avail(&c->in) == 0 || c->raw_closing)
+		return;
+	if (buf_append(&rest, buf_head(&c->in), buf_avail(&c->in)) < 0) {
+		conn_close(c); /* the client's bytes cannot be lost quietly */
+		return;
+	}
+	buf_reset(&c->in);
+	c->raw_data(c, rest.data, rest.len, c->raw_ctx);
+}
+
 static void
 process_input(struct conn *c)
 {
@@ -896,12 +913,8 @@ process_input(struct conn *c)
 		dispatch(c);
 	}
 	/* bytes that came right behind an upgrade's head belong to the new protocol */
-	if (c->state == CONN_RAW && buf_avail(&c->in) > 0) {
-		_cleanup_buf_ struct buf rest = BUF_INIT(IN_MAX);
-		(void)buf_append(&rest, buf_head(&c->in), buf_avail(&c->in));
-		buf_reset(&c->in);
-		c->raw_data(c, rest.data, rest.len, c->raw_ctx);
-	}
+	if (c->state == CONN_RAW)
+		raw_give_buffered(c);
 }
 
 static bool
@@ -982,12 +995,7 @@ conn_continue(void *data)
 
 	c->continue_scheduled = false;
 	if (c->state == CONN_RAW && reading(c)) {
-		if (buf_avail(&c->in) > 0 && !c->raw_closing) {
-			_cleanup_buf_ struct buf rest = BUF_INIT(IN_MAX);
-			(void)buf_append(&rest, buf_head(&c->in), buf_avail(&c->in));
-			buf_reset(&c->in);
-			c->raw_data(c, rest.data, rest.len, c->raw_ctx);
-		}
+		raw_give_buffered(c);
 		if (c->ssl && reading(c))
 			read_input(c);
 		return;
