@@ -89,6 +89,28 @@ scratch_remove() {
 	fi
 }
 
+# fake_cleanup: the EXIT trap of a run on sandboxd-fake. The sandbox SBX first, deleted
+# through SOCK (the fake's agent outlives sandboxd like a VM; a delete ends it), then PIDS,
+# last started first; then an agent still left (sandboxd killed before the delete): only this
+# run's, by its pid file in TMP's state directory; then scratch_remove.
+fake_cleanup() {
+	set +e
+	local i f
+	if [ -n "${SOCK:-}" ] && [ -S "$SOCK" ] && [ -n "${SBX:-}" ]; then
+		curl -s -o /dev/null -X DELETE --unix-socket "$SOCK" \
+			"http://localhost/v1/sandboxes/$SBX?force=true"
+	fi
+	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+		stop_pid "${PIDS[i]}"
+	done
+	if [ -n "$TMP" ]; then
+		for f in "$TMP"/state/fake/*.guestd; do
+			[ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
+		done
+	fi
+	scratch_remove
+}
+
 # build_release NINJA_ARGS...: configures BUILD (Release) and builds what NINJA_ARGS name (all:
 # everything); the log in TMP/build.log, its tail on failure.
 build_release() {

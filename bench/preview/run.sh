@@ -42,24 +42,7 @@ die() {
 	exit 1
 }
 
-cleanup() {
-	set +e
-	local i f
-	if [ -n "${SOCK:-}" ] && [ -S "$SOCK" ] && [ -n "${SBX:-}" ]; then
-		curl -s -o /dev/null -X DELETE --unix-socket "$SOCK" \
-			"http://localhost/v1/sandboxes/$SBX?force=true"
-	fi
-	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
-		stop_pid "${PIDS[i]}"
-	done
-	if [ -n "$TMP" ]; then
-		for f in "$TMP"/state/fake/*.guestd; do
-			[ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
-		done
-	fi
-	scratch_remove
-}
-trap cleanup EXIT
+trap fake_cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---- what it needs, and the build ----

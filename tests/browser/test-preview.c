@@ -38,11 +38,11 @@ main(void)
 	const char *artifacts = getenv("SBX_ARTIFACTS"), *agent = getenv("SANDBOX_GUESTD");
 	const char *guest_web = getenv("SBX_GUEST_WEB"); /* set: a real VM */
 	static const char email[] = "ada@example.com", password[] = "ada-password-0001";
-	char dir[256], token[300], pw[300], listen[64], plisten[64], env_agent[512], script[600];
+	char dir[256], token[300], listen[64], plisten[64], env_agent[512], script[600];
 	char vars[7][600];
 	const char *v[8];
 	struct daemon_proc p;
-	char **env, *out = NULL;
+	char **env;
 	int api_port, preview_port, guest_port, rc, ok = 1;
 
 	if (!web || !src || !artifacts || (!agent && !guest_web))
@@ -54,9 +54,7 @@ main(void)
 	if (harness_tmpdir(dir, sizeof(dir)) < 0)
 		return 1;
 	snprintf(token, sizeof(token), "%s/token", dir);
-	snprintf(pw, sizeof(pw), "%s/password", dir);
-	if (write_file_atomic(token, "preview-browser-operator-token-01\n", 34, 0600) < 0 ||
-	    write_file_atomic(pw, password, strlen(password), 0600) < 0)
+	if (write_file_atomic(token, "preview-browser-operator-token-01\n", 34, 0600) < 0)
 		return 1;
 	api_port = harness_free_port();
 	preview_port = harness_free_port();
@@ -79,16 +77,9 @@ main(void)
 		                  (const char *const[]){ env_agent, NULL }) < 0)
 			return 1;
 	}
-	{
-		const char *daemon = harness_binary(guest_web ? "SANDBOXD" : "SANDBOXD_FAKE");
-		const char *args[] = { "admin",           "create", email,         "--role", "user",
-			               "--password-file", pw,       "--state-dir", p.state,  NULL };
-		if (harness_run_checked(daemon, args, NULL, &out) != 0) {
-			fprintf(stderr, "sandboxd admin create: %s\n", out ? out : "");
-			ok = 0;
-		}
-		free(out);
-	}
+	if (harness_admin_create(harness_binary(guest_web ? "SANDBOXD" : "SANDBOXD_FAKE"), p.state,
+	                         dir, email, password, "user") < 0)
+		ok = 0;
 	if (ok) {
 		snprintf(vars[0], sizeof(vars[0]), "SBX_URL=http://localhost:%d/", api_port);
 		snprintf(vars[1], sizeof(vars[1]), "SBX_USER_EMAIL=%s", email);
@@ -117,12 +108,8 @@ main(void)
 	}
 	if (harness_delete_all(p.sock) < 0)
 		ok = 0;
-	if (!ok) {
-		char cmd[400];
-		snprintf(cmd, sizeof(cmd), "tail -n 60 '%s' >&2", p.log);
-		if (system(cmd) != 0)
-			fprintf(stderr, "(cannot read %s)\n", p.log);
-	}
+	if (!ok)
+		harness_print_log_tail(&p, 60);
 	rc = harness_stop(&p, SIGTERM);
 	if (rc != 0) {
 		fprintf(stderr, "%s exited with %d\n", guest_web ? "sandboxd" : "sandboxd-fake",
@@ -131,7 +118,6 @@ main(void)
 	}
 	harness_cleanup(&p);
 	unlink(token);
-	unlink(pw);
 	rmdir(dir);
 	return ok ? 0 : 1;
 }

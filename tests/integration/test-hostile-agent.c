@@ -77,6 +77,41 @@ delete_sandbox(const struct daemon_proc *p, const char *id)
 	json_decref(harness_json(p->sock, "DELETE", path, NULL, 204));
 }
 
+/* Starts sandboxd-fake with hostile-agent as its agent; false (the case skipped) without
+ * it. */
+static bool
+start_hostile(struct daemon_proc *p)
+{
+	const char *agent = getenv("HOSTILE_AGENT");
+	char env_agent[600];
+
+	if (!agent || access(agent, X_OK) < 0) {
+		harness_skip_case("HOSTILE_AGENT is not set to hostile-agent (run through ctest)");
+		return false;
+	}
+	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", agent);
+	assert_int_equal(harness_start(p, harness_binary("SANDBOXD_FAKE"), NULL,
+	                               (const char *const[]){ env_agent, ASAN_DAEMON, NULL }),
+	                 0);
+	return true;
+}
+
+/* The daemon's RSS now, with its peak reset to it; -1 (the daemon stopped, the case
+ * skipped) when /proc cannot tell. */
+static long
+idle_rss(struct daemon_proc *p)
+{
+	long idle = harness_proc_kib(p->pid, "VmRSS");
+
+	if (idle < 0 || !harness_reset_peak(p->pid)) {
+		harness_stop(p, SIGTERM);
+		harness_cleanup(p);
+		harness_skip_case("cannot read or reset the daemon's memory (/proc/PID)");
+		return -1;
+	}
+	return idle;
+}
+
 /* Each misbehaviour after an honest handshake: a run makes the agent answer with it, the
  * channel is closed at once (the run is told the sandbox went away, the sandbox fails with
  * "protocol violation"); a flood before the handshake is read and dropped until the connect
@@ -87,20 +122,13 @@ test_hostile_agent(void **state)
 {
 	static const char *const after_handshake[] = { "oversized", "overmax", "badtype", "badexit",
 		                                       "endless" };
-	const char *agent = getenv("HOSTILE_AGENT");
 	struct daemon_proc p;
-	char env_agent[600], id[64], reason[512], path[96], *resp = NULL;
+	char id[64], reason[512], path[96], *resp = NULL;
 	long idle, peak, now;
 	int status;
 
-	if (!agent || access(agent, X_OK) < 0) {
-		harness_skip_case("HOSTILE_AGENT is not set to hostile-agent (run through ctest)");
+	if (!start_hostile(&p))
 		return;
-	}
-	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", agent);
-	assert_int_equal(harness_start(&p, harness_binary("SANDBOXD_FAKE"), NULL,
-	                               (const char *const[]){ env_agent, ASAN_DAEMON, NULL }),
-	                 0);
 
 	/* warm-up with an honest one: a sandbox, a refused run, its removal */
 	create(&p, "honest", id, sizeof(id));
@@ -109,13 +137,9 @@ test_hostile_agent(void **state)
 	assert_int_equal(harness_http(p.sock, "POST", path, "{\"argv\":[\"x\"]}", NULL), 400);
 	delete_sandbox(&p, id);
 	usleep(300000);
-	idle = harness_proc_kib(p.pid, "VmRSS");
-	if (idle < 0 || !harness_reset_peak(p.pid)) {
-		harness_stop(&p, SIGTERM);
-		harness_cleanup(&p);
-		harness_skip_case("cannot read or reset the daemon's memory (/proc/PID)");
+	idle = idle_rss(&p);
+	if (idle < 0)
 		return;
-	}
 
 	for (size_t i = 0; i < ARRAY_SIZE(after_handshake); i++) {
 		create(&p, after_handshake[i], id, sizeof(id));
@@ -279,33 +303,22 @@ test_hostile_tunnels(void **state)
 		{ "exittwice", 101, "EXIT twice" },
 		{ "floodtun", 101, "OUTPUT beyond the window" },
 	};
-	const char *agent = getenv("HOSTILE_AGENT");
 	struct daemon_proc p;
-	char env_agent[600], honest[64], id[64], reason[512], head[2048];
+	char honest[64], id[64], reason[512], head[2048];
 	static char chunk[65536];
 	int fds[TUNNELS_TRIED], fd, status;
 	long idle, peak, now, before;
 	size_t sent = 0, refused = 0;
 
-	if (!agent || access(agent, X_OK) < 0) {
-		harness_skip_case("HOSTILE_AGENT is not set to hostile-agent (run through ctest)");
+	if (!start_hostile(&p))
 		return;
-	}
-	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", agent);
-	assert_int_equal(harness_start(&p, harness_binary("SANDBOXD_FAKE"), NULL,
-	                               (const char *const[]){ env_agent, ASAN_DAEMON, NULL }),
-	                 0);
 	create(&p, "echo", honest, sizeof(honest));
 	wait_state(&p, honest, "running", reason, sizeof(reason));
 	echo_works(&p, honest);
 	usleep(300000);
-	idle = harness_proc_kib(p.pid, "VmRSS");
-	if (idle < 0 || !harness_reset_peak(p.pid)) {
-		harness_stop(&p, SIGTERM);
-		harness_cleanup(&p);
-		harness_skip_case("cannot read or reset the daemon's memory (/proc/PID)");
+	idle = idle_rss(&p);
+	if (idle < 0)
 		return;
-	}
 
 	for (size_t i = 0; i < ARRAY_SIZE(violations); i++) {
 		create(&p, violations[i].mode, id, sizeof(id));
