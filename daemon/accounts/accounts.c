@@ -114,11 +114,12 @@ trim(const char *p, const char *end, const char **ret_end)
 }
 
 int
-cookie_find(const char *header, const char *name, char *out, size_t size)
+cookie_each(const char *header, const char *name,
+            int (*fn)(const char *value, size_t len, void *ctx), void *ctx)
 {
 	size_t nlen = strlen(name);
 	const char *p = header;
-	int found = 0;
+	int n = 0;
 
 	while (*p) {
 		const char *end = strchr(p, ';'), *eq, *k, *kend, *v, *vend;
@@ -129,23 +130,51 @@ cookie_find(const char *header, const char *name, char *out, size_t size)
 		if (eq) {
 			k = trim(p, eq, &kend);
 			if ((size_t)(kend - k) == nlen && memcmp(k, name, nlen) == 0) {
-				if (found)
-					return -EEXIST;
+				int r;
 				v = trim(eq + 1, end, &vend);
 				if (vend - v >= 2 && *v == '"' && vend[-1] == '"') {
 					v++;
 					vend--;
 				}
-				if ((size_t)(vend - v) >= size)
-					return -E2BIG;
-				memcpy(out, v, (size_t)(vend - v));
-				out[vend - v] = '\0';
-				found = 1;
+				r = fn(v, (size_t)(vend - v), ctx);
+				if (r < 0)
+					return r;
+				n++;
 			}
 		}
 		p = *end ? end + 1 : end;
 	}
-	return found;
+	return n;
+}
+
+struct cookie_copy {
+	char *out;
+	size_t size;
+	bool found;
+};
+
+static int
+cookie_copy_one(const char *value, size_t len, void *ctx)
+{
+	struct cookie_copy *c = ctx;
+
+	if (c->found)
+		return -EEXIST;
+	if (len >= c->size)
+		return -E2BIG;
+	memcpy(c->out, value, len);
+	c->out[len] = '\0';
+	c->found = true;
+	return 0;
+}
+
+int
+cookie_find(const char *header, const char *name, char *out, size_t size)
+{
+	struct cookie_copy c = { .out = out, .size = size };
+	int r = cookie_each(header, name, cookie_copy_one, &c);
+
+	return r < 0 ? r : c.found;
 }
 
 /* Frees a buf that held a secret, overwriting it first. */

@@ -154,6 +154,11 @@ int account_key_delete(struct store *s, const char *user_id, const char *id);
  * (quotes removed) in out, 0 when absent, -EEXIST when it is there twice, -E2BIG when the value
  * does not fit size. Pairs without '=' are skipped, as browsers send them. */
 int cookie_find(const char *header, const char *name, char *out, size_t size);
+/* Calls fn with each value of the cookie `name` in one Cookie header value (quotes removed, not
+ * NUL-terminated), in order; stops at fn's first negative answer and returns it, else how many
+ * there were. */
+int cookie_each(const char *header, const char *name,
+                int (*fn)(const char *value, size_t len, void *ctx), void *ctx);
 /* Splits an API key into its id and its 32 secret bytes. -EINVAL unless it is exactly one. */
 int api_key_parse(const char *key, char ret_id[static ACCOUNT_KEY_ID_LEN + 1],
                   uint8_t ret_secret[static 32]);

@@ -202,25 +202,43 @@ query_token(const char *query, char *out, size_t size, struct buf *rest)
 	return found;
 }
 
-/* The preview cookie from every Cookie header: 1 and its value, 0 when absent, -EINVAL when it
- * is there twice or will not fit. */
+struct cookie_check {
+	const uint8_t *key;
+	const char *id;
+	unsigned port;
+	bool valid;
+};
+
 static int
-cookie_token(const struct http_request *req, char *out, size_t size)
+cookie_check_one(const char *value, size_t len, void *ctx)
 {
-	char other[PREVIEW_TOKEN_LEN + 8];
-	int found = 0;
+	struct cookie_check *k = ctx;
+
+	if (preview_token_valid(k->key, k->id, k->port, value, len))
+		k->valid = true;
+	return 0;
+}
+
+/* Whether any preview cookie of the request opens this preview: 1, 0 when there are some but
+ * none does, -ENOENT when there is none. Any one valid is enough: a browser sends, besides this
+ * host's own, a cookie of that name that a page set for a parent domain (a guest's server can
+ * set one for the whole --preview-domain), and such a cookie must not lock a user out. */
+static int
+cookie_opens(const struct http_request *req, const uint8_t *key, const char *id, unsigned port)
+{
+	struct cookie_check k = { .key = key, .id = id, .port = port };
+	int seen = 0;
 
 	for (unsigned i = 0; i < req->nheaders; i++) {
 		int r;
 		if (!streq(req->arena.data + req->headers[i].name_off, "cookie"))
 			continue;
-		r = cookie_find(req->arena.data + req->headers[i].value_off, PREVIEW_PARAM,
-		                found ? other : out, found ? sizeof(other) : size);
-		if (r < 0 || (r > 0 && found))
-			return -EINVAL;
-		found |= r;
+		r = cookie_each(req->arena.data + req->headers[i].value_off, PREVIEW_PARAM,
+		                cookie_check_one, &k);
+		if (r > 0)
+			seen += r;
 	}
-	return found;
+	return k.valid ? 1 : seen ? 0 : -ENOENT;
 }
 
 /* 302 to the same URL without the token, the token set as a cookie for this host only (no
@@ -379,13 +397,13 @@ preview_handle(struct sandboxd *d, struct conn *c, struct http_request *req, boo
 		redirect_with_cookie(c, req, hosthdr, token);
 		return;
 	}
-	r = cookie_token(req, token, sizeof(token));
-	if (r <= 0 || !preview_token_valid(d->preview_key, id, port, token, strlen(token))) {
+	r = cookie_opens(req, d->preview_key, id, port);
+	if (r <= 0) {
 		/* a stale cookie (another key) goes */
 		page(c, 401,
-		     r > 0 ? "Set-Cookie: " PREVIEW_PARAM "=; Path=/; HttpOnly; SameSite=Lax; "
-		             "Max-Age=0\r\n"
-		           : NULL,
+		     r == 0 ? "Set-Cookie: " PREVIEW_PARAM "=; Path=/; HttpOnly; SameSite=Lax; "
+		              "Max-Age=0\r\n"
+		            : NULL,
 		     "Open this preview from its link",
 		     "This preview opens from its link (with its token), from the sandbox's page "
 		     "(Open preview) or from POST /v1/sandboxes/{ref}/previews.");

@@ -459,6 +459,27 @@ test_cookie_relays_to_guest(void **state)
 	harness_expect_in(resp, want);
 	free(resp);
 	resp = NULL;
+	/* a cookie of the same name a page set for a parent domain comes too, before or after
+	 * this host's own (a guest's server can set one for the whole preview domain): it must
+	 * not lock the user out, nor open anything alone */
+	{
+		_cleanup_free_ char *two = strdup_printf(
+		        "Cookie: sbx_preview=AAAAforged; theme=dark; sbx_preview=%s\r\n", token);
+		_cleanup_free_ char *split = strdup_printf(
+		        "Cookie: sbx_preview=%s\r\nCookie: sbx_preview=AAAAforged\r\n", token);
+		assert_int_equal(preview_get(host, "GET", "/hello", two, &resp), 200);
+		harness_expect_in(resp, "\r\nX-Guest: yes\r\n");
+		free(resp);
+		resp = NULL;
+		assert_int_equal(preview_get(host, "GET", "/hello", split, NULL), 200);
+		assert_int_equal(preview_get(host, "GET", "/hello",
+		                             "Cookie: sbx_preview=AAAA; sbx_preview=BBBB\r\n",
+		                             &resp),
+		                 401);
+		harness_expect_not_in(resp, "X-Guest");
+		free(resp);
+		resp = NULL;
+	}
 	/* an API path on a preview is the guest's too: the listener serves no API */
 	assert_int_equal(preview_get(host, "GET", "/v1/sandboxes", ck, &resp), 200);
 	harness_expect_in(resp, "guest saw 'GET /v1/sandboxes HTTP/1.1'");
