@@ -144,11 +144,19 @@ stdin_taken(struct proc *p)
 	agent_kick(p->agent);
 }
 
+/* Nobody reads the queue any more: its bytes are thrown away, and acknowledged as gone so
+ * that the host does not wait for them. */
 static void
-stdin_close(struct proc *p)
+stdin_drop(struct proc *p)
 {
 	buf_free(&p->stdin_q);
 	stdin_taken(p);
+}
+
+static void
+stdin_close(struct proc *p)
+{
+	stdin_drop(p);
 	close_fd(&p->in);
 }
 
@@ -181,8 +189,7 @@ write_stdin(struct proc *p)
 			break;
 		/* the reader is gone (EPIPE, a tunnel's peer reset) or the terminal hung up (EIO)
 		 */
-		buf_free(&p->stdin_q);
-		stdin_taken(p);
+		stdin_drop(p);
 		if (!p->tty)
 			close_fd(&p->in);
 	}
@@ -225,10 +232,8 @@ read_output(struct proc *p, struct proc_fd *f, uint8_t stream)
 		p->exit_code = n < 0; /* 0: an orderly EOF, 1: a reset or another error */
 	/* 0, or EIO from a PTY master once every slave fd is closed */
 	close_fd(f);
-	if (p->tty) {
-		buf_free(&p->stdin_q);
-		stdin_taken(p);
-	}
+	if (p->tty)
+		stdin_drop(p);
 	check_finished(p);
 }
 
@@ -242,10 +247,8 @@ on_fd(struct loop_source *src, uint32_t events, void *data)
 		return;
 	}
 	/* a PTY master hangs up once no slave fd is open: nobody is left to read stdin */
-	if (p->tty && (events & EPOLLHUP)) {
-		buf_free(&p->stdin_q);
-		stdin_taken(p);
-	}
+	if (p->tty && (events & EPOLLHUP))
+		stdin_drop(p);
 	if (p->tty && (events & EPOLLOUT))
 		write_stdin(p);
 	if (src->fd >= 0 && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)))

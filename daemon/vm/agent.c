@@ -67,6 +67,9 @@ struct agent {
 	/* the guest acknowledges process stdin (AP_FEAT_STDIN_WINDOW in its HELLO_ACK): at most
 	 * AP_STDIN_WINDOW of it in flight per process */
 	bool stdin_window;
+	/* a push of held stdin found the queue full: retried as it drains (with none of that
+	 * stdin in flight, no STDIN_ACK would come to retry it) */
+	bool stdin_stuck;
 };
 
 /* A frame handler's answer to a violation: why (a literal) says what the guest did. */
@@ -190,6 +193,7 @@ disconnect(struct agent *a)
 	a->fd = safe_close(a->fd);
 	a->state = AGENT_IDLE;
 	a->stdin_window = false;
+	a->stdin_stuck = false;
 	/* like the queue, stdin held back is gone; the next session counts from 0 */
 	LIST_FOREACH (n, &a->subs)
 		stdin_forget_window(list_entry(n, struct agent_sub, link));
@@ -245,6 +249,7 @@ agent_ready(const struct agent *a)
 /* Uploads that waited go on once the queue is low: one at a time, in the order they began,
  * and the next only if the queue is still low (each may queue more, or end). */
 static bool upload_may_go(struct agent *a, const struct agent_req *r);
+static void stdin_unstick(struct agent *a);
 
 static void
 wake_uploads(struct agent *a)
@@ -278,6 +283,8 @@ agent_flush(struct agent *a)
 		buf_consume(&a->out, (size_t)k);
 	}
 	set_interest(a);
+	if (a->stdin_stuck && a->state == AGENT_READY)
+		stdin_unstick(a);
 	wake_uploads(a);
 }
 
@@ -517,7 +524,7 @@ stdin_push(struct agent *a, struct agent_sub *s)
 		r = send_frame(a, AP_STDIN, last ? AP_F_EOF : 0, s->pid, buf_head(&s->stdin_held),
 		               n);
 		if (r < 0)
-			return r;
+			goto stuck;
 		buf_consume(&s->stdin_held, n);
 		s->stdin_sent += n;
 		if (last)
@@ -529,10 +536,26 @@ stdin_push(struct agent *a, struct agent_sub *s)
 	if (s->stdin_eof) {
 		r = send_frame(a, AP_STDIN, AP_F_EOF, s->pid, NULL, 0);
 		if (r < 0)
-			return r;
+			goto stuck;
 		s->stdin_eof = false;
 	}
 	return 0;
+stuck:
+	a->stdin_stuck = true; /* still held: agent_flush tries again */
+	return r;
+}
+
+static void
+stdin_unstick(struct agent *a)
+{
+	struct list_node *n;
+
+	a->stdin_stuck = false;
+	LIST_FOREACH (n, &a->subs) {
+		struct agent_sub *s = list_entry(n, struct agent_sub, link);
+		if (stdin_window_of(a, s->pid) == s && stdin_push(a, s) < 0)
+			return;
+	}
 }
 
 static int
@@ -863,7 +886,7 @@ on_stdin_ack(struct agent *a, const struct frame *f)
 		return 0;
 	s->stdin_took = took;
 	if (stdin_push(a, s) < 0)
-		return 0; /* the queue is full: held on, pushed at the next ACK */
+		return 0; /* the queue is full: held on, pushed as it drains */
 	kick_uploads(a);
 	return 0;
 }
@@ -1329,13 +1352,13 @@ agent_stdin(struct agent *a, uint32_t pid, const void *bytes, size_t len, bool e
 	if (a->state != AGENT_READY)
 		return -ENOTCONN;
 	if (s) {
-		/* held in order behind what the window holds back, sent as it opens */
-		s->stdin_held.max = STDIN_HELD_MAX;
+		/* held in order behind what the window holds back, sent as it opens (or, when the
+		 * queue refuses them now, as it drains: they are taken either way) */
 		if (len && buf_append(&s->stdin_held, bytes, len) < 0)
 			return -ENOBUFS;
 		s->stdin_eof |= eof;
-		r = stdin_push(a, s);
-		return r < 0 ? r : stdin_full(s);
+		(void)stdin_push(a, s);
+		return stdin_full(s);
 	}
 	/* in frames no bigger than the guest's limit; EOF on the last one */
 	do {
