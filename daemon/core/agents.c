@@ -529,7 +529,7 @@ agents_ready(struct sandboxd *d, struct sandbox *sb, struct agent *agent)
 }
 
 void
-agents_vm_gone(struct sandboxd *d _unused_, struct sandbox *sb)
+agents_vm_gone(struct sandboxd *d, struct sandbox *sb)
 {
 	struct agent_run *run = sb->agent_run;
 
