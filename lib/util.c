@@ -251,7 +251,7 @@ read_file_max(const char *path, size_t max, char **ret, size_t *ret_len)
 	return *ret ? 0 : -ENOMEM;
 }
 
-int
+static int
 read_private_fd(int fd, size_t max, char **ret, size_t *ret_len)
 {
 	struct stat st;
@@ -284,6 +284,30 @@ read_private_fd(int fd, size_t max, char **ret, size_t *ret_len)
 	*ret = data;
 	*ret_len = got;
 	return 0;
+}
+
+int
+read_private_file(const char *path, size_t max, char **ret, size_t *ret_len, char **ret_why)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int r;
+
+	if (fd < 0) {
+		r = negative_errno();
+		return r == -ENOENT ? r
+		                    : error_printf(ret_why, r, "cannot open it: %s", strerror(-r));
+	}
+	r = read_private_fd(fd, max, ret, ret_len);
+	if (r == -EPERM)
+		return error_printf(ret_why, r,
+		                    "it is not a file of sandboxd's uid alone (mode 0600)");
+	if (r == -EFBIG)
+		return error_printf(ret_why, r, "it is larger than %zu bytes", max);
+	if (r == -EIO)
+		return error_printf(ret_why, r, "cannot read it whole");
+	if (r < 0 && r != -ENOMEM)
+		return error_printf(ret_why, r, "cannot read it: %s", strerror(-r));
+	return r;
 }
 
 void

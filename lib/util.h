@@ -71,10 +71,12 @@ const char *host_name_normalise(const char *in, size_t n, char *out);
 int write_all(int fd, const void *data, size_t len);
 /* Reads a whole small file (at most max bytes) into a NUL-terminated string. */
 int read_file_max(const char *path, size_t max, char **ret, size_t *ret_len);
-/* Reads the whole of fd, a regular file of this uid alone (no group or other bits) of at most
- * max bytes, into a NUL-terminated string the caller wipes (it holds secrets). -EPERM: not
- * such a file; -EFBIG: larger than max; -EIO: a short read (nothing is returned); -errno. */
-int read_private_fd(int fd, size_t max, char **ret, size_t *ret_len);
+/* Reads the whole of path (not through a symlink), a regular file of this uid alone (no group
+ * or other bits) of at most max bytes, into a NUL-terminated string the caller wipes (it holds
+ * secrets). -ENOENT (no *ret_why) when there is none, -ENOMEM, else -errno with *ret_why
+ * (caller frees) saying what is wrong with "it": -EPERM not such a file, -EFBIG larger than
+ * max, -EIO a short read. Nothing is returned on failure. */
+int read_private_file(const char *path, size_t max, char **ret, size_t *ret_len, char **ret_why);
 /* After a rename or an unlink in dir: its entry is on disk too (best effort). */
 void fsync_dir(const char *dir);
 /* Writes data to path atomically (tmp + fsync + rename) with the given mode. */

@@ -326,14 +326,12 @@ static int
 agent_network(const struct policy *p, const json_t *req, const struct agent_run *run, json_t **ret,
               struct err *err)
 {
-	struct policy wide = *p; /* a shallow copy: only may_allow is its own */
 	const json_t *mode = NULL, *allow = NULL, *deny = NULL;
 	json_t *own = agent_own_hosts(run->kind, run->repo), *list = NULL, *req2 = NULL;
 	const char *key;
 	json_t *v;
 	int r = -ENOMEM;
 
-	wide.network.may_allow = NULL; /* p's is never released here */
 	if (!own)
 		return -ENOMEM;
 	if (!is_unset(req)) {
@@ -363,24 +361,19 @@ agent_network(const struct policy *p, const json_t *req, const struct agent_run 
 		goto out;
 	}
 	list = json_array();
-	wide.network.may_allow = json_array();
-	if (!list || !wide.network.may_allow ||
+	if (!list ||
 	    json_array_extend(list, is_unset(allow) ? p->network.default_allow : (json_t *)allow) <
 	            0 ||
-	    json_array_extend(list, own) < 0 ||
-	    (p->network.may_allow &&
-	     json_array_extend(wide.network.may_allow, p->network.may_allow) < 0) ||
-	    json_array_extend(wide.network.may_allow, own) < 0)
+	    json_array_extend(list, own) < 0)
 		goto out;
 	req2 = json_pack("{s:s, s:O}", "mode", "allowlist", "allow", list);
 	if (!req2 || (!is_unset(deny) && json_object_set(req2, "deny", (json_t *)deny) < 0))
 		goto out;
-	r = netpolicy_resolve(&wide, req2, ret, err);
+	r = netpolicy_resolve_also(p, own, req2, ret, err);
 out:
 	json_decref(own);
 	json_decref(list);
 	json_decref(req2);
-	json_decref(wide.network.may_allow);
 	return r;
 }
 

@@ -318,10 +318,13 @@ launch_failed(struct agent_launch *l, const char *message)
 	set_state(d, sb, AGENT_FAILED, message, true);
 }
 
+/* The request, or NULL with *ret_why saying why it was not sent. */
 static struct agent_req *
-exec(struct agent_launch *l, char *const *argv, const char *cwd, bool tty, agent_done_fn done)
+exec(struct agent_launch *l, char *const *argv, const char *cwd, bool tty, agent_done_fn done,
+     const char **ret_why)
 {
-	char **env = sandbox_env_strv(l->sb, NULL); /* all its values: a create just made it */
+	/* all its values: a create just made it (argv NULL: out of memory already) */
+	char **env = argv ? sandbox_env_strv(l->sb, NULL) : NULL;
 	struct agent_exec_spec spec = {
 		.argv = argv,
 		.env = env,
@@ -333,6 +336,11 @@ exec(struct agent_launch *l, char *const *argv, const char *cwd, bool tty, agent
 	};
 	struct agent_req *r = env ? agent_exec(l->agent, &spec, done, l) : NULL;
 
+	if (!r)
+		*ret_why = !env                     ? "out of memory"
+		           : !agent_ready(l->agent) ? "the sandbox's guest agent is not connected"
+		                                    : "the guest agent refused the request (its "
+		                                      "command line and environment too large?)";
 	strv_free_erase(env);
 	return r;
 }
@@ -398,12 +406,13 @@ start_agent(struct agent_launch *l)
 {
 	struct agent_run *run = l->sb->agent_run;
 	_cleanup_strv_ char **argv = agent_argv(run);
+	const char *why = NULL;
 
 	if (run->state != AGENT_STARTING)
 		set_state(l->d, l->sb, AGENT_STARTING, NULL, true);
-	l->req = argv ? exec(l, argv, run->repo ? AGENT_WORKDIR : NULL, true, agent_started) : NULL;
+	l->req = exec(l, argv, run->repo ? AGENT_WORKDIR : NULL, true, agent_started, &why);
 	if (!l->req)
-		launch_failed(l, "the sandbox's guest agent is not connected");
+		launch_failed(l, why);
 }
 
 static void
@@ -490,6 +499,7 @@ launch(struct sandboxd *d, struct sandbox *sb, struct agent *agent)
 {
 	struct agent_run *run = sb->agent_run;
 	struct agent_launch *l = calloc(1, sizeof(*l));
+	const char *why = NULL;
 
 	if (!l) {
 		set_state(d, sb, AGENT_FAILED, "out of memory", true);
@@ -506,10 +516,10 @@ launch(struct sandboxd *d, struct sandbox *sb, struct agent *agent)
 	}
 	{
 		char *argv[] = { "git", "clone", "--", run->repo, AGENT_WORKDIR, NULL };
-		l->req = exec(l, argv, NULL, false, clone_started);
+		l->req = exec(l, argv, NULL, false, clone_started, &why);
 	}
 	if (!l->req)
-		launch_failed(l, "the sandbox's guest agent is not connected");
+		launch_failed(l, why);
 }
 
 void
@@ -529,7 +539,7 @@ agents_ready(struct sandboxd *d, struct sandbox *sb, struct agent *agent)
 }
 
 void
-agents_vm_gone(struct sandboxd *d _unused_, struct sandbox *sb)
+agents_vm_gone(struct sandboxd *d, struct sandbox *sb)
 {
 	struct agent_run *run = sb->agent_run;
 

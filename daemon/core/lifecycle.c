@@ -60,25 +60,16 @@ fail(struct sandboxd *d, struct sandbox *sb, const char *fmt, ...)
 static bool
 network_permitted(struct sandboxd *d, const struct sandbox *sb, char **ret_why)
 {
-	struct policy p = d->policy; /* a shallow copy: only may_allow is its own */
+	/* an agent's own hosts are on its list whatever may_allow says */
 	json_t *own =
 	        sb->agent_run ? agent_own_hosts(sb->agent_run->kind, sb->agent_run->repo) : NULL;
 	struct err err = {};
 	int r;
 
-	/* an agent's own hosts are on its list whatever may_allow says */
-	if (own) {
-		p.network.may_allow = json_array();
-		if (p.network.may_allow)
-			(void)json_array_extend(p.network.may_allow, d->policy.network.may_allow);
-		if (p.network.may_allow)
-			(void)json_array_extend(p.network.may_allow, own);
-	}
-	r = netpolicy_permits(own && p.network.may_allow ? &p : &d->policy, sb->network, &err);
-	if (own) {
-		json_decref(p.network.may_allow);
-		json_decref(own);
-	}
+	if (sb->agent_run && !own)
+		return false; /* *ret_why NULL: out of memory */
+	r = netpolicy_permits_also(&d->policy, own, sb->network, &err);
+	json_decref(own);
 	if (r >= 0)
 		return true;
 	*ret_why = strdup_printf("its network is no longer permitted by this server's policy: %s",

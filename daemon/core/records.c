@@ -551,29 +551,15 @@ int
 records_load(struct sandboxd *d, const char *id, struct record *ret, char **ret_why)
 {
 	_cleanup_free_ char *path = record_path(d, id), *data = NULL;
-	_cleanup_close_ int fd = -1;
 	struct record rec = { 0 };
 	size_t got = 0;
 	int r;
 
 	if (!path)
 		return -ENOMEM;
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		r = negative_errno();
-		return r == -ENOENT ? r
-		                    : error_printf(ret_why, r, "cannot open it: %s", strerror(-r));
-	}
-	r = read_private_fd(fd, RECORD_MAX_BYTES, &data, &got);
-	if (r == -EPERM)
-		return error_printf(ret_why, r, "it is not a file of sandboxd's uid alone");
-	if (r == -EFBIG)
-		return error_printf(ret_why, r, "it is larger than %u bytes", RECORD_MAX_BYTES);
-	if (r == -EIO)
-		return error_printf(ret_why, r, "cannot read it whole");
+	r = read_private_file(path, RECORD_MAX_BYTES, &data, &got, ret_why);
 	if (r < 0)
-		return r == -ENOMEM ? r
-		                    : error_printf(ret_why, r, "cannot read it: %s", strerror(-r));
+		return r;
 	r = record_parse(data, got, &rec, ret_why);
 	explicit_bzero(data, got);
 	if (r < 0)

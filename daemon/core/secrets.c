@@ -4,7 +4,6 @@
  *   {"version":1,"owner":"ada@example.com",
  *    "secrets":[{"name":"ANTHROPIC_API_KEY","value":"…","updated_at":1767225600000},…]}
  * Messages about a bad file never quote it: it holds secrets, and they go to the log. */
-#include <fcntl.h>
 #include <jansson.h>
 #include <openssl/sha.h>
 #include <sys/stat.h>
@@ -284,19 +283,15 @@ owner_path(const char *state_dir, const char *owner)
 int
 secrets_load(const char *state_dir, const char *owner, struct secrets *ret, char **ret_why)
 {
-	_cleanup_free_ char *path = owner_path(state_dir, owner), *data = NULL;
-	_cleanup_close_ int fd = -1;
+	_cleanup_free_ char *path = owner_path(state_dir, owner), *data = NULL, *why = NULL;
 	struct secrets s = { 0 };
 	size_t got = 0;
 	int r;
 
 	if (!path)
 		return -ENOMEM;
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno != ENOENT)
-			return error_printf(ret_why, negative_errno(), "cannot open '%s': %m",
-			                    path);
+	r = read_private_file(path, SECRETS_MAX_BYTES, &data, &got, &why);
+	if (r == -ENOENT) {
 		s.owner = strdup(owner);
 		s.v = calloc(1, sizeof(*s.v));
 		if (!s.owner || !s.v) {
@@ -306,19 +301,8 @@ secrets_load(const char *state_dir, const char *owner, struct secrets *ret, char
 		*ret = s;
 		return 0;
 	}
-	r = read_private_fd(fd, SECRETS_MAX_BYTES, &data, &got);
-	if (r == -EPERM)
-		return error_printf(ret_why, r,
-		                    "'%s' is not a file of sandboxd's uid alone (mode 0600)", path);
-	if (r == -EFBIG)
-		return error_printf(ret_why, r, "'%s' is larger than %u bytes", path,
-		                    SECRETS_MAX_BYTES);
-	if (r == -EIO)
-		return error_printf(ret_why, r, "cannot read '%s' whole", path);
 	if (r < 0)
-		return r == -ENOMEM ? r
-		                    : error_printf(ret_why, r, "cannot read '%s': %s", path,
-		                                   strerror(-r));
+		return why ? error_printf(ret_why, r, "'%s': %s", path, why) : r;
 	r = secrets_parse(data, got, &s, ret_why);
 	explicit_bzero(data, got);
 	if (r < 0)

@@ -142,21 +142,24 @@ policy_list(const json_t *names, const char *what, name_t **ret_v, size_t *ret_n
 	return r;
 }
 
-/* may_allow as normal-form entries, "*" kept as itself. */
+/* may_allow as normal-form entries, "*" kept as itself, followed by the names the caller
+ * grants on top of it (also_allow, NULL for none). */
 static int
-policy_may_allow(const json_t *names, name_t **ret_v, size_t *ret_n, struct err *err)
+policy_may_allow(const json_t *names, const json_t *also_allow, name_t **ret_v, size_t *ret_n,
+                 struct err *err)
 {
 	_cleanup_free_ name_t *v = NULL;
-	size_t i, n = json_array_size(names);
-	json_t *e;
-	int r;
+	size_t nnames = json_array_size(names), n = nnames + json_array_size(also_allow);
 
 	v = calloc(MAX(n, 1), sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	json_array_foreach (names, i, e) {
+	for (size_t i = 0; i < n; i++) {
 		_cleanup_free_ char *why = NULL;
-		const char *s = json_string_value(e);
+		const char *s =
+		        json_string_value(i < nnames ? json_array_get(names, i)
+		                                     : json_array_get(also_allow, i - nnames));
+		int r;
 
 		if (s && streq(s, "*")) {
 			memcpy(v[i], "*", 2);
@@ -202,6 +205,13 @@ request_list(const json_t *names, const char *field, name_t **ret_v, size_t *ret
 
 int
 netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, struct err *err)
+{
+	return netpolicy_resolve_also(p, NULL, req, ret, err);
+}
+
+int
+netpolicy_resolve_also(const struct policy *p, const json_t *also_allow, const json_t *req,
+                       json_t **ret, struct err *err)
 {
 	_cleanup_free_ name_t *allow = NULL, *deny = NULL, *def_allow = NULL, *def_deny = NULL,
 	                      *may = NULL, *all_deny = NULL;
@@ -282,7 +292,7 @@ netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, struc
 	r = policy_list(p->network.default_deny, "default deny list", &def_deny, &ndef_deny, err);
 	if (r < 0)
 		return r;
-	r = policy_may_allow(p->network.may_allow, &may, &nmay, err);
+	r = policy_may_allow(p->network.may_allow, also_allow, &may, &nmay, err);
 	if (r < 0)
 		return r;
 
@@ -337,6 +347,13 @@ netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, struc
 int
 netpolicy_permits(const struct policy *p, const json_t *net, struct err *err)
 {
+	return netpolicy_permits_also(p, NULL, net, err);
+}
+
+int
+netpolicy_permits_also(const struct policy *p, const json_t *also_allow, const json_t *net,
+                       struct err *err)
+{
 	_cleanup_free_ name_t *allow = NULL, *deny = NULL, *def_allow = NULL, *def_deny = NULL,
 	                      *may = NULL;
 	size_t nallow = 0, ndeny = 0, ndef_allow = 0, ndef_deny = 0, nmay = 0;
@@ -367,7 +384,7 @@ netpolicy_permits(const struct policy *p, const json_t *net, struct err *err)
 		r = policy_list(p->network.default_deny, "default deny list", &def_deny, &ndef_deny,
 		                err);
 	if (r >= 0)
-		r = policy_may_allow(p->network.may_allow, &may, &nmay, err);
+		r = policy_may_allow(p->network.may_allow, also_allow, &may, &nmay, err);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < nallow; i++)

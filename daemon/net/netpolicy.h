@@ -36,6 +36,11 @@ bool netpolicy_covers(const char *wide, const char *narrow);
  * may_allow (a wildcard only by "*" or an equal or broader wildcard there); deny may name
  * anything (it only tightens). Never clamps: what cannot be granted is refused. */
 int netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, struct err *err);
+/* netpolicy_resolve with the names of also_allow (an array of names; NULL: none) granted as
+ * though may_allow held them too: what the server grants a sandbox whatever may_allow says
+ * (an agent's API hosts). */
+int netpolicy_resolve_also(const struct policy *p, const json_t *also_allow, const json_t *req,
+                           json_t **ret, struct err *err);
 
 /* Whether a sandbox's network as it was granted (a netpolicy_resolve result, kept with the
  * sandbox) is still within the policy, which may have changed since (the policy file is read
@@ -44,3 +49,6 @@ int netpolicy_resolve(const struct policy *p, const json_t *req, json_t **ret, s
  * with err (ERR_REFUSED) naming the first thing the policy no longer permits; -EINVAL
  * (ERR_INTERNAL) for a value that is not a granted network. */
 int netpolicy_permits(const struct policy *p, const json_t *net, struct err *err);
+/* netpolicy_permits with also_allow as in netpolicy_resolve_also. */
+int netpolicy_permits_also(const struct policy *p, const json_t *also_allow, const json_t *net,
+                           struct err *err);

@@ -387,6 +387,31 @@ test_resolve_then_allows(void **state)
 	json_decref(req);
 }
 
+/* Names the server grants on top of may_allow (an agent's API hosts): granted to this call
+ * only, and checked again only with them. */
+static void
+test_resolve_also_allow(void **state)
+{
+	json_t *req = parse("{\"allow\":[\"pypi.org\", \"evil.net\"]}"), *net = NULL;
+	json_t *also = parse("[\"evil.net\"]");
+	struct err err = {};
+
+	(void)state;
+	assert_int_equal(netpolicy_resolve(&policies[P_OPEN], req, &net, &err), -EPERM);
+	assert_null(net);
+	assert_int_equal(netpolicy_resolve_also(&policies[P_OPEN], also, req, &net, &err), 0);
+	assert_json_equal(json_object_get(net, "allow"), "[\"evil.net\",\"pypi.org\"]", "allow");
+	err = (struct err){};
+	assert_int_equal(netpolicy_permits(&policies[P_OPEN], net, &err), -EPERM);
+	assert_non_null(strstr(err.message, "'evil.net' is neither"));
+	assert_int_equal(netpolicy_permits_also(&policies[P_OPEN], also, net, &err), 0);
+	/* may_allow is the policy's own still: nothing of also stays in it */
+	assert_int_equal(netpolicy_permits(&policies[P_OPEN], net, &err), -EPERM);
+	json_decref(net);
+	json_decref(also);
+	json_decref(req);
+}
+
 static void
 test_resolve_deny_limit(void **state)
 {
@@ -526,6 +551,7 @@ main(void)
 		cmocka_unit_test(test_covers),
 		cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_resolve_then_allows),
+		cmocka_unit_test(test_resolve_also_allow),
 		cmocka_unit_test(test_resolve_deny_limit),
 		cmocka_unit_test(test_resolve_bad_policy),
 		cmocka_unit_test(test_permits),

@@ -454,6 +454,7 @@ test_save_load_remove(void **state)
 	assert_int_equal(rename(other, file), 0);
 	assert_int_equal(chmod(file, 0644), 0);
 	assert_int_equal(records_load(&d, ID, &rec, &why), -EPERM);
+	assert_non_null(strstr(why, "not a file of sandboxd's uid alone"));
 	free(why);
 	why = NULL;
 	/* the sweep keeps none that no live sandbox has */
