@@ -71,7 +71,17 @@ agent_kind_find(const char *name)
 const char *
 agent_kind_names(void)
 {
-	return "claude, codex, gemini or opencode";
+	static char names[128]; /* "claude, codex, gemini or opencode", from the table */
+
+	if (!names[0])
+		for (size_t i = 0, len = 0; i < ARRAY_SIZE(kinds); i++)
+			len += (size_t)snprintf(names + len,
+			                        sizeof(names) - MIN(len, sizeof(names)), "%s%s",
+			                        i == 0                       ? ""
+			                        : i + 1 == ARRAY_SIZE(kinds) ? " or "
+			                                                     : ", ",
+			                        kinds[i].name);
+	return names;
 }
 
 static const char *const state_names[_AGENT_STATE_MAX] = {
@@ -205,7 +215,7 @@ agent_run_pending(const struct agent_run *run)
 int
 agent_repo_host(const char *repo, char *host, size_t size)
 {
-	const char *p, *end;
+	const char *p;
 	size_t n;
 
 	if (str_has_prefix(repo, "https://"))
@@ -215,7 +225,6 @@ agent_repo_host(const char *repo, char *host, size_t size)
 	else
 		return -EINVAL;
 	n = strcspn(p, "/?#");
-	end = p + n;
 	/* no user or password: a credential in a URL would be on git's command line */
 	if (memchr(p, '@', n))
 		return -EINVAL;
@@ -231,7 +240,6 @@ agent_repo_host(const char *repo, char *host, size_t size)
 		host[i] = (char)tolower(c);
 	}
 	host[n] = '\0';
-	(void)end;
 	return 0;
 }
 
