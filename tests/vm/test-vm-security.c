@@ -906,9 +906,13 @@ test_reconciler_sweeps_strays_while_running(void **state)
 	assert_true(planted[0] > 0 && planted[1] > 0 && planted[2] > 0);
 	assert_true(sh("ip -n %s-host tuntap add dev tapkeep1 mode tap", netns));
 
+	/* each stray goes, then its log line is written: wait for both (a check of the log the
+	 * moment the tap is gone can come before the line) */
 	for (int i = 0; i < 150 && !swept; i++) {
 		swept = !alive(planted[0]) && !link_exists("sbx7") && access(group, F_OK) != 0 &&
-		        access(layer, F_OK) != 0;
+		        access(layer, F_OK) != 0 &&
+		        harness_file_contains(rq.log, "reconciler: removed tap 'sbx7'") &&
+		        harness_file_contains(rq.log, "reconciler: removed the layer of");
 		if (!swept)
 			usleep(100000);
 	}
