@@ -166,6 +166,12 @@ enum ap_tag {
 	AP_T_OOM = 32,        /* u8: the OOM killer ended it (present only when it did) */
 	AP_T_PORT = 33,       /* u16: EXEC opens a tunnel to 127.0.0.1:PORT (1..65535) */
 	AP_T_FEATURES = 34,   /* u32: AP_FEAT_* bits (HELLO: the host's, HELLO_ACK: the guest's) */
+	AP_T_NET = 35,        /* string: HELLO, "GUEST/PREFIX,HOST" (as sandbox.net= on the kernel
+	                       * command line), "" for none: the guest (re)configures its link */
+	AP_T_MAC = 36,        /* 6 bytes: HELLO, the link's MAC (set when it differs) */
+	AP_T_MACHINE_ID = 37, /* string: HELLO, 32 lowercase hex for /etc/machine-id */
+	AP_T_VOLUME = 38,     /* string: HELLO, "DEV\tMOUNTPOINT\tro" or "...\trw" (repeated): a
+	                       * drive to mount once the root is set up */
 };
 
 /* What a side supports beyond sbx-agent/1 as first released (see Versions). */

@@ -680,6 +680,16 @@ on_backend_done(void *ctx, struct sandbox *sb, int error, const char *reason)
 		}
 		shutdown_progress(d);
 		break;
+
+	case SANDBOX_OP_SUSPEND: /* suspend and resume: not yet (issue 16) */
+	case SANDBOX_OP_RESUME:
+		log_error("sandbox '%s': the backend completed a suspend or resume", sb->id);
+		break;
+
+	case SANDBOX_OP_SNAPSHOT: /* snapshots: not yet (issue 16) */
+		log_error("sandbox '%s': the backend completed a snapshot", sb->id);
+		break;
+
 	case SANDBOX_OP_NONE:
 		log_error("sandbox '%s': the backend completed an operation that was not under way",
 		          sb->id);

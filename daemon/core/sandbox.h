@@ -43,6 +43,9 @@ enum sandbox_op {
 	SANDBOX_OP_RESTART, /* restart mode: the same writable layer boots again */
 	SANDBOX_OP_STOP,
 	SANDBOX_OP_DESTROY,
+	SANDBOX_OP_SUSPEND,  /* memory and device state saved, then the VMM ends */
+	SANDBOX_OP_RESUME,   /* a VMM restores the saved state */
+	SANDBOX_OP_SNAPSHOT, /* a snapshot is written; the state does not change */
 };
 
 /* Why a sandbox was ended: the reason of its sandbox.terminated audit record. */

@@ -28,6 +28,8 @@ enum backend_status {
 	BACKEND_RUNNING, /* the VM runs and answers */
 	BACKEND_STOPPED, /* no VM, but its writable layer is kept */
 	BACKEND_GONE,    /* nothing of it exists */
+	BACKEND_SUSPENDED, /* no VM, but its saved memory and device state and its layer are
+	                    * kept (suspend): resume carries on from them */
 };
 
 /* What status() found of a sandbox. For a running VM, also what the launch it was started
@@ -46,6 +48,7 @@ struct backend_caps {
 	bool suspend;
 	bool memory_snapshot;
 	bool disk_snapshot;
+	bool volumes; /* vm_launch.volumes are attached as drives */
 	bool processes;
 	bool files;
 	/* the widest network mode it enforces: none without egress (no root, --egress off),
@@ -111,6 +114,15 @@ struct vm_net {
 	uint32_t host_addr;
 };
 
+/* A volume attached to a VM (vm_launch.volumes): a raw ext4 file on the host that the guest
+ * mounts at mount; never mounted on the host. */
+struct vm_volume {
+	const char *name;
+	const char *file;  /* the host file (the backend opens it: read-only when read_only) */
+	const char *mount; /* where the guest mounts it: under /sandbox/ or /mnt/ */
+	bool read_only;    /* enforced at the drive (read-only=on), not only by the mount */
+};
+
 /* Everything a boot (start or restart) is handed, prepared by the core; borrowed for the
  * call. adopt is handed the same but for the network (its VM has its tap). */
 struct vm_launch {
@@ -126,6 +138,16 @@ struct vm_launch {
 	unsigned slot;
 	bool has_net; /* with net: a tap */
 	struct vm_net net;
+	/* the guest's identity, given to it at every handshake (a fork's and a template clone's
+	 * differ from what their memory held): machine_id is 32 lowercase hex; with a network the
+	 * MAC is derived from net.guest_addr */
+	const char *machine_id;
+	const struct vm_volume *volumes;
+	size_t nvolumes;
+	/* start only: begin from this snapshot directory (written by snapshot()) instead of a
+	 * blank layer: its layer is copied, and where it holds memory the VM is restored from
+	 * it (a fork) rather than booted; NULL: a new sandbox */
+	const char *snapshot_dir;
 };
 
 struct backend_ops {
@@ -156,6 +178,23 @@ struct backend_ops {
 	 * finds still running, and the reconciler's VM that is gone or operation that never
 	 * finished. Synchronous and idempotent. */
 	void (*abandon)(struct backend *b, struct sandbox *sb);
+
+	/* Suspend and resume (asynchronous, the contract above; NULL: not offered). suspend
+	 * pauses a running VM, saves its memory and device state into its directory and ends its
+	 * VMM (a suspended sandbox holds no RAM); its layer is kept, and status() then finds
+	 * BACKEND_SUSPENDED, also after a restart of sandboxd. resume starts a VMM that restores
+	 * that state (processes carry on), hands the guest its clock, entropy and network again
+	 * through the handshake, and completes once the agent answered; the saved state is
+	 * removed then. A resume that cannot restore fails (the state is kept for a retry). */
+	int (*suspend)(struct backend *b, struct sandbox *sb);
+	int (*resume)(struct backend *b, struct sandbox *sb, const struct vm_launch *l);
+	/* Writes a snapshot of sb into dir (an empty directory the core made, on the state's
+	 * filesystem): its writable layer, and with memory its memory and device state, taken
+	 * at one instant (a running VM is paused for it and carries on). A stopped sandbox gives
+	 * a disk-only snapshot (memory: -EINVAL); a suspended one copies its saved state.
+	 * Asynchronous through the done event (sb->op is SANDBOX_OP_SNAPSHOT); the sandbox's
+	 * state does not change. NULL: not offered. */
+	int (*snapshot)(struct backend *b, struct sandbox *sb, const char *dir, bool memory);
 	/* Whether the VM of a running sandbox is still there: 0, or -ESRCH when it is gone
 	 * though no lost event said so (its VMM vanished unseen). Synchronous, quick, and
 	 * without side effects. NULL: nothing to check. */
