@@ -304,8 +304,6 @@ lifecycle_begin(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op, enum
 		agents_vm_gone(d, sb);
 		proc_clear(sb); /* a stop ends every process (restart mode keeps only files) */
 	}
-	if (op == SANDBOX_OP_SUSPEND)
-		proc_detach_all(sb); /* frozen in the guest, not ended: the hubs stay */
 	sb->op = op;
 	switch (op) {
 	case SANDBOX_OP_START:
@@ -317,7 +315,7 @@ lifecycle_begin(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op, enum
 		r = b->ops->stop(b, sb);
 		break;
 	case SANDBOX_OP_SUSPEND:
-		r = b->ops->suspend(b, sb);
+		r = suspend_begin(d, b, sb);
 		break;
 	default:
 		r = -EINVAL;

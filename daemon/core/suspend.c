@@ -1,6 +1,7 @@
 /* suspend.c: suspend and resume through the backend (see suspend.h); the moves themselves go
  * through lifecycle.c's begin, which launches a resume the way it launches a restart. */
 #include "suspend.h"
+#include "agent.h"
 #include "agents.h"
 #include "backend.h"
 #include "lifecycle.h"
@@ -102,6 +103,80 @@ lifecycle_resume(struct sandboxd *d, struct sandbox *sb, struct err *err)
 		return err_set(err, r, ERR_INTERNAL, "could not resume '%s': %s", sb->id,
 		               strerror(-r));
 	}
+	return 0;
+}
+
+/* The backend's part of a suspend: the hubs let go of the agent first (it may go with the
+ * VMM), the processes frozen in the guest, not ended. */
+static int
+suspend_backend(struct backend *b, struct sandbox *sb)
+{
+	proc_detach_all(sb);
+	return b->ops->suspend(b, sb);
+}
+
+/* A suspend waiting for the guest's answer to AP_HOLD: held by id, since the sandbox may be
+ * deleted meanwhile. */
+struct hold_wait {
+	struct sandboxd *d;
+	char id[SANDBOX_ID_MAX + 1];
+	int err;
+};
+
+/* After the answer's callback (the agent is not to be touched from inside its own): the
+ * suspend goes on, whatever the guest answered (an older guest does not know AP_HOLD: its
+ * processes without keep end at the resume). */
+static void
+hold_go(void *data)
+{
+	struct hold_wait *hw = data;
+	struct sandbox *sb = registry_get(&hw->d->reg, hw->id);
+	struct backend *b = sb ? lifecycle_backend(hw->d, sb) : NULL;
+	int r;
+
+	if (sb && b && sb->state == SANDBOX_SUSPENDING && sb->op == SANDBOX_OP_SUSPEND) {
+		if (hw->err)
+			log_info("sandbox '%s': its guest did not hold its processes (%s); those "
+			         "started without keep end at the resume",
+			         sb->id, strerror(hw->err));
+		r = suspend_backend(b, sb);
+		if (r < 0) {
+			_cleanup_free_ char *why =
+			        strdup_printf("the backend could not begin: %s", strerror(-r));
+			lifecycle_fail(hw->d, sb, why ? why : "the backend could not begin");
+		}
+	}
+	free(hw);
+}
+
+static void
+hold_done(void *data, const struct agent_result *res)
+{
+	struct hold_wait *hw = data;
+
+	hw->err = res->err;
+	if (loop_defer(hw->d->loop, hold_go, hw) < 0)
+		free(hw); /* out of memory: the reconciler fails the suspend that never ends */
+}
+
+int
+suspend_begin(struct sandboxd *d, struct backend *b, struct sandbox *sb)
+{
+	struct agent *a = b->ops->agent ? b->ops->agent(b, sb) : NULL;
+	struct hold_wait *hw;
+
+	if (!a || !agent_ready(a))
+		return suspend_backend(b, sb);
+	hw = calloc(1, sizeof(*hw));
+	if (!hw)
+		return -ENOMEM;
+	hw->d = d;
+	snprintf(hw->id, sizeof(hw->id), "%s", sb->id);
+	if (!agent_hold(a, hold_done, hw)) {
+		free(hw);
+		return suspend_backend(b, sb);
+	}
+	agent_flush(a);
 	return 0;
 }
 

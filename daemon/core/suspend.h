@@ -25,6 +25,10 @@ int lifecycle_suspend(struct sandboxd *d, struct sandbox *sb, struct err *err);
  * -errno with err: 409 from another state, 403 when the policy no longer permits its network,
  * 503 when no slot is free. */
 int lifecycle_resume(struct sandboxd *d, struct sandbox *sb, struct err *err);
+/* lifecycle.c's begin for a suspend (sb is suspending): the guest is told to keep its processes
+ * through the session's end (AP_HOLD), then the hubs let go of the agent and the backend
+ * suspends. 0 once under way, or -errno when the backend could not begin. */
+int suspend_begin(struct sandboxd *d, struct backend *b, struct sandbox *sb);
 /* Its idle timeout suspends sb (idle_action "suspend"). false: the backend cannot, or it could
  * not begin (the caller stops it instead). */
 bool suspend_idle(struct sandboxd *d, struct sandbox *sb);

@@ -28,10 +28,10 @@
  * environment, as a QEMU does, by which the test harness ends one a test left. Without it the
  * fake has no agent, and processes and files answer 501.
  *
- * A suspend freezes the agent and its processes (SIGSTOP to each) and a resume thaws them
- * (SIGCONT), so processes carry on as in a VM restored from its memory; the connection to the
- * agent is kept meanwhile (the guest sees no new session), but for a sandboxd that restarted
- * in between, which connects again. "fake/fail-resume" fails every resume, its state kept. */
+ * A suspend freezes the agent and its processes (SIGSTOP to each) and lets go of the
+ * connection, as a VMM's end does; a resume thaws them (SIGCONT) and connects again, so
+ * processes carry on as in a VM restored from its memory (the core told the agent to hold
+ * them through that session's end). "fake/fail-resume" fails every resume, its state kept. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -338,14 +338,13 @@ vm_agent_adopt(struct fake_vm *vm)
 
 	if (!sock || !home || !pidfile)
 		return -ENOMEM;
-	if (!f->guestd || read_file_max(pidfile, 32, &pidtext, NULL) < 0) {
+	if (!f->guestd || read_file_max(pidfile, 32, &pidtext, NULL) < 0 ||
+	    (pidtext[strcspn(pidtext, "\n")] = '\0', parse_u64(pidtext, &pid) < 0) || pid == 0 ||
+	    pid > INT32_MAX) {
 		if (vm->sb->op == SANDBOX_OP_RESUME)
 			backend_done(vm->b, vm->sb, 0, NULL);
 		return 0; /* no agent: processes and files answer 501 */
 	}
-	pidtext[strcspn(pidtext, "\n")] = '\0';
-	if (parse_u64(pidtext, &pid) < 0 || pid == 0 || pid > INT32_MAX)
-		return 0;
 	vm->guestd = (pid_t)pid;
 	hello.home = home;
 	return agent_connect_to(vm, sock, &hello);
@@ -370,9 +369,8 @@ fake_agent(struct backend *b _unused_, struct sandbox *sb)
 	return vm && !vm->suspended ? vm->agent : NULL;
 }
 
-/* The resume under way: the VM's memory is restored (its agent and processes thawed). Its
- * agent answers on the connection kept, or, where a restart of sandboxd let it go, on a new
- * one (agent_ready_cb completes then). */
+/* The resume under way: the VM's memory is restored (its agent and processes thawed), and the
+ * resume completes once its agent answers on a new connection (agent_ready_cb). */
 static void
 resume_now(struct backend *b, struct fake_vm *vm)
 {
@@ -393,12 +391,6 @@ resume_now(struct backend *b, struct fake_vm *vm)
 	vm_freeze(vm, false);
 	free(sb->runtime_ref);
 	sb->runtime_ref = strdup_printf("fake-%s", sb->id + 4);
-	if (vm->agent) {
-		backend_done(b, sb, 0, NULL);
-		if (sb->state == SANDBOX_RUNNING && agent_ready(vm->agent))
-			backend_agent_ready(b, sb);
-		return;
-	}
 	r = vm_agent_adopt(vm);
 	if (r < 0)
 		backend_done(b, sb, r, "the fake VM's agent could not be reached");
@@ -465,6 +457,7 @@ timer_fired(struct loop_timer *t _unused_, void *data)
 			return;
 		}
 		vm_freeze(vm, true);
+		vm->agent = agent_free(vm->agent); /* the guest's session ends with its VMM */
 		backend_done(b, sb, 0, NULL);
 		return;
 	case SANDBOX_OP_RESUME:
