@@ -264,7 +264,8 @@ add_state_filter(struct list_filter *f, const char *name, struct err *err)
 	if (s == _SANDBOX_STATE_INVALID)
 		return err_set(err, -EINVAL, ERR_INVALID,
 		               "unknown state '%.32s' in ?state=: use pending, starting, running, "
-		               "stopping, stopped, suspended, failed or terminated",
+		               "stopping, stopped, suspending, suspended, resuming, failed or "
+		               "terminated",
 		               name);
 	f->states |= 1u << s;
 	return 0;
