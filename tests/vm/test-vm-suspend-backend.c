@@ -5,7 +5,7 @@
  * second VM started from a memory snapshot of the first has the same process, counting on
  * from where the snapshot took it. A backend created anew (sandboxd restarted) still finds
  * the suspended sandbox suspended; a stop of a suspended sandbox drops its memory and keeps
- * its disk.
+ * its disk; a VM started from a disk snapshot boots the files it had, without the process.
  *
  * SBX_TEST_MEMORY_MB (default 256) sets the guests' memory; the times each operation took
  * are printed for the record. */
@@ -30,6 +30,7 @@
 
 #define ID_A "sbx_5e5e000000000001"
 #define ID_B "sbx_5e5e000000000002"
+#define ID_C "sbx_5e5e000000000003"
 #define OP_SECS 180
 
 struct fixture {
@@ -125,9 +126,9 @@ setup(void **state _unused_)
 		return -1;
 	snprintf(F.state, sizeof(F.state), "%s/state", F.dir);
 	snprintf(cmd, sizeof(cmd),
-	         "mkdir -m 0700 '%s' '%s/snap1' '%s/snap2' && cp -al '%s/vm' '%s/vm' && "
-	         "cp -al '%s/images' '%s/images'",
-	         F.state, F.dir, F.dir, bundle, F.state, bundle, F.state);
+	         "mkdir -m 0700 '%s' '%s/snap1' '%s/snap2' '%s/snap3' && cp -al '%s/vm' '%s/vm' "
+	         "&& cp -al '%s/images' '%s/images'",
+	         F.state, F.dir, F.dir, F.dir, bundle, F.state, bundle, F.state);
 	if (system(cmd) != 0)
 		return -1;
 	if (loop_new(&F.loop) < 0)
@@ -152,9 +153,9 @@ teardown(void **state _unused_)
 	return 0;
 }
 
-/* Runs the loop until the operation under way completed; returns the seconds it took. */
-static double
-wait_done(struct fixture *f, int before)
+/* Runs the loop until the operation under way completed, whether it failed or not. */
+static void
+wait_any(struct fixture *f, int before)
 {
 	uint64_t start = now_mono_ms();
 
@@ -163,6 +164,15 @@ wait_done(struct fixture *f, int before)
 			fail_msg("no done within %d s", OP_SECS);
 		(void)loop_run_once(f->loop, 100);
 	}
+}
+
+/* Runs the loop until the operation under way completed; returns the seconds it took. */
+static double
+wait_done(struct fixture *f, int before)
+{
+	uint64_t start = now_mono_ms();
+
+	wait_any(f, before);
 	if (f->error)
 		fail_msg("the operation failed: %s (%s)", strerror(-f->error), f->reason);
 	return (double)(now_mono_ms() - start) / 1000.0;
@@ -331,6 +341,21 @@ exists(const char *fmt, ...)
 	return access(path, F_OK) == 0;
 }
 
+static long long size_of(const char *fmt, ...) _printf_(1, 2);
+
+static long long
+size_of(const char *fmt, ...)
+{
+	char path[600];
+	struct stat st;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(path, sizeof(path), fmt, ap);
+	va_end(ap);
+	return stat(path, &st) == 0 ? (long long)st.st_size : -1;
+}
+
 static enum backend_status
 status_of(struct fixture *f, struct sandbox *sb)
 {
@@ -345,11 +370,13 @@ test_suspend_resume_snapshot_fork(void **state _unused_)
 {
 	struct fixture *f = &F;
 	struct backend_caps caps;
-	char root_a[400], root_b[400], snap1[300], snap2[300];
+	char root_a[400], root_b[400], root_c[400], snap1[300], snap2[300], snap3[300];
 	struct vm_launch la = launch_of(f, ID_A, "alpha", 1, root_a);
 	struct vm_launch lb = launch_of(f, ID_B, "beta", 2, root_b);
+	struct vm_launch lc = launch_of(f, ID_C, "gamma", 3, root_c);
 	_cleanup_(sandbox_freep) struct sandbox *a = sandbox_of(ID_A);
 	_cleanup_(sandbox_freep) struct sandbox *b = sandbox_of(ID_B);
+	_cleanup_(sandbox_freep) struct sandbox *c = sandbox_of(ID_C);
 	double t;
 	long v, before;
 	pid_t pid;
@@ -357,6 +384,7 @@ test_suspend_resume_snapshot_fork(void **state _unused_)
 
 	snprintf(snap1, sizeof(snap1), "%s/snap1", f->dir);
 	snprintf(snap2, sizeof(snap2), "%s/snap2", f->dir);
+	snprintf(snap3, sizeof(snap3), "%s/snap3", f->dir);
 	f->b->ops->caps(f->b, &caps);
 	assert_true(caps.suspend && caps.memory_snapshot && caps.disk_snapshot);
 
@@ -376,7 +404,8 @@ test_suspend_resume_snapshot_fork(void **state _unused_)
 	a->op = SANDBOX_OP_SUSPEND;
 	assert_int_equal(f->b->ops->suspend(f->b, a), 0);
 	t = wait_done(f, n);
-	print_message("suspend (%u MiB): %.2f s\n", f->memory_mb, t);
+	print_message("suspend (%u MiB): %.2f s, state %lld bytes\n", f->memory_mb, t,
+	              size_of("%s/vms/%s/state.mig", f->state, ID_A));
 	assert_true(kill(pid, 0) < 0 && errno == ESRCH);
 	assert_true(exists("%s/vms/%s/state.mig", f->state, ID_A));
 	assert_false(exists("%s/vms/%s/state.mig.tmp", f->state, ID_A));
@@ -436,6 +465,23 @@ test_suspend_resume_snapshot_fork(void **state _unused_)
 	assert_true(exists("%s/layer.qcow2", snap2));
 	assert_true(exists("%s/memory.mig", snap2));
 	assert_int_equal(status_of(f, b), BACKEND_SUSPENDED);
+	/* a state that cannot be restored: the resume fails, and the state is kept (a retry,
+	 * or a stop, is the core's to choose) */
+	{
+		char path[600];
+		long long size = size_of("%s/vms/%s/state.mig", f->state, ID_B);
+		snprintf(path, sizeof(path), "%s/vms/%s/state.mig", f->state, ID_B);
+		assert_true(size > 0);
+		assert_int_equal(truncate(path, size / 2), 0);
+	}
+	n = f->done;
+	b->op = SANDBOX_OP_RESUME;
+	assert_int_equal(f->b->ops->resume(f->b, b, &lb), 0);
+	wait_any(f, n);
+	assert_int_equal(f->error, -EIO);
+	print_message("a resume of a cut state fails: %s\n", f->reason);
+	assert_true(exists("%s/vms/%s/state.mig", f->state, ID_B));
+	assert_int_equal(status_of(f, b), BACKEND_SUSPENDED);
 	n = f->done;
 	b->op = SANDBOX_OP_STOP;
 	assert_int_equal(f->b->ops->stop(f->b, b), 0);
@@ -445,10 +491,34 @@ test_suspend_resume_snapshot_fork(void **state _unused_)
 	/* stopped: a disk snapshot only */
 	assert_int_equal(f->b->ops->snapshot(f->b, b, snap2, true), -EINVAL);
 
-	/* both go, all of them */
+	/* a disk snapshot of the running a: its layer only; c boots it, and has the file the
+	 * counter wrote, which no process changes there */
+	n = f->done;
+	a->op = SANDBOX_OP_SNAPSHOT;
+	assert_int_equal(f->b->ops->snapshot(f->b, a, snap3, false), 0);
+	t = wait_done(f, n);
+	print_message("disk snapshot: %.2f s\n", t);
+	assert_true(exists("%s/layer.qcow2", snap3));
+	assert_false(exists("%s/memory.mig", snap3));
+	counter_passes(f, a, counter(f, a));
+	n = f->done;
+	c->op = SANDBOX_OP_START;
+	lc.snapshot_dir = snap3;
+	assert_int_equal(f->b->ops->start(f->b, c, &lc), 0);
+	wait_done(f, n);
+	v = counter(f, c);
+	assert_true(v > 0);
+	spin_ms(f, 2500);
+	assert_int_equal(counter(f, c), v);
+
+	/* all go, all of them */
 	n = f->done;
 	assert_int_equal(f->b->ops->destroy(f->b, a), 0);
 	wait_done(f, n);
+	n = f->done;
+	assert_int_equal(f->b->ops->destroy(f->b, c), 0);
+	wait_done(f, n);
+	assert_false(exists("%s/vms/%s", f->state, ID_C));
 	n = f->done;
 	assert_int_equal(f->b->ops->destroy(f->b, b), 0);
 	wait_done(f, n);
