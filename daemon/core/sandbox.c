@@ -22,6 +22,7 @@ static const char *const state_names[_SANDBOX_STATE_MAX] = {
  *   pending -> starting -> running -> stopping -> stopped -> starting ...
  *   running -> suspending -> suspended -> resuming -> running
  *   resuming -> suspended (a resume that could not restore: the saved state is kept)
+ *   suspending -> running (a suspend that failed while the guest ran on)
  *   suspended -> stopping (its saved memory is dropped, its disk kept)
  *   failed -> starting (its layer boots again: a crash does not trap the work on it);
  *   terminated is final. */
@@ -37,8 +38,8 @@ static const unsigned transitions[_SANDBOX_STATE_MAX] = {
 	                      BIT(SANDBOX_TERMINATED),
 	[SANDBOX_FAILED] = BIT(SANDBOX_STARTING) | BIT(SANDBOX_TERMINATED),
 	[SANDBOX_TERMINATED] = 0,
-	[SANDBOX_SUSPENDING] =
-	        BIT(SANDBOX_SUSPENDED) | BIT(SANDBOX_FAILED) | BIT(SANDBOX_TERMINATED),
+	[SANDBOX_SUSPENDING] = BIT(SANDBOX_SUSPENDED) | BIT(SANDBOX_RUNNING) | BIT(SANDBOX_FAILED) |
+	                       BIT(SANDBOX_TERMINATED),
 	[SANDBOX_RESUMING] = BIT(SANDBOX_RUNNING) | BIT(SANDBOX_SUSPENDED) | BIT(SANDBOX_FAILED) |
 	                     BIT(SANDBOX_TERMINATED),
 };

@@ -200,22 +200,62 @@ suspend_idle(struct sandboxd *d, struct sandbox *sb)
 	return true;
 }
 
-/* A suspend finished: the VMM is gone (its slot and tap free) and the memory is saved, or it
- * failed and whatever still runs for sb is ended (its layer kept: a start boots it again). */
+/* A suspend that failed, decided after the backend's callbacks returned: a backend whose VM
+ * ended with it reports the loss right after (the sandbox is failed by then); one whose guest
+ * runs on (the save was given up, the guest continued) leaves it suspending, and it runs again,
+ * its hubs following the same agent. */
+struct suspend_failure {
+	struct sandboxd *d;
+	char id[SANDBOX_ID_MAX + 1];
+	char reason[512];
+};
+
+static void
+suspend_failed(void *data)
+{
+	struct suspend_failure *sf = data;
+	struct sandbox *sb = registry_get(&sf->d->reg, sf->id);
+	struct backend *b = sb ? lifecycle_backend(sf->d, sb) : NULL;
+	_cleanup_free_ char *why = NULL;
+
+	if (!sb || !b || sb->state != SANDBOX_SUSPENDING || sb->op != SANDBOX_OP_NONE) {
+		free(sf);
+		return;
+	}
+	if (b->ops->check && b->ops->check(b, sb) == 0) {
+		struct agent *a = b->ops->agent ? b->ops->agent(b, sb) : NULL;
+		why = strdup_printf("suspending failed (%s); it runs on", sf->reason);
+		log_warning("sandbox '%s': %s", sb->id, why ? why : "suspending failed");
+		if (sandbox_set_state(sf->d, sb, SANDBOX_RUNNING, why) == 0 && a)
+			proc_attach_all(sb, a);
+	} else {
+		why = strdup_printf("suspending failed: %s", sf->reason);
+		lifecycle_vm_gone(sf->d, sb);
+		lifecycle_fail(sf->d, sb, why ? why : "suspending failed");
+	}
+	free(sf);
+}
+
+/* A suspend finished: the VMM is gone (its slot and tap free) and the memory is saved; or it
+ * failed (suspend_failed). */
 static void
 suspended(struct sandboxd *d, struct sandbox *sb, int error, const char *reason)
 {
-	struct backend *b = lifecycle_backend(d, sb);
 	_cleanup_free_ char *why = NULL;
 	bool idle = sb->idle_suspend;
 
 	sb->idle_suspend = false;
 	if (error < 0) {
-		why = strdup_printf("suspending failed: %s", reason ? reason : strerror(-error));
-		if (b && b->ops->abandon)
-			b->ops->abandon(b, sb);
-		lifecycle_vm_gone(d, sb);
-		lifecycle_fail(d, sb, why ? why : "suspending failed");
+		struct suspend_failure *sf = calloc(1, sizeof(*sf));
+		if (!sf || loop_defer(d->loop, suspend_failed, sf) < 0) {
+			free(sf);
+			lifecycle_vm_gone(d, sb);
+			lifecycle_fail(d, sb, "suspending failed, and sandboxd ran out of memory");
+			return;
+		}
+		sf->d = d;
+		snprintf(sf->id, sizeof(sf->id), "%s", sb->id);
+		snprintf(sf->reason, sizeof(sf->reason), "%s", reason ? reason : strerror(-error));
 		return;
 	}
 	lifecycle_vm_gone(d, sb);

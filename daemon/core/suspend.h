@@ -5,7 +5,8 @@
  * one (slot, tap, egress), and the hubs follow the processes again from where they stood.
  *
  *   running -> suspending -> suspended -> resuming -> running
- *   a resume that could not restore -> suspended again (the saved state is kept) */
+ *   a resume that could not restore -> suspended again (the saved state is kept)
+ *   a suspend that failed while the guest ran on -> running again */
 #pragma once
 
 #include <stdbool.h>
