@@ -210,6 +210,9 @@ struct suspend_failure {
 	char reason[512];
 };
 
+static void decide_later(struct sandboxd *d, struct sandbox *sb, loop_defer_fn fn, int error,
+                         const char *reason);
+
 static void
 suspend_failed(void *data)
 {
@@ -246,16 +249,7 @@ suspended(struct sandboxd *d, struct sandbox *sb, int error, const char *reason)
 
 	sb->idle_suspend = false;
 	if (error < 0) {
-		struct suspend_failure *sf = calloc(1, sizeof(*sf));
-		if (!sf || loop_defer(d->loop, suspend_failed, sf) < 0) {
-			free(sf);
-			lifecycle_vm_gone(d, sb);
-			lifecycle_fail(d, sb, "suspending failed, and sandboxd ran out of memory");
-			return;
-		}
-		sf->d = d;
-		snprintf(sf->id, sizeof(sf->id), "%s", sb->id);
-		snprintf(sf->reason, sizeof(sf->reason), "%s", reason ? reason : strerror(-error));
+		decide_later(d, sb, suspend_failed, error, reason);
 		return;
 	}
 	lifecycle_vm_gone(d, sb);
@@ -266,28 +260,63 @@ suspended(struct sandboxd *d, struct sandbox *sb, int error, const char *reason)
 	(void)sandbox_set_state(d, sb, SANDBOX_SUSPENDED, why);
 }
 
+/* A resume that failed, decided once the backend's callbacks returned (its VMM is reaped and
+ * freed by then): suspended again while its saved state is there (a retry may work), else
+ * failed. */
+static void
+resume_failed(void *data)
+{
+	struct suspend_failure *sf = data;
+	struct sandbox *sb = registry_get(&sf->d->reg, sf->id);
+	struct backend *b = sb ? lifecycle_backend(sf->d, sb) : NULL;
+	_cleanup_free_ char *why = NULL;
+	struct backend_found found;
+
+	if (!sb || !b || sb->state != SANDBOX_RESUMING || sb->op != SANDBOX_OP_NONE) {
+		free(sf);
+		return;
+	}
+	lifecycle_vm_gone(sf->d, sb);
+	if (b->ops->status(b, sb, &found) == 0 && found.status == BACKEND_SUSPENDED) {
+		why = strdup_printf("resuming failed (%s); its saved state is kept: resume it "
+		                    "again, or stop it to boot its disk",
+		                    sf->reason);
+		log_warning("sandbox '%s': %s", sb->id, why ? why : "resuming failed");
+		(void)sandbox_set_state(sf->d, sb, SANDBOX_SUSPENDED, why);
+	} else {
+		why = strdup_printf("resuming failed: %s", sf->reason);
+		lifecycle_fail(sf->d, sb, why ? why : "resuming failed");
+	}
+	free(sf);
+}
+
+/* Has fn decide what a failed suspend or resume of sb leaves, after this batch of events. */
+static void
+decide_later(struct sandboxd *d, struct sandbox *sb, loop_defer_fn fn, int error,
+             const char *reason)
+{
+	struct suspend_failure *sf = calloc(1, sizeof(*sf));
+
+	if (!sf || loop_defer(d->loop, fn, sf) < 0) {
+		free(sf);
+		lifecycle_vm_gone(d, sb);
+		lifecycle_fail(d, sb, "sandboxd ran out of memory");
+		return;
+	}
+	sf->d = d;
+	snprintf(sf->id, sizeof(sf->id), "%s", sb->id);
+	snprintf(sf->reason, sizeof(sf->reason), "%s", reason ? reason : strerror(-error));
+}
+
 /* A resume finished: it runs again and its processes' hubs follow them through the new agent;
- * or the restore failed, and it is suspended again while its saved state is there (a retry
- * may work), else failed. */
+ * or it failed (resume_failed). */
 static void
 resumed(struct sandboxd *d, struct sandbox *sb, int error, const char *reason)
 {
 	struct backend *b = lifecycle_backend(d, sb);
-	_cleanup_free_ char *why = NULL;
-	struct backend_found found;
 
 	if (error < 0) {
-		lifecycle_vm_gone(d, sb);
-		if (b && b->ops->status(b, sb, &found) == 0 && found.status == BACKEND_SUSPENDED) {
-			why = strdup_printf("resuming failed (%s); its saved state is kept: resume "
-			                    "it again, or stop it to boot its disk",
-			                    reason ? reason : strerror(-error));
-			log_warning("sandbox '%s': %s", sb->id, why ? why : "resuming failed");
-			(void)sandbox_set_state(d, sb, SANDBOX_SUSPENDED, why);
-			return;
-		}
-		why = strdup_printf("resuming failed: %s", reason ? reason : strerror(-error));
-		lifecycle_fail(d, sb, why ? why : "resuming failed");
+		decide_later(d, sb, resume_failed, error, reason);
 		return;
 	}
 	if (sandbox_set_state(d, sb, SANDBOX_RUNNING, NULL) < 0)
