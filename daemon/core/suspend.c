@@ -80,6 +80,11 @@ lifecycle_resume(struct sandboxd *d, struct sandbox *sb, struct err *err)
 		return err_set(err, -EBUSY, ERR_CONFLICT,
 		               "sandbox '%s' is %s; only a suspended sandbox resumes", sb->id,
 		               sandbox_state_to_string(sb->state));
+	if (sb->op != SANDBOX_OP_NONE)
+		return err_set(err, -EBUSY, ERR_CONFLICT,
+		               "sandbox '%s' is busy (a snapshot is being taken); resume it once "
+		               "that is done",
+		               sb->id);
 	/* the policy is read at each start of sandboxd: a resume gets only what it permits now,
 	 * as a start does */
 	if (!lifecycle_network_permitted(d, sb, &why)) {
