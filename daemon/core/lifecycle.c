@@ -21,6 +21,7 @@
 #include "records.h"
 #include "samples.h"
 #include "sandboxd.h"
+#include "snapshots.h"
 #include "store.h"
 #include "util.h"
 
@@ -44,6 +45,7 @@ fail(struct sandboxd *d, struct sandbox *sb, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
+	snapshots_abort(d, sb, reason); /* a snapshot being written never completes */
 	sb->op = SANDBOX_OP_NONE;
 	sb->woken_for_files = false;
 	sb->stopping = SANDBOX_STOP_REQUEST; /* a stop sandboxd began is over too */
@@ -141,6 +143,7 @@ boot_launch(struct sandboxd *d, struct backend *b, struct sandbox *sb, enum sand
             const struct egress_link *link)
 {
 	_cleanup_close_ int net = tap;
+	_cleanup_free_ char *snapshot = NULL;
 	const struct image *img = NULL;
 	struct vm_launch l;
 	int r;
@@ -156,6 +159,15 @@ boot_launch(struct sandboxd *d, struct backend *b, struct sandbox *sb, enum sand
 		l.net = (struct vm_net){ .tap_fd = net,
 			                 .guest_addr = link->guest_addr,
 			                 .host_addr = link->host_addr };
+	}
+	/* a fork's first boot begins from its snapshot */
+	if (op == SANDBOX_OP_START && sb->snapshot_id) {
+		snapshot = snapshot_dir(d, sb->snapshot_id);
+		if (!snapshot) {
+			vm_gone(d, sb);
+			return -ENOMEM;
+		}
+		l.snapshot_dir = snapshot;
 	}
 	r = op == SANDBOX_OP_START ? b->ops->start(b, sb, &l) : b->ops->restart(b, sb, &l);
 	if (r < 0)
@@ -362,10 +374,10 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err)
 		return -ENOMEM;
 	sb->state = SANDBOX_PENDING;
 	sb->created_at = sb->last_active = sb->last_attended = now_unix_ms();
-	data = json_pack("{s:s?, s:s, s:i, s:i, s:I, s:O, s:O}", "name", sb->name, "image",
+	data = json_pack("{s:s?, s:s, s:i, s:i, s:I, s:O, s:O, s:s?}", "name", sb->name, "image",
 	                 sb->image, "cpus", (int)sb->cpus, "memory_mb", (int)sb->memory_mb,
 	                 "disk_mb", (json_int_t)sb->disk_mb, "network", sb->network, "labels",
-	                 sb->labels);
+	                 sb->labels, "snapshot", sb->snapshot_id);
 	if (data) {
 		json_t *names = json_array();
 		for (size_t i = 0; names && i < sb->nenv; i++)
@@ -492,6 +504,11 @@ move(struct sandboxd *d, struct sandbox *sb, const struct move *m, struct err *e
 	activity_request(sb);
 	if (sb->op == SANDBOX_OP_DESTROY)
 		return err_set(err, -EBUSY, ERR_CONFLICT, "sandbox '%s' is being deleted", sb->id);
+	if (sb->op == SANDBOX_OP_SNAPSHOT)
+		return err_set(err, -EBUSY, ERR_CONFLICT,
+		               "sandbox '%s': a snapshot of it is being written; try again once it "
+		               "is done",
+		               sb->id);
 	if (m->done & STATE_BIT(sb->state))
 		return 0; /* already there, or on its way */
 	if (!(m->from & STATE_BIT(sb->state)))
@@ -601,6 +618,7 @@ lifecycle_delete(struct sandboxd *d, struct sandbox *sb, enum sandbox_end why, s
 	}
 	agents_vm_gone(d, sb);
 	proc_clear(sb);
+	snapshots_abort(d, sb, "its sandbox is being deleted");
 	sb->op = SANDBOX_OP_DESTROY;
 	r = b->ops->destroy(b, sb);
 	if (r < 0) {
@@ -686,8 +704,8 @@ on_backend_done(void *ctx, struct sandbox *sb, int error, const char *reason)
 		log_error("sandbox '%s': the backend completed a suspend or resume", sb->id);
 		break;
 
-	case SANDBOX_OP_SNAPSHOT: /* snapshots: not yet (issue 16) */
-		log_error("sandbox '%s': the backend completed a snapshot", sb->id);
+	case SANDBOX_OP_SNAPSHOT:
+		snapshots_written(d, sb, error, reason);
 		break;
 
 	case SANDBOX_OP_NONE:

@@ -126,6 +126,11 @@ struct sandbox {
 	struct sandbox_kept *kept; /* from its record at a restart, until the guest lists them */
 	size_t nkept;
 	struct agent_run *agent_run; /* agents.h: the agent its create started; NULL: none */
+	/* snapshots.h: the snapshot it was forked from (NULL: none), and its schedule */
+	char *snapshot_id;
+	uint64_t snapshot_every_secs; /* 0: no scheduled snapshots */
+	unsigned snapshot_keep;       /* how many of its scheduled snapshots are kept */
+	int64_t snapshot_last;        /* unix ms its schedule last took one (or was set) */
 
 	int64_t created_at; /* unix ms */
 	int64_t updated_at;
