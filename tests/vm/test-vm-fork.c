@@ -20,6 +20,27 @@
 #include "harness.h"
 
 static struct daemon_proc p;
+/* As root, with ip and nft, sandboxd runs in network namespaces of the tests' own
+ * (tests/egress/netns.sh) with --egress on, so the sandboxes have a network and a MAC. */
+static char netns[16], resolv_dir[300], resolv[400];
+static bool with_net;
+
+static bool
+sh(const char *fmt, ...)
+{
+	va_list ap;
+	char *cmd = NULL;
+	int r;
+
+	va_start(ap, fmt);
+	r = vasprintf(&cmd, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		return false;
+	r = system(cmd);
+	free(cmd);
+	return r == 0;
+}
 
 static const char counter[] =
         "{\"argv\":[\"sh\",\"-c\",\"i=0; while true; do i=$((i+1)); echo $i > "
@@ -78,10 +99,17 @@ mac_of(const char *id, char *out, size_t n)
 	        out, n);
 }
 
+/* A create with body (an object's members, without braces), with a network where there is one. */
 static void
-create(const char *body, char *id, size_t n)
+create(const char *members, char *id, size_t n)
 {
-	json_t *j = harness_json_timeout(p.sock, "POST", "/v1/sandboxes", body, 600000, 201);
+	char body[512];
+	json_t *j;
+
+	snprintf(body, sizeof(body), "{%s%s}", members,
+	         with_net ? ",\"network\":{\"mode\":\"allowlist\",\"allow\":[\"example.org\"]}"
+	                  : "");
+	j = harness_json_timeout(p.sock, "POST", "/v1/sandboxes", body, 600000, 201);
 
 	if (strcmp(harness_str(j, "state"), "running") != 0)
 		fail_msg("the sandbox did not start: %s", harness_str(j, "reason"));
@@ -115,7 +143,7 @@ test_fork_carries_on_with_its_own_identity(void **state)
 	bool listed = false;
 
 	(void)state;
-	create("{\"name\":\"parent\"}", parent, sizeof(parent));
+	create("\"name\":\"parent\"", parent, sizeof(parent));
 	line_of(parent,
 	        "[\"sh\",\"-c\",\"echo from-the-parent > /sandbox/home/f; sync; cat "
 	        "/sandbox/home/f\"]",
@@ -136,7 +164,7 @@ test_fork_carries_on_with_its_own_identity(void **state)
 	assert_true(at_snapshot >= 3);
 
 	/* the fork */
-	snprintf(body, sizeof(body), "{\"name\":\"child\",\"snapshot_id\":\"%s\"}", snap);
+	snprintf(body, sizeof(body), "\"name\":\"child\",\"snapshot_id\":\"%s\"", snap);
 	create(body, child, sizeof(child));
 
 	/* its files and its running counter are the snapshot's: the count carries on from about
@@ -174,10 +202,14 @@ test_fork_carries_on_with_its_own_identity(void **state)
 	assert_string_not_equal(mid_p, mid_c);
 	mac_of(parent, mac_p, sizeof(mac_p));
 	mac_of(child, mac_c, sizeof(mac_c));
-	if (mac_p[0] || mac_c[0])
+	if (with_net) {
+		assert_true(strncmp(mac_p, "52:54:", 6) == 0);
+		assert_true(strncmp(mac_c, "52:54:", 6) == 0);
 		assert_string_not_equal(mac_p, mac_c);
-	else
-		fprintf(stderr, "note: the sandboxes have no network here: no MAC to compare\n");
+	} else {
+		fprintf(stderr, "note: the sandboxes have no network here (not root, or no network "
+		                "namespaces): no MAC to compare\n");
+	}
 
 	/* side by side: each counts on its own disk */
 	c1 = count_of(parent);
@@ -198,7 +230,7 @@ test_fork_carries_on_with_its_own_identity(void **state)
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/snapshots", parent);
 	j = harness_json_timeout(p.sock, "POST", path, NULL, 300000, 201);
 	assert_string_equal(harness_str(j, "kind"), "disk");
-	snprintf(body, sizeof(body), "{\"snapshot_id\":\"%s\"}", harness_str(j, "id"));
+	snprintf(body, sizeof(body), "\"snapshot_id\":\"%s\"", harness_str(j, "id"));
 	json_decref(j);
 	{
 		char booted[40];
@@ -220,8 +252,27 @@ test_fork_carries_on_with_its_own_identity(void **state)
 static int
 setup(void **state)
 {
+	static const char *launcher[6];
+
 	(void)state;
-	return harness_start_vm(&p, NULL, NULL);
+	snprintf(netns, sizeof(netns), "sbxtf%d", (int)(getpid() % 100000));
+	if (geteuid() == 0 &&
+	    sh("command -v ip >/dev/null && command -v nft >/dev/null && sh '%s' up %s", NETNS_SH,
+	       netns) &&
+	    harness_tmpdir(resolv_dir, sizeof(resolv_dir)) == 0) {
+		snprintf(resolv, sizeof(resolv), "%s/resolv.conf", resolv_dir);
+		with_net = sh("echo 'nameserver 203.0.113.53' > '%s'", resolv);
+	}
+	if (!with_net)
+		return harness_start_vm(&p, NULL, NULL);
+	launcher[0] = "/bin/sh";
+	launcher[1] = NETNS_SH;
+	launcher[2] = "exec-host";
+	launcher[3] = netns;
+	launcher[4] = resolv;
+	launcher[5] = NULL;
+	harness_set_launcher(launcher);
+	return harness_start_vm(&p, (const char *const[]){ "--egress", "on", NULL }, NULL);
 }
 
 static int
@@ -233,6 +284,11 @@ teardown(void **state)
 	(void)harness_delete_all(p.sock);
 	rc = harness_stop(&p, SIGTERM);
 	harness_cleanup(&p);
+	harness_set_launcher(NULL);
+	if (geteuid() == 0 && !sh("sh '%s' down %s", NETNS_SH, netns))
+		fprintf(stderr, "test-vm-fork: netns.sh down %s failed\n", netns);
+	if (resolv_dir[0])
+		harness_rmtree(resolv_dir);
 	return rc == 0 ? 0 : -1;
 }
 
