@@ -1060,8 +1060,14 @@ qemu_status(struct backend *b, struct sandbox *sb, struct backend_found *ret)
 	}
 	*ret = (struct backend_found){ .status = upper && access(upper, F_OK) == 0 ? BACKEND_STOPPED
 		                                                                   : BACKEND_GONE };
-	if (ret->status == BACKEND_STOPPED && vm_has_state(vm))
-		ret->status = BACKEND_SUSPENDED;
+	if (ret->status == BACKEND_STOPPED) {
+		/* a save that its sandboxd did not live to finish is no state */
+		_cleanup_free_ char *tmp = vm_path(vm, VM_STATE_FILE ".tmp");
+		if (tmp)
+			(void)unlink(tmp);
+		if (vm_has_state(vm))
+			ret->status = BACKEND_SUSPENDED;
+	}
 	if (ret->status == BACKEND_GONE)
 		vm_free(vm);
 	return 0;
