@@ -167,6 +167,7 @@ int cmd_cp(struct cli *cli, int argc, char **argv);
 int cmd_ls(struct cli *cli, int argc, char **argv);
 int cmd_port_forward(struct cli *cli, int argc, char **argv);
 int cmd_image(struct cli *cli, int argc, char **argv);
+int cmd_snapshot(struct cli *cli, int argc, char **argv);
 int cmd_node(struct cli *cli, int argc, char **argv);
 int cmd_network(struct cli *cli, int argc, char **argv);
 int cmd_agent(struct cli *cli, int argc, char **argv);

@@ -48,6 +48,9 @@ enum {
 	OPT_IDLE_ACTION,
 	OPT_LIFETIME,
 	OPT_NO_WAIT,
+	OPT_SNAPSHOT,
+	OPT_SNAPSHOT_EVERY,
+	OPT_SNAPSHOT_KEEP,
 };
 
 /* Whether the list shows sb: terminated ones only when asked for (--all, --state). */
@@ -211,6 +214,9 @@ cmd_create(struct cli *cli, int argc, char **argv)
 		{ "idle-action", required_argument, NULL, OPT_IDLE_ACTION },
 		{ "lifetime", required_argument, NULL, OPT_LIFETIME },
 		{ "no-wait", no_argument, NULL, OPT_NO_WAIT },
+		{ "snapshot", required_argument, NULL, OPT_SNAPSHOT },
+		{ "snapshot-every", required_argument, NULL, OPT_SNAPSHOT_EVERY },
+		{ "snapshot-keep", required_argument, NULL, OPT_SNAPSHOT_KEEP },
 		{ NULL, 0, NULL, 0 },
 	};
 	json_t *body = json_object(), *labels = json_object(), *env = json_object();
@@ -251,6 +257,20 @@ cmd_create(struct cli *cli, int argc, char **argv)
 			break;
 		case OPT_NO_WAIT:
 			r = json_object_set_new(body, "wait", json_false()) < 0 ? cli_oom() : 0;
+			break;
+		case OPT_SNAPSHOT:
+			/* a fork: the server checks the id, and that it is the caller's */
+			r = json_object_set_new(body, "snapshot_id", json_string(optarg)) < 0
+			            ? cli_usage_error(cli, "--snapshot takes a snapshot id")
+			            : 0;
+			break;
+		case OPT_SNAPSHOT_EVERY:
+			r = cli_number_option(cli, "--snapshot-every", optarg, INT64_MAX, body,
+			                      "snapshot_every_secs");
+			break;
+		case OPT_SNAPSHOT_KEEP:
+			r = cli_number_option(cli, "--snapshot-keep", optarg, INT32_MAX, body,
+			                      "snapshot_keep");
 			break;
 		default:
 			r = cli_option_end(cli, c);

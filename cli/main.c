@@ -75,6 +75,12 @@ static const struct verb verbs[] = {
 	          "                       suspend), stop (its disk is kept; the default\n"
 	          "                       elsewhere) or terminate (its disk is discarded)\n"
 	          "  --lifetime SECS      end it this long after creation (0: never)\n"
+	          "  --snapshot ID        a fork: start from this snapshot of yours, with its\n"
+	          "                       image, cpus, memory and disk (and, from a memory\n"
+	          "                       snapshot, its running processes); its own name,\n"
+	          "                       hostname, machine id and network\n"
+	          "  --snapshot-every SECS  snapshot it every SECS while it runs\n"
+	          "  --snapshot-keep N    keep the newest N of those (with --snapshot-every)\n"
 	          "  --no-wait            return at once, before it runs\n"
 	          "\n"
 	          "Prints only the id (with --json: the sandbox). When the sandbox fails to\n"
@@ -261,6 +267,17 @@ static const struct verb verbs[] = {
 	          "\n"
 	          "See 'sandbox-cli image pull --help' and so on.\n",
 	  .run = cmd_image },
+	{ .name = "snapshot",
+	  .usage = "snapshot create|ls|rm|schedule ...",
+	  .summary = "Snapshot sandboxes, list and delete snapshots, schedule them.",
+	  .help = "  snapshot create REF [--kind memory|disk]\n"
+	          "  snapshot ls [--sandbox ID]\n"
+	          "  snapshot rm ID...\n"
+	          "  snapshot schedule REF --every SECS [--keep N]\n"
+	          "\n"
+	          "A fork starts from a snapshot: 'sandbox-cli create --snapshot ID'.\n"
+	          "See 'sandbox-cli snapshot create --help' and so on.\n",
+	  .run = cmd_snapshot },
 	{ .name = "node",
 	  .usage = "node [cordon|uncordon]",
 	  .summary = "Show what the server's node offers and what is free; cordon it.",

@@ -121,6 +121,18 @@ void api_secret_list(struct api_call *call);
 void api_secret_put(struct api_call *call);
 void api_secret_delete(struct api_call *call);
 
+/* Snapshots and forks (api-snapshots.c). */
+void api_snapshot_create(struct api_call *call);
+void api_snapshot_list(struct api_call *call);
+void api_snapshot_get(struct api_call *call);
+void api_snapshot_delete(struct api_call *call);
+void api_snapshot_schedule(struct api_call *call);
+/* A create with snapshot_id (a fork): the snapshot must be the caller's (an admin's: any);
+ * sb gets its image, cpus, memory_mb and disk_mb, which the request may repeat but not
+ * change. 0 (also for a create that is no fork), or answered (400, 404, 409, 501) and
+ * -errno. */
+int api_snapshot_fork(struct api_call *call, struct sandbox *sb);
+
 /* GET /v1/node: the node's capacity and what is free; POST /v1/node/cordon (api-node.c). */
 void api_node_get(struct api_call *call);
 void api_node_cordon(struct api_call *call);

@@ -7,6 +7,7 @@
 #include "log.h"
 #include "request.h"
 #include "sandboxd.h"
+#include "snapshots.h"
 #include "util.h"
 
 static json_int_t
@@ -41,7 +42,7 @@ node_json(struct sandboxd *d)
 {
 	const struct node *n = &d->node;
 	struct sandbox_usage all;
-	json_t *images = images_list_json(d), *names = json_array(), *pools = pools_json(d), *v;
+	json_t *images = images_list_json(d), *names = json_array(), *pools = pools_json(d), *v, *j;
 	size_t i;
 
 	api_usage(d, NULL, &all);
@@ -55,17 +56,24 @@ node_json(struct sandboxd *d)
 		if (streq(json_string_value(json_object_get(v, "state")) ?: "", "installed"))
 			json_array_append(names, json_object_get(v, "image"));
 	json_decref(images);
-	return json_pack("{s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I}, s:I, "
-	                 "s:I, s:o, s:o, s:O, s:b}",
-	                 "capacity", "cpus", (json_int_t)n->cpus, "memory_mb",
-	                 (json_int_t)n->memory_mb, "disk_mb", (json_int_t)n->disk_mb, "free",
-	                 "cpus", left(n->cpus, all.cpus), "memory_mb",
-	                 left(n->memory_mb, all.memory_mb), "disk_mb",
-	                 left(n->disk_mb, all.disk_mb), "allocated", "sandboxes",
-	                 (json_int_t)all.sandboxes, "cpus", (json_int_t)all.cpus, "memory_mb",
-	                 (json_int_t)all.memory_mb, "disk_mb", (json_int_t)all.disk_mb, "running",
-	                 (json_int_t)all.running, "pooled", (json_int_t)0, "pools", pools, "images",
-	                 names, "labels", n->labels, "cordoned", n->cordoned);
+	j = json_pack("{s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I}, s:I, "
+	              "s:I, s:o, s:o, s:O, s:b}",
+	              "capacity", "cpus", (json_int_t)n->cpus, "memory_mb",
+	              (json_int_t)n->memory_mb, "disk_mb", (json_int_t)n->disk_mb, "free", "cpus",
+	              left(n->cpus, all.cpus), "memory_mb", left(n->memory_mb, all.memory_mb),
+	              "disk_mb", left(n->disk_mb, all.disk_mb), "allocated", "sandboxes",
+	              (json_int_t)all.sandboxes, "cpus", (json_int_t)all.cpus, "memory_mb",
+	              (json_int_t)all.memory_mb, "disk_mb", (json_int_t)all.disk_mb, "running",
+	              (json_int_t)all.running, "pooled", (json_int_t)0, "pools", pools, "images",
+	              names, "labels", n->labels, "cordoned", n->cordoned);
+	/* (ext) what snapshots take of the node's disk: the operator's storage, beside what
+	 * sandboxes were given */
+	if (j && (json_object_set_new(j, "snapshots",
+	                              json_integer((json_int_t)snapshots_count(d))) < 0 ||
+	          json_object_set_new(j, "snapshot_bytes",
+	                              json_integer((json_int_t)snapshots_bytes(d))) < 0))
+		j = (json_decref(j), NULL);
+	return j;
 }
 
 void

@@ -639,6 +639,8 @@ api_sandbox_create(struct api_call *call)
 		api_reply_failure(call->c, r, &err);
 		return;
 	}
+	if (api_snapshot_fork(call, sb) < 0)
+		return;
 	/* nothing is made before these: a refused create leaves no sandbox behind */
 	if ((sb->agent_run && api_agent_prepare(call, sb) < 0) || check_cordon(call) < 0 ||
 	    check_launch(call, sb, true) < 0 || check_capacity(call, sb, true) < 0)

@@ -7,6 +7,7 @@
 #include "samples.h"
 #include "sandboxd.h"
 #include "server.h"
+#include "snapshots.h"
 #include "util.h"
 #include "web.h"
 
@@ -91,9 +92,12 @@ static const struct route routes[] = {
 	  .flags = ROUTE_UPGRADE | ROUTE_GUEST,
 	  .feature = "tunnel" },
 	ROUTE(POST, "/v1/sandboxes/{ref}/previews", api_preview_create, ROUTE_JSON),
-	LATER(POST, "/v1/sandboxes/{ref}/snapshots", "disk_snapshot"),
-	LATER(GET, "/v1/snapshots", "disk_snapshot"),
-	LATER(DELETE, "/v1/snapshots/{id}", "disk_snapshot"),
+	/* 501 naming the capability where the backend takes no snapshots (api-snapshots.c) */
+	ROUTE(POST, "/v1/sandboxes/{ref}/snapshots", api_snapshot_create, ROUTE_JSON_OPT),
+	ROUTE(PUT, "/v1/sandboxes/{ref}/snapshot-schedule", api_snapshot_schedule, ROUTE_JSON),
+	ROUTE(GET, "/v1/snapshots", api_snapshot_list, 0),
+	ROUTE(GET, "/v1/snapshots/{id}", api_snapshot_get, 0),
+	ROUTE(DELETE, "/v1/snapshots/{id}", api_snapshot_delete, 0),
 	ROUTE(GET, "/v1/images", api_image_list, 0),
 	ROUTE(POST, "/v1/images", api_image_install, ROUTE_JSON),
 	ROUTE(DELETE, "/v1/images/{image}", api_image_remove, 0),
@@ -448,8 +452,9 @@ api_capabilities(struct api_call *call)
 	              "api_version", "v1", "version", sandboxd_version, "backend",
 	              d->backend ? d->backend->ops->name : "none", "accel", caps.accel,
 	              "capabilities", "network_policy_update", caps.egress >= NET_ALLOWLIST,
-	              "suspend", caps.suspend, "memory_snapshot", caps.memory_snapshot,
-	              "disk_snapshot", caps.disk_snapshot, "egress_allowlist",
+	              "suspend", caps.suspend, "memory_snapshot",
+	              snapshots_offered(d, SNAPSHOT_MEMORY), "disk_snapshot",
+	              snapshots_offered(d, SNAPSHOT_DISK), "egress_allowlist",
 	              d->policy.network.ceiling >= NET_ALLOWLIST, "egress_open",
 	              d->policy.network.ceiling >= NET_OPEN, "tunnel", caps.processes, "volumes",
 	              false, "metrics", samples_available(d), "audit", true, "images", true,

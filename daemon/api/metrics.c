@@ -7,6 +7,7 @@
 #include "proc.h"
 #include "sandboxd.h"
 #include "server.h"
+#include "snapshots.h"
 #include "util.h"
 
 static int
@@ -83,6 +84,11 @@ render_node(struct sandboxd *d, struct buf *out)
 		  all.disk_mb < n->disk_mb ? n->disk_mb - all.disk_mb : 0 },
 		{ "sandboxd_cordoned", "1 while the node is cordoned (it takes no new sandboxes).",
 		  n->cordoned },
+		{ "sandboxd_snapshots", "Snapshots kept on this node.", snapshots_count(d) },
+		{ "sandboxd_snapshot_bytes",
+		  "The disk snapshots take on this node, in bytes (counted against "
+		  "--capacity-disk-mb when a snapshot is taken).",
+		  snapshots_bytes(d) },
 	};
 	r = 0;
 	for (size_t i = 0; r >= 0 && i < ARRAY_SIZE(gauges); i++)

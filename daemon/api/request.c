@@ -4,6 +4,7 @@
 #include "netpolicy.h"
 #include "oci.h"
 #include "request.h"
+#include "snapshots.h"
 #include "strv.h"
 #include "util.h"
 
@@ -375,6 +376,34 @@ out:
 }
 
 int
+request_decode_schedule(const struct policy *p, const json_t *body, const char *every_name,
+                        const char *keep_name, uint64_t *ret_every, unsigned *ret_keep,
+                        struct err *err)
+{
+	uint64_t min = p->limits.min_snapshot_every_secs ? p->limits.min_snapshot_every_secs : 1;
+	uint64_t max_keep = p->limits.max_snapshot_keep ? p->limits.max_snapshot_keep
+	                                                : REQUEST_SNAPSHOT_KEEP_MAX;
+	const json_t *every = json_object_get(body, every_name);
+	uint64_t n = 0, keep = max_keep;
+	int r;
+
+	if ((r = get_uint(body, every_name, 0, REQUEST_SNAPSHOT_EVERY_MAX, &n, err)) < 0 ||
+	    (r = get_uint(body, keep_name, 1, max_keep, &keep, err)) < 0)
+		return r;
+	if (n > 0 && n < min)
+		return err_set(err, -EINVAL, ERR_INVALID,
+		               "'%s' is %llu; this server takes snapshots at most every %llu s "
+		               "(min_snapshot_every_secs), or 0 for none",
+		               every_name, (unsigned long long)n, (unsigned long long)min);
+	if (is_unset(every) && !is_unset(json_object_get(body, keep_name)))
+		return err_set(err, -EINVAL, ERR_INVALID, "'%s' needs '%s': how often to take one",
+		               keep_name, every_name);
+	*ret_every = n;
+	*ret_keep = n ? (unsigned)keep : 0;
+	return 0;
+}
+
+int
 request_decode_create(const struct policy *p, const json_t *body, struct sandbox *sb,
                       bool *ret_wait, struct err *err)
 {
@@ -479,11 +508,21 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 			return err_set(err, -EOPNOTSUPP, ERR_UNSUPPORTED,
 			               "this server does not offer volumes");
 	}
-	if (!is_unset(json_object_get(body, "snapshot_id")) ||
-	    !is_unset(json_object_get(body, "snapshot_every_secs")) ||
-	    !is_unset(json_object_get(body, "snapshot_keep")))
-		return err_set(err, -EOPNOTSUPP, ERR_UNSUPPORTED,
-		               "this server does not offer snapshots");
+	/* a fork: the API checks the snapshot (its owner, and the resources it fixes) */
+	v = json_object_get(body, "snapshot_id");
+	if (!is_unset(v)) {
+		if (!json_is_string(v) || !snapshot_id_valid(json_string_value(v)))
+			return err_set(
+			        err, -EINVAL, ERR_INVALID,
+			        "'snapshot_id' must be a snapshot id (snap_ and 16 hex digits)");
+		sb->snapshot_id = strdup(json_string_value(v));
+		if (!sb->snapshot_id)
+			return -ENOMEM;
+	}
+	r = request_decode_schedule(p, body, "snapshot_every_secs", "snapshot_keep",
+	                            &sb->snapshot_every_secs, &sb->snapshot_keep, err);
+	if (r < 0)
+		return r;
 	v = json_object_get(body, "agent");
 	if (!is_unset(v) && (r = decode_agent(v, &sb->agent_run, err)) < 0)
 		return r;

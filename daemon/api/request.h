@@ -19,12 +19,22 @@
 #define REQUEST_BOUND_LIFETIME_SECS (24 * 3600)
 
 /* Fills sb (name, image, resources, env, network, labels, timeouts, idle_action,
- * bound_to_client) from a create body. *ret_wait is false when the body says "wait": false.
+ * bound_to_client, snapshot_id, the snapshot schedule) from a create body. *ret_wait is false when the body says "wait": false.
  * Under a policy limit on a timeout, a request that leaves it out gets the limit and one that
  * says 0 ("none") is 400. A bound sandbox whose request and policy set no lifetime gets
  * REQUEST_BOUND_LIFETIME_SECS (at most the limit). */
 int request_decode_create(const struct policy *p, const json_t *body, struct sandbox *sb,
                           bool *ret_wait, struct err *err);
+
+/* A snapshot schedule from body's every_name and keep_name (the create's snapshot_every_secs
+ * and snapshot_keep, or PUT …/snapshot-schedule's every_secs and keep): every 0 (or left out)
+ * is none, else at least the policy's min_snapshot_every_secs; keep 1 to max_snapshot_keep
+ * (left out: that limit), and only with every. */
+#define REQUEST_SNAPSHOT_EVERY_MAX (366ull * 24 * 3600)
+#define REQUEST_SNAPSHOT_KEEP_MAX 1000
+int request_decode_schedule(const struct policy *p, const json_t *body, const char *every_name,
+                            const char *keep_name, uint64_t *ret_every, unsigned *ret_keep,
+                            struct err *err);
 
 /* A patch: {} is 400 (it changes nothing); "name": "" removes the name, as null does. */
 struct sandbox_patch {

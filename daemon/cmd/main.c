@@ -26,6 +26,7 @@
 #include "samples.h"
 #include "sandboxd.h"
 #include "server.h"
+#include "snapshots.h"
 #include "store.h"
 #include "strv.h"
 #include "tls.h"
@@ -58,6 +59,7 @@ housekeeping(struct loop_timer *t _unused_, void *data)
 	if (d->preview_server)
 		server_sweep(d->preview_server, now_mono_ms());
 	lifecycle_housekeeping(d, now_unix_ms());
+	snapshots_housekeeping(d, now_unix_ms());
 	ended_forget(d, now_unix_ms());
 	if (++ticks % HEARTBEAT_EVERY == 0)
 		api_events_heartbeat(d);
@@ -448,6 +450,9 @@ run(struct sandboxd *d)
 		log_error("store: cannot load the sandboxes: %s", strerror(-r));
 		return r;
 	}
+	r = snapshots_init(d);
+	if (r < 0)
+		return r;
 	r = reconcile_start(d);
 	if (r < 0) {
 		log_error("the reconciler cannot start: %s", strerror(-r));
@@ -567,6 +572,7 @@ main(int argc, char **argv)
 	registry_init(&d.ended);
 	list_init(&d.subscribers);
 	list_init(&d.create_waits);
+	list_init(&d.snapshots);
 	umask(0077);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -614,6 +620,7 @@ out:
 	egress_stop(&d);
 	d.backend = backend_free(d.backend);
 	images_free(&d);
+	snapshots_done(&d);
 	registry_done(&d.reg);
 	registry_done(&d.ended);
 	buf_free(&d.list_cache);

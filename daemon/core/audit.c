@@ -167,6 +167,25 @@ build_tunnel_opened(const json_t *data, json_t *f, int *r)
 	return "tunnel.opened";
 }
 
+static const char *
+build_snapshot_created(const json_t *data, json_t *f, int *r)
+{
+	static const char *const keys[] = { "snapshot", "bytes", NULL };
+
+	*r = pick(f, data, keys);
+	return "snapshot.created";
+}
+
+/* reason: "request" or "retention" (a schedule's keep) */
+static const char *
+build_snapshot_deleted(const json_t *data, json_t *f, int *r)
+{
+	static const char *const keys[] = { "snapshot", "reason", NULL };
+
+	*r = pick(f, data, keys);
+	return "snapshot.deleted";
+}
+
 /* name, port and reason as decided; bytes: both ways together (a DNS answer moves none) */
 static int
 egress_fields(const json_t *data, json_t *f)
@@ -210,6 +229,8 @@ static const struct {
 	{ "file.written", build_file_written },
 	{ "file.removed", build_file_removed },
 	{ "tunnel.opened", build_tunnel_opened },
+	{ "snapshot.created", build_snapshot_created },
+	{ "snapshot.deleted", build_snapshot_deleted },
 	{ "egress.allowed", build_egress_allowed },
 	{ "egress.denied", build_egress_denied },
 };

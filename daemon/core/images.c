@@ -16,6 +16,7 @@
 #include "log.h"
 #include "oci.h"
 #include "sandboxd.h"
+#include "snapshots.h"
 #include "strv.h"
 #include "tool.h"
 #include "util.h"
@@ -339,7 +340,8 @@ images_installed(struct sandboxd *d, const char *name)
 	return img && img->state == IMAGE_INSTALLED && !img->rebuild ? img : NULL;
 }
 
-/* How many sandboxes that have not ended start from name. */
+/* How many sandboxes that have not ended start from name, and how many snapshots were taken
+ * of one. */
 static unsigned
 users_of(struct sandboxd *d, const char *name)
 {
@@ -351,6 +353,9 @@ users_of(struct sandboxd *d, const char *name)
 		if (streq(sb->image, name) && sb->state != SANDBOX_TERMINATED)
 			count++;
 	}
+	/* a snapshot's layer is written over the image's disk: a fork needs it still */
+	LIST_FOREACH (n, &d->snapshots)
+		count += streq(list_entry(n, struct snapshot, link)->image, name);
 	return count;
 }
 
@@ -991,8 +996,8 @@ images_remove(struct sandboxd *d, const char *name, struct err *err)
 			               "image '%s' has a pool in the policy; it is kept", name);
 	users = users_of(d, name);
 	if (users)
-		return err_set(err, -EBUSY, ERR_CONFLICT, "image '%s' is used by %u sandbox(es)",
-		               name, users);
+		return err_set(err, -EBUSY, ERR_CONFLICT,
+		               "image '%s' is used by %u sandbox(es) or snapshot(s)", name, users);
 	ref = image_ref_path(d->opts->state_dir, name);
 	if (!ref || (unlink(ref) < 0 && errno != ENOENT))
 		return err_set(err, -EIO, ERR_INTERNAL, "cannot remove the record of '%s'", name);

@@ -21,6 +21,7 @@
 #include "records.h"
 #include "samples.h"
 #include "sandboxd.h"
+#include "snapshots.h"
 #include "store.h"
 #include "suspend.h"
 #include "util.h"
@@ -45,6 +46,7 @@ fail(struct sandboxd *d, struct sandbox *sb, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(reason, sizeof(reason), fmt, ap);
 	va_end(ap);
+	snapshots_abort(d, sb, reason); /* a snapshot being written never completes */
 	sb->op = SANDBOX_OP_NONE;
 	sb->woken_for_files = false;
 	sb->stopping = SANDBOX_STOP_REQUEST; /* a stop sandboxd began is over too */
@@ -148,10 +150,14 @@ lifecycle_slot_take(struct sandboxd *d, struct sandbox *sb)
 	return slot_take(d, sb);
 }
 
-/* What sb's VM is launched with, but for its network. */
+/* What sb's VM is launched with, but for its network. Its machine id lives until the next
+ * launch_fill (a launch is borrowed for the one call it is handed to). */
 static void
 launch_fill(const struct sandbox *sb, const struct image *img, struct vm_launch *ret)
 {
+	static char machine_id[SANDBOX_MACHINE_ID_LEN + 1];
+
+	sandbox_machine_id(sb->id, machine_id);
 	*ret = (struct vm_launch){
 		.id = sb->id,
 		.hostname = sb->name ? sb->name : sb->id,
@@ -162,6 +168,7 @@ launch_fill(const struct sandbox *sb, const struct image *img, struct vm_launch 
 		.disk_mb = sb->disk_mb,
 		.slot = sb->slot,
 		.net = { .tap_fd = -1 },
+		.machine_id = machine_id,
 	};
 }
 
@@ -172,6 +179,7 @@ boot_launch(struct sandboxd *d, struct backend *b, struct sandbox *sb, enum sand
             const struct egress_link *link)
 {
 	_cleanup_close_ int net = tap;
+	_cleanup_free_ char *snapshot = NULL;
 	const struct image *img = NULL;
 	struct vm_launch l;
 	int r;
@@ -187,6 +195,15 @@ boot_launch(struct sandboxd *d, struct backend *b, struct sandbox *sb, enum sand
 		l.net = (struct vm_net){ .tap_fd = net,
 			                 .guest_addr = link->guest_addr,
 			                 .host_addr = link->host_addr };
+	}
+	/* a fork's first boot begins from its snapshot */
+	if (op == SANDBOX_OP_START && sb->snapshot_id) {
+		snapshot = snapshot_dir(d, sb->snapshot_id);
+		if (!snapshot) {
+			vm_gone(d, sb);
+			return -ENOMEM;
+		}
+		l.snapshot_dir = snapshot;
 	}
 	/* a resume is launched as a restart is (slot, tap, egress), its VMM restoring */
 	if (op == SANDBOX_OP_START)
@@ -404,10 +421,10 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err)
 		return -ENOMEM;
 	sb->state = SANDBOX_PENDING;
 	sb->created_at = sb->last_active = sb->last_attended = now_unix_ms();
-	data = json_pack("{s:s?, s:s, s:i, s:i, s:I, s:O, s:O}", "name", sb->name, "image",
+	data = json_pack("{s:s?, s:s, s:i, s:i, s:I, s:O, s:O, s:s?}", "name", sb->name, "image",
 	                 sb->image, "cpus", (int)sb->cpus, "memory_mb", (int)sb->memory_mb,
 	                 "disk_mb", (json_int_t)sb->disk_mb, "network", sb->network, "labels",
-	                 sb->labels);
+	                 sb->labels, "snapshot", sb->snapshot_id);
 	if (data) {
 		json_t *names = json_array();
 		for (size_t i = 0; names && i < sb->nenv; i++)
@@ -534,6 +551,11 @@ move(struct sandboxd *d, struct sandbox *sb, const struct move *m, struct err *e
 	activity_request(sb);
 	if (sb->op == SANDBOX_OP_DESTROY)
 		return err_set(err, -EBUSY, ERR_CONFLICT, "sandbox '%s' is being deleted", sb->id);
+	if (sb->op == SANDBOX_OP_SNAPSHOT)
+		return err_set(err, -EBUSY, ERR_CONFLICT,
+		               "sandbox '%s': a snapshot of it is being written; try again once it "
+		               "is done",
+		               sb->id);
 	if (m->done & STATE_BIT(sb->state))
 		return 0; /* already there, or on its way */
 	if (!(m->from & STATE_BIT(sb->state)))
@@ -643,6 +665,7 @@ lifecycle_delete(struct sandboxd *d, struct sandbox *sb, enum sandbox_end why, s
 	}
 	agents_vm_gone(d, sb);
 	proc_clear(sb);
+	snapshots_abort(d, sb, "its sandbox is being deleted");
 	sb->op = SANDBOX_OP_DESTROY;
 	r = b->ops->destroy(b, sb);
 	if (r < 0) {
@@ -728,8 +751,8 @@ on_backend_done(void *ctx, struct sandbox *sb, int error, const char *reason)
 		suspend_backend_done(d, sb, op, error, reason);
 		break;
 
-	case SANDBOX_OP_SNAPSHOT: /* snapshots: not yet (issue 16) */
-		log_error("sandbox '%s': the backend completed a snapshot", sb->id);
+	case SANDBOX_OP_SNAPSHOT:
+		snapshots_written(d, sb, error, reason);
 		break;
 
 	case SANDBOX_OP_NONE:
@@ -901,6 +924,13 @@ take_back(struct sandboxd *d, struct backend *b, struct sandbox *sb, const struc
 		(void)egress_attach(d, sb, &link, NULL, NULL);
 	}
 	launch_fill(sb, images_installed(d, sb->image), &l);
+	if (net) {
+		/* its addresses for the guest's handshake; the VM has its tap */
+		l.has_net = true;
+		l.net = (struct vm_net){ .tap_fd = -1,
+			                 .guest_addr = link.guest_addr,
+			                 .host_addr = link.host_addr };
+	}
 	return b->ops->adopt(b, sb, &l);
 }
 

@@ -1,5 +1,6 @@
 /* sandbox.c: sandbox objects, the transition table, the registry; see sandbox.h. */
 #include <ctype.h>
+#include <openssl/sha.h>
 #include "agents.h"
 #include "events.h"
 #include "log.h"
@@ -134,6 +135,7 @@ sandbox_free(struct sandbox *sb)
 	free(sb->image);
 	free(sb->backend);
 	free(sb->runtime_ref);
+	free(sb->snapshot_id);
 	free(sb->samples);
 	json_decref(sb->labels);
 	json_decref(sb->network);
@@ -235,14 +237,45 @@ sandbox_spec_to_json(const struct sandbox *sb)
 	if (j && sb->agent_run &&
 	    json_object_set_new(j, "agent", agent_run_to_json(sb->agent_run)) < 0)
 		j = (json_decref(j), NULL);
+	/* the snapshot it was forked from and its schedule (snapshots.h) */
+	if (j && (sb->snapshot_id || sb->snapshot_every_secs)) {
+		json_t *snaps =
+		        json_pack("{s:I, s:i}", "every_secs", (json_int_t)sb->snapshot_every_secs,
+		                  "keep", (int)sb->snapshot_keep);
+		if (snaps && sb->snapshot_id &&
+		    json_object_set_new(snaps, "from", json_string(sb->snapshot_id)) < 0)
+			snaps = (json_decref(snaps), NULL);
+		if (json_object_set_new(j, "snapshots", snaps) < 0)
+			j = (json_decref(j), NULL);
+	}
 	return j;
+}
+
+/* The "snapshots" member of a spec: {from, every_secs, keep}. */
+static int
+snapshots_spec_from_json(struct sandbox *sb, const json_t *snaps)
+{
+	const char *from = NULL;
+	json_int_t every = 0, keep = 0;
+
+	if (json_unpack((json_t *)snaps, "{s?s, s:I, s:I}", "from", &from, "every_secs", &every,
+	                "keep", &keep) < 0 ||
+	    every < 0 || keep < 0 || keep > UINT32_MAX)
+		return -EINVAL;
+	free(sb->snapshot_id);
+	sb->snapshot_id = from ? strdup(from) : NULL;
+	if (from && !sb->snapshot_id)
+		return -ENOMEM;
+	sb->snapshot_every_secs = (uint64_t)every;
+	sb->snapshot_keep = (unsigned)keep;
+	return 0;
 }
 
 int
 sandbox_spec_from_json(struct sandbox *sb, const json_t *spec)
 {
 	json_int_t cpus, mem, disk, idle, life;
-	json_t *labels, *network, *names, *agent = NULL;
+	json_t *labels, *network, *names, *agent = NULL, *snaps = NULL;
 	/* rows from before idle_action and bound_to_client: stop, and not bound */
 	const char *idle_action = "stop";
 	int bound = 0;
@@ -252,12 +285,14 @@ sandbox_spec_from_json(struct sandbox *sb, const json_t *spec)
 	int r;
 
 	if (json_unpack_ex((json_t *)spec, &err, JSON_STRICT,
-	                   "{s:I, s:I, s:I, s:I, s?s, s:I, s?b, s:o, s:o, s:o, s?o}", "cpus", &cpus,
-	                   "memory_mb", &mem, "disk_mb", &disk, "idle_timeout_secs", &idle,
+	                   "{s:I, s:I, s:I, s:I, s?s, s:I, s?b, s:o, s:o, s:o, s?o, s?o}", "cpus",
+	                   &cpus, "memory_mb", &mem, "disk_mb", &disk, "idle_timeout_secs", &idle,
 	                   "idle_action", &idle_action, "lifetime_secs", &life, "bound_to_client",
 	                   &bound, "labels", &labels, "network", &network, "env_names", &names,
-	                   "agent", &agent) < 0)
+	                   "agent", &agent, "snapshots", &snaps) < 0)
 		return -EINVAL;
+	if (snaps && (r = snapshots_spec_from_json(sb, snaps)) < 0)
+		return r;
 	sb->agent_run = agent_run_free(sb->agent_run);
 	if (agent && (r = agent_run_from_json(agent, &sb->agent_run)) < 0)
 		return r;
@@ -440,6 +475,17 @@ sandbox_to_json(const struct sandbox *sb)
 	              "lifetime_secs", (json_int_t)sb->lifetime_secs, "expires_at",
 	              exp ? expires : NULL, "bound_to_client", sb->bound_to_client, "owner",
 	              sb->owner, "reason", sb->reason);
+	/* (ext) the snapshot it was forked from, and its snapshot schedule: null for none */
+	if (j && (json_object_set_new(j, "snapshot_id",
+	                              sb->snapshot_id ? json_string(sb->snapshot_id)
+	                                              : json_null()) < 0 ||
+	          json_object_set_new(j, "snapshot_schedule",
+	                              sb->snapshot_every_secs
+	                                      ? json_pack("{s:I, s:i}", "every_secs",
+	                                                  (json_int_t)sb->snapshot_every_secs,
+	                                                  "keep", (int)sb->snapshot_keep)
+	                                      : json_null()) < 0))
+		j = (json_decref(j), NULL);
 	/* (ext) the agent its create started: null for a sandbox without one */
 	if (j &&
 	    json_object_set_new(j, "agent",
@@ -739,4 +785,20 @@ sandbox_id_valid(const char *id)
 		if (!(*p >= 'a' && *p <= 'z') && !isdigit((unsigned char)*p) && *p != '-')
 			return false;
 	return true;
+}
+
+void
+sandbox_machine_id(const char *id, char out[static SANDBOX_MACHINE_ID_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	char text[sizeof("sandboxd machine-id ") + SANDBOX_ID_MAX];
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	int n = snprintf(text, sizeof(text), "sandboxd machine-id %s", id);
+
+	SHA256((const unsigned char *)text, (size_t)MIN(n, (int)sizeof(text) - 1), md);
+	for (size_t i = 0; i < SANDBOX_MACHINE_ID_LEN / 2; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 0xf];
+	}
+	out[SANDBOX_MACHINE_ID_LEN] = '\0';
 }

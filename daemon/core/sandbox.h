@@ -130,6 +130,11 @@ struct sandbox {
 	struct sandbox_kept *kept; /* from its record at a restart, until the guest lists them */
 	size_t nkept;
 	struct agent_run *agent_run; /* agents.h: the agent its create started; NULL: none */
+	/* snapshots.h: the snapshot it was forked from (NULL: none), and its schedule */
+	char *snapshot_id;
+	uint64_t snapshot_every_secs; /* 0: no scheduled snapshots */
+	unsigned snapshot_keep;       /* how many of its scheduled snapshots are kept */
+	int64_t snapshot_last;        /* unix ms its schedule last took one (or was set) */
 
 	int64_t created_at; /* unix ms */
 	int64_t updated_at;
@@ -258,3 +263,9 @@ struct sandbox *registry_find_name(struct registry *r, const char *name, const c
 
 bool sandbox_name_valid(const char *name);
 bool sandbox_id_valid(const char *id);
+
+/* The machine id a sandbox's guest is given (/etc/machine-id, vm_launch.machine_id): the
+ * first 32 hex digits of sha256("sandboxd machine-id " + id). Stable for the sandbox (a
+ * restart or resume keeps it), and its own (a fork's differs from its parent's). */
+#define SANDBOX_MACHINE_ID_LEN 32
+void sandbox_machine_id(const char *id, char out[static SANDBOX_MACHINE_ID_LEN + 1]);

@@ -42,6 +42,7 @@ struct sandboxd {
 	uint8_t preview_key[PREVIEW_KEY_LEN];
 	struct list_node subscribers;  /* struct event_sub: live event streams */
 	struct list_node create_waits; /* creates waiting for their image (api-sandboxes.c) */
+	struct list_node snapshots;    /* struct snapshot, oldest first (snapshots.h) */
 	struct buf list_cache;         /* GET /v1/sandboxes for an admin, unfiltered */
 	uint64_t list_cache_gen;       /* sandbox_generation() it was built at */
 	bool list_cache_valid;

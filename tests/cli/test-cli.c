@@ -436,6 +436,64 @@ test_stop_start_kill(void **state)
 	free(out);
 }
 
+/* snapshot create|ls|schedule|rm, and a fork with create --snapshot. */
+static void
+test_snapshots(void **state)
+{
+	char id[32], snap[32], fork[32], *out;
+	json_t *j;
+
+	create("snapped", id);
+	/* create prints the snapshot's id alone */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "snapshot", "create", "snapped"), 0);
+	assert_int_equal(strlen(out), 22);
+	assert_true(strncmp(out, "snap_", 5) == 0);
+	memcpy(snap, out, 21);
+	snap[21] = '\0';
+	free(out);
+	assert_int_equal(
+	        CLI(&out, "--endpoint", unix_ep, "snapshot", "create", "snapped", "--kind", "ram"),
+	        2);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "snapshot", "ls", "--sandbox", id), 0);
+	expect_line(out, snap, snap);
+	harness_expect_in(out, "memory");
+	harness_expect_in(out, "KIND");
+	free(out);
+	/* a fork */
+	assert_int_equal(
+	        CLI(&out, "--endpoint", unix_ep, "create", "--snapshot", snap, "--name", "forked"),
+	        0);
+	expect_id_line(out, fork);
+	free(out);
+	j = inspect("forked");
+	assert_string_equal(str(j, "snapshot_id"), snap);
+	json_decref(j);
+	assert_int_equal(
+	        CLI(&out, "--endpoint", unix_ep, "create", "--snapshot", snap, "--cpus", "2"), 2);
+	harness_expect_in(out, "invalid_request");
+	free(out);
+	/* a schedule */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "snapshot", "schedule", "snapped",
+	                     "--every", "3600", "--keep", "2"),
+	                 0);
+	harness_expect_in(out, "a snapshot every 3600 s, the newest 2 kept");
+	free(out);
+	assert_int_equal(
+	        CLI(&out, "--endpoint", unix_ep, "snapshot", "schedule", "snapped", "--every", "0"),
+	        0);
+	harness_expect_in(out, "no scheduled snapshots");
+	free(out);
+	/* removed, once */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "snapshot", "rm", snap), 0);
+	harness_expect_in(out, "removed");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "snapshot", "rm", snap), 5);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "kill", "snapped", "forked"), 0);
+	free(out);
+}
+
 static void
 test_exit_codes(void **state)
 {
@@ -1262,6 +1320,7 @@ main(void)
 		cmocka_unit_test(test_create_list_inspect),
 		cmocka_unit_test(test_stop_start_kill),
 		cmocka_unit_test(test_exit_codes),
+		cmocka_unit_test(test_snapshots),
 		cmocka_unit_test(test_events),
 		cmocka_unit_test(test_metrics),
 		cmocka_unit_test(test_node),

@@ -1119,7 +1119,7 @@ static const struct {
 	{ "sandbox.failed", { "reason" } },
 	{ "sandbox.terminated", { "reason" } },
 	{ "snapshot.created", { "snapshot", "bytes" } },
-	{ "snapshot.deleted", { "reason" } },
+	{ "snapshot.deleted", { "snapshot", "reason" } },
 	{ "process.started", { "pid", "program", "arg_count", "args_sha256", "cwd", "env_names" } },
 	{ "process.exited", { "pid", "exit_code", "duration_ms" } },
 	{ "file.read", { "path", "bytes" } },

@@ -11,6 +11,10 @@
  * Its samples (GET …/metrics) are honest about running nothing: no CPU, memory or network,
  * and for the disk the allocated size of that file.
  *
+ * A snapshot (snapshot()) writes layer.qcow2 (and memory.mig for a memory one) into its
+ * directory after the boot time; a fork's start (vm_launch.snapshot_dir) needs that layer and
+ * logs "fork-from SNAP_ID ID" before its "start ID".
+ *
  * Images steer it: "fake/fail-boot" fails to boot, "fake/crash" boots and then dies (after its
  * first boot only, its file kept as "stopped" the way a real crash keeps the layer, so a start
  * brings it back for good), "fake/slow" takes 2 s to boot, "fake/hang" never finishes booting.
@@ -61,6 +65,8 @@ struct fake_vm {
 	pid_t guestd; /* its agent process (test mode), or 0 */
 	struct agent *agent;
 	bool suspended; /* its agent and processes are frozen (SIGSTOP) */
+	char *snapshot_dir; /* a snapshot under way: where it goes, and whether with memory */
+	bool snapshot_memory;
 };
 
 static struct fake *
@@ -211,6 +217,7 @@ vm_free(struct fake_vm *vm)
 	vm_agent_end(vm);
 	loop_timer_done(&vm->timer);
 	list_remove(&vm->link);
+	free(vm->snapshot_dir);
 	if (vm->sb)
 		vm->sb->backend_data = NULL;
 	free(vm);
@@ -271,9 +278,12 @@ vm_agent_start(struct fake_vm *vm)
 	struct fake *f = priv(vm->b);
 	_cleanup_free_ char *sock = strdup_printf("%s/%s.agent", f->dir, vm->sb->id);
 	_cleanup_free_ char *home = strdup_printf("%s/%s.home", f->dir, vm->sb->id);
+	char machine_id[SANDBOX_MACHINE_ID_LEN + 1];
 	struct agent_hello hello = { .hostname = vm->sb->name ? vm->sb->name : vm->sb->id,
 		                     .uid = getuid(),
-		                     .gid = getgid() };
+		                     .gid = getgid(),
+		                     .net = "",
+		                     .machine_id = machine_id };
 	_cleanup_free_ char *pidfile = guestd_pid_path(vm->b, vm->sb);
 	_cleanup_free_ char *marker = strdup_printf("SANDBOXD_STATE_DIR=%s", vm->b->cfg.state_dir);
 	_cleanup_free_ char *pidtext = NULL;
@@ -286,6 +296,8 @@ vm_agent_start(struct fake_vm *vm)
 	vm_agent_end(vm);
 	if (!sock || !home || !pidfile || !marker)
 		return -ENOMEM;
+	/* the identity a VM's guest gets (the test-mode agent takes it and changes nothing) */
+	sandbox_machine_id(vm->sb->id, machine_id);
 	(void)unlink(sock);
 	if (mkdir(home, 0700) < 0 && errno != EEXIST)
 		return negative_errno();
@@ -329,15 +341,19 @@ vm_agent_adopt(struct fake_vm *vm)
 	struct fake *f = priv(vm->b);
 	_cleanup_free_ char *sock = strdup_printf("%s/%s.agent", f->dir, vm->sb->id);
 	_cleanup_free_ char *home = strdup_printf("%s/%s.home", f->dir, vm->sb->id);
+	char machine_id[SANDBOX_MACHINE_ID_LEN + 1];
 	_cleanup_free_ char *pidfile = guestd_pid_path(vm->b, vm->sb);
 	_cleanup_free_ char *pidtext = NULL;
 	struct agent_hello hello = { .hostname = vm->sb->name ? vm->sb->name : vm->sb->id,
 		                     .uid = getuid(),
-		                     .gid = getgid() };
+		                     .gid = getgid(),
+		                     .net = "",
+		                     .machine_id = machine_id };
 	uint64_t pid;
 
 	if (!sock || !home || !pidfile)
 		return -ENOMEM;
+	sandbox_machine_id(vm->sb->id, machine_id);
 	if (!f->guestd || read_file_max(pidfile, 32, &pidtext, NULL) < 0 ||
 	    (pidtext[strcspn(pidtext, "\n")] = '\0', parse_u64(pidtext, &pid) < 0) || pid == 0 ||
 	    pid > INT32_MAX) {
@@ -394,6 +410,30 @@ resume_now(struct backend *b, struct fake_vm *vm)
 	r = vm_agent_adopt(vm);
 	if (r < 0)
 		backend_done(b, sb, r, "the fake VM's agent could not be reached");
+}
+
+/* A snapshot's files: layer.qcow2 (the VM's file, padded to 64 KiB so that it takes blocks),
+ * and with memory memory.mig (256 KiB). */
+static int
+write_snapshot(struct backend *b, struct fake_vm *vm)
+{
+	_cleanup_free_ char *src = vm_path(b, vm->sb), *state = NULL, *layer = NULL, *mem = NULL;
+	_cleanup_free_ char *data = calloc(1, 256u << 10);
+	int r;
+
+	if (!src || !data || !vm->snapshot_dir ||
+	    !(layer = strdup_printf("%s/layer.qcow2", vm->snapshot_dir)) ||
+	    !(mem = strdup_printf("%s/memory.mig", vm->snapshot_dir)))
+		return -ENOMEM;
+	r = read_file_max(src, 64, &state, NULL);
+	if (r < 0)
+		return r;
+	memset(data, 'x', 256u << 10);
+	memcpy(data, state, strlen(state));
+	r = write_file_atomic(layer, data, 64u << 10, 0600);
+	if (r >= 0 && vm->snapshot_memory)
+		r = write_file_atomic(mem, data, 256u << 10, 0600);
+	return r;
 }
 
 static void
@@ -463,6 +503,10 @@ timer_fired(struct loop_timer *t _unused_, void *data)
 	case SANDBOX_OP_RESUME:
 		resume_now(b, vm);
 		return;
+	case SANDBOX_OP_SNAPSHOT:
+		r = write_snapshot(b, vm);
+		backend_done(b, sb, r, r < 0 ? "the fake could not write the snapshot" : NULL);
+		return;
 	case SANDBOX_OP_DESTROY: {
 		_cleanup_free_ char *path = vm_path(b, sb);
 		vm_free(vm);
@@ -516,9 +560,47 @@ boot_ms(struct backend *b, const struct sandbox *sb)
 }
 
 static int
-fake_start(struct backend *b, struct sandbox *sb, const struct vm_launch *l _unused_)
+fake_start(struct backend *b, struct sandbox *sb, const struct vm_launch *l)
 {
+	if (l->snapshot_dir) {
+		/* a fork: its snapshot must be there, and the log says which one it began from */
+		_cleanup_free_ char *layer = strdup_printf("%s/layer.qcow2", l->snapshot_dir);
+		_cleanup_free_ char *what = NULL;
+		const char *base = strrchr(l->snapshot_dir, '/');
+		if (!layer)
+			return -ENOMEM;
+		if (access(layer, R_OK) < 0)
+			return negative_errno();
+		what = strdup_printf("fork-from %s", base ? base + 1 : l->snapshot_dir);
+		if (what)
+			log_call(b, what, sb);
+	}
 	return schedule(b, sb, "start", boot_ms(b, sb));
+}
+
+/* Writes a snapshot of sb into dir a moment later (the boot time; fake/slow: 2 s). A stopped
+ * one has no memory to save. */
+static int
+fake_snapshot(struct backend *b, struct sandbox *sb, const char *dir, bool memory)
+{
+	_cleanup_free_ char *path = vm_path(b, sb), *state = NULL;
+	struct fake_vm *vm;
+
+	if (!path)
+		return -ENOMEM;
+	if (read_file_max(path, 64, &state, NULL) < 0)
+		return -ENOENT;
+	if (memory && !streq(state, "running") && !streq(state, "suspended"))
+		return -EINVAL;
+	vm = vm_get(b, sb);
+	if (!vm)
+		return -ENOMEM;
+	free(vm->snapshot_dir);
+	vm->snapshot_dir = strdup(dir);
+	vm->snapshot_memory = memory;
+	if (!vm->snapshot_dir)
+		return -ENOMEM;
+	return schedule(b, sb, memory ? "snapshot-memory" : "snapshot-disk", boot_ms(b, sb));
 }
 
 static int
@@ -671,6 +753,8 @@ fake_caps(struct backend *b, struct backend_caps *ret)
 	*ret = (struct backend_caps){ .accel = "none",
 		                      .suspend = true,
 		                      .egress = NET_ALLOWLIST,
+		                      .memory_snapshot = true,
+		                      .disk_snapshot = true,
 		                      .processes = priv(b)->guestd != NULL,
 		                      .files = priv(b)->guestd != NULL };
 }
@@ -707,6 +791,7 @@ static const struct backend_ops fake_ops = {
 	.status = fake_status,
 	.adopt = fake_adopt,
 	.abandon = fake_abandon,
+	.snapshot = fake_snapshot,
 	.check = fake_check,
 	.sweep = fake_sweep,
 	.agent = fake_agent,

@@ -184,6 +184,27 @@ class Client:
         """DELETE /v1/sandboxes/{ref}: ends it and discards its disk (idempotent by id)."""
         self._t.request("DELETE", f"/v1/sandboxes/{quote(ref)}")
 
+    # -- snapshots --------------------------------------------------------------------------------
+
+    def fork_sandbox(self, snapshot_id: str, **create: Any) -> "Sandbox":
+        """A fork: a new sandbox started from a snapshot (create with snapshot_id), with its
+        image and resources and, from a memory snapshot, its running processes."""
+        return self.create_sandbox(snapshot_id=snapshot_id, **create)
+
+    def list_snapshots(self, *, sandbox: str | None = None) -> list[dict[str, Any]]:
+        """GET /v1/snapshots: the caller's (an admin's: all), newest first; one sandbox's
+        with sandbox=ID."""
+        query = [("sandbox", sandbox)] if sandbox is not None else []
+        return self._t.json("GET", "/v1/snapshots", query=query).get("snapshots", [])
+
+    def get_snapshot(self, snapshot_id: str) -> dict[str, Any]:
+        """GET /v1/snapshots/{id}."""
+        return self._t.json("GET", f"/v1/snapshots/{quote(snapshot_id)}")
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        """DELETE /v1/snapshots/{id} (409 while a fork is still starting from it)."""
+        self._t.request("DELETE", f"/v1/snapshots/{quote(snapshot_id)}")
+
     # -- events -----------------------------------------------------------------------------------
 
     def events(self, *, sandbox: str | None = None, since: int | None = None,
@@ -314,6 +335,18 @@ class Sandbox:
     def update(self, **fields: Any) -> "Sandbox":
         """PATCH: name, labels, network, idle_timeout_secs, idle_action, bound_to_client."""
         return self._set(self.client._t.json("PATCH", self._path, fields))
+
+    def snapshot(self, kind: str | None = None) -> dict[str, Any]:
+        """POST …/snapshots: kind "memory" (the default while it runs) or "disk"; returns
+        the snapshot once it is written."""
+        return self.client._t.json("POST", self._path + "/snapshots", _drop_none({"kind": kind}))
+
+    def set_snapshot_schedule(self, every_secs: int, keep: int | None = None) -> "Sandbox":
+        """PUT …/snapshot-schedule: a snapshot every every_secs while it runs, the newest
+        keep kept (every_secs 0 stops it)."""
+        return self._set(self.client._t.json(
+            "PUT", self._path + "/snapshot-schedule",
+            _drop_none({"every_secs": every_secs, "keep": keep})))
 
     def delete(self) -> None:
         """Ends it and discards its disk."""

@@ -143,6 +143,27 @@ class Common:
             c.get_sandbox(name)
         c.delete_sandbox(sb.id)  # idempotent
 
+    def test_snapshots_and_forks(self) -> None:
+        c = self.client
+        with c.create_sandbox(name=unique("snap"), memory_mb=256) as sb:
+            snap = sb.snapshot()
+            self.assertEqual(snap["kind"], "memory")
+            self.assertEqual(snap["sandbox"], sb.id)
+            self.assertIn(snap["id"], [s["id"] for s in c.list_snapshots(sandbox=sb.id)])
+            self.assertEqual(c.get_snapshot(snap["id"])["bytes"], snap["bytes"])
+            with c.fork_sandbox(snap["id"], name=unique("fork")) as fork:
+                self.assertEqual(fork.state, "running")
+                self.assertEqual(fork["snapshot_id"], snap["id"])
+                self.assertEqual(fork["memory_mb"], 256)
+            with self.assertRaises(sandboxd.InvalidRequest):
+                c.fork_sandbox(snap["id"], memory_mb=512)
+            self.assertEqual(sb.set_snapshot_schedule(3600, keep=2)["snapshot_schedule"],
+                             {"every_secs": 3600, "keep": 2})
+            self.assertIsNone(sb.set_snapshot_schedule(0)["snapshot_schedule"])
+            c.delete_snapshot(snap["id"])
+            with self.assertRaises(sandboxd.NotFound):
+                c.get_snapshot(snap["id"])
+
     def test_errors_are_typed(self) -> None:
         c = self.client
         with self.assertRaises(sandboxd.NotFound) as nf:

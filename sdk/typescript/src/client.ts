@@ -129,6 +129,33 @@ export class Client {
     return this.sandbox(ref).stop();
   }
 
+  /** The caller's snapshots (every one for an admin), newest first; one sandbox's with
+   * `sandbox` (its id). */
+  async listSnapshots(filter: { sandbox?: string } = {}): Promise<api.Snapshot[]> {
+    const list = await this.transport.json<{ snapshots: api.Snapshot[] }>("GET", "/v1/snapshots", {
+      query: { sandbox: filter.sandbox },
+    });
+    return list.snapshots;
+  }
+
+  getSnapshot(id: string): Promise<api.Snapshot> {
+    return this.transport.json("GET", `/v1/snapshots/${seg(id)}`);
+  }
+
+  /** Deletes a snapshot (ConflictError while a fork is still starting from it). */
+  async deleteSnapshot(id: string): Promise<void> {
+    await this.transport.call("DELETE", `/v1/snapshots/${seg(id)}`);
+  }
+
+  /** A fork: a new sandbox started from a snapshot, with its image and resources and, from
+   * a memory snapshot, its running processes; createSandbox with `snapshot_id`. */
+  forkSandbox(
+    snapshotId: string,
+    request: Omit<CreateSandboxRequest, "snapshot_id"> = {},
+  ): Promise<Sandbox> {
+    return this.createSandbox({ ...request, snapshot_id: snapshotId });
+  }
+
   startSandbox(ref: string): Promise<Sandbox> {
     return this.sandbox(ref).start();
   }
@@ -248,6 +275,19 @@ export class Sandbox {
    * the guest (run, exec, files) of a suspended sandbox resumes it too. */
   async resume(): Promise<this> {
     return this.keep(await this.t.json<SandboxInfo>("POST", `${this.path}/resume`));
+  /** Snapshots it (kind: memory, the default while it runs, or disk); resolves once the
+   * snapshot is written. */
+  snapshot(kind?: api.SnapshotKind): Promise<api.Snapshot> {
+    return this.t.json("POST", `${this.path}/snapshots`, { json: kind ? { kind } : {} });
+  }
+
+  /** Takes a snapshot every `everySecs` while it runs, keeping the newest `keep` (0 stops). */
+  async setSnapshotSchedule(everySecs: number, keep?: number): Promise<this> {
+    const json: api.SnapshotSchedule = { every_secs: everySecs };
+    if (keep !== undefined) json.keep = keep;
+    return this.keep(
+      await this.t.json<SandboxInfo>("PUT", `${this.path}/snapshot-schedule`, { json }),
+    );
   }
 
   /** Ends it and discards its disk; resolves once it is terminated. */

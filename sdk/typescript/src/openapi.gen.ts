@@ -70,6 +70,33 @@ export type Sandbox = {
   owner: string;
   reason: string | null;
   agent: SandboxAgent | null;
+  snapshot_id?: string | null;
+  snapshot_schedule?: SnapshotSchedule | null;
+};
+
+export type SnapshotSchedule = {
+  every_secs: number;
+  keep?: number;
+};
+
+export type SnapshotRequest = {
+  kind?: SnapshotKind;
+};
+
+export type SnapshotKind = "memory" | "disk";
+
+export type Snapshot = {
+  id: string;
+  sandbox: string;
+  image: string;
+  kind: SnapshotKind;
+  bytes: number;
+  created_at: string;
+  owner: string;
+  cpus: number;
+  memory_mb: number;
+  disk_mb: number;
+  scheduled: boolean;
 };
 
 export type AgentName = "claude" | "codex" | "gemini" | "opencode";
@@ -321,6 +348,8 @@ export type Node = {
   images: string[];
   labels: { [key: string]: string };
   cordoned: boolean;
+  snapshots?: number;
+  snapshot_bytes?: number;
 };
 
 export type UserCaps = {
@@ -445,7 +474,9 @@ export const operations = {
   openTunnel: { method: "GET", path: "/v1/sandboxes/{ref}/tunnel" },
   createPreview: { method: "POST", path: "/v1/sandboxes/{ref}/previews" },
   createSnapshot: { method: "POST", path: "/v1/sandboxes/{ref}/snapshots" },
+  setSnapshotSchedule: { method: "PUT", path: "/v1/sandboxes/{ref}/snapshot-schedule" },
   listSnapshots: { method: "GET", path: "/v1/snapshots" },
+  getSnapshot: { method: "GET", path: "/v1/snapshots/{id}" },
   deleteSnapshot: { method: "DELETE", path: "/v1/snapshots/{id}" },
   listVolumes: { method: "GET", path: "/v1/volumes" },
   createVolume: { method: "POST", path: "/v1/volumes" },

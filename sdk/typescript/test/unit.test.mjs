@@ -197,6 +197,11 @@ test("the operations the client calls are docs/openapi.yaml's", () => {
     removeFile: ["DELETE", "/v1/sandboxes/{ref}/files"],
     listDirectory: ["GET", "/v1/sandboxes/{ref}/dirs"],
     getNode: ["GET", "/v1/node"],
+    createSnapshot: ["POST", "/v1/sandboxes/{ref}/snapshots"],
+    setSnapshotSchedule: ["PUT", "/v1/sandboxes/{ref}/snapshot-schedule"],
+    listSnapshots: ["GET", "/v1/snapshots"],
+    getSnapshot: ["GET", "/v1/snapshots/{id}"],
+    deleteSnapshot: ["DELETE", "/v1/snapshots/{id}"],
     openTunnel: ["GET", "/v1/sandboxes/{ref}/tunnel"],
   };
   for (const [id, [method, path]] of Object.entries(want)) {
