@@ -393,14 +393,15 @@ listen_at(const char *path, uid_t owner)
 /* What a VMM is started with: its descriptors, each at its enum qemu_fd number minus
  * QEMU_FD_KERNEL until the child places them, and its command line. */
 struct launch {
-	int fds[QEMU_FD_COUNT];
+	int fds[QEMU_FD_COUNT + QEMU_VOLUMES_MAX]; /* then each volume's, from QEMU_FD_END */
+	int nfds;                                  /* QEMU_FD_COUNT + the volumes */
 	char **argv;
 };
 
 static void
 launch_done(struct launch *l)
 {
-	for (size_t i = 0; i < QEMU_FD_COUNT; i++)
+	for (size_t i = 0; i < ARRAY_SIZE(l->fds); i++)
 		safe_close(l->fds[i]);
 	l->argv = qemu_argv_free(l->argv);
 }
@@ -413,6 +414,26 @@ open_into(struct launch *l, enum qemu_fd at, const char *path, int flags)
 	if (fd < 0)
 		return negative_errno();
 	l->fds[at - QEMU_FD_KERNEL] = fd;
+	return 0;
+}
+
+/* Opens the launch's volumes at QEMU_FD_END on: as sandboxd, so the VMM needs no permission
+ * on the file (it gets the descriptor), read-only for a read-only one (QEMU takes an fdset's
+ * descriptor only with the access mode the drive asks for). */
+static int
+open_volumes(struct launch *l, const struct vm_launch *vl)
+{
+	for (size_t i = 0; i < vl->nvolumes; i++) {
+		int fd = open(vl->volumes[i].file, (vl->volumes[i].read_only ? O_RDONLY : O_RDWR) |
+		                                           O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0) {
+			int r = negative_errno();
+			log_error("volume '%s': cannot open '%s': %s", vl->volumes[i].name,
+			          vl->volumes[i].file, strerror(-r));
+			return r;
+		}
+		l->fds[QEMU_FD_COUNT + i] = fd;
+	}
 	return 0;
 }
 
@@ -525,20 +546,20 @@ exec_vmm(struct vm *vm, struct launch *l, uid_t uid)
 	}
 	/* move the fds to their numbers without clobbering each other: first above them all,
 	 * then down */
-	for (int i = 0; i < QEMU_FD_COUNT; i++) {
+	for (int i = 0; i < l->nfds; i++) {
 		int high = fcntl(l->fds[i], F_DUPFD, 64);
 		if (high < 0)
 			_exit(126);
 		l->fds[i] = high;
 	}
-	for (int i = 0; i < QEMU_FD_COUNT; i++)
+	for (int i = 0; i < l->nfds; i++)
 		if (dup2(l->fds[i], QEMU_FD_KERNEL + i) < 0)
 			_exit(126);
 	devnull = open("/dev/null", O_RDWR);
 	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(QEMU_FD_LOG, 2) < 0)
 		_exit(126);
-	if (syscall(SYS_close_range, QEMU_FD_END, ~0U, 0) < 0)
-		for (int fd = QEMU_FD_END; fd < 4096; fd++)
+	if (syscall(SYS_close_range, QEMU_FD_KERNEL + l->nfds, ~0U, 0) < 0)
+		for (int fd = QEMU_FD_KERNEL + l->nfds; fd < 4096; fd++)
 			close(fd);
 	if (vm->q->root) {
 		if (enter_jail(vm->jail, streq(vm->q->accel, "kvm"), uid) < 0)
@@ -578,8 +599,11 @@ spawn_qemu(struct vm *vm, const struct vm_launch *vl, bool fresh_layer)
 	if (!vl->root_disk || vl->slot >= UID_SLOTS - 1)
 		return -EINVAL;
 	memset(&l, 0, sizeof(l));
-	for (size_t i = 0; i < QEMU_FD_COUNT; i++)
+	for (size_t i = 0; i < ARRAY_SIZE(l.fds); i++)
 		l.fds[i] = -1;
+	if (vl->nvolumes > QEMU_VOLUMES_MAX)
+		return -E2BIG;
+	l.nfds = QEMU_FD_COUNT + (int)vl->nvolumes;
 	if (!upper || !agent_sock || !qmp_sock || !console || !qlog)
 		return -ENOMEM;
 	r = mkdir_p(vm->dir, 0700);
@@ -619,6 +643,9 @@ spawn_qemu(struct vm *vm, const struct vm_launch *vl, bool fresh_layer)
 	} else if ((r = open_into(&l, QEMU_FD_TAP, "/dev/null", O_RDONLY)) < 0) {
 		goto out;
 	}
+	r = open_volumes(&l, vl);
+	if (r < 0)
+		goto out;
 	if ((l.fds[QEMU_FD_AGENT - QEMU_FD_KERNEL] = listen_at(agent_sock, uid)) < 0 ||
 	    (l.fds[QEMU_FD_QMP - QEMU_FD_KERNEL] = listen_at(qmp_sock, uid)) < 0) {
 		r = -EADDRNOTAVAIL;
@@ -1174,6 +1201,7 @@ qemu_caps(struct backend *b, struct backend_caps *ret)
 	*ret = (struct backend_caps){ .accel = Q(b)->accel,
 		                      .processes = true,
 		                      .files = true,
+		                      .volumes = true,
 		                      .egress = b->cfg.egress ? NET_ALLOWLIST : NET_NONE,
 		                      .vmm_shared_uid = !Q(b)->root,
 		                      .vmm_no_cgroups = !Q(b)->cgroups };

@@ -567,6 +567,7 @@ fake_caps(struct backend *b, struct backend_caps *ret)
 	 * out): the policy's network rules can be tested against it */
 	*ret = (struct backend_caps){ .accel = "none",
 		                      .egress = NET_ALLOWLIST,
+		                      .volumes = true, /* taken and ignored: no guest mounts them */
 		                      .processes = priv(b)->guestd != NULL,
 		                      .files = priv(b)->guestd != NULL };
 }
