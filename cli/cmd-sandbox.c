@@ -48,6 +48,7 @@ enum {
 	OPT_IDLE_ACTION,
 	OPT_LIFETIME,
 	OPT_NO_WAIT,
+	OPT_VOLUME,
 };
 
 /* Whether the list shows sb: terminated ones only when asked for (--all, --state). */
@@ -211,13 +212,15 @@ cmd_create(struct cli *cli, int argc, char **argv)
 		{ "idle-action", required_argument, NULL, OPT_IDLE_ACTION },
 		{ "lifetime", required_argument, NULL, OPT_LIFETIME },
 		{ "no-wait", no_argument, NULL, OPT_NO_WAIT },
+		{ "volume", required_argument, NULL, OPT_VOLUME },
 		{ NULL, 0, NULL, 0 },
 	};
 	json_t *body = json_object(), *labels = json_object(), *env = json_object();
+	json_t *volumes = json_array();
 	json_t *sb = NULL;
 	int c, r = 0;
 
-	if (!body || !labels || !env) {
+	if (!body || !labels || !env || !volumes) {
 		r = cli_oom();
 		goto out;
 	}
@@ -251,6 +254,9 @@ cmd_create(struct cli *cli, int argc, char **argv)
 		case OPT_NO_WAIT:
 			r = json_object_set_new(body, "wait", json_false()) < 0 ? cli_oom() : 0;
 			break;
+		case OPT_VOLUME:
+			r = cli_volume_option(cli, volumes, optarg);
+			break;
 		default:
 			r = cli_option_end(cli, c);
 			if (r == 0)
@@ -268,7 +274,8 @@ cmd_create(struct cli *cli, int argc, char **argv)
 	if (r != 0)
 		goto out;
 	if ((json_object_size(labels) && json_object_set(body, "labels", labels) < 0) ||
-	    (json_object_size(env) && json_object_set(body, "env", env) < 0)) {
+	    (json_object_size(env) && json_object_set(body, "env", env) < 0) ||
+	    (json_array_size(volumes) && json_object_set(body, "volumes", volumes) < 0)) {
 		r = cli_oom();
 		goto out;
 	}
@@ -287,6 +294,7 @@ cmd_create(struct cli *cli, int argc, char **argv)
 		r = check_failed(sb);
 out:
 	json_decref(sb);
+	json_decref(volumes);
 	json_decref(env);
 	json_decref(labels);
 	json_decref(body);

@@ -72,6 +72,10 @@ static const struct verb verbs[] = {
 	          "  --idle-action ACTION what the idle timeout does: stop (the default; its\n"
 	          "                       disk is kept) or terminate (its disk is discarded)\n"
 	          "  --lifetime SECS      end it this long after creation (0: never)\n"
+	          "  --volume NAME:PATH[:ro]\n"
+	          "                       attach your volume NAME at PATH (under /sandbox/ or\n"
+	          "                       /mnt/), read-only with :ro (repeatable, up to 8); one\n"
+	          "                       sandbox may write a volume, or any number read it\n"
 	          "  --no-wait            return at once, before it runs\n"
 	          "\n"
 	          "Prints only the id (with --json: the sandbox). When the sandbox fails to\n"
@@ -250,6 +254,16 @@ static const struct verb verbs[] = {
 	          "\n"
 	          "See 'sandbox-cli image pull --help' and so on.\n",
 	  .run = cmd_image },
+	{ .name = "volume",
+	  .usage = "volume create|ls|rm ...",
+	  .summary = "Manage your volumes: disks that outlive sandboxes.",
+	  .help = "  volume create [--size MB] NAME\n"
+	          "  volume ls\n"
+	          "  volume rm NAME...\n"
+	          "\n"
+	          "Attach one with 'sandbox-cli create --volume NAME:PATH[:ro]'. See\n"
+	          "'sandbox-cli volume create --help' and so on.\n",
+	  .run = cmd_volume },
 	{ .name = "node",
 	  .usage = "node [cordon|uncordon]",
 	  .summary = "Show what the server's node offers and what is free; cordon it.",
