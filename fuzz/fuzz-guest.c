@@ -25,6 +25,34 @@ check_strv(char **v, size_t n)
 		FUZZ_CHECK(v[i] != NULL);
 }
 
+/* The identity a HELLO carries, as the guest checks it before acting on it (identity.c). */
+static void
+check_identity(const struct request_hello *h)
+{
+	struct request_net n;
+
+	check_strv(h->volumes, h->nvolumes);
+	FUZZ_CHECK(h->nvolumes <= REQUEST_MAX_VOLUMES);
+	if (h->net && request_parse_net(h->net, &n) == 0) {
+		FUZZ_CHECK(n.none == (h->net[0] == '\0'));
+		FUZZ_CHECK(n.none ||
+		           (n.prefix >= 8 && n.prefix <= 30 && n.guest_addr != n.host_addr));
+	}
+	if (h->machine_id && request_machine_id_valid(h->machine_id))
+		FUZZ_CHECK(strlen(h->machine_id) == 32);
+	for (size_t i = 0; i < h->nvolumes; i++) {
+		struct request_volume v;
+		if (request_parse_volume(h->volumes[i], &v) < 0)
+			continue;
+		FUZZ_CHECK(strncmp(v.dev, "/dev/", 5) == 0 && request_path_valid(v.dev));
+		FUZZ_CHECK(request_mount_allowed(v.mount) && request_path_valid(v.mount));
+		FUZZ_CHECK(strncmp(v.mount, "/sandbox/", 9) == 0 ||
+		           strncmp(v.mount, "/mnt/", 5) == 0);
+		FUZZ_CHECK(strcmp(v.mount, "/sandbox/home") != 0 && !strstr(v.mount, "/../"));
+		request_volume_done(&v);
+	}
+}
+
 static void
 parse_payload(const struct frame *f)
 {
@@ -34,6 +62,7 @@ parse_payload(const struct frame *f)
 		if (request_parse_hello(f->payload, f->len, &h) == 0) {
 			check_strv(h.env, h.nenv);
 			FUZZ_CHECK(!h.home || request_path_valid(h.home));
+			check_identity(&h);
 			request_hello_done(&h);
 		}
 		break;

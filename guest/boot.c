@@ -1,11 +1,8 @@
 /* boot.c: see boot.h. Nothing here runs in test mode. The root is switched the way
  * switch_root does it (an initramfs cannot be pivot_root'ed): the overlay is moved over "/"
  * and chroot'ed into, with /dev, /proc, /sys, /run and /tmp moved along. */
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <net/route.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
@@ -17,6 +14,7 @@
 #include <time.h>
 #include "agent.h"
 #include "boot.h"
+#include "identity.h"
 #include "log.h"
 #include "request.h"
 #include "util.h"
@@ -143,124 +141,6 @@ loopback_up(void)
 	close(fd);
 }
 
-/* The host side of this sandbox's link when it has one ("sandbox.net=GUEST/30,HOST" on the
- * kernel command line, from sandboxd): its gateway and its only DNS server. */
-static char net_host[INET_ADDRSTRLEN];
-
-static int
-set_addr(int fd, unsigned long req, const char *ifname, struct in_addr a)
-{
-	struct ifreq ifr = { 0 };
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr = a };
-
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
-	memcpy(&ifr.ifr_addr, &sin, sizeof(sin));
-	return ioctl(fd, req, &ifr) < 0 ? negative_errno() : 0;
-}
-
-/* The network interface the VM has besides lo (its virtio-net device; probing it can take a
- * moment after the module loads). */
-static int
-find_nic(char ifname[static IFNAMSIZ])
-{
-	for (unsigned waited = 0; waited < 2000; waited += 10) {
-		DIR *d = opendir("/sys/class/net");
-		struct dirent *de;
-		bool found = false;
-
-		while (d && (de = readdir(d)))
-			if (de->d_name[0] != '.' && !streq(de->d_name, "lo") &&
-			    strlen(de->d_name) < IFNAMSIZ) {
-				memcpy(ifname, de->d_name, strlen(de->d_name) + 1);
-				found = true;
-				break;
-			}
-		if (d)
-			closedir(d);
-		if (found)
-			return 0;
-		struct timespec ts = { .tv_nsec = 10 * 1000000L };
-		nanosleep(&ts, NULL);
-	}
-	return -ENODEV;
-}
-
-/* "sandbox.net=10.200.0.2/30,10.200.0.1": the guest's address on its /30 and the host's.
- * The interface gets the address, comes up, and routes everything to the host, which
- * decides what goes further (the guest cannot change that: it is enforced on the host). */
-static void
-network_up(void)
-{
-	_cleanup_free_ char *cmdline = NULL;
-	char guest[INET_ADDRSTRLEN], host[INET_ADDRSTRLEN], ifname[IFNAMSIZ];
-	struct in_addr g, h, mask = { .s_addr = htonl(0xfffffffcu) }, any = { 0 };
-	struct ifreq ifr = { 0 };
-	struct rtentry rt = { 0 };
-	const char *p;
-	_cleanup_close_ int fd = -1;
-	int r;
-
-	if (read_file_max("/proc/cmdline", 4096, &cmdline, NULL) < 0)
-		return;
-	p = strstr(cmdline, "sandbox.net=");
-	if (!p)
-		return; /* no network: only lo */
-	p += strlen("sandbox.net=");
-	if (sscanf(p, "%15[0-9.]/30,%15[0-9.]", guest, host) != 2 ||
-	    inet_pton(AF_INET, guest, &g) != 1 || inet_pton(AF_INET, host, &h) != 1) {
-		log_warning("sandbox.net: cannot read '%.40s'", p);
-		return;
-	}
-	r = find_nic(ifname);
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (r < 0 || fd < 0) {
-		log_warning("sandbox.net: no network interface");
-		return;
-	}
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", ifname);
-	if ((r = set_addr(fd, SIOCSIFADDR, ifname, g)) < 0 ||
-	    (r = set_addr(fd, SIOCSIFNETMASK, ifname, mask)) < 0 ||
-	    ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
-		log_warning("sandbox.net: cannot address '%s': %s", ifname,
-		            strerror(r < 0 ? -r : errno));
-		return;
-	}
-	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-	if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0) {
-		log_warning("sandbox.net: cannot bring up '%s': %m", ifname);
-		return;
-	}
-	memcpy(&rt.rt_dst, &(struct sockaddr_in){ .sin_family = AF_INET, .sin_addr = any },
-	       sizeof(struct sockaddr_in));
-	memcpy(&rt.rt_genmask, &(struct sockaddr_in){ .sin_family = AF_INET, .sin_addr = any },
-	       sizeof(struct sockaddr_in));
-	memcpy(&rt.rt_gateway, &(struct sockaddr_in){ .sin_family = AF_INET, .sin_addr = h },
-	       sizeof(struct sockaddr_in));
-	rt.rt_flags = RTF_UP | RTF_GATEWAY;
-	rt.rt_dev = ifname;
-	if (ioctl(fd, SIOCADDRT, &rt) < 0 && errno != EEXIST)
-		log_warning("sandbox.net: cannot route through %s: %m", host);
-	snprintf(net_host, sizeof(net_host), "%s", host);
-}
-
-/* The sandbox's resolver is the host side of its link (whose DNS stub answers only the
- * names the sandbox may reach); an image's own resolv.conf (often a link to a resolver
- * that is not there) is replaced. */
-static void
-write_resolv_conf(void)
-{
-	_cleanup_free_ char *text = NULL;
-
-	if (!net_host[0])
-		return;
-	text = strdup_printf("# written by sandbox-guestd: the host answers only the names this "
-	                     "sandbox may reach\nnameserver %s\noptions timeout:2 attempts:2\n",
-	                     net_host);
-	(void)unlink("/etc/resolv.conf");
-	if (!text || write_file_atomic("/etc/resolv.conf", text, strlen(text), 0644) < 0)
-		log_warning("cannot write /etc/resolv.conf: %m");
-}
-
 void
 boot_early(void)
 {
@@ -279,7 +159,7 @@ boot_early(void)
 	}
 	load_modules();
 	loopback_up();
-	network_up();
+	identity_net_boot();
 }
 
 /* The port whose sysfs name is "agent": /sys/class/virtio-ports/vport0p1/name -> /dev/vport0p1 */
@@ -387,9 +267,9 @@ ensure_line(const char *file, const char *key, const char *line)
 }
 
 static int
-ensure_user(struct agent *a, const char *hostname)
+ensure_user(struct agent *a)
 {
-	_cleanup_free_ char *pw = NULL, *gr = NULL, *hosts = NULL;
+	_cleanup_free_ char *pw = NULL, *gr = NULL;
 	const char *shell = access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
 	int r;
 
@@ -404,19 +284,6 @@ ensure_user(struct agent *a, const char *hostname)
 		r = ensure_line("/etc/group", "sandbox:", gr);
 	if (r < 0)
 		return r;
-	if (hostname) {
-		/* /etc/hostname says what uname says */
-		_cleanup_free_ char *line = strdup_printf("%s\n", hostname);
-		if (line && write_file_atomic("/etc/hostname", line, strlen(line), 0644) < 0)
-			log_warning("cannot write /etc/hostname: %m");
-	}
-	if (hostname) {
-		/* so that tools resolving their own host name (sudo) find it */
-		_cleanup_free_ char *key = strdup_printf("127.0.1.1\t%s", hostname);
-		hosts = strdup_printf("127.0.1.1\t%s\n", hostname);
-		if (key && hosts)
-			(void)ensure_line("/etc/hosts", key, hosts);
-	}
 	r = mkdir_p(a->home, 0755);
 	if (r < 0)
 		return r;
@@ -509,7 +376,12 @@ boot_hello(struct agent *a, const struct request_hello *h, char **ret_msg)
 		add_entropy(h->entropy, sizeof(h->entropy));
 	if (h->hostname && sethostname(h->hostname, strlen(h->hostname)) < 0)
 		log_warning("cannot set the hostname '%s': %m", h->hostname);
-	if (a->mounted || !h->root_dev || !h->upper_dev)
+	identity_net(h);
+	if (a->mounted) {
+		identity_apply(a, h, false);
+		return 0;
+	}
+	if (!h->root_dev || !h->upper_dev)
 		return 0;
 	/* the user is fixed once the root is set up */
 	if (h->has_uid)
@@ -528,10 +400,10 @@ boot_hello(struct agent *a, const struct request_hello *h, char **ret_msg)
 		return r;
 	a->mounted = true;
 	log_info("sandbox root mounted ('%s' under '%s')", h->root_dev, h->upper_dev);
-	r = ensure_user(a, h->hostname);
+	r = ensure_user(a);
 	if (r < 0)
 		log_warning("cannot set up the sandbox user: %s", strerror(-r));
-	write_resolv_conf();
+	identity_apply(a, h, true);
 	return 0;
 }
 
@@ -542,6 +414,7 @@ boot_poweroff(struct agent *a)
 	sync();
 	if (a && a->mounted) {
 		char path[64];
+		identity_poweroff();
 		if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY, NULL) < 0)
 			log_warning("cannot remount the root read-only: %m");
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", a->upper_fd);

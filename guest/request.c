@@ -1,5 +1,6 @@
 /* request.c: see request.h. Unknown tags are skipped so the host can add fields; a known tag
  * with a value of the wrong size is malformed. */
+#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 #include "request.h"
@@ -52,6 +53,9 @@ request_hello_done(struct request_hello *h)
 	free(h->upper_dev);
 	free(h->home);
 	strv_free(h->env);
+	free(h->net);
+	free(h->machine_id);
+	strv_free(h->volumes);
 	*h = (struct request_hello){ 0 };
 }
 
@@ -92,6 +96,18 @@ hello_entry(struct request_hello *h, const struct tlv *t)
 		return tlv_u32(t, &h->gid) < 0 ? -EINVAL : 0;
 	case AP_T_FEATURES:
 		return tlv_u32(t, &h->features) < 0 ? -EINVAL : 0;
+	case AP_T_NET:
+		return take_str(t, 64, &h->net);
+	case AP_T_MAC:
+		if (t->len != sizeof(h->mac))
+			return -EINVAL;
+		memcpy(h->mac, t->val, sizeof(h->mac));
+		h->has_mac = true;
+		return 0;
+	case AP_T_MACHINE_ID:
+		return take_str(t, 64, &h->machine_id);
+	case AP_T_VOLUME:
+		return push_str(t, &h->volumes, &h->nvolumes, REQUEST_MAX_VOLUMES);
 	default:
 		return 0;
 	}
@@ -118,6 +134,118 @@ request_parse_hello(const void *p, size_t n, struct request_hello *ret)
 		return r == -EPROTO ? -EINVAL : r;
 	}
 	*ret = h;
+	return 0;
+}
+
+/* One dotted-quad address of at most 15 characters at s[0..len) into *ret. */
+static int
+parse_addr(const char *s, size_t len, uint32_t *ret)
+{
+	char buf[INET_ADDRSTRLEN];
+	struct in_addr a;
+
+	if (len == 0 || len >= sizeof(buf))
+		return -EINVAL;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	if (inet_pton(AF_INET, buf, &a) != 1)
+		return -EINVAL;
+	*ret = a.s_addr;
+	return 0;
+}
+
+int
+request_parse_net(const char *s, struct request_net *ret)
+{
+	const char *slash = strchr(s, '/'), *comma = strchr(s, ',');
+	struct request_net n = { 0 };
+	uint32_t mask, g, h;
+	char *end;
+	unsigned long prefix;
+
+	if (!*s) {
+		*ret = (struct request_net){ .none = true };
+		return 0;
+	}
+	if (!slash || !comma || comma < slash || slash[1] < '0' || slash[1] > '9')
+		return -EINVAL;
+	prefix = strtoul(slash + 1, &end, 10);
+	if (end != comma || prefix < 8 || prefix > 30)
+		return -EINVAL;
+	if (parse_addr(s, (size_t)(slash - s), &n.guest_addr) < 0 ||
+	    parse_addr(comma + 1, strlen(comma + 1), &n.host_addr) < 0)
+		return -EINVAL;
+	mask = 0xffffffffu << (32 - prefix);
+	g = ntohl(n.guest_addr);
+	h = ntohl(n.host_addr);
+	/* both on the link, distinct, and neither its network nor its broadcast address */
+	if ((g & mask) != (h & mask) || g == h || (g & ~mask) == 0 || (g & ~mask) == ~mask ||
+	    (h & ~mask) == 0 || (h & ~mask) == ~mask)
+		return -EINVAL;
+	n.prefix = (unsigned)prefix;
+	*ret = n;
+	return 0;
+}
+
+bool
+request_machine_id_valid(const char *s)
+{
+	bool nonzero = false;
+	size_t i;
+
+	for (i = 0; s[i]; i++) {
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+		nonzero |= s[i] != '0';
+	}
+	return i == 32 && nonzero;
+}
+
+bool
+request_mount_allowed(const char *path)
+{
+	static const char *const roots[] = { "/sandbox/", "/mnt/" };
+	size_t len = strlen(path);
+
+	if (!request_path_valid(path) || path[len - 1] == '/')
+		return false;
+	if (streq(path, "/sandbox/home"))
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(roots); i++)
+		if (strneq(path, roots[i], strlen(roots[i])) && len > strlen(roots[i]))
+			return true;
+	return false;
+}
+
+void
+request_volume_done(struct request_volume *v)
+{
+	free(v->dev);
+	free(v->mount);
+	*v = (struct request_volume){ 0 };
+}
+
+int
+request_parse_volume(const char *s, struct request_volume *ret)
+{
+	const char *t1 = strchr(s, '\t'), *t2 = t1 ? strchr(t1 + 1, '\t') : NULL;
+	struct request_volume v = { 0 };
+
+	if (!t1 || !t2 || (!streq(t2 + 1, "ro") && !streq(t2 + 1, "rw")))
+		return -EINVAL;
+	v.dev = strndup(s, (size_t)(t1 - s));
+	v.mount = strndup(t1 + 1, (size_t)(t2 - t1 - 1));
+	v.read_only = streq(t2 + 1, "ro");
+	if (!v.dev || !v.mount) {
+		request_volume_done(&v);
+		return -ENOMEM;
+	}
+	if (!strneq(v.dev, "/dev/", 5) || !v.dev[5] || !request_path_valid(v.dev) ||
+	    !request_mount_allowed(v.mount)) {
+		request_volume_done(&v);
+		return -EINVAL;
+	}
+	*ret = v;
 	return 0;
 }
 

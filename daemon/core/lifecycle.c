@@ -118,10 +118,14 @@ vm_gone(struct sandboxd *d, struct sandbox *sb)
 	sb->has_slot = false;
 }
 
-/* What sb's VM is launched with, but for its network. */
+/* What sb's VM is launched with, but for its network. Its machine id lives until the next
+ * launch_fill (a launch is borrowed for the one call it is handed to). */
 static void
 launch_fill(const struct sandbox *sb, const struct image *img, struct vm_launch *ret)
 {
+	static char machine_id[SANDBOX_MACHINE_ID_LEN + 1];
+
+	sandbox_machine_id(sb->id, machine_id);
 	*ret = (struct vm_launch){
 		.id = sb->id,
 		.hostname = sb->name ? sb->name : sb->id,
@@ -132,6 +136,7 @@ launch_fill(const struct sandbox *sb, const struct image *img, struct vm_launch 
 		.disk_mb = sb->disk_mb,
 		.slot = sb->slot,
 		.net = { .tap_fd = -1 },
+		.machine_id = machine_id,
 	};
 }
 
@@ -858,6 +863,13 @@ take_back(struct sandboxd *d, struct backend *b, struct sandbox *sb, const struc
 		(void)egress_attach(d, sb, &link, NULL, NULL);
 	}
 	launch_fill(sb, images_installed(d, sb->image), &l);
+	if (net) {
+		/* its addresses for the guest's handshake; the VM has its tap */
+		l.has_net = true;
+		l.net = (struct vm_net){ .tap_fd = -1,
+			                 .guest_addr = link.guest_addr,
+			                 .host_addr = link.host_addr };
+	}
 	r = volumes_launch_fill(d, sb, &vols, &l);
 	if (r >= 0)
 		r = b->ops->adopt(b, sb, &l);

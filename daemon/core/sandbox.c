@@ -1,5 +1,6 @@
 /* sandbox.c: sandbox objects, the transition table, the registry; see sandbox.h. */
 #include <ctype.h>
+#include <openssl/sha.h>
 #include "agents.h"
 #include "events.h"
 #include "log.h"
@@ -741,4 +742,20 @@ sandbox_id_valid(const char *id)
 		if (!(*p >= 'a' && *p <= 'z') && !isdigit((unsigned char)*p) && *p != '-')
 			return false;
 	return true;
+}
+
+void
+sandbox_machine_id(const char *id, char out[static SANDBOX_MACHINE_ID_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	char text[sizeof("sandboxd machine-id ") + SANDBOX_ID_MAX];
+	unsigned char md[SHA256_DIGEST_LENGTH];
+	int n = snprintf(text, sizeof(text), "sandboxd machine-id %s", id);
+
+	SHA256((const unsigned char *)text, (size_t)MIN(n, (int)sizeof(text) - 1), md);
+	for (size_t i = 0; i < SANDBOX_MACHINE_ID_LEN / 2; i++) {
+		out[2 * i] = hex[md[i] >> 4];
+		out[2 * i + 1] = hex[md[i] & 0xf];
+	}
+	out[SANDBOX_MACHINE_ID_LEN] = '\0';
 }

@@ -255,3 +255,9 @@ struct sandbox *registry_find_name(struct registry *r, const char *name, const c
 
 bool sandbox_name_valid(const char *name);
 bool sandbox_id_valid(const char *id);
+
+/* The machine id a sandbox's guest is given (/etc/machine-id, vm_launch.machine_id): the
+ * first 32 hex digits of sha256("sandboxd machine-id " + id). Stable for the sandbox (a
+ * restart or resume keeps it), and its own (a fork's differs from its parent's). */
+#define SANDBOX_MACHINE_ID_LEN 32
+void sandbox_machine_id(const char *id, char out[static SANDBOX_MACHINE_ID_LEN + 1]);

@@ -113,6 +113,14 @@ put_hello_tlvs(struct buf *b, const struct agent_hello *h)
 		r |= tlv_put_u32(b, AP_T_GID, h->gid);
 	if (h->home)
 		r |= tlv_put_str(b, AP_T_HOME, h->home);
+	if (h->net)
+		r |= tlv_put_str(b, AP_T_NET, h->net);
+	if (h->has_mac)
+		r |= tlv_put(b, AP_T_MAC, h->mac, sizeof(h->mac));
+	if (h->machine_id)
+		r |= tlv_put_str(b, AP_T_MACHINE_ID, h->machine_id);
+	for (size_t i = 0; h->volumes && h->volumes[i]; i++)
+		r |= tlv_put_str(b, AP_T_VOLUME, h->volumes[i]);
 	r |= tlv_put_u32(b, AP_T_FEATURES, AP_FEAT_STDIN_WINDOW);
 	return r < 0 ? -ENOMEM : 0;
 }

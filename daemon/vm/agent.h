@@ -28,6 +28,15 @@ struct agent_hello {
 	char *const *env; /* the image environment, "K=V", NULL-terminated; may be NULL */
 	uint32_t uid, gid;
 	const char *home;
+	/* the guest's identity, put right at every session start (a restored VM's memory holds
+	 * another's): net is "GUEST/PREFIX,HOST" or "" for none (NULL: not sent); the MAC when
+	 * has_mac; machine_id 32 lowercase hex (NULL: not sent); volumes "DEV\tMOUNT\tro|rw",
+	 * NULL-terminated (NULL: none) */
+	const char *net;
+	bool has_mac;
+	uint8_t mac[6];
+	const char *machine_id;
+	char *const *volumes;
 };
 
 struct agent_events {

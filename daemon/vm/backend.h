@@ -25,9 +25,9 @@ struct backend;
 struct loop;
 
 enum backend_status {
-	BACKEND_RUNNING, /* the VM runs and answers */
-	BACKEND_STOPPED, /* no VM, but its writable layer is kept */
-	BACKEND_GONE,    /* nothing of it exists */
+	BACKEND_RUNNING,   /* the VM runs and answers */
+	BACKEND_STOPPED,   /* no VM, but its writable layer is kept */
+	BACKEND_GONE,      /* nothing of it exists */
 	BACKEND_SUSPENDED, /* no VM, but its saved memory and device state and its layer are
 	                    * kept (suspend): resume carries on from them */
 };
@@ -124,7 +124,8 @@ struct vm_volume {
 };
 
 /* Everything a boot (start or restart) is handed, prepared by the core; borrowed for the
- * call. adopt is handed the same but for the network (its VM has its tap). */
+ * call. adopt is handed the same but for the tap (net.tap_fd is -1: its VM has its tap; the
+ * addresses are there for the guest's handshake). */
 struct vm_launch {
 	const char *id;        /* the sandbox's id: its VM's directory and name */
 	const char *hostname;  /* the guest's */

@@ -31,6 +31,7 @@
 #include "agent.h"
 #include "agentproto.h"
 #include "bundle.h"
+#include "guest-identity.h"
 #include "frame.h"
 #include "tlv.h"
 #include "cgroup.h"
@@ -818,12 +819,17 @@ vm_connect_agent(struct vm *vm, const struct vm_launch *l, uint64_t deadline)
 		.gid = GUEST_UID,
 		.home = "/sandbox/home",
 	};
+	struct guest_identity id;
 	int r;
 
 	if (!sock)
 		return -ENOMEM;
 	vm->agent = agent_free(vm->agent);
+	r = guest_identity_fill(&id, l, &hello);
+	if (r < 0)
+		return r;
 	r = agent_new(vm->q->b.cfg.loop, sock, &hello, &agent_events, vm, &vm->agent);
+	guest_identity_done(&id);
 	if (r < 0)
 		return r;
 	return agent_connect(vm->agent, deadline);

@@ -225,9 +225,12 @@ vm_agent_start(struct fake_vm *vm)
 	struct fake *f = priv(vm->b);
 	_cleanup_free_ char *sock = strdup_printf("%s/%s.agent", f->dir, vm->sb->id);
 	_cleanup_free_ char *home = strdup_printf("%s/%s.home", f->dir, vm->sb->id);
+	char machine_id[SANDBOX_MACHINE_ID_LEN + 1];
 	struct agent_hello hello = { .hostname = vm->sb->name ? vm->sb->name : vm->sb->id,
 		                     .uid = getuid(),
-		                     .gid = getgid() };
+		                     .gid = getgid(),
+		                     .net = "",
+		                     .machine_id = machine_id };
 	_cleanup_free_ char *pidfile = guestd_pid_path(vm->b, vm->sb);
 	_cleanup_free_ char *marker = strdup_printf("SANDBOXD_STATE_DIR=%s", vm->b->cfg.state_dir);
 	_cleanup_free_ char *pidtext = NULL;
@@ -240,6 +243,8 @@ vm_agent_start(struct fake_vm *vm)
 	vm_agent_end(vm);
 	if (!sock || !home || !pidfile || !marker)
 		return -ENOMEM;
+	/* the identity a VM's guest gets (the test-mode agent takes it and changes nothing) */
+	sandbox_machine_id(vm->sb->id, machine_id);
 	(void)unlink(sock);
 	if (mkdir(home, 0700) < 0 && errno != EEXIST)
 		return negative_errno();
@@ -283,15 +288,19 @@ vm_agent_adopt(struct fake_vm *vm)
 	struct fake *f = priv(vm->b);
 	_cleanup_free_ char *sock = strdup_printf("%s/%s.agent", f->dir, vm->sb->id);
 	_cleanup_free_ char *home = strdup_printf("%s/%s.home", f->dir, vm->sb->id);
+	char machine_id[SANDBOX_MACHINE_ID_LEN + 1];
 	_cleanup_free_ char *pidfile = guestd_pid_path(vm->b, vm->sb);
 	_cleanup_free_ char *pidtext = NULL;
 	struct agent_hello hello = { .hostname = vm->sb->name ? vm->sb->name : vm->sb->id,
 		                     .uid = getuid(),
-		                     .gid = getgid() };
+		                     .gid = getgid(),
+		                     .net = "",
+		                     .machine_id = machine_id };
 	uint64_t pid;
 
 	if (!sock || !home || !pidfile)
 		return -ENOMEM;
+	sandbox_machine_id(vm->sb->id, machine_id);
 	if (!f->guestd || read_file_max(pidfile, 32, &pidtext, NULL) < 0)
 		return 0; /* no agent: processes and files answer 501 */
 	pidtext[strcspn(pidtext, "\n")] = '\0';

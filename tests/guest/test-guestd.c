@@ -292,6 +292,12 @@ conn_open_at(struct conn *c, const char *path, const void *junk, size_t junk_len
 	assert_int_equal(tlv_put_u64(&hello, AP_T_TIME_NS, (uint64_t)time(NULL) * 1000000000u), 0);
 	assert_int_equal(tlv_put_str(&hello, AP_T_ENV, "PATH=/usr/local/bin:/usr/bin:/bin"), 0);
 	assert_int_equal(tlv_put_str(&hello, AP_T_ENV, "IMAGE_VAR=image"), 0);
+	/* the identity a VM's guest applies (PID 1 only): taken, and changes nothing here */
+	assert_int_equal(tlv_put_str(&hello, AP_T_NET, "10.200.0.2/30,10.200.0.1"), 0);
+	assert_int_equal(tlv_put(&hello, AP_T_MAC, "\x52\x54\x0a\xc8\x00\x02", 6), 0);
+	assert_int_equal(tlv_put_str(&hello, AP_T_MACHINE_ID, "0123456789abcdef0123456789abcdef"),
+	                 0);
+	assert_int_equal(tlv_put_str(&hello, AP_T_VOLUME, "/dev/vdc\t/sandbox/data\trw"), 0);
 	if (hello_features)
 		assert_int_equal(tlv_put_u32(&hello, AP_T_FEATURES, hello_features), 0);
 	if (junk_len)

@@ -306,11 +306,25 @@ test_registry_names(void **state)
 	assert_null(registry_find(&f->d.reg, "dev", NULL));
 }
 
+/* A guest's /etc/machine-id: sha256("sandboxd machine-id " + id), its first 32 hex (values
+ * from Python's hashlib): the same for a sandbox at every launch, another for another. */
+static void
+test_machine_id(void **state)
+{
+	char id[SANDBOX_MACHINE_ID_LEN + 1];
+
+	sandbox_machine_id("sbx_0123456789abcdef", id);
+	assert_string_equal(id, "f32fd46effab708ada3430d91af47fec");
+	sandbox_machine_id("sbx_0123456789abcdee", id);
+	assert_string_equal(id, "5b21c7a6996033f0537af28695b641d6");
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_every_pair),
+		cmocka_unit_test(test_machine_id),
 		cmocka_unit_test(test_names_round_trip),
 		cmocka_unit_test(test_name_rules),
 		cmocka_unit_test_setup_teardown(test_set_state_persists_and_publishes, setup,

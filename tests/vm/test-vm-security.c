@@ -764,6 +764,51 @@ netns_launcher(void)
 	return true;
 }
 
+/* The guest's link is the one the host gave it: an address, a default route, and the MAC
+ * 52:54 followed by that address (the handshake's NET and MAC agree with the command line's
+ * at a boot, and with what the guest has when sandboxd takes a VM back). Runs the check until
+ * the agent answers, then once more for the record. */
+static void
+assert_guest_link(const char *sock, const char *id)
+{
+	static const char script[] =
+	        "{\"argv\":[\"sh\",\"-c\",\"for n in /sys/class/net/*; do [ ${n##*/} = lo ] || "
+	        "i=${n##*/}; done; a=$(ip -4 -o addr show dev $i | sed 's/.*inet "
+	        "\\\\([0-9.]*\\\\).*/\\\\1/'); "
+	        "printf '52:54:%02x:%02x:%02x:%02x\\\\n' $(echo $a | tr . ' '); cat "
+	        "/sys/class/net/$i/address; "
+	        "ip route | grep -c ^default\"]}";
+	char path[128], want[64];
+	const char *b64, *nl;
+	struct buf b = BUF_INIT(1u << 20);
+	json_t *r;
+
+	snprintf(path, sizeof(path), "/v1/sandboxes/%s/run", id);
+	/* a VM just taken back: its agent's session comes up a moment after sandboxd does */
+	for (int i = 0; i < 300; i++) {
+		char *text = NULL;
+		int st = harness_http_timeout(sock, "POST", path, script, 600000, &text);
+		free(text);
+		if (st != 503)
+			break;
+		usleep(100000);
+	}
+	r = harness_json_timeout(sock, "POST", path, script, 600000, 200);
+	assert_int_equal(json_integer_value(json_object_get(r, "exit_code")), 0);
+	b64 = harness_str(r, "stdout");
+	assert_int_equal(base64_decode(&b, b64, strlen(b64)), 0);
+	assert_int_equal(buf_putc(&b, '\0'), 0);
+	nl = strchr(b.data, '\n');
+	assert_non_null(nl);
+	assert_true(nl - b.data < (ptrdiff_t)sizeof(want) - 1);
+	snprintf(want, sizeof(want), "%.*s\n%.*s\n1\n", (int)(nl - b.data), b.data,
+	         (int)(nl - b.data), b.data);
+	assert_string_equal(b.data, want);
+	assert_true(strncmp(b.data, "52:54:", 6) == 0);
+	buf_free(&b);
+	json_decref(r);
+}
+
 /* R-L3 with egress: at its start sandboxd removes a persistent tap named like its own that
  * no VMM holds, and leaves another one alone; a stray VMM's tap goes with the VMM. */
 static void
@@ -797,6 +842,7 @@ test_orphan_and_stray_taps_are_swept(void **state)
 	vmm = vmm_pid(id);
 	assert_true(vmm > 0);
 	assert_true(link_exists("sbx0"));
+	assert_guest_link(tq.sock, id);
 	/* the VMM holds sbx0: the sweep of a restart leaves a held tap alone... */
 	assert_int_equal(harness_stop(&tq, SIGKILL), 128 + SIGKILL);
 	assert_int_equal(harness_restart(&tq, harness_binary("SANDBOXD"),
@@ -808,6 +854,7 @@ test_orphan_and_stray_taps_are_swept(void **state)
 	assert_false(harness_file_contains(tq.log, "tap(s) named sbxN"));
 	assert_true(link_exists("sbx0"));
 	assert_true(alive(vmm));
+	assert_guest_link(tq.sock, id);
 	/* ...and once the sandbox is lost, its stray VMM is ended and its tap goes with it */
 	assert_int_equal(harness_stop(&tq, SIGKILL), 128 + SIGKILL);
 	forget_row(tq.state, id);

@@ -115,6 +115,27 @@ test_guest_kernel_output_and_exit_codes(void **state)
 	assert_int_equal(run(sb, "[\"cat\",\"/etc/hostname\"]", &out, NULL), 0);
 	assert_string_equal(out, "k\n");
 	free(out);
+	/* /etc/hosts names it (once), and its machine id is its own: the first 32 hex of
+	 * sha256("sandboxd machine-id " + id), the same at every boot */
+	assert_int_equal(
+	        run(sb, "[\"grep\",\"^127\\\\.0\\\\.1\\\\.1\",\"/etc/hosts\"]", &out, NULL), 0);
+	assert_string_equal(out, "127.0.1.1\tk\n");
+	free(out);
+	{
+		char cmd[200], want[64] = "";
+		FILE *f;
+		snprintf(cmd, sizeof(cmd), "printf 'sandboxd machine-id %%s' '%s' | sha256sum",
+		         harness_str(sb, "id"));
+		f = popen(cmd, "r");
+		assert_non_null(f);
+		assert_non_null(fgets(want, 33, f));
+		pclose(f);
+		assert_int_equal(strlen(want), 32);
+		strcat(want, "\n");
+		assert_int_equal(run(sb, "[\"cat\",\"/etc/machine-id\"]", &out, NULL), 0);
+		assert_string_equal(out, want);
+		free(out);
+	}
 	assert_int_equal(
 	        run(sb, "[\"sh\",\"-c\",\"ip link show lo | grep -q UP && echo up\"]", &out, NULL),
 	        0);
