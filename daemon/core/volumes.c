@@ -246,6 +246,42 @@ volumes_delete(struct sandboxd *d, const char *owner, const char *name, struct e
 }
 
 static int
+collect_id(const struct store_volume *v, void *data)
+{
+	json_t *ids = data;
+
+	return json_array_append_new(ids, json_string(v->id)) < 0 ? -ENOMEM : 0;
+}
+
+void
+volumes_delete_owner(struct sandboxd *d, const char *owner)
+{
+	json_t *ids = json_array(), *id;
+	size_t i;
+	int r;
+
+	r = ids ? store_volume_list(d->store, owner, collect_id, ids) : -ENOMEM;
+	if (r < 0)
+		log_error("volumes of '%s': cannot list them to delete them: %s", owner,
+		          strerror(-r));
+	json_array_foreach (ids, i, id) {
+		_cleanup_free_ char *path = volume_file(d, json_string_value(id));
+		r = store_volume_delete(d->store, json_string_value(id));
+		if (r < 0) {
+			log_error("volume '%s' of '%s': cannot delete it: %s",
+			          json_string_value(id), owner, strerror(-r));
+			continue;
+		}
+		if (path && unlink(path) < 0 && errno != ENOENT)
+			log_warning("volume '%s': removing '%s' failed: %m", json_string_value(id),
+			            path);
+		log_info("volume '%s' of '%s' deleted with its owner", json_string_value(id),
+		         owner);
+	}
+	json_decref(ids);
+}
+
+static int
 list_one(const struct store_volume *v, void *data)
 {
 	void **ctx = data;

@@ -38,6 +38,10 @@ int volumes_delete(struct sandboxd *d, const char *owner, const char *name, stru
  * owner, size_mb, bytes, created_at, attached}. NULL when out of memory or the store failed. */
 json_t *volumes_list(struct sandboxd *d, const char *owner);
 
+/* Deletes every volume of owner, files and rows (a user deleted: what they kept goes with
+ * them, and never to an account made later with the same email). Failures are logged. */
+void volumes_delete_owner(struct sandboxd *d, const char *owner);
+
 /* Whether sb's create may attach its volumes (sb->volumes), checked where it joins the
  * registry: each must be its owner's (-ENOENT), and no other sandbox that is not terminated
  * may hold one it would write, nor write one it would read (-EBUSY). -EOPNOTSUPP when the

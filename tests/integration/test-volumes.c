@@ -26,6 +26,7 @@ static int metrics_port;
 
 struct who {
 	const char *email, *password, *role;
+	char id[64];    /* usr_... */
 	char hkey[256]; /* "Authorization: Bearer sbk_...\r\n" */
 };
 
@@ -79,7 +80,9 @@ make_account(struct who *w)
 	char *head = NULL, *cookie, *semi, hsess[600];
 	json_t *j;
 
-	json_decref(harness_json(d.sock, "POST", "/v1/users", body, 201));
+	j = harness_json(d.sock, "POST", "/v1/users", body, 201);
+	snprintf(w->id, sizeof(w->id), "%s", harness_str(j, "id"));
+	json_decref(j);
 	j = harness_json_headers(d.sock, NULL, "POST", "/v1/auth/login", login, 200, &head);
 	cookie = harness_header(head, "Set-Cookie");
 	assert_non_null(cookie);
@@ -416,6 +419,34 @@ test_others_cannot_see_or_attach(void **state)
 	json_decref(l);
 }
 
+/* A user deleted takes their volumes along: their files go, and an account made later with
+ * the same email has none of them. */
+static void
+test_a_deleted_users_volumes_go(void **state)
+{
+	struct who carol = { .email = "carol@example.com",
+		             .password = "carol-password-4",
+		             .role = "user" };
+	_cleanup_free_ char *path = NULL, *file = NULL;
+	json_t *v, *l;
+
+	make_account(&carol);
+	v = create_volume(carol.hkey, "hers", 16);
+	file = strdup_printf("%s/volumes/%s.ext4", d.state, harness_str(v, "id"));
+	assert_int_equal(access(file, F_OK), 0);
+	path = strdup_printf("/v1/users/%s", carol.id);
+	json_decref(harness_json(d.sock, "DELETE", path, NULL, 204));
+	assert_int_equal(access(file, F_OK), -1);
+	l = harness_json_headers(d.sock, boss.hkey, "GET", "/v1/volumes", NULL, 200, NULL);
+	assert_int_equal(json_array_size(json_object_get(l, "volumes")), 0);
+	json_decref(l);
+	make_account(&carol);
+	l = harness_json_headers(d.sock, carol.hkey, "GET", "/v1/volumes", NULL, 200, NULL);
+	assert_int_equal(json_array_size(json_object_get(l, "volumes")), 0);
+	json_decref(l);
+	json_decref(v);
+}
+
 static void
 test_volumes_outlive_a_restart(void **state)
 {
@@ -443,6 +474,7 @@ main(void)
 		cmocka_unit_test_teardown(test_one_writer_or_many_readers, case_teardown),
 		cmocka_unit_test_teardown(test_bad_attachments, case_teardown),
 		cmocka_unit_test_teardown(test_others_cannot_see_or_attach, case_teardown),
+		cmocka_unit_test_teardown(test_a_deleted_users_volumes_go, case_teardown),
 		cmocka_unit_test_teardown(test_volumes_outlive_a_restart, case_teardown),
 	};
 
