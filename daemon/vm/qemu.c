@@ -51,6 +51,9 @@
 #define QUIT_WAIT_MS 5000 /* after QMP quit, before SIGKILL */
 #define KILL_WAIT_MS 5000
 #define RECONNECT_MS 10000
+/* a destroy of a VM that writes volumes first has its guest power off (which syncs and
+ * remounts them read-only), for at most this long */
+#define DESTROY_FLUSH_MS 5000
 #define VMM_OVERHEAD_MB 256 /* QEMU itself and TCG's translation cache, on top of guest RAM */
 #define VMM_MAX_PIDS 256    /* tasks (QEMU's threads) in a VMM's cgroup */
 #define GUEST_UID 1001
@@ -96,6 +99,7 @@ struct vm {
 	uint32_t guest_addr; /* with net: the guest's address it booted with (network order) */
 	bool reconnecting;
 	bool fresh;          /* its layer is this boot's own, and the boot has not completed */
+	bool writes_volumes; /* its launch attached a volume to write (DESTROY_FLUSH_MS) */
 	uint64_t start_time; /* its QEMU's, /proc/<pid>/stat field 22 (0: unknown) */
 	char cgroup[64];
 	char jail[600]; /* the mount point of its root (an empty directory in its dir) */
@@ -825,6 +829,9 @@ vm_connect_agent(struct vm *vm, const struct vm_launch *l, uint64_t deadline)
 	if (!sock)
 		return -ENOMEM;
 	vm->agent = agent_free(vm->agent);
+	vm->writes_volumes = false;
+	for (size_t i = 0; i < l->nvolumes; i++)
+		vm->writes_volumes = vm->writes_volumes || !l->volumes[i].read_only;
 	r = guest_identity_fill(&id, l, &hello);
 	if (r < 0)
 		return r;
@@ -902,6 +909,8 @@ stop_timeout(struct loop_timer *t _unused_, void *data)
 	vm_quit(vm);
 }
 
+static void destroy_finish(struct loop_timer *t, void *data);
+
 static void
 vm_exited(struct loop_child *c _unused_, void *data)
 {
@@ -929,7 +938,10 @@ vm_exited(struct loop_child *c _unused_, void *data)
 		backend_done(&vm->q->b, sb, 0, NULL);
 		return;
 	case VM_DESTROYING:
-		return; /* destroy handles it */
+		/* destroy handles it; a guest that powered off for it is done flushing */
+		vm->timer.fn = destroy_finish;
+		(void)loop_timer_arm(&vm->timer, 1, 0);
+		return;
 	case VM_BOOTING: {
 		_cleanup_free_ char *tail = log_tail(vm);
 		vm_fail(vm, "QEMU %s while booting%s%s", how, tail ? ": " : "", tail ? tail : "");
@@ -1048,6 +1060,9 @@ destroy_finish(struct loop_timer *t _unused_, void *data)
 	struct backend *b = &vm->q->b;
 	struct sandbox *sb = vm->sb;
 
+	/* a flush that did not end in time ends here (nothing when QEMU is gone) */
+	vm_kill(vm);
+	vm->agent = agent_free(vm->agent);
 	remove_tree(vm->dir);
 	vm_free(vm);
 	backend_done(b, sb, 0, NULL);
@@ -1061,10 +1076,15 @@ qemu_destroy(struct backend *b, struct sandbox *sb)
 	if (!vm)
 		return -ENOMEM;
 	vm->phase = VM_DESTROYING;
+	vm->timer.fn = destroy_finish;
+	/* what the guest wrote to a volume and has not synced would be lost with its VM: it
+	 * powers off first (QEMU's exit finishes the destroy), for DESTROY_FLUSH_MS at most */
+	if (vm->pid > 0 && vm->writes_volumes && vm->agent && agent_ready(vm->agent) &&
+	    agent_shutdown(vm->agent, shutdown_answered, vm))
+		return loop_timer_arm(&vm->timer, DESTROY_FLUSH_MS, 0);
 	vm->agent = agent_free(vm->agent);
 	vm_kill(vm);
 	/* complete on the loop, like every other operation */
-	vm->timer.fn = destroy_finish;
 	return loop_timer_arm(&vm->timer, 1, 0);
 }
 
