@@ -168,6 +168,10 @@ int cmd_ls(struct cli *cli, int argc, char **argv);
 int cmd_port_forward(struct cli *cli, int argc, char **argv);
 int cmd_image(struct cli *cli, int argc, char **argv);
 int cmd_snapshot(struct cli *cli, int argc, char **argv);
+int cmd_volume(struct cli *cli, int argc, char **argv);
+/* --volume NAME:PATH[:ro] appended to the array volumes as {name, path, read_only}. 0, or an
+ * exit code after saying what is wrong. */
+int cli_volume_option(struct cli *cli, json_t *volumes, const char *arg);
 int cmd_node(struct cli *cli, int argc, char **argv);
 int cmd_network(struct cli *cli, int argc, char **argv);
 int cmd_agent(struct cli *cli, int argc, char **argv);

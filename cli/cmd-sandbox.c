@@ -51,6 +51,7 @@ enum {
 	OPT_SNAPSHOT,
 	OPT_SNAPSHOT_EVERY,
 	OPT_SNAPSHOT_KEEP,
+	OPT_VOLUME,
 };
 
 /* Whether the list shows sb: terminated ones only when asked for (--all, --state). */
@@ -217,13 +218,15 @@ cmd_create(struct cli *cli, int argc, char **argv)
 		{ "snapshot", required_argument, NULL, OPT_SNAPSHOT },
 		{ "snapshot-every", required_argument, NULL, OPT_SNAPSHOT_EVERY },
 		{ "snapshot-keep", required_argument, NULL, OPT_SNAPSHOT_KEEP },
+		{ "volume", required_argument, NULL, OPT_VOLUME },
 		{ NULL, 0, NULL, 0 },
 	};
 	json_t *body = json_object(), *labels = json_object(), *env = json_object();
+	json_t *volumes = json_array();
 	json_t *sb = NULL;
 	int c, r = 0;
 
-	if (!body || !labels || !env) {
+	if (!body || !labels || !env || !volumes) {
 		r = cli_oom();
 		goto out;
 	}
@@ -272,6 +275,9 @@ cmd_create(struct cli *cli, int argc, char **argv)
 			r = cli_number_option(cli, "--snapshot-keep", optarg, INT32_MAX, body,
 			                      "snapshot_keep");
 			break;
+		case OPT_VOLUME:
+			r = cli_volume_option(cli, volumes, optarg);
+			break;
 		default:
 			r = cli_option_end(cli, c);
 			if (r == 0)
@@ -289,7 +295,8 @@ cmd_create(struct cli *cli, int argc, char **argv)
 	if (r != 0)
 		goto out;
 	if ((json_object_size(labels) && json_object_set(body, "labels", labels) < 0) ||
-	    (json_object_size(env) && json_object_set(body, "env", env) < 0)) {
+	    (json_object_size(env) && json_object_set(body, "env", env) < 0) ||
+	    (json_array_size(volumes) && json_object_set(body, "volumes", volumes) < 0)) {
 		r = cli_oom();
 		goto out;
 	}
@@ -308,6 +315,7 @@ cmd_create(struct cli *cli, int argc, char **argv)
 		r = check_failed(sb);
 out:
 	json_decref(sb);
+	json_decref(volumes);
 	json_decref(env);
 	json_decref(labels);
 	json_decref(body);

@@ -81,6 +81,10 @@ static const struct verb verbs[] = {
 	          "                       hostname, machine id and network\n"
 	          "  --snapshot-every SECS  snapshot it every SECS while it runs\n"
 	          "  --snapshot-keep N    keep the newest N of those (with --snapshot-every)\n"
+	          "  --volume NAME:PATH[:ro]\n"
+	          "                       attach your volume NAME at PATH (under /sandbox/ or\n"
+	          "                       /mnt/), read-only with :ro (repeatable, up to 8); one\n"
+	          "                       sandbox may write a volume, or any number read it\n"
 	          "  --no-wait            return at once, before it runs\n"
 	          "\n"
 	          "Prints only the id (with --json: the sandbox). When the sandbox fails to\n"
@@ -278,6 +282,16 @@ static const struct verb verbs[] = {
 	          "A fork starts from a snapshot: 'sandbox-cli create --snapshot ID'.\n"
 	          "See 'sandbox-cli snapshot create --help' and so on.\n",
 	  .run = cmd_snapshot },
+	{ .name = "volume",
+	  .usage = "volume create|ls|rm ...",
+	  .summary = "Manage your volumes: disks that outlive sandboxes.",
+	  .help = "  volume create [--size MB] NAME\n"
+	          "  volume ls\n"
+	          "  volume rm NAME...\n"
+	          "\n"
+	          "Attach one with 'sandbox-cli create --volume NAME:PATH[:ro]'. See\n"
+	          "'sandbox-cli volume create --help' and so on.\n",
+	  .run = cmd_volume },
 	{ .name = "node",
 	  .usage = "node [cordon|uncordon]",
 	  .summary = "Show what the server's node offers and what is free; cordon it.",

@@ -12,6 +12,7 @@
 #include "server.h"
 #include "store.h"
 #include "util.h"
+#include "volumes.h"
 
 /* What the per-address login limit counts by: the client's address, and for IPv6 its /64
  * (one host usually holds a whole /64). */
@@ -883,8 +884,11 @@ api_user_delete(struct api_call *call)
 		reply_store_failed(call->c, r);
 		return;
 	}
-	/* their terminated sandboxes, still listed, are no one's now (account_delete) */
+	/* their terminated sandboxes, still listed, are no one's now (account_delete); their
+	 * volumes go with them (none is attached: they own no sandbox), before any account made
+	 * later with the same email could see them */
 	ended_reload_owner(call->d, a.email);
+	volumes_delete_owner(call->d, a.email);
 	server_close_credential(call->d->server, NULL, a.email, call->c);
 	log_info("accounts: user '%s' (%s) deleted by %s", a.email, a.id, by_whom(&call->who));
 	conn_reply(call->c, 204, NULL, NULL, 0, NULL);

@@ -42,6 +42,10 @@ void api_events_stream(struct api_call *call);
 void api_image_list(struct api_call *call);
 void api_image_install(struct api_call *call);
 void api_image_remove(struct api_call *call);
+/* /v1/volumes (api-volumes.c); 501 naming the capability where the backend has none. */
+void api_volume_list(struct api_call *call);
+void api_volume_create(struct api_call *call);
+void api_volume_delete(struct api_call *call);
 
 /* A live sandbox the caller may see, by id or name; NULL if none. */
 struct sandbox *api_lookup_live(struct api_call *call);

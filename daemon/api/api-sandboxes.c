@@ -17,6 +17,7 @@
 #include "store.h"
 #include "suspend.h"
 #include "util.h"
+#include "volumes.h"
 
 #define EVENTS_LIST_MAX 5000
 #define EVENTS_REPLAY_MAX 10000
@@ -374,6 +375,8 @@ api_usage(struct sandboxd *d, const char *owner, struct sandbox_usage *u)
 		u->memory_mb += sb->memory_mb;
 		u->disk_mb += sb->disk_mb;
 	}
+	/* volumes take their size from the node's disk whether attached or not */
+	u->disk_mb += volumes_disk_mb(d, owner);
 }
 
 /* Whether owner (whose caps are caps) may have adding become active too. Returns 0, or

@@ -9,6 +9,7 @@
 #include "server.h"
 #include "snapshots.h"
 #include "util.h"
+#include "volumes.h"
 #include "web.h"
 
 enum route_flags {
@@ -101,9 +102,20 @@ static const struct route routes[] = {
 	ROUTE(GET, "/v1/images", api_image_list, 0),
 	ROUTE(POST, "/v1/images", api_image_install, ROUTE_JSON),
 	ROUTE(DELETE, "/v1/images/{image}", api_image_remove, 0),
-	LATER(GET, "/v1/volumes", "volumes"),
-	LATER(POST, "/v1/volumes", "volumes"),
-	LATER(DELETE, "/v1/volumes/{name}", "volumes"),
+	/* 501 naming the capability where the backend attaches no volumes (api-volumes.c) */
+	{ .method = HTTP_GET,
+	  .pattern = "/v1/volumes",
+	  .fn = api_volume_list,
+	  .feature = "volumes" },
+	{ .method = HTTP_POST,
+	  .pattern = "/v1/volumes",
+	  .fn = api_volume_create,
+	  .flags = ROUTE_JSON,
+	  .feature = "volumes" },
+	{ .method = HTTP_DELETE,
+	  .pattern = "/v1/volumes/{name}",
+	  .fn = api_volume_delete,
+	  .feature = "volumes" },
 	ROUTE(GET, "/v1/node", api_node_get, 0),
 	ROUTE(POST, "/v1/node/cordon", api_node_cordon, ROUTE_JSON),
 	ROUTE(POST, "/v1/auth/login", api_auth_login, ROUTE_PUBLIC | ROUTE_JSON),
@@ -345,7 +357,8 @@ prelude(struct api_call *call)
 		return NULL;
 	}
 	call->feature = rt->feature;
-	if (rt->fn == api_unsupported) {
+	if (rt->fn == api_unsupported ||
+	    (rt->feature && streq(rt->feature, "volumes") && !volumes_offered(d))) {
 		/* before the body and the Upgrade are looked at: the answer is the same */
 		api_unsupported(call);
 		return NULL;
@@ -457,7 +470,7 @@ api_capabilities(struct api_call *call)
 	              snapshots_offered(d, SNAPSHOT_DISK), "egress_allowlist",
 	              d->policy.network.ceiling >= NET_ALLOWLIST, "egress_open",
 	              d->policy.network.ceiling >= NET_OPEN, "tunnel", caps.processes, "volumes",
-	              false, "metrics", samples_available(d), "audit", true, "images", true,
+	              caps.volumes, "metrics", samples_available(d), "audit", true, "images", true,
 	              "processes", caps.processes, "files", caps.files, "limits",
 	              policy_limits_json(&d->policy), "network", policy_network_json(&d->policy));
 	/* (ext) POST /v1/node/cordon; "agent" on create and /v1/secrets; POST …/previews and the

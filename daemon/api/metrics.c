@@ -9,6 +9,7 @@
 #include "server.h"
 #include "snapshots.h"
 #include "util.h"
+#include "volumes.h"
 
 static int
 labelled(struct buf *b, const char *name, const char *labels, uint64_t v)
@@ -51,10 +52,11 @@ render_node(struct sandboxd *d, struct buf *out)
 	const struct node *n = &d->node;
 	struct sandbox_usage all;
 	struct list_node *it, *p;
-	uint64_t procs = 0, cumulative = 0;
+	uint64_t procs = 0, cumulative = 0, volumes = 0, volume_bytes = 0;
 	int r;
 
 	api_usage(d, NULL, &all);
+	volumes_usage(d, &volumes, &volume_bytes);
 	LIST_FOREACH (it, &d->reg.all) {
 		struct sandbox *sb = list_entry(it, struct sandbox, by_created);
 		LIST_FOREACH (p, &sb->procs)
@@ -89,6 +91,11 @@ render_node(struct sandboxd *d, struct buf *out)
 		  "The disk snapshots take on this node, in bytes (counted against "
 		  "--capacity-disk-mb when a snapshot is taken).",
 		  snapshots_bytes(d) },
+		{ "sandboxd_volumes", "Volumes on this node (their sizes count against its disk).",
+		  volumes },
+		{ "sandboxd_volume_bytes",
+		  "Bytes the volumes' files hold on the host (they are sparse: what was written).",
+		  volume_bytes },
 	};
 	r = 0;
 	for (size_t i = 0; r >= 0 && i < ARRAY_SIZE(gauges); i++)

@@ -1,4 +1,5 @@
 /* request.c: see request.h. */
+#include <ctype.h>
 #include "agents.h"
 #include "base64.h"
 #include "netpolicy.h"
@@ -375,6 +376,115 @@ out:
 	return r;
 }
 
+bool
+request_volume_path_valid(const char *path)
+{
+	const char *seg;
+	size_t n = strlen(path);
+
+	if (n == 0 || n > REQUEST_VOLUME_PATH_MAX || path[n - 1] == '/')
+		return false;
+	if (!str_has_prefix(path, "/sandbox/") && !str_has_prefix(path, "/mnt/"))
+		return false;
+	if (streq(path, "/sandbox/home"))
+		return false;
+	/* every segment a plain name: no empty, "." or ".." one, nothing but [A-Za-z0-9._@+-]
+	 * (the handshake separates its fields with tabs; a mount point needs nothing more) */
+	for (seg = path + 1; *seg;) {
+		size_t len = strcspn(seg, "/");
+		if (len == 0 || (len == 1 && seg[0] == '.') ||
+		    (len == 2 && seg[0] == '.' && seg[1] == '.'))
+			return false;
+		for (size_t i = 0; i < len; i++)
+			if (!isalnum((unsigned char)seg[i]) && !strchr("._@+-", seg[i]))
+				return false;
+		seg += len;
+		if (*seg == '/')
+			seg++;
+	}
+	return true;
+}
+
+/* Whether b is a, or a path below a. */
+static bool
+path_within(const char *a, const char *b)
+{
+	size_t n = strlen(a);
+
+	return strncmp(a, b, n) == 0 && (b[n] == '\0' || b[n] == '/');
+}
+
+/* A create's "volumes": [{name, path, read_only}], each checked on its own (the volume's
+ * existence and who else holds it are the core's: volumes.h); into sb->volumes with
+ * read_only always present. */
+static int
+decode_volumes(const json_t *v, struct sandbox *sb, struct err *err)
+{
+	static const char *const fields[] = { "name", "path", "read_only", NULL };
+	_cleanup_(json_decrefp) json_t *out = json_array();
+	size_t i;
+	json_t *e;
+	int r;
+
+	if (!out)
+		return -ENOMEM;
+	if (!json_is_array(v))
+		return err_set(err, -EINVAL, ERR_INVALID, "'volumes' must be an array");
+	if (json_array_size(v) > REQUEST_MAX_VOLUMES)
+		return err_set(err, -EINVAL, ERR_INVALID, "at most %d volumes may be attached",
+		               REQUEST_MAX_VOLUMES);
+	json_array_foreach (v, i, e) {
+		const json_t *name, *path, *ro;
+		const char *ns, *ps;
+		size_t j;
+		json_t *o;
+
+		if (!json_is_object(e))
+			return err_set(
+			        err, -EINVAL, ERR_INVALID,
+			        "each of 'volumes' must be an object {name, path, read_only}");
+		if ((r = request_check_fields(e, fields, err)) < 0)
+			return r;
+		name = json_object_get(e, "name");
+		path = json_object_get(e, "path");
+		ro = json_object_get(e, "read_only");
+		if (!json_is_string(name) || !sandbox_name_valid(json_string_value(name)))
+			return err_set(err, -EINVAL, ERR_INVALID,
+			               "a volume's 'name' must be a volume name: 1 to 63 lowercase "
+			               "letters, digits and -, starting with a letter or digit");
+		ns = json_string_value(name);
+		if (!json_is_string(path) || !request_volume_path_valid(json_string_value(path)))
+			return err_set(
+			        err, -EINVAL, ERR_INVALID,
+			        "volume '%s': 'path' must be an absolute path under /sandbox/ "
+			        "or /mnt/ (not /sandbox/home itself; plain names of letters, "
+			        "digits and ._@+-, no '.' or '..')",
+			        ns);
+		ps = json_string_value(path);
+		if (!is_unset(ro) && !json_is_boolean(ro))
+			return err_set(err, -EINVAL, ERR_INVALID,
+			               "volume '%s': 'read_only' must be true or false", ns);
+		for (j = 0; j < i; j++) {
+			json_t *prev = json_array_get(out, j);
+			const char *pn = json_string_value(json_object_get(prev, "name"));
+			const char *pp = json_string_value(json_object_get(prev, "path"));
+			if (streq(pn, ns))
+				return err_set(err, -EINVAL, ERR_INVALID,
+				               "volume '%s' is attached twice", ns);
+			if (path_within(pp, ps) || path_within(ps, pp))
+				return err_set(err, -EINVAL, ERR_INVALID,
+				               "volume paths '%s' and '%s' overlap", pp, ps);
+		}
+		o = json_pack("{s:s, s:s, s:b}", "name", ns, "path", ps, "read_only",
+		              json_is_true(ro));
+		if (!o || json_array_append_new(out, o) < 0)
+			return -ENOMEM;
+	}
+	json_decref(sb->volumes);
+	sb->volumes = TAKE_PTR(out);
+	return 0;
+}
+
 int
 request_decode_schedule(const struct policy *p, const json_t *body, const char *every_name,
                         const char *keep_name, uint64_t *ret_every, unsigned *ret_keep,
@@ -501,13 +611,8 @@ request_decode_create(const struct policy *p, const json_t *body, struct sandbox
 	if (!is_unset(v) && (r = decode_env(v, sb, err)) < 0)
 		return r;
 	v = json_object_get(body, "volumes");
-	if (!is_unset(v)) {
-		if (!json_is_array(v))
-			return err_set(err, -EINVAL, ERR_INVALID, "'volumes' must be an array");
-		if (json_array_size(v) > 0)
-			return err_set(err, -EOPNOTSUPP, ERR_UNSUPPORTED,
-			               "this server does not offer volumes");
-	}
+	if (!is_unset(v) && (r = decode_volumes(v, sb, err)) < 0)
+		return r;
 	/* a fork: the API checks the snapshot (its owner, and the resources it fixes) */
 	v = json_object_get(body, "snapshot_id");
 	if (!is_unset(v)) {

@@ -84,5 +84,12 @@ int request_decode_exec(const json_t *body, bool process_fields, struct exec_req
                         struct err *err);
 void exec_request_done(struct exec_request *x);
 
+/* At most this many volumes per sandbox; a mount point at most this long. */
+#define REQUEST_MAX_VOLUMES 8
+#define REQUEST_VOLUME_PATH_MAX 255
+/* A volume's mount point: absolute, under /sandbox/ or /mnt/ (not /sandbox/home itself),
+ * segments of [A-Za-z0-9._@+-] that are not "." or "..", no trailing '/'. */
+bool request_volume_path_valid(const char *path);
+
 /* A guest path in the API: absolute, no NUL, no ".." segment, not empty, at most 4096 bytes. */
 bool request_path_valid(const char *path);

@@ -31,6 +31,7 @@
 #include "strv.h"
 #include "tls.h"
 #include "util.h"
+#include "volumes.h"
 #include "worker.h"
 
 #define HOUSEKEEPING_MS 1000
@@ -425,6 +426,7 @@ run(struct sandboxd *d)
 		log_error("accounts: cannot start the password hashing threads: %s", strerror(-r));
 		return r;
 	}
+	volumes_sweep(d);
 	r = images_init(d);
 	if (r < 0) {
 		log_error("images: cannot read '%s/images': %s", d->opts->state_dir, strerror(-r));

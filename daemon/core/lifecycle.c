@@ -25,6 +25,7 @@
 #include "store.h"
 #include "suspend.h"
 #include "util.h"
+#include "volumes.h"
 
 /* The backend that runs sb, or NULL when this sandboxd cannot drive it. */
 static struct backend *
@@ -181,6 +182,7 @@ boot_launch(struct sandboxd *d, struct backend *b, struct sandbox *sb, enum sand
 	_cleanup_close_ int net = tap;
 	_cleanup_free_ char *snapshot = NULL;
 	const struct image *img = NULL;
+	struct volumes_launch vols;
 	struct vm_launch l;
 	int r;
 
@@ -205,13 +207,16 @@ boot_launch(struct sandboxd *d, struct backend *b, struct sandbox *sb, enum sand
 		}
 		l.snapshot_dir = snapshot;
 	}
-	/* a resume is launched as a restart is (slot, tap, egress), its VMM restoring */
-	if (op == SANDBOX_OP_START)
+	r = volumes_launch_fill(d, sb, &vols, &l);
+	/* a resume is launched as a restart is (slot, tap, egress), its VMM restoring: with the
+	 * same drives, which its saved devices expect */
+	if (r >= 0 && op == SANDBOX_OP_START)
 		r = b->ops->start(b, sb, &l);
-	else if (op == SANDBOX_OP_RESUME)
+	else if (r >= 0 && op == SANDBOX_OP_RESUME)
 		r = b->ops->resume(b, sb, &l);
-	else
+	else if (r >= 0)
 		r = b->ops->restart(b, sb, &l);
+	volumes_launch_done(&vols);
 	if (r < 0)
 		vm_gone(d, sb);
 	return r;
@@ -415,6 +420,10 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err)
 	if (sb->name && registry_find_name(&d->reg, sb->name, sb->owner))
 		return err_set(err, -EEXIST, ERR_CONFLICT, "the name '%s' is already in use",
 		               sb->name);
+	/* checked here, where it joins the registry: no other create slips in between */
+	r = volumes_check_attach(d, sb, err);
+	if (r < 0)
+		return r;
 	free(sb->backend);
 	sb->backend = strdup(d->backend->ops->name);
 	if (!sb->backend)
@@ -430,6 +439,7 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err)
 		for (size_t i = 0; names && i < sb->nenv; i++)
 			json_array_append_new(names, json_string(sb->env[i].name));
 		json_object_set_new(data, "env_names", names ? names : json_array());
+		json_object_set(data, "volumes", sb->volumes);
 	}
 	/* with --keep-sandboxes, its record is on disk before anyone is told it exists: a
 	 * restart never finds it without its environment values */
@@ -891,8 +901,10 @@ static int
 take_back(struct sandboxd *d, struct backend *b, struct sandbox *sb, const struct backend_found *f)
 {
 	bool net = egress_enabled(d);
+	struct volumes_launch vols;
 	struct egress_link link;
 	struct vm_launch l;
+	int r;
 
 	if (!b->ops->adopt)
 		return 0;
@@ -931,7 +943,11 @@ take_back(struct sandboxd *d, struct backend *b, struct sandbox *sb, const struc
 			                 .guest_addr = link.guest_addr,
 			                 .host_addr = link.host_addr };
 	}
-	return b->ops->adopt(b, sb, &l);
+	r = volumes_launch_fill(d, sb, &vols, &l);
+	if (r >= 0)
+		r = b->ops->adopt(b, sb, &l);
+	volumes_launch_done(&vols);
+	return r;
 }
 
 struct recover_counts {

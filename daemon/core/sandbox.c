@@ -118,7 +118,8 @@ sandbox_new(void)
 	list_init(&sb->procs);
 	sb->labels = json_object();
 	sb->network = json_object();
-	if (!sb->labels || !sb->network)
+	sb->volumes = json_array();
+	if (!sb->labels || !sb->network || !sb->volumes)
 		return sandbox_free(sb);
 	return sb;
 }
@@ -139,6 +140,7 @@ sandbox_free(struct sandbox *sb)
 	free(sb->samples);
 	json_decref(sb->labels);
 	json_decref(sb->network);
+	json_decref(sb->volumes);
 	for (size_t i = 0; i < sb->nenv; i++) {
 		free(sb->env[i].name);
 		if (sb->env[i].value) {
@@ -233,6 +235,9 @@ sandbox_spec_to_json(const struct sandbox *sb)
 	        (json_int_t)sb->lifetime_secs, "bound_to_client", sb->bound_to_client, "labels",
 	        sb->labels, "network", sb->network, "env_names", env_names_json(sb));
 
+	/* its volumes, when it has any (a spec from before volumes has none) */
+	if (j && json_array_size(sb->volumes) > 0 && json_object_set(j, "volumes", sb->volumes) < 0)
+		j = (json_decref(j), NULL);
 	/* (ext) the agent its create started, and where it is */
 	if (j && sb->agent_run &&
 	    json_object_set_new(j, "agent", agent_run_to_json(sb->agent_run)) < 0)
@@ -275,7 +280,7 @@ int
 sandbox_spec_from_json(struct sandbox *sb, const json_t *spec)
 {
 	json_int_t cpus, mem, disk, idle, life;
-	json_t *labels, *network, *names, *agent = NULL, *snaps = NULL;
+	json_t *labels, *network, *names, *agent = NULL, *snaps = NULL, *volumes = NULL;
 	/* rows from before idle_action and bound_to_client: stop, and not bound */
 	const char *idle_action = "stop";
 	int bound = 0;
@@ -285,14 +290,20 @@ sandbox_spec_from_json(struct sandbox *sb, const json_t *spec)
 	int r;
 
 	if (json_unpack_ex((json_t *)spec, &err, JSON_STRICT,
-	                   "{s:I, s:I, s:I, s:I, s?s, s:I, s?b, s:o, s:o, s:o, s?o, s?o}", "cpus",
+	                   "{s:I, s:I, s:I, s:I, s?s, s:I, s?b, s:o, s:o, s:o, s?o, s?o, s?o}", "cpus",
 	                   &cpus, "memory_mb", &mem, "disk_mb", &disk, "idle_timeout_secs", &idle,
 	                   "idle_action", &idle_action, "lifetime_secs", &life, "bound_to_client",
 	                   &bound, "labels", &labels, "network", &network, "env_names", &names,
-	                   "agent", &agent, "snapshots", &snaps) < 0)
+	                   "agent", &agent, "snapshots", &snaps, "volumes", &volumes) < 0)
 		return -EINVAL;
 	if (snaps && (r = snapshots_spec_from_json(sb, snaps)) < 0)
 		return r;
+	if (volumes && !json_is_array(volumes))
+		return -EINVAL;
+	if (volumes) {
+		json_decref(sb->volumes);
+		sb->volumes = json_incref(volumes);
+	}
 	sb->agent_run = agent_run_free(sb->agent_run);
 	if (agent && (r = agent_run_from_json(agent, &sb->agent_run)) < 0)
 		return r;
@@ -464,13 +475,13 @@ sandbox_to_json(const struct sandbox *sb)
 
 	format_rfc3339(sb->created_at, created);
 	format_rfc3339(exp, expires);
-	j = json_pack("{s:s, s:s?, s:s, s:s, s:i, s:i, s:I, s:o, s:O, s:O, s:[], s:s, s:I, s:s, "
+	j = json_pack("{s:s, s:s?, s:s, s:s, s:i, s:i, s:I, s:o, s:O, s:O, s:O, s:s, s:I, s:s, "
 	              "s:I, s:s?, s:b, s:s, s:s?}",
 	              "id", sb->id, "name", sb->name, "state", sandbox_state_to_string(sb->state),
 	              "image", sb->image, "cpus", (int)sb->cpus, "memory_mb", (int)sb->memory_mb,
 	              "disk_mb", (json_int_t)sb->disk_mb, "env_names", env_names_json(sb),
-	              "network", sb->network, "labels", sb->labels, "volumes", "created_at",
-	              created, "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs,
+	              "network", sb->network, "labels", sb->labels, "volumes", sb->volumes,
+	              "created_at", created, "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs,
 	              "idle_action", sandbox_idle_action_to_string(sb->idle_action),
 	              "lifetime_secs", (json_int_t)sb->lifetime_secs, "expires_at",
 	              exp ? expires : NULL, "bound_to_client", sb->bound_to_client, "owner",

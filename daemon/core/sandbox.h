@@ -125,6 +125,8 @@ struct sandbox {
 	bool bound_to_client;   /* ended once its client is gone (activity.h) */
 	json_t *labels;         /* object of string -> string */
 	json_t *network;        /* {mode, allow, deny} */
+	json_t *volumes; /* [{name, path, read_only}]: its create's volumes (volumes.h); never NULL
+	                  */
 	struct sandbox_env *env;
 	size_t nenv;
 	struct sandbox_kept *kept; /* from its record at a restart, until the guest lists them */

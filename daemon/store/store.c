@@ -85,6 +85,16 @@ static const char *const migrations[] = {
 	 * from before keep NULL: their records were never made. */
 	"ALTER TABLE events ADD COLUMN audit TEXT;"
 	"CREATE INDEX events_audit ON events(sandbox_id, seq) WHERE audit IS NOT NULL;",
+	/* 3 -> 4: volumes (core/volumes.c, store-volumes.c): they outlive the sandboxes they
+	 * are attached to; a name is unique per owner. */
+	"CREATE TABLE volumes ("
+	"  id TEXT PRIMARY KEY,"
+	"  owner TEXT NOT NULL,"
+	"  name TEXT NOT NULL,"
+	"  size_mb INTEGER NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  UNIQUE (owner, name)"
+	") STRICT;",
 };
 
 int

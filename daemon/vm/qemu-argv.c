@@ -165,6 +165,26 @@ add_disks(struct args *a)
 	add(a, "virtio-blk-device,drive=upper");
 }
 
+/* The launch's volumes, each a raw drive after the writable layer (vdc, vdd, ...): a
+ * read-only one is read-only at both nodes, so no write reaches the file whatever the guest
+ * does. */
+static void
+add_volumes(struct args *a, const struct vm_launch *l)
+{
+	for (size_t i = 0; i < l->nvolumes; i++) {
+		bool ro = l->volumes[i].read_only;
+		char name[32];
+
+		snprintf(name, sizeof(name), "vol%u", (unsigned)i);
+		add_fd_file(a, QEMU_FD_END + (int)i, name, ro);
+		add(a, "-blockdev");
+		addf(a, "driver=raw,node-name=%s,file=%sf%s", name, name,
+		     ro ? ",read-only=on" : "");
+		add(a, "-device");
+		addf(a, "virtio-blk-device,drive=%s", name);
+	}
+}
+
 int
 qemu_argv_build(const struct qemu_machine *m, const struct vm_launch *l, char ***ret_argv)
 {
@@ -172,9 +192,12 @@ qemu_argv_build(const struct qemu_machine *m, const struct vm_launch *l, char **
 
 	if (strlen(l->id) < 4)
 		return -EINVAL; /* "sbx_" and the rest */
+	if (l->nvolumes > QEMU_VOLUMES_MAX)
+		return -E2BIG;
 	add_machine(&a, m, l);
 	add_channels(&a);
 	add_disks(&a);
+	add_volumes(&a, l);
 	if (l->has_net) {
 		/* the MAC is the guest's address after 52:54 */
 		uint32_t g = ntohl(l->net.guest_addr);

@@ -22,6 +22,9 @@ enum qemu_fd {
 	QEMU_FD_END,        /* the first number that is not one of them */
 };
 #define QEMU_FD_COUNT (QEMU_FD_END - QEMU_FD_KERNEL)
+/* A launch's volumes follow at QEMU_FD_END + i, one each (the file, opened read-only for a
+ * read-only volume), attached as drives after the writable layer (vdc, vdd, ...). */
+#define QEMU_VOLUMES_MAX 8
 
 /* Under TCG, the size of QEMU's translation cache in MiB (-accel tcg,tb-size=N). QEMU's own
  * default is 1 GiB, which a long session fills; this keeps QEMU within the memory its cgroup
@@ -41,7 +44,8 @@ extern const char qemu_cmdline_base[];
 
 /* Builds the command line of QEMU for launch l on machine m: a new NULL-terminated array of
  * new strings (free it with qemu_argv_free()) in *ret_argv. Only the launch's id, limits and
- * network show in it; files are named by their enum qemu_fd numbers. -ENOMEM. */
+ * network show in it; files are named by their enum qemu_fd numbers (volumes' from
+ * QEMU_FD_END). -ENOMEM, -E2BIG (more than QEMU_VOLUMES_MAX volumes). */
 int qemu_argv_build(const struct qemu_machine *m, const struct vm_launch *l, char ***ret_argv);
 /* Frees what qemu_argv_build() made. NULL-safe; returns NULL. */
 char **qemu_argv_free(char **argv);

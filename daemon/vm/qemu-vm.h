@@ -57,6 +57,7 @@ struct vm {
 	bool reconnecting;
 	bool fresh;           /* its layer is this boot's own, and the boot has not completed */
 	bool drop_state;      /* a resume: state.mig goes once the agent answered */
+	bool writes_volumes;  /* its launch attached a volume to write (DESTROY_FLUSH_MS) */
 	uint64_t start_time;  /* its QEMU's, /proc/<pid>/stat field 22 (0: unknown) */
 	struct vm_save *save; /* a suspend or a snapshot under way, or NULL */
 	char cgroup[64];

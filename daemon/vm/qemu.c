@@ -52,6 +52,9 @@
 #define QUIT_WAIT_MS 5000 /* after QMP quit, before SIGKILL */
 #define KILL_WAIT_MS 5000
 #define RECONNECT_MS 10000
+/* a destroy of a VM that writes volumes first has its guest power off (which syncs and
+ * remounts them read-only), for at most this long */
+#define DESTROY_FLUSH_MS 5000
 #define VMM_OVERHEAD_MB 256 /* QEMU itself and TCG's translation cache, on top of guest RAM */
 #define VMM_MAX_PIDS 256    /* tasks (QEMU's threads) in a VMM's cgroup */
 #define GUEST_UID 1001
@@ -345,14 +348,15 @@ listen_at(const char *path, uid_t owner)
 /* What a VMM is started with: its descriptors, each at its enum qemu_fd number minus
  * QEMU_FD_KERNEL until the child places them, and its command line. */
 struct launch {
-	int fds[QEMU_FD_COUNT];
+	int fds[QEMU_FD_COUNT + QEMU_VOLUMES_MAX]; /* then each volume's, from QEMU_FD_END */
+	int nfds;                                  /* QEMU_FD_COUNT + the volumes */
 	char **argv;
 };
 
 static void
 launch_done(struct launch *l)
 {
-	for (size_t i = 0; i < QEMU_FD_COUNT; i++)
+	for (size_t i = 0; i < ARRAY_SIZE(l->fds); i++)
 		safe_close(l->fds[i]);
 	l->argv = qemu_argv_free(l->argv);
 }
@@ -365,6 +369,26 @@ open_into(struct launch *l, enum qemu_fd at, const char *path, int flags)
 	if (fd < 0)
 		return negative_errno();
 	l->fds[at - QEMU_FD_KERNEL] = fd;
+	return 0;
+}
+
+/* Opens the launch's volumes at QEMU_FD_END on: as sandboxd, so the VMM needs no permission
+ * on the file (it gets the descriptor), read-only for a read-only one (QEMU takes an fdset's
+ * descriptor only with the access mode the drive asks for). */
+static int
+open_volumes(struct launch *l, const struct vm_launch *vl)
+{
+	for (size_t i = 0; i < vl->nvolumes; i++) {
+		int fd = open(vl->volumes[i].file, (vl->volumes[i].read_only ? O_RDONLY : O_RDWR) |
+		                                           O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0) {
+			int r = negative_errno();
+			log_error("volume '%s': cannot open '%s': %s", vl->volumes[i].name,
+			          vl->volumes[i].file, strerror(-r));
+			return r;
+		}
+		l->fds[QEMU_FD_COUNT + i] = fd;
+	}
 	return 0;
 }
 
@@ -477,20 +501,20 @@ exec_vmm(struct vm *vm, struct launch *l, uid_t uid)
 	}
 	/* move the fds to their numbers without clobbering each other: first above them all,
 	 * then down */
-	for (int i = 0; i < QEMU_FD_COUNT; i++) {
+	for (int i = 0; i < l->nfds; i++) {
 		int high = fcntl(l->fds[i], F_DUPFD, 64);
 		if (high < 0)
 			_exit(126);
 		l->fds[i] = high;
 	}
-	for (int i = 0; i < QEMU_FD_COUNT; i++)
+	for (int i = 0; i < l->nfds; i++)
 		if (dup2(l->fds[i], QEMU_FD_KERNEL + i) < 0)
 			_exit(126);
 	devnull = open("/dev/null", O_RDWR);
 	if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(QEMU_FD_LOG, 2) < 0)
 		_exit(126);
-	if (syscall(SYS_close_range, QEMU_FD_END, ~0U, 0) < 0)
-		for (int fd = QEMU_FD_END; fd < 4096; fd++)
+	if (syscall(SYS_close_range, QEMU_FD_KERNEL + l->nfds, ~0U, 0) < 0)
+		for (int fd = QEMU_FD_KERNEL + l->nfds; fd < 4096; fd++)
 			close(fd);
 	if (vm->q->root) {
 		if (enter_jail(vm->jail, streq(vm->q->accel, "kvm"), uid) < 0)
@@ -531,8 +555,11 @@ spawn_qemu(struct vm *vm, const struct vm_launch *vl, bool fresh_layer, const st
 	if (!vl->root_disk || vl->slot >= UID_SLOTS - 1)
 		return -EINVAL;
 	memset(&l, 0, sizeof(l));
-	for (size_t i = 0; i < QEMU_FD_COUNT; i++)
+	for (size_t i = 0; i < ARRAY_SIZE(l.fds); i++)
 		l.fds[i] = -1;
+	if (vl->nvolumes > QEMU_VOLUMES_MAX)
+		return -E2BIG;
+	l.nfds = QEMU_FD_COUNT + (int)vl->nvolumes;
 	if (!upper || !agent_sock || !qmp_sock || !console || !qlog)
 		return -ENOMEM;
 	r = mkdir_p(vm->dir, 0700);
@@ -577,7 +604,8 @@ spawn_qemu(struct vm *vm, const struct vm_launch *vl, bool fresh_layer, const st
 		goto out;
 	}
 	if ((r = open_into(&l, QEMU_FD_INCOMING, from->stream ? from->stream : "/dev/null",
-	                   O_RDONLY)) < 0)
+	                   O_RDONLY)) < 0 ||
+	    (r = open_volumes(&l, vl)) < 0)
 		goto out;
 	if ((l.fds[QEMU_FD_AGENT - QEMU_FD_KERNEL] = listen_at(agent_sock, uid)) < 0 ||
 	    (l.fds[QEMU_FD_QMP - QEMU_FD_KERNEL] = listen_at(qmp_sock, uid)) < 0) {
@@ -765,6 +793,9 @@ vm_connect_agent(struct vm *vm, const struct vm_launch *l, uint64_t deadline)
 	if (!sock)
 		return -ENOMEM;
 	vm->agent = agent_free(vm->agent);
+	vm->writes_volumes = false;
+	for (size_t i = 0; i < l->nvolumes; i++)
+		vm->writes_volumes = vm->writes_volumes || !l->volumes[i].read_only;
 	r = guest_identity_fill(&id, l, &hello);
 	if (r < 0)
 		return r;
@@ -842,6 +873,8 @@ stop_timeout(struct loop_timer *t _unused_, void *data)
 	vm_quit(vm);
 }
 
+static void destroy_finish(struct loop_timer *t, void *data);
+
 static void
 vm_exited(struct loop_child *c _unused_, void *data)
 {
@@ -871,7 +904,10 @@ vm_exited(struct loop_child *c _unused_, void *data)
 		backend_done(&vm->q->b, sb, 0, NULL);
 		return;
 	case VM_DESTROYING:
-		return; /* destroy handles it */
+		/* destroy handles it; a guest that powered off for it is done flushing */
+		vm->timer.fn = destroy_finish;
+		(void)loop_timer_arm(&vm->timer, 1, 0);
+		return;
 	case VM_BOOTING: {
 		_cleanup_free_ char *tail = log_tail(vm);
 		vm_fail(vm, "QEMU %s while booting%s%s", how, tail ? ": " : "", tail ? tail : "");
@@ -1006,6 +1042,9 @@ destroy_finish(struct loop_timer *t _unused_, void *data)
 	struct backend *b = &vm->q->b;
 	struct sandbox *sb = vm->sb;
 
+	/* a flush that did not end in time ends here (nothing when QEMU is gone) */
+	vm_kill(vm);
+	vm->agent = agent_free(vm->agent);
 	remove_tree(vm->dir);
 	vm_free(vm);
 	backend_done(b, sb, 0, NULL);
@@ -1019,10 +1058,15 @@ qemu_destroy(struct backend *b, struct sandbox *sb)
 	if (!vm)
 		return -ENOMEM;
 	vm->phase = VM_DESTROYING;
+	vm->timer.fn = destroy_finish;
+	/* what the guest wrote to a volume and has not synced would be lost with its VM: it
+	 * powers off first (QEMU's exit finishes the destroy), for DESTROY_FLUSH_MS at most */
+	if (vm->pid > 0 && vm->writes_volumes && vm->agent && agent_ready(vm->agent) &&
+	    agent_shutdown(vm->agent, shutdown_answered, vm))
+		return loop_timer_arm(&vm->timer, DESTROY_FLUSH_MS, 0);
 	vm->agent = agent_free(vm->agent);
 	vm_kill(vm);
 	/* complete on the loop, like every other operation */
-	vm->timer.fn = destroy_finish;
 	return loop_timer_arm(&vm->timer, 1, 0);
 }
 
@@ -1181,6 +1225,7 @@ qemu_caps(struct backend *b, struct backend_caps *ret)
 		                      .disk_snapshot = true,
 		                      .processes = true,
 		                      .files = true,
+		                      .volumes = true,
 		                      .egress = b->cfg.egress ? NET_ALLOWLIST : NET_NONE,
 		                      .vmm_shared_uid = !Q(b)->root,
 		                      .vmm_no_cgroups = !Q(b)->cgroups };

@@ -671,6 +671,58 @@ test_node(void **state)
 	free(out);
 }
 
+/* volume create, ls and rm; create --volume attaches one (shown by inspect); a second writer
+ * and a delete while attached are refused with the server's reason (exit 6). */
+static void
+test_volumes(void **state)
+{
+	char id[32], *out;
+	json_t *j, *v;
+
+	assert_int_equal(
+	        CLI(&out, "--endpoint", unix_ep, "volume", "create", "--size", "32", "cli-data"),
+	        0);
+	assert_string_equal(out, "cli-data\n");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "volume", "ls"), 0);
+	expect_line(out, "SIZE", "NAME");
+	expect_line(out, "32.0 MiB", "cli-data");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--name", "with-vol",
+	                     "--volume", "cli-data:/mnt/data"),
+	                 0);
+	expect_id_line(out, id);
+	free(out);
+	j = inspect(id);
+	v = json_array_get(json_object_get(j, "volumes"), 0);
+	assert_string_equal(str(v, "path"), "/mnt/data");
+	assert_true(json_is_false(json_object_get(v, "read_only")));
+	json_decref(j);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "volume", "ls"), 0);
+	expect_line(out, id, "cli-data");
+	free(out);
+	assert_int_equal(
+	        CLI(&out, "--endpoint", unix_ep, "create", "--volume", "cli-data:/mnt/data:ro"), 6);
+	harness_expect_in(out, "one writer");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "volume", "rm", "cli-data"), 6);
+	harness_expect_in(out, "delete the sandbox first");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--volume", "cli-data"), 2);
+	harness_expect_in(out, "NAME:PATH[:ro]");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "kill", id), 0);
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "volume", "rm", "cli-data"), 0);
+	harness_expect_in(out, "removed cli-data");
+	free(out);
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "volume", "ls", "--json"), 0);
+	j = parse_json(out);
+	assert_int_equal(json_array_size(json_object_get(j, "volumes")), 0);
+	json_decref(j);
+	free(out);
+}
+
 /* Starts sandbox-cli in the background with its output going to path. */
 static pid_t
 spawn_bg(const char *path, const char *const *args)
@@ -1324,6 +1376,7 @@ main(void)
 		cmocka_unit_test(test_events),
 		cmocka_unit_test(test_metrics),
 		cmocka_unit_test(test_node),
+		cmocka_unit_test(test_volumes),
 		cmocka_unit_test(test_network_flags),
 		cmocka_unit_test(test_network_policy),
 		cmocka_unit_test(test_follow_stream),

@@ -755,6 +755,7 @@ fake_caps(struct backend *b, struct backend_caps *ret)
 		                      .egress = NET_ALLOWLIST,
 		                      .memory_snapshot = true,
 		                      .disk_snapshot = true,
+		                      .volumes = true, /* taken and ignored: no guest mounts them */
 		                      .processes = priv(b)->guestd != NULL,
 		                      .files = priv(b)->guestd != NULL };
 }

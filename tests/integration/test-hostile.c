@@ -303,7 +303,7 @@ test_unknown_paths_and_methods(void **state)
 		free(resp);
 	}
 	/* a path of the contract this server does not offer yet: 501, not 404 */
-	assert_int_equal(harness_http(p.sock, "GET", "/v1/volumes", NULL, &body), 501);
+	assert_int_equal(harness_http(p.sock, "GET", "/v1/snapshots", NULL, &body), 501);
 	assert_non_null(strstr(body, "\"code\":\"unsupported\""));
 	free(body);
 	/* offered by the fake backend: a sandbox that does not exist is not found */

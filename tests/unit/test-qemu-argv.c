@@ -312,6 +312,71 @@ test_incoming_restores_the_stream(void **state _unused_)
 	assert_null(after(boot, "-incoming"));
 	qemu_argv_free(boot);
 	qemu_argv_free(restore);
+/* Volumes are drives after the writable layer, in the launch's order (the guest sees vdc,
+ * vdd, ...), each over its descriptor from QEMU_FD_END on; a read-only one is read-only at both
+ * of its nodes, so no write reaches its file whatever the guest does. */
+static void
+test_volumes_are_drives_after_the_layer(void **state _unused_)
+{
+	static const char *const want[] = {
+		"virtio-blk-device,drive=upper",
+		"-add-fd",
+		"fd=14,set=14,opaque=vol0",
+		"-blockdev",
+		"driver=file,node-name=vol0f,filename=/dev/fdset/14",
+		"-blockdev",
+		"driver=raw,node-name=vol0,file=vol0f",
+		"-device",
+		"virtio-blk-device,drive=vol0",
+		"-add-fd",
+		"fd=15,set=15,opaque=vol1",
+		"-blockdev",
+		"driver=file,node-name=vol1f,filename=/dev/fdset/15,read-only=on",
+		"-blockdev",
+		"driver=raw,node-name=vol1,file=vol1f,read-only=on",
+		"-device",
+		"virtio-blk-device,drive=vol1",
+	};
+	const struct vm_volume vols[] = {
+		{ .name = "data",
+		  .file = "/var/lib/sandboxd/volumes/vol_1.ext4",
+		  .mount = "/mnt/d" },
+		{ .name = "ref",
+		  .file = "/var/lib/sandboxd/volumes/vol_2.ext4",
+		  .mount = "/sandbox/ref",
+		  .read_only = true },
+	};
+	struct vm_volume many[QEMU_VOLUMES_MAX + 1];
+	struct vm_launch l = launch(), bare;
+	char **argv = NULL, **plain;
+	size_t at = 0;
+
+	assert_int_equal(QEMU_FD_END, 14);
+	l.volumes = vols;
+	l.nvolumes = ARRAY_SIZE(vols);
+	argv = build(&tcg, &l);
+	while (argv[at] && !streq(argv[at], want[0]))
+		at++;
+	assert_non_null(argv[at]);
+	for (size_t i = 0; i < ARRAY_SIZE(want); i++)
+		assert_string_equal(argv[at + i], want[i]);
+	/* nothing else changes, and no host path shows */
+	bare = launch();
+	plain = build(&tcg, &bare);
+	assert_int_equal(count(plain) + ARRAY_SIZE(want) - 1, count(argv));
+	for (size_t i = 1; argv[i]; i++)
+		assert_null(strstr(argv[i], "/var/lib"));
+	qemu_argv_free(plain);
+	qemu_argv_free(argv);
+
+	/* no more than the child has room for */
+	for (size_t i = 0; i < ARRAY_SIZE(many); i++)
+		many[i] = vols[0];
+	l.volumes = many;
+	l.nvolumes = ARRAY_SIZE(many);
+	argv = NULL;
+	assert_int_equal(qemu_argv_build(&tcg, &l, &argv), -E2BIG);
+	assert_null(argv);
 }
 
 static void
@@ -337,6 +402,7 @@ main(void)
 		cmocka_unit_test(test_restart_boots_the_same_line_as_start),
 		cmocka_unit_test(test_descriptors_are_the_enum),
 		cmocka_unit_test(test_incoming_restores_the_stream),
+		cmocka_unit_test(test_volumes_are_drives_after_the_layer),
 		cmocka_unit_test(test_refuses_an_id_too_short),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,7 +32,7 @@ static json_t *
 create_view(const struct sandbox *sb, bool wait)
 {
 	return json_pack("{s:s?, s:s?, s:i, s:i, s:I, s:I, s:s, s:I, s:b, s:O, s:O, s:o, s:b, s:s?, "
-	                 "s:I, s:i}",
+	                 "s:I, s:i, s:O}",
 	                 "name", sb->name, "image", sb->image, "cpus", (int)sb->cpus, "memory_mb",
 	                 (int)sb->memory_mb, "disk_mb", (json_int_t)sb->disk_mb,
 	                 "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs, "idle_action",
@@ -41,7 +41,7 @@ create_view(const struct sandbox *sb, bool wait)
 	                 "labels", sb->labels, "network", sb->network, "env", env_json(sb), "wait",
 	                 wait, "snapshot_id", sb->snapshot_id, "snapshot_every_secs",
 	                 (json_int_t)sb->snapshot_every_secs, "snapshot_keep",
-	                 (int)sb->snapshot_keep);
+	                 (int)sb->snapshot_keep, "volumes", sb->volumes);
 }
 
 static json_t *

@@ -204,6 +204,21 @@ class Client:
     def delete_snapshot(self, snapshot_id: str) -> None:
         """DELETE /v1/snapshots/{id} (409 while a fork is still starting from it)."""
         self._t.request("DELETE", f"/v1/snapshots/{quote(snapshot_id)}")
+    # -- volumes ----------------------------------------------------------------------------------
+
+    def create_volume(self, name: str, size_mb: int) -> dict[str, Any]:
+        """POST /v1/volumes: a disk that outlives sandboxes; attach it with create_sandbox's
+        volumes=[{"name": ..., "path": "/mnt/...", "read_only": False}] (one writer or many
+        readers)."""
+        return self._t.json("POST", "/v1/volumes", {"name": name, "size_mb": size_mb})
+
+    def list_volumes(self) -> list[dict[str, Any]]:
+        """GET /v1/volumes: the caller's (an admin's: everyone's), oldest first."""
+        return list(self._t.json("GET", "/v1/volumes").get("volumes", []))
+
+    def delete_volume(self, name: str) -> None:
+        """DELETE /v1/volumes/{name}; Conflict while a sandbox that is not terminated holds it."""
+        self._t.request("DELETE", f"/v1/volumes/{quote(name)}")
 
     # -- events -----------------------------------------------------------------------------------
 

@@ -164,6 +164,23 @@ class Common:
             with self.assertRaises(sandboxd.NotFound):
                 c.get_snapshot(snap["id"])
 
+    def test_volumes(self) -> None:
+        c = self.client
+        name = unique("vol")
+        v = c.create_volume(name, 16)
+        self.assertEqual((v["name"], v["size_mb"], v["attached"]), (name, 16, []))
+        with c.create_sandbox(volumes=[{"name": name, "path": "/mnt/data"}]) as sb:
+            self.assertEqual(sb["volumes"], [{"name": name, "path": "/mnt/data", "read_only": False}])
+            self.assertEqual([x["attached"] for x in c.list_volumes() if x["name"] == name], [[sb.id]])
+            with self.assertRaises(sandboxd.Conflict):
+                c.create_sandbox(volumes=[{"name": name, "path": "/mnt/d", "read_only": True}])
+            with self.assertRaises(sandboxd.Conflict):
+                c.delete_volume(name)
+        c.delete_volume(name)
+        self.assertNotIn(name, [x["name"] for x in c.list_volumes()])
+        with self.assertRaises(sandboxd.NotFound):
+            c.delete_volume(name)
+
     def test_errors_are_typed(self) -> None:
         c = self.client
         with self.assertRaises(sandboxd.NotFound) as nf:
@@ -178,9 +195,9 @@ class Common:
         with self.assertRaises(sandboxd.Refused) as ref:
             c.create_sandbox(env={"LD_PRELOAD": "/x.so"})
         self.assertEqual((ref.exception.code, ref.exception.status), ("refused", 403))
-        with self.assertRaises(sandboxd.Unsupported) as uns:
-            c.create_sandbox(volumes=[{"name": "d", "path": "/d"}])
-        self.assertEqual(uns.exception.status, 501)
+        with self.assertRaises(sandboxd.NotFound) as gone:
+            c.create_sandbox(snapshot_id="snap_0123456789abcdef")
+        self.assertEqual(gone.exception.status, 404)
         name = unique("dup")
         with c.create_sandbox(name=name):
             with self.assertRaises(sandboxd.Conflict) as dup:

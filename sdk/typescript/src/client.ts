@@ -70,6 +70,23 @@ export class Client {
     return this.transport.json("GET", "/v1/node");
   }
 
+  /** Makes a volume, a disk that outlives sandboxes; attach it with createSandbox's
+   * `volumes: [{name, path, read_only}]` (one writer or many readers). */
+  createVolume(name: string, sizeMb: number): Promise<api.Volume> {
+    return this.transport.json("POST", "/v1/volumes", { json: { name, size_mb: sizeMb } });
+  }
+
+  /** The caller's volumes (an admin's: everyone's). */
+  async listVolumes(): Promise<api.Volume[]> {
+    const list = await this.transport.json<api.VolumeList>("GET", "/v1/volumes");
+    return list.volumes;
+  }
+
+  /** Deletes one of the caller's volumes; 409 (ConflictError) while a sandbox holds it. */
+  async deleteVolume(name: string): Promise<void> {
+    await this.transport.call("DELETE", `/v1/volumes/${seg(name)}`);
+  }
+
   /** Creates a sandbox; by default the answer waits until it runs (or failed: check
    * `state`). Every field is optional; `agent` (ext) starts an agent in it. */
   async createSandbox(request: CreateSandboxRequest = {}): Promise<Sandbox> {

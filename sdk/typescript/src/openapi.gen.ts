@@ -6,6 +6,31 @@
 /** info.version of docs/openapi.yaml */
 export const apiVersion = "v1";
 
+export type VolumeAttachment = {
+  name: string;
+  path: string;
+  read_only?: boolean;
+};
+
+export type CreateVolumeRequest = {
+  name: string;
+  size_mb: number;
+};
+
+export type Volume = {
+  id: string;
+  name: string;
+  owner: string;
+  size_mb: number;
+  bytes: number;
+  created_at: string;
+  attached: string[];
+};
+
+export type VolumeList = {
+  volumes: Volume[];
+};
+
 export type Error = {
   error: {
     code: "invalid_request" | "unauthorized" | "refused" | "forbidden_origin" | "not_found" | "conflict" | "rate_limited" | "unsupported" | "unavailable" | "insufficient_storage" | "internal";
@@ -60,7 +85,7 @@ export type Sandbox = {
   env_names: string[];
   network: NetworkPolicy;
   labels: Labels;
-  volumes: { [key: string]: unknown }[];
+  volumes: VolumeAttachment[];
   created_at: string;
   idle_timeout_secs: number;
   idle_action: IdleAction;
@@ -155,7 +180,7 @@ export type CreateRequest = {
   lifetime_secs?: number;
   idle_action?: IdleAction;
   bound_to_client?: boolean;
-  volumes?: { [key: string]: unknown }[];
+  volumes?: VolumeAttachment[];
   snapshot_id?: string;
   snapshot_every_secs?: number;
   snapshot_keep?: number;

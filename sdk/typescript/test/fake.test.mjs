@@ -547,6 +547,39 @@ describe("agents and secrets (sandboxd-fake, stub agents on this host)", () => {
   });
 });
 
+describe("volumes (sandboxd-fake)", () => {
+  let d, client;
+  before(async () => {
+    d = await startDaemon();
+    client = new Client({ endpoint: d.endpoint, env: {} });
+  });
+  after(async () => {
+    client?.close();
+    await d?.stop();
+  });
+
+  test("createVolume, attach it, one writer (ConflictError), deleteVolume", T, async () => {
+    const v = await client.createVolume("sdk-data", 32);
+    assert.equal(v.name, "sdk-data");
+    assert.equal(v.size_mb, 32);
+    const s = await client.createSandbox({ volumes: [{ name: "sdk-data", path: "/mnt/data" }] });
+    try {
+      assert.deepEqual(s.info.volumes, [{ name: "sdk-data", path: "/mnt/data", read_only: false }]);
+      assert.deepEqual((await client.listVolumes())[0].attached, [s.id]);
+      await assert.rejects(
+        client.createSandbox({ volumes: [{ name: "sdk-data", path: "/mnt/d", read_only: true }] }),
+        ConflictError,
+      );
+      await assert.rejects(client.deleteVolume("sdk-data"), ConflictError);
+    } finally {
+      await s.delete();
+    }
+    await client.deleteVolume("sdk-data");
+    assert.deepEqual(await client.listVolumes(), []);
+    await assert.rejects(client.deleteVolume("sdk-data"), NotFoundError);
+  });
+});
+
 describe("previews (sandboxd-fake with a preview listener)", () => {
   let d, client, listen;
   before(async () => {
