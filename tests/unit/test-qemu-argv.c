@@ -312,6 +312,8 @@ test_incoming_restores_the_stream(void **state _unused_)
 	assert_null(after(boot, "-incoming"));
 	qemu_argv_free(boot);
 	qemu_argv_free(restore);
+}
+
 /* Volumes are drives after the writable layer, in the launch's order (the guest sees vdc,
  * vdd, ...), each over its descriptor from QEMU_FD_END on; a read-only one is read-only at both
  * of its nodes, so no write reaches its file whatever the guest does. */
