@@ -292,6 +292,8 @@ export class Sandbox {
    * the guest (run, exec, files) of a suspended sandbox resumes it too. */
   async resume(): Promise<this> {
     return this.keep(await this.t.json<SandboxInfo>("POST", `${this.path}/resume`));
+  }
+
   /** Snapshots it (kind: memory, the default while it runs, or disk); resolves once the
    * snapshot is written. */
   snapshot(kind?: api.SnapshotKind): Promise<api.Snapshot> {
