@@ -58,9 +58,12 @@ setup(void **state)
 		return -1;
 	fputs("pools:\n  - {size: 2}\n", f);
 	fclose(f);
-	snprintf(netns, sizeof(netns), "sbxpl%d", (int)(getpid() % 100000));
+	snprintf(netns, sizeof(netns), "sbxtp%d", (int)(getpid() % 100000));
 	if (egressnet_up(EGRESS_SRC, netns) < 0) {
 		fprintf(stderr, "skip: cannot make network namespaces here\n");
+		egressnet_down();
+		unlink(policy);
+		rmdir(policy_dir);
 		exit(77);
 	}
 	return harness_start_vm(&d, args, NULL);
