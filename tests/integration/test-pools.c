@@ -459,6 +459,65 @@ test_restart_discards_pooled(void **state)
 	assert_true(harness_file_contains(d.log, "reconciler: removed the layer of 'sbx_"));
 }
 
+/* A claimed sandbox is an ordinary one from then on: with --keep-sandboxes its record (its env
+ * values) was written at the claim, and a restart takes it back, env and all. */
+static void
+test_claimed_survives_a_keep_restart(void **state)
+{
+	_cleanup_free_ char *record = NULL;
+	json_t *n, *sb;
+	char id[32];
+
+	assert_int_equal(harness_stop(&d, SIGTERM), 0);
+	assert_int_equal(harness_restart(&d, harness_binary("SANDBOXD_FAKE"), args(true), env()),
+	                 0);
+	n = wait_pooled(2, 15000);
+	json_decref(n);
+	sb = harness_json_headers(d.sock, alice.hkey, "POST", "/v1/sandboxes",
+	                          "{\"name\":\"kept\",\"env\":{\"GREETING\":\"hello pool\"}}", 201,
+	                          NULL);
+	snprintf(id, sizeof(id), "%s", harness_str(sb, "id"));
+	json_decref(sb);
+	record = strdup_printf("%s/records/%s.json", d.state, id);
+	assert_true(harness_file_contains(record, "hello pool"));
+
+	assert_int_equal(harness_stop(&d, SIGTERM), 0);
+	assert_int_equal(harness_restart(&d, harness_binary("SANDBOXD_FAKE"), args(true), env()),
+	                 0);
+	assert_true(harness_file_contains(d.log, "1 sandbox(es) taken back"));
+	sb = harness_json_headers(d.sock, alice.hkey, "GET", "/v1/sandboxes/kept", NULL, 200, NULL);
+	assert_string_equal(harness_str(sb, "id"), id);
+	assert_string_equal(harness_str(sb, "state"), "running");
+	json_decref(sb);
+	if (have_agent) {
+		_cleanup_free_ char *path = strdup_printf("/v1/sandboxes/%s/run", id);
+		json_t *r = NULL;
+		/* its agent answers again once it is connected */
+		for (int i = 0; i < 50; i++) {
+			char *body = NULL;
+			int st = harness_http_headers(d.sock, "POST", path, alice.hkey,
+			                              "{\"argv\":[\"printenv\",\"GREETING\"]}",
+			                              NULL, &body);
+			if (st == 200) {
+				r = json_loads(body, 0, NULL);
+				free(body);
+				break;
+			}
+			free(body);
+			usleep(100000);
+		}
+		assert_non_null(r);
+		assert_string_equal(harness_str(r, "stdout"), "aGVsbG8gcG9vbAo=");
+		json_decref(r);
+	}
+	n = wait_pooled(2, 15000);
+	json_decref(n);
+	/* back to a sandboxd without --keep-sandboxes */
+	assert_int_equal(harness_stop(&d, SIGTERM), 0);
+	assert_int_equal(harness_restart(&d, harness_binary("SANDBOXD_FAKE"), args(false), env()),
+	                 0);
+}
+
 int
 main(void)
 {
@@ -468,6 +527,7 @@ main(void)
 		cmocka_unit_test_teardown(test_fixed_create_boots, case_teardown),
 		cmocka_unit_test_teardown(test_pooled_give_way_to_a_create, case_teardown),
 		cmocka_unit_test_teardown(test_restart_discards_pooled, case_teardown),
+		cmocka_unit_test_teardown(test_claimed_survives_a_keep_restart, case_teardown),
 	};
 
 	return harness_exit_code(cmocka_run_group_tests(tests, setup, teardown));
