@@ -518,6 +518,61 @@ test_claimed_survives_a_keep_restart(void **state)
 	                 0);
 }
 
+/* Counts the lines of a log that hold needle. */
+static int
+count_lines(const char *path, const char *needle)
+{
+	char line[4096];
+	FILE *f = fopen(path, "r");
+	int n = 0;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, needle) != NULL;
+	fclose(f);
+	return n;
+}
+
+/* A pool whose sandboxes fail to boot does not spin: each failure is ended and said, and the
+ * pool waits longer before the next (1 s, 2 s, 4 s, ...). None of it is anyone's to see. */
+static void
+test_failing_pool_backs_off(void **state)
+{
+	struct daemon_proc f;
+	char dir[256], path[300];
+	const char *const a[] = { "--policy", path, NULL };
+	int created;
+	FILE *pf;
+
+	assert_int_equal(harness_tmpdir(dir, sizeof(dir)), 0);
+	snprintf(path, sizeof(path), "%s/policy.yaml", dir);
+	pf = fopen(path, "w");
+	assert_non_null(pf);
+	fputs("pools:\n  - {image: fake/fail-boot, size: 2}\n", pf);
+	fclose(pf);
+	assert_int_equal(harness_start(&f, harness_binary("SANDBOXD_FAKE"), a, NULL), 0);
+	sleep(4);
+	created = count_lines(f.log, "created for the pool of 'fake/fail-boot'");
+	/* 2 at once, then after 1 s and 2 s at most 2 more each: 6, with a second's slack 8 */
+	if (created < 2 || created > 8)
+		fail_msg("a failing pool made %d sandboxes in 4 s", created);
+	assert_true(harness_file_contains(f.log, "the pool tries again in 1 s"));
+	assert_true(harness_file_contains(f.log, "the pool tries again in 2 s"));
+	{
+		json_t *n = harness_json(f.sock, "GET", "/v1/node", NULL, 200);
+		assert_int_equal(num(n, NULL, "pooled"), 0);
+		json_decref(n);
+		n = harness_json(f.sock, "GET", "/v1/sandboxes", NULL, 200);
+		assert_int_equal(json_array_size(json_object_get(n, "sandboxes")), 0);
+		json_decref(n);
+	}
+	harness_stop(&f, SIGTERM);
+	harness_cleanup(&f);
+	unlink(path);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -528,6 +583,7 @@ main(void)
 		cmocka_unit_test_teardown(test_pooled_give_way_to_a_create, case_teardown),
 		cmocka_unit_test_teardown(test_restart_discards_pooled, case_teardown),
 		cmocka_unit_test_teardown(test_claimed_survives_a_keep_restart, case_teardown),
+		cmocka_unit_test(test_failing_pool_backs_off),
 	};
 
 	return harness_exit_code(cmocka_run_group_tests(tests, setup, teardown));
