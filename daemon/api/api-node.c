@@ -5,6 +5,7 @@
 #include "events.h"
 #include "images.h"
 #include "log.h"
+#include "pools.h"
 #include "request.h"
 #include "sandboxd.h"
 #include "snapshots.h"
@@ -16,23 +17,6 @@ left(uint64_t capacity, uint64_t used)
 	/* sandboxes taken back after a restart with a smaller capacity may hold more than it:
 	 * free never goes below zero */
 	return (json_int_t)(used < capacity ? capacity - used : 0);
-}
-
-/* The images pools keep sandboxes of, each with how many wait there: every image the policy
- * pools, at 0 while sandboxd fills no pools. */
-static json_t *
-pools_json(struct sandboxd *d)
-{
-	json_t *pools = json_object();
-
-	for (size_t i = 0; pools && i < d->policy.n_pools; i++) {
-		const char *image = d->policy.pools[i].image ?: d->policy.default_image;
-		if (json_object_set_new(pools, image, json_integer(0)) < 0) {
-			json_decref(pools);
-			return NULL;
-		}
-	}
-	return pools;
 }
 
 /* The node object: the same for every caller, since it says nothing of whose sandboxes
@@ -64,8 +48,9 @@ node_json(struct sandboxd *d)
 	              "disk_mb", left(n->disk_mb, all.disk_mb), "allocated", "sandboxes",
 	              (json_int_t)all.sandboxes, "cpus", (json_int_t)all.cpus, "memory_mb",
 	              (json_int_t)all.memory_mb, "disk_mb", (json_int_t)all.disk_mb, "running",
-	              (json_int_t)all.running, "pooled", (json_int_t)0, "pools", pools, "images",
-	              names, "labels", n->labels, "cordoned", n->cordoned);
+	              (json_int_t)all.running, "pooled", (json_int_t)pools_waiting(d, NULL),
+	              "pools", pools, "images", names, "labels", n->labels, "cordoned",
+	              n->cordoned);
 	/* (ext) what snapshots take of the node's disk: the operator's storage, beside what
 	 * sandboxes were given */
 	if (j && (json_object_set_new(j, "snapshots",

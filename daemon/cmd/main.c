@@ -19,6 +19,7 @@
 #include "log.h"
 #include "paths.h"
 #include "policyfile.h"
+#include "pools.h"
 #include "preview.h"
 #include "proc.h"
 #include "reconcile.h"
@@ -61,6 +62,7 @@ housekeeping(struct loop_timer *t _unused_, void *data)
 		server_sweep(d->preview_server, now_mono_ms());
 	lifecycle_housekeeping(d, now_unix_ms());
 	snapshots_housekeeping(d, now_unix_ms());
+	pools_tend(d);
 	ended_forget(d, now_unix_ms());
 	if (++ticks % HEARTBEAT_EVERY == 0)
 		api_events_heartbeat(d);
@@ -460,6 +462,12 @@ run(struct sandboxd *d)
 		log_error("the reconciler cannot start: %s", strerror(-r));
 		return r;
 	}
+	/* the pools fill once what an earlier sandboxd left was looked at: what it pooled has
+	 * no row, so the sweep ended it */
+	r = pools_init(d);
+	if (r < 0)
+		return r;
+	pools_tend(d);
 	r = ended_load(d, now_unix_ms());
 	if (r < 0)
 		return r;
@@ -623,6 +631,7 @@ out:
 	d.backend = backend_free(d.backend);
 	images_free(&d);
 	snapshots_done(&d);
+	pools_done(&d);
 	registry_done(&d.reg);
 	registry_done(&d.ended);
 	buf_free(&d.list_cache);
