@@ -7,8 +7,8 @@
  * the suspended sandbox suspended; a stop of a suspended sandbox drops its memory and keeps
  * its disk; a VM started from a disk snapshot boots the files it had, without the process.
  *
- * SBX_TEST_MEMORY_MB (default 256) sets the guests' memory; the times each operation took
- * are printed for the record. */
+ * SBX_TEST_MEMORY_MB (default 256) sets the guests' memory, SBX_TEST_FILL_MB how much of it
+ * is filled before the suspend; the times each operation took are printed for the record. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -309,6 +309,42 @@ counter_passes(struct fixture *f, struct sandbox *sb, long above)
 	abort();
 }
 
+/* With SBX_TEST_FILL_MB: fills that much of the guest's memory (its page cache) with data
+ * that is not zeros, for timings nearer a busy guest's. */
+static void
+fill_memory(struct fixture *f, struct sandbox *sb)
+{
+	const char *env = getenv("SBX_TEST_FILL_MB");
+	char script[200];
+	char *argv[] = { "/bin/sh", "-c", script, NULL };
+	struct agent_exec_spec spec = { .argv = argv, .keep = true };
+	struct answer a = { 0 };
+	uint64_t mb = 0;
+	uint64_t start = now_mono_ms();
+
+	if (!env || parse_u64(env, &mb) < 0 || mb == 0)
+		return;
+	snprintf(script, sizeof(script),
+	         "yes abcdefghijklmnopqrstuvwxyz | head -c %llu > fill; echo 1 > filled",
+	         (unsigned long long)mb << 20);
+	assert_non_null(agent_exec(agent_of(f, sb), &spec, answered, &a));
+	wait_answer(f, &a);
+	assert_int_equal(a.err, 0);
+	for (;;) {
+		struct answer r = { 0 };
+		assert_non_null(agent_read_file(agent_of(f, sb), "/sandbox/home/filled", 8, chunk,
+		                                answered, &r));
+		wait_answer(f, &r);
+		if (!r.err)
+			break;
+		if (now_mono_ms() - start > 300000)
+			fail_msg("filling the guest's memory took too long");
+		spin_ms(f, 1000);
+	}
+	print_message("filled %llu MiB of the guest's page cache in %.1f s\n",
+	              (unsigned long long)mb, (double)(now_mono_ms() - start) / 1000.0);
+}
+
 static pid_t
 vmm_pid(const struct fixture *f, const char *id)
 {
@@ -396,6 +432,7 @@ test_suspend_resume_snapshot_fork(void **state _unused_)
 	print_message("boot (%u MiB): %.1f s\n", f->memory_mb, t);
 	start_counter(f, a);
 	before = counter_passes(f, a, 2);
+	fill_memory(f, a);
 
 	/* suspended: no QEMU, its state on disk, and status says so (also to a backend created
 	 * anew, as after a restart of sandboxd) */
@@ -411,6 +448,10 @@ test_suspend_resume_snapshot_fork(void **state _unused_)
 	assert_false(exists("%s/vms/%s/state.mig.tmp", f->state, ID_A));
 	assert_null(f->b->ops->agent(f->b, a));
 	assert_int_equal(status_of(f, a), BACKEND_SUSPENDED);
+	/* the sweep leaves a suspended sandbox's files alone (the core owns it) */
+	f->b->ops->sweep(f->b);
+	assert_true(exists("%s/vms/%s/state.mig", f->state, ID_A));
+	assert_true(exists("%s/vms/%s/upper.qcow2", f->state, ID_A));
 	backend_free(f->b);
 	a->backend_data = NULL;
 	backend_up(f);
