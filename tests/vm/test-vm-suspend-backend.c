@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include "agent.h"
 #include "backend.h"
@@ -345,6 +347,37 @@ fill_memory(struct fixture *f, struct sandbox *sb)
 	              (unsigned long long)mb, (double)(now_mono_ms() - start) / 1000.0);
 }
 
+/* Pauses the guest of sandbox id through its monitor, as a sandboxd that ended during a
+ * suspend or a snapshot leaves it. */
+static void
+pause_guest(const struct fixture *f, const char *id)
+{
+	static const char cmds[] = "{\"execute\":\"qmp_capabilities\"}\n{\"execute\":\"stop\"}\n";
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char got[4096];
+	size_t n = 0;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	char path[600];
+
+	snprintf(path, sizeof(path), "%s/vms/%s/qmp.sock", f->state, id);
+	assert_true(strlen(path) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path));
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(write_all(fd, cmds, sizeof(cmds) - 1), 0);
+	/* the greeting, two answers and the STOP event */
+	while (n < sizeof(got) - 1) {
+		ssize_t k = read(fd, got + n, sizeof(got) - 1 - n);
+		assert_true(k > 0);
+		n += (size_t)k;
+		got[n] = '\0';
+		if (strstr(got, "\"STOP\"") && strstr(strstr(got, "return") + 1, "return"))
+			break;
+	}
+	close(fd);
+}
+
 static pid_t
 vmm_pid(const struct fixture *f, const char *id)
 {
@@ -493,6 +526,22 @@ test_suspend_resume_snapshot_fork(void **state _unused_)
 	counter_passes(f, b, v);
 	/* the snapshot is the parent's, not used up */
 	assert_true(exists("%s/memory.mig", snap1));
+
+	/* taken back by a backend created anew (sandboxd restarted): both run on, b's guest
+	 * too, which was left paused as by a sandboxd that ended in a save */
+	backend_free(f->b);
+	pause_guest(f, ID_B);
+	backend_up(f);
+	assert_int_equal(status_of(f, a), BACKEND_RUNNING);
+	assert_int_equal(status_of(f, b), BACKEND_RUNNING);
+	n = f->ready;
+	assert_int_equal(f->b->ops->adopt(f->b, a, &la), 0);
+	assert_int_equal(f->b->ops->adopt(f->b, b, &lb), 0);
+	for (uint64_t end = now_mono_ms() + 60000; f->ready < n + 2 && now_mono_ms() < end;)
+		(void)loop_run_once(f->loop, 100);
+	assert_int_equal(f->ready, n + 2);
+	spin_ms(f, 500);
+	counter_passes(f, b, counter(f, b));
 
 	/* a suspended b: a snapshot copies its state; a stop drops it and keeps the disk */
 	n = f->done;
