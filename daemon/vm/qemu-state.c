@@ -198,6 +198,16 @@ ignore_answer(void *data _unused_, const json_t *ret _unused_, const char *err _
 {
 }
 
+/* Until polling starts (stop, getfd, migrate) or after cont was sent: a monitor that does not
+ * answer leaves the guest paused for good, so the VM is lost. */
+static void
+save_timeout(struct loop_timer *t _unused_, void *data)
+{
+	struct vm_save *s = data;
+
+	vm_fail(s->vm, "its monitor stopped answering while its state was saved");
+}
+
 /* Ends the save with error (0: the snapshot is written) once the guest runs again: a migration
  * under way is cancelled, a paused guest continued. */
 static void save_end(struct vm_save *s, int error, const char *fmt, ...) _printf_(3, 4);
@@ -215,7 +225,8 @@ save_end(struct vm_save *s, int error, const char *fmt, ...)
 		va_end(ap);
 	}
 	s->ending = true;
-	(void)loop_timer_arm(&s->timer, 0, 0);
+	s->timer.fn = save_timeout;
+	(void)loop_timer_arm(&s->timer, SAVE_QUIT_MS, 0);
 	if (s->migrating && !s->migrated)
 		(void)qmp_execute(s->qmp, "migrate_cancel", NULL, ignore_answer, s);
 	if (!s->paused) {
@@ -442,7 +453,7 @@ save_begin(struct vm *vm, bool suspend, bool memory, const char *dir)
 	else if (!suspend && !s->layer)
 		r = -ENOMEM;
 	else
-		r = loop_timer_init(vm->q->b.cfg.loop, &s->timer, poll_migrate, s);
+		r = loop_timer_init(vm->q->b.cfg.loop, &s->timer, save_timeout, s);
 	if (r < 0) {
 		free(s->stream);
 		free(s->tmp);
@@ -458,6 +469,7 @@ save_begin(struct vm *vm, bool suspend, bool memory, const char *dir)
 		vm_save_free(vm);
 		return r;
 	}
+	(void)loop_timer_arm(&s->timer, SAVE_TIMEOUT_MS, 0);
 	if (suspend)
 		vm->phase = VM_SUSPENDING;
 	return 0;
