@@ -35,6 +35,7 @@
 #define SAVE_TIMEOUT_MS 300000 /* the stream of a paused guest goes at disk speed */
 #define SAVE_QUIT_MS 5000      /* after quit (the state is safe): then SIGKILL */
 #define SAVE_FD_NAME "sbxsave"
+#define RECOVERY_MS 10000 /* for the monitor of a VM taken back to answer */
 
 struct vm_save {
 	struct vm *vm;
@@ -47,6 +48,7 @@ struct vm_save {
 	bool migrating;          /* migrate was accepted */
 	bool migrated;           /* the stream is complete and synced */
 	bool ending;             /* cont (or quit) is on its way: only its answer matters now */
+	bool recovery;           /* no operation: a save an earlier sandboxd left is undone */
 	int fd;                  /* the stream's file, -1 */
 	char *tmp, *stream;      /* the stream is written as tmp, renamed to stream at the end */
 	char *layer;             /* a snapshot's copy of the layer */
@@ -196,6 +198,16 @@ ignore_answer(void *data _unused_, const json_t *ret _unused_, const char *err _
 {
 }
 
+/* Until polling starts (stop, getfd, migrate) or after cont was sent: a monitor that does not
+ * answer leaves the guest paused for good, so the VM is lost. */
+static void
+save_timeout(struct loop_timer *t _unused_, void *data)
+{
+	struct vm_save *s = data;
+
+	vm_fail(s->vm, "its monitor stopped answering while its state was saved");
+}
+
 /* Ends the save with error (0: the snapshot is written) once the guest runs again: a migration
  * under way is cancelled, a paused guest continued. */
 static void save_end(struct vm_save *s, int error, const char *fmt, ...) _printf_(3, 4);
@@ -213,7 +225,8 @@ save_end(struct vm_save *s, int error, const char *fmt, ...)
 		va_end(ap);
 	}
 	s->ending = true;
-	(void)loop_timer_arm(&s->timer, 0, 0);
+	s->timer.fn = save_timeout;
+	(void)loop_timer_arm(&s->timer, SAVE_QUIT_MS, 0);
 	if (s->migrating && !s->migrated)
 		(void)qmp_execute(s->qmp, "migrate_cancel", NULL, ignore_answer, s);
 	if (!s->paused) {
@@ -440,7 +453,7 @@ save_begin(struct vm *vm, bool suspend, bool memory, const char *dir)
 	else if (!suspend && !s->layer)
 		r = -ENOMEM;
 	else
-		r = loop_timer_init(vm->q->b.cfg.loop, &s->timer, poll_migrate, s);
+		r = loop_timer_init(vm->q->b.cfg.loop, &s->timer, save_timeout, s);
 	if (r < 0) {
 		free(s->stream);
 		free(s->tmp);
@@ -456,6 +469,7 @@ save_begin(struct vm *vm, bool suspend, bool memory, const char *dir)
 		vm_save_free(vm);
 		return r;
 	}
+	(void)loop_timer_arm(&s->timer, SAVE_TIMEOUT_MS, 0);
 	if (suspend)
 		vm->phase = VM_SUSPENDING;
 	return 0;
@@ -493,6 +507,97 @@ vm_save_exited(struct vm *vm, const char *how)
 	}
 	backend_done(&vm->q->b, sb, 0, NULL);
 	return true;
+}
+
+bool
+vm_saving(const struct vm *vm)
+{
+	return vm->save && !vm->save->recovery;
+}
+
+static void
+recovered(void *data, const json_t *ret _unused_, const char *err)
+{
+	struct vm_save *s = data;
+
+	if (err)
+		log_warning(
+		        "sandbox '%s': its guest, paused by an earlier sandboxd, did not carry on: "
+		        "%.200s",
+		        s->vm->sb->id, err);
+
+	vm_save_free(s->vm);
+}
+
+static void
+recovery_status(void *data, const json_t *ret, const char *err)
+{
+	struct vm_save *s = data;
+	const char *status = json_string_value(json_object_get(ret, "status"));
+
+	/* running (or still restoring: it runs once loaded) is what a guest taken back is */
+	if (err || !status || streq(status, "running") || streq(status, "inmigrate")) {
+		vm_save_free(s->vm);
+		return;
+	}
+	log_info("sandbox '%s': its guest is %s: continuing it", s->vm->sb->id, status);
+	(void)qmp_execute(s->qmp, "migrate_cancel", NULL, ignore_answer, s);
+	if (qmp_execute(s->qmp, "cont", NULL, recovered, s) < 0)
+		vm_save_free(s->vm);
+}
+
+static void
+recovery_ready(struct qmp *m, void *data)
+{
+	struct vm_save *s = data;
+
+	if (qmp_execute(m, "query-status", NULL, recovery_status, s) < 0)
+		vm_save_free(s->vm);
+}
+
+static void
+recovery_closed(struct qmp *m _unused_, void *data)
+{
+	struct vm_save *s = data;
+
+	vm_save_free(s->vm);
+}
+
+static void
+recovery_timeout(struct loop_timer *t _unused_, void *data)
+{
+	struct vm_save *s = data;
+
+	log_warning("sandbox '%s': its monitor did not answer after it was taken back",
+	            s->vm->sb->id);
+	vm_save_free(s->vm);
+}
+
+void
+vm_save_recover(struct vm *vm)
+{
+	_cleanup_free_ char *sock = vm_path(vm, "qmp.sock");
+	struct vm_save *s;
+
+	if (vm->save || !sock)
+		return;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return;
+	s->vm = vm;
+	s->fd = -1;
+	s->recovery = true;
+	s->tmp = vm_path(vm, VM_STATE_FILE ".tmp"); /* goes with it */
+	if (loop_timer_init(vm->q->b.cfg.loop, &s->timer, recovery_timeout, s) < 0) {
+		free(s->tmp);
+		free(s);
+		return;
+	}
+	vm->save = s;
+	if (qmp_new(vm->q->b.cfg.loop, sock, recovery_ready, recovery_closed, s, &s->qmp) < 0)
+		vm_save_free(vm);
+	else
+		(void)loop_timer_arm(&s->timer, RECOVERY_MS, 0);
 }
 
 /* ---- the operations ---- */

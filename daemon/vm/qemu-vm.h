@@ -105,6 +105,13 @@ int vm_drop_state(struct vm *vm);
 /* QEMU exited while a save was under way: true when that completed the save (a suspend:
  * reported), false when the exit is a failure, for vm_fail (which reports the save's). */
 bool vm_save_exited(struct vm *vm, const char *how);
+/* Whether a suspend or a snapshot is under way. */
+bool vm_saving(const struct vm *vm);
+/* A VM taken back: its sandboxd may have ended during a suspend or a snapshot, which left the
+ * guest paused, or still being saved. Cancels any outgoing migration and continues the guest
+ * (both do nothing to a guest that runs), quietly, within a few seconds; a suspend's
+ * temporary goes. */
+void vm_save_recover(struct vm *vm);
 /* Gives up a save under way without a report (the VM is being killed or freed). */
 void vm_save_free(struct vm *vm);
 /* Copies the file from to a new file to (through a temporary, synced, then renamed): a

@@ -298,7 +298,7 @@ vm_fail(struct vm *vm, const char *fmt, ...)
 	struct backend *b = &vm->q->b;
 	struct sandbox *sb = vm->sb;
 	enum vm_phase phase = vm->phase;
-	bool snapshot = vm->save && phase == VM_RUNNING; /* the snapshot fails with it */
+	bool snapshot = vm_saving(vm) && phase == VM_RUNNING; /* the snapshot fails with it */
 	char reason[1024];
 	va_list ap;
 
@@ -891,7 +891,7 @@ vm_exited(struct loop_child *c _unused_, void *data)
 		snprintf(how, sizeof(how), "exited with status %d", WEXITSTATUS(status));
 	vm_forget_process(vm);
 	(void)loop_timer_arm(&vm->timer, 0, 0);
-	if (vm->save && vm_save_exited(vm, how))
+	if (vm_saving(vm) && vm_save_exited(vm, how))
 		return; /* suspended */
 	switch (vm->phase) {
 	case VM_STOPPING:
@@ -1130,6 +1130,8 @@ qemu_adopt(struct backend *b _unused_, struct sandbox *sb, const struct vm_launc
 	state = vm_path(vm, VM_STATE_FILE);
 	if (state)
 		(void)unlink(state);
+	/* a suspend or a snapshot it did not see through may have left the guest paused */
+	vm_save_recover(vm);
 	vm->phase = VM_RUNNING;
 	r = vm_watch(vm);
 	if (r >= 0)

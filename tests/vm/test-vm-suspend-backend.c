@@ -7,8 +7,8 @@
  * the suspended sandbox suspended; a stop of a suspended sandbox drops its memory and keeps
  * its disk; a VM started from a disk snapshot boots the files it had, without the process.
  *
- * SBX_TEST_MEMORY_MB (default 256) sets the guests' memory; the times each operation took
- * are printed for the record. */
+ * SBX_TEST_MEMORY_MB (default 256) sets the guests' memory, SBX_TEST_FILL_MB how much of it
+ * is filled before the suspend; the times each operation took are printed for the record. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include "agent.h"
 #include "backend.h"
@@ -309,6 +311,73 @@ counter_passes(struct fixture *f, struct sandbox *sb, long above)
 	abort();
 }
 
+/* With SBX_TEST_FILL_MB: fills that much of the guest's memory (its page cache) with data
+ * that is not zeros, for timings nearer a busy guest's. */
+static void
+fill_memory(struct fixture *f, struct sandbox *sb)
+{
+	const char *env = getenv("SBX_TEST_FILL_MB");
+	char script[200];
+	char *argv[] = { "/bin/sh", "-c", script, NULL };
+	struct agent_exec_spec spec = { .argv = argv, .keep = true };
+	struct answer a = { 0 };
+	uint64_t mb = 0;
+	uint64_t start = now_mono_ms();
+
+	if (!env || parse_u64(env, &mb) < 0 || mb == 0)
+		return;
+	snprintf(script, sizeof(script),
+	         "yes abcdefghijklmnopqrstuvwxyz | head -c %llu > fill; echo 1 > filled",
+	         (unsigned long long)mb << 20);
+	assert_non_null(agent_exec(agent_of(f, sb), &spec, answered, &a));
+	wait_answer(f, &a);
+	assert_int_equal(a.err, 0);
+	for (;;) {
+		struct answer r = { 0 };
+		assert_non_null(agent_read_file(agent_of(f, sb), "/sandbox/home/filled", 8, chunk,
+		                                answered, &r));
+		wait_answer(f, &r);
+		if (!r.err)
+			break;
+		if (now_mono_ms() - start > 300000)
+			fail_msg("filling the guest's memory took too long");
+		spin_ms(f, 1000);
+	}
+	print_message("filled %llu MiB of the guest's page cache in %.1f s\n",
+	              (unsigned long long)mb, (double)(now_mono_ms() - start) / 1000.0);
+}
+
+/* Pauses the guest of sandbox id through its monitor, as a sandboxd that ended during a
+ * suspend or a snapshot leaves it. */
+static void
+pause_guest(const struct fixture *f, const char *id)
+{
+	static const char cmds[] = "{\"execute\":\"qmp_capabilities\"}\n{\"execute\":\"stop\"}\n";
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char got[4096];
+	size_t n = 0;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	char path[600];
+
+	snprintf(path, sizeof(path), "%s/vms/%s/qmp.sock", f->state, id);
+	assert_true(strlen(path) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path));
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(write_all(fd, cmds, sizeof(cmds) - 1), 0);
+	/* the greeting, two answers and the STOP event */
+	while (n < sizeof(got) - 1) {
+		ssize_t k = read(fd, got + n, sizeof(got) - 1 - n);
+		assert_true(k > 0);
+		n += (size_t)k;
+		got[n] = '\0';
+		if (strstr(got, "\"STOP\"") && strstr(strstr(got, "return") + 1, "return"))
+			break;
+	}
+	close(fd);
+}
+
 static pid_t
 vmm_pid(const struct fixture *f, const char *id)
 {
@@ -396,6 +465,7 @@ test_suspend_resume_snapshot_fork(void **state _unused_)
 	print_message("boot (%u MiB): %.1f s\n", f->memory_mb, t);
 	start_counter(f, a);
 	before = counter_passes(f, a, 2);
+	fill_memory(f, a);
 
 	/* suspended: no QEMU, its state on disk, and status says so (also to a backend created
 	 * anew, as after a restart of sandboxd) */
@@ -411,6 +481,10 @@ test_suspend_resume_snapshot_fork(void **state _unused_)
 	assert_false(exists("%s/vms/%s/state.mig.tmp", f->state, ID_A));
 	assert_null(f->b->ops->agent(f->b, a));
 	assert_int_equal(status_of(f, a), BACKEND_SUSPENDED);
+	/* the sweep leaves a suspended sandbox's files alone (the core owns it) */
+	f->b->ops->sweep(f->b);
+	assert_true(exists("%s/vms/%s/state.mig", f->state, ID_A));
+	assert_true(exists("%s/vms/%s/upper.qcow2", f->state, ID_A));
 	backend_free(f->b);
 	a->backend_data = NULL;
 	backend_up(f);
@@ -452,6 +526,22 @@ test_suspend_resume_snapshot_fork(void **state _unused_)
 	counter_passes(f, b, v);
 	/* the snapshot is the parent's, not used up */
 	assert_true(exists("%s/memory.mig", snap1));
+
+	/* taken back by a backend created anew (sandboxd restarted): both run on, b's guest
+	 * too, which was left paused as by a sandboxd that ended in a save */
+	backend_free(f->b);
+	pause_guest(f, ID_B);
+	backend_up(f);
+	assert_int_equal(status_of(f, a), BACKEND_RUNNING);
+	assert_int_equal(status_of(f, b), BACKEND_RUNNING);
+	n = f->ready;
+	assert_int_equal(f->b->ops->adopt(f->b, a, &la), 0);
+	assert_int_equal(f->b->ops->adopt(f->b, b, &lb), 0);
+	for (uint64_t end = now_mono_ms() + 60000; f->ready < n + 2 && now_mono_ms() < end;)
+		(void)loop_run_once(f->loop, 100);
+	assert_int_equal(f->ready, n + 2);
+	spin_ms(f, 500);
+	counter_passes(f, b, counter(f, b));
 
 	/* a suspended b: a snapshot copies its state; a stop drops it and keeps the disk */
 	n = f->done;
