@@ -429,7 +429,7 @@ enum snapshot_kind
 snapshots_default_kind(struct sandboxd *d, const struct sandbox *sb)
 {
 	if ((sb->state == SANDBOX_RUNNING || sb->state == SANDBOX_SUSPENDED) &&
-	    snapshots_offered(d, SNAPSHOT_MEMORY))
+	    json_array_size(sb->volumes) == 0 && snapshots_offered(d, SNAPSHOT_MEMORY))
 		return SNAPSHOT_MEMORY;
 	return SNAPSHOT_DISK;
 }
@@ -478,6 +478,13 @@ check_state(const struct sandbox *sb, enum snapshot_kind kind, struct err *err)
 		               "sandbox '%s' is %s and an operation on it is under way; try again "
 		               "once it is done",
 		               sb->id, sandbox_state_to_string(sb->state));
+	/* a volume is not part of a snapshot, and a VM restored from its memory would need the
+	 * same drives (its guest had them mounted): such a fork could not be started */
+	if (kind == SNAPSHOT_MEMORY && json_array_size(sb->volumes) > 0)
+		return err_set(err, -EBUSY, ERR_CONFLICT,
+		               "sandbox '%s' has volumes, which a snapshot does not hold: only a "
+		               "disk snapshot of it can be taken (\"kind\": \"disk\")",
+		               sb->id);
 	switch (sb->state) {
 	case SANDBOX_RUNNING:
 	case SANDBOX_SUSPENDED:

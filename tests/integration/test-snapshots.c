@@ -474,6 +474,35 @@ test_capacity(void **state)
 	harness_cleanup(&p);
 }
 
+/* A sandbox with a volume gives disk snapshots only (the volume is not in one, and a fork
+ * restored from its memory would need the drive its guest had mounted): memory is 409, the
+ * default is disk, and a fork of it boots the files. */
+static void
+test_volumes_disk_only(void **state)
+{
+	struct daemon_proc p = { 0 };
+	char box[40], snap[40], body[128];
+	json_t *j;
+
+	(void)state;
+	if (harness_start(&p, bin, NULL, NULL) < 0)
+		fail();
+	json_decref(harness_json(p.sock, "POST", "/v1/volumes",
+	                         "{\"name\":\"data\",\"size_mb\":16}", 201));
+	create(&p, "{\"name\":\"withvol\",\"volumes\":[{\"name\":\"data\",\"path\":\"/mnt/d\"}]}",
+	       box, sizeof(box));
+	j = harness_json(p.sock, "POST", "/v1/sandboxes/withvol/snapshots", "{\"kind\":\"memory\"}",
+	                 409);
+	assert_non_null(strstr(err_message(j), "volumes"));
+	json_decref(j);
+	j = snapshot(&p, "withvol", NULL, snap, sizeof(snap));
+	assert_string_equal(harness_str(j, "kind"), "disk");
+	json_decref(j);
+	snprintf(body, sizeof(body), "{\"snapshot_id\":\"%s\"}", snap);
+	json_decref(harness_json(p.sock, "POST", "/v1/sandboxes", body, 201));
+	harness_cleanup(&p);
+}
+
 /* A restart with --keep-sandboxes lists them again; one without deletes them. */
 static void
 test_restart(void **state)
@@ -516,9 +545,10 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_take_list_delete), cmocka_unit_test(test_fork),
-		cmocka_unit_test(test_ownership),        cmocka_unit_test(test_schedule),
-		cmocka_unit_test(test_capacity),         cmocka_unit_test(test_restart),
+		cmocka_unit_test(test_take_list_delete),  cmocka_unit_test(test_fork),
+		cmocka_unit_test(test_ownership),         cmocka_unit_test(test_schedule),
+		cmocka_unit_test(test_capacity),          cmocka_unit_test(test_restart),
+		cmocka_unit_test(test_volumes_disk_only),
 	};
 
 	bin = harness_binary("SANDBOXD_FAKE");
