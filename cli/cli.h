@@ -153,6 +153,8 @@ int cmd_inspect(struct cli *cli, int argc, char **argv);
 int cmd_create(struct cli *cli, int argc, char **argv);
 int cmd_stop(struct cli *cli, int argc, char **argv);
 int cmd_start(struct cli *cli, int argc, char **argv);
+int cmd_suspend(struct cli *cli, int argc, char **argv);
+int cmd_resume(struct cli *cli, int argc, char **argv);
 int cmd_kill(struct cli *cli, int argc, char **argv);
 int cmd_events(struct cli *cli, int argc, char **argv);
 int cmd_metrics(struct cli *cli, int argc, char **argv);

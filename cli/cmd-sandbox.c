@@ -232,9 +232,10 @@ cmd_create(struct cli *cli, int argc, char **argv)
 			                      "idle_timeout_secs");
 			break;
 		case OPT_IDLE_ACTION:
-			/* the server says what it offers (suspend, some day) */
+			/* the server says what it offers (suspend needs its capability) */
 			if (json_object_set_new(body, "idle_action", json_string(optarg)) < 0)
-				r = cli_usage_error(cli, "--idle-action takes stop or terminate");
+				r = cli_usage_error(
+				        cli, "--idle-action takes suspend, stop or terminate");
 			break;
 		case OPT_LIFETIME:
 			r = cli_number_option(cli, "--lifetime", optarg, INT64_MAX, body,
@@ -355,6 +356,22 @@ int
 cmd_start(struct cli *cli, int argc, char **argv)
 {
 	static const struct action a = { .method = "POST", .suffix = "/start" };
+
+	return act(cli, argc, argv, &a);
+}
+
+int
+cmd_suspend(struct cli *cli, int argc, char **argv)
+{
+	static const struct action a = { .method = "POST", .suffix = "/suspend" };
+
+	return act(cli, argc, argv, &a);
+}
+
+int
+cmd_resume(struct cli *cli, int argc, char **argv)
+{
+	static const struct action a = { .method = "POST", .suffix = "/resume" };
 
 	return act(cli, argc, argv, &a);
 }

@@ -39,7 +39,8 @@ static const struct verb verbs[] = {
 	          "while:\n"
 	          "                     its --forget-after)\n"
 	          "  --state STATE      only sandboxes in this state: pending, starting, running,\n"
-	          "                     stopping, stopped, suspended, failed or terminated\n"
+	          "                     stopping, stopped, suspending, suspended, resuming,\n"
+	          "                     failed or terminated\n"
 	          "                     (repeatable: any may match)\n"
 	          "  --label KEY=VALUE  only sandboxes with this label (repeatable: all must "
 	          "match)\n",
@@ -69,8 +70,10 @@ static const struct verb verbs[] = {
 	          "  --idle-timeout SECS  stop it after this long without use, its disk kept\n"
 	          "                       (0: never); nothing running in it, no output, no\n"
 	          "                       network and nobody attached is what idle means\n"
-	          "  --idle-action ACTION what the idle timeout does: stop (the default; its\n"
-	          "                       disk is kept) or terminate (its disk is discarded)\n"
+	          "  --idle-action ACTION what the idle timeout does: suspend (its memory and\n"
+	          "                       disk are kept; the default where the server can\n"
+	          "                       suspend), stop (its disk is kept; the default\n"
+	          "                       elsewhere) or terminate (its disk is discarded)\n"
 	          "  --lifetime SECS      end it this long after creation (0: never)\n"
 	          "  --no-wait            return at once, before it runs\n"
 	          "\n"
@@ -87,6 +90,14 @@ static const struct verb verbs[] = {
 	  .usage = "start REF...",
 	  .summary = "Start stopped sandboxes again and wait until they run.",
 	  .run = cmd_start },
+	{ .name = "suspend",
+	  .usage = "suspend REF...",
+	  .summary = "Suspend running sandboxes and wait: memory and disk are kept, no VM runs.",
+	  .run = cmd_suspend },
+	{ .name = "resume",
+	  .usage = "resume REF...",
+	  .summary = "Resume suspended sandboxes and wait: their processes carry on.",
+	  .run = cmd_resume },
 	{ .name = "kill",
 	  .usage = "kill REF...",
 	  .summary = "End sandboxes and discard their disks (ending an ended one succeeds).",

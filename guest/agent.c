@@ -180,6 +180,9 @@ on_hello(struct agent *a, const struct frame *f)
 	/* a session start on a connection that has one: the host reconnected unseen */
 	session_end(a);
 	a->session = true;
+	if (a->hold)
+		log_info("resumed: every process carried on");
+	a->hold = false; /* a suspend's ends (if any) are behind */
 	a->host_features = h.features;
 	r = a->pid1 ? boot_hello(a, &h, &msg) : 0;
 	if (r < 0)
@@ -208,6 +211,15 @@ on_ps(struct agent *a, uint32_t chan, const void *p, size_t n)
 static void
 on_ping(struct agent *a, uint32_t chan, const void *p, size_t n)
 {
+	(void)agent_result(a, chan, 0, NULL);
+}
+
+/* The host is about to suspend the VM: the session's end that the resume brings must not end
+ * the processes it froze (only a HELLO ends the hold). */
+static void
+on_hold(struct agent *a, uint32_t chan, const void *p, size_t n)
+{
+	a->hold = true;
 	(void)agent_result(a, chan, 0, NULL);
 }
 
@@ -282,6 +294,7 @@ static const request_fn requests[] = {
 	[AP_FILE_READ] = files_read, [AP_FILE_WRITE] = files_write,
 	[AP_FILE_LIST] = files_list, [AP_FILE_REMOVE] = files_remove,
 	[AP_SHUTDOWN] = on_shutdown, [AP_PING] = on_ping,
+	[AP_HOLD] = on_hold,
 };
 
 static const bool process_frames[] = {

@@ -35,6 +35,7 @@ struct agent {
 	uint32_t host_features; /* AP_FEAT_* the session's host announced in its HELLO */
 	uint32_t features;      /* AP_FEAT_* it announces (all it has, unless a test said less) */
 	int upper_fd;           /* O_PATH of the writable layer's mount, for SHUTDOWN (PID 1) */
+	bool hold; /* AP_HOLD: a suspend comes; no session end kills a process until a HELLO */
 
 	/* how sandbox processes run */
 	bool switch_ids; /* setuid/setgid to uid/gid (PID 1, or root with --uid/--gid) */

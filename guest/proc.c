@@ -953,7 +953,7 @@ proc_session_end(struct agent *a)
 		/* the next session counts its stdin from 0 (what is queued is written unacked) */
 		p->stdin_received = p->stdin_written = 0;
 		p->stdin_ack_due = p->stdin_overrun = false;
-		if (!p->keep && !p->reaped) {
+		if (!p->keep && !p->reaped && !a->hold) {
 			p->host_killed = true;
 			(void)kill(-p->pid, SIGKILL);
 		}

@@ -104,6 +104,10 @@ enum ap_type {
 	AP_FILE_REMOVE = 0x0f, /* chan req; TLV: PATH; answered by RESULT (SIZE: a file's) */
 	AP_SHUTDOWN = 0x10,    /* chan req; sync, unmount, power off (RESULT first) */
 	AP_PING = 0x11,        /* chan req; answered by RESULT */
+	AP_HOLD = 0x12,        /* chan req; the VM is about to be suspended: until the next
+	                        * HELLO, a session's end kills no process (those without KEEP
+	                        * too: they carry on after the resume). Answered by RESULT; an
+	                        * older guest answers ENOSYS */
 
 	AP_HELLO_ACK = 0x81, /* chan 0; TLV: NONCE, VERSION, BOOT_ID, UPTIME_MS, MOUNTED,
 	                      * FEATURES */

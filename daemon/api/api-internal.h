@@ -54,6 +54,30 @@ void api_reply_absent(struct api_call *call);
 /* The connected agent of a running sandbox the caller may see; otherwise answers (404, 409,
  * 501 or 503) and returns NULL. */
 struct agent *api_sandbox_agent(struct api_call *call, struct sandbox **ret_sb);
+/* What a request about a sandbox's state waits for before it answers. */
+enum wait_kind {
+	WAIT_CREATE,
+	WAIT_START,
+	WAIT_STOP,
+	WAIT_DELETE,
+	WAIT_SUSPEND,
+	WAIT_RESUME, /* answers 503 when the restore failed and it is suspended again */
+};
+/* Answers now if sb's state already fits kind, else once it does (api-sandboxes.c). */
+void api_sandbox_wait(struct api_call *call, struct sandbox *sb, enum wait_kind kind);
+/* POST …/suspend and …/resume (api-suspend.c). */
+void api_sandbox_suspend(struct api_call *call);
+void api_sandbox_resume(struct api_call *call);
+/* Whether this server can act on idle_action a ("suspend" needs the backend's suspend). 0, or
+ * -EINVAL with err. */
+int api_check_idle_action(struct sandboxd *d, enum sandbox_idle_action a, struct err *err);
+/* Wake on use: a request that needs the guest (fn, a route's handler) of a sandbox suspended,
+ * suspending or resuming is held, the sandbox resumed, and fn called with the request once it
+ * runs (or once it is in another state: fn answers as for that state). true: the call was
+ * taken (answered now or later); false: fn is to be called now. */
+bool api_resume_first(struct api_call *call, api_handler_fn fn);
+/* Whether api_resume_first would hold this call (api_head: its raw body is read whole first). */
+bool api_needs_resume(struct api_call *call);
 /* Starts a stopped or failed sandbox to read its files, with the checks and the answers of
  * POST …/start (lifecycle_wake); nothing for one up or starting. 0, or answered and -errno. */
 int api_sandbox_wake(struct api_call *call, struct sandbox *sb);

@@ -210,9 +210,10 @@ run_free(struct run_op *op)
 static void
 run_kill(struct run_op *op)
 {
-	if (op->p && op->p->running && !op->killed) {
+	/* the process's agent: the run's may be gone with a suspend */
+	if (op->p && op->p->running && !op->killed && op->p->agent) {
 		op->killed = true;
-		(void)agent_signal(op->agent, op->p->pid, SIGKILL);
+		(void)agent_signal(op->p->agent, op->p->pid, SIGKILL);
 	}
 }
 
@@ -950,7 +951,6 @@ struct attach {
 	struct proc_reader reader;
 	struct conn *c;
 	struct loop *loop;
-	struct agent *agent;
 	uint32_t pid;
 	bool ws;
 	bool released;
@@ -1085,6 +1085,14 @@ attach_stdin_drained(void *data)
 		conn_raw_resume(at->c);
 }
 
+/* The agent of the attached process now: none while its sandbox is suspended (a resume
+ * brings another), nor once it exited. */
+static struct agent *
+attach_agent(const struct attach *at)
+{
+	return at->reader.p ? at->reader.p->agent : NULL;
+}
+
 /* Bytes of an i frame. Frames already read still go on while the connection is paused: the
  * agent holds them, one read's worth at most. */
 static int
@@ -1092,8 +1100,8 @@ attach_stdin(struct attach *at, const uint8_t *p, size_t len)
 {
 	int r;
 
-	if (!at->up)
-		at->up = agent_stdin_begin(at->agent, at->pid, attach_stdin_gone, at);
+	if (!at->up && attach_agent(at))
+		at->up = agent_stdin_begin(attach_agent(at), at->pid, attach_stdin_gone, at);
 	if (!at->up)
 		return -ENOTCONN;
 	r = agent_upload_data(at->up, p, len);
@@ -1109,25 +1117,28 @@ attach_stdin(struct attach *at, const uint8_t *p, size_t len)
 static int
 attach_frame(struct attach *at, uint8_t type, const uint8_t *p, size_t len)
 {
+	struct agent *a = attach_agent(at);
 	char name[16];
 	int signo;
 
+	if (!a)
+		return -ENOTCONN;
 	switch (type) {
 	case 'i':
 		return attach_stdin(at, p, len);
 	case 'e': /* behind the bytes the window still holds back */
-		return agent_stdin(at->agent, at->pid, NULL, 0, true) < 0 ? -EPIPE : 0;
+		return agent_stdin(a, at->pid, NULL, 0, true) < 0 ? -EPIPE : 0;
 	case 's':
 		if (len == 0 || len >= sizeof(name))
 			return -EINVAL;
 		memcpy(name, p, len);
 		name[len] = '\0';
 		signo = signal_number(name);
-		return signo < 0 ? -EINVAL : agent_signal(at->agent, at->pid, signo);
+		return signo < 0 ? -EINVAL : agent_signal(a, at->pid, signo);
 	case 'r':
 		if (len != 4 || !((p[0] << 8 | p[1]) > 0) || !((p[2] << 8 | p[3]) > 0))
 			return -EINVAL;
-		return agent_resize(at->agent, at->pid, (unsigned short)(p[0] << 8 | p[1]),
+		return agent_resize(a, at->pid, (unsigned short)(p[0] << 8 | p[1]),
 		                    (unsigned short)(p[2] << 8 | p[3]));
 	default:
 		return -EINVAL;
@@ -1311,7 +1322,6 @@ api_process_attach(struct api_call *call)
 	}
 	at->c = call->c;
 	at->loop = call->d->loop;
-	at->agent = p->agent;
 	at->pid = p->pid;
 	at->ws = ws;
 	buf_init(&at->in, ATTACH_FRAME_MAX + 4096);

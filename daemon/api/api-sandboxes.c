@@ -15,6 +15,7 @@
 #include "server.h"
 #include "sse.h"
 #include "store.h"
+#include "suspend.h"
 #include "util.h"
 
 #define EVENTS_LIST_MAX 5000
@@ -73,13 +74,6 @@ api_lookup_ended(struct api_call *call)
 
 /* ---- waiting for a state ---- */
 
-enum wait_kind {
-	WAIT_CREATE,
-	WAIT_START,
-	WAIT_STOP,
-	WAIT_DELETE,
-};
-
 struct pending {
 	struct sandbox_waiter w;
 	struct conn *c;
@@ -118,6 +112,12 @@ wait_done(enum wait_kind kind, const struct sandbox *sb)
 		return s == SANDBOX_STOPPED || s == SANDBOX_FAILED || s == SANDBOX_TERMINATED;
 	case WAIT_DELETE:
 		return s == SANDBOX_TERMINATED || s == SANDBOX_FAILED;
+	case WAIT_SUSPEND:
+		return s == SANDBOX_SUSPENDED || s == SANDBOX_FAILED || s == SANDBOX_TERMINATED;
+	case WAIT_RESUME:
+		/* suspended again: the restore failed, its state kept */
+		return s == SANDBOX_RUNNING || s == SANDBOX_SUSPENDED || s == SANDBOX_FAILED ||
+		       s == SANDBOX_TERMINATED;
 	}
 	return true;
 }
@@ -131,7 +131,15 @@ reply_done(struct conn *c, enum wait_kind kind, struct sandbox *sb)
 		break;
 	case WAIT_START:
 	case WAIT_STOP:
+	case WAIT_SUSPEND:
 		reply_sandbox(c, 200, sb);
+		break;
+	case WAIT_RESUME:
+		if (sb->state == SANDBOX_SUSPENDED)
+			api_reply_err(c, ERR_UNAVAILABLE, "sandbox '%s' could not be resumed: %s",
+			              sb->id, sb->reason ? sb->reason : "its restore failed");
+		else
+			reply_sandbox(c, 200, sb);
 		break;
 	case WAIT_DELETE:
 		if (sb->state == SANDBOX_FAILED)
@@ -156,8 +164,8 @@ pending_changed(struct sandbox_waiter *w, struct sandbox *sb, bool gone)
 }
 
 /* Replies now if the state already fits, else when it does. */
-static void
-wait_for(struct api_call *call, struct sandbox *sb, enum wait_kind kind)
+void
+api_sandbox_wait(struct api_call *call, struct sandbox *sb, enum wait_kind kind)
 {
 	struct pending *p;
 
@@ -256,7 +264,8 @@ add_state_filter(struct list_filter *f, const char *name, struct err *err)
 	if (s == _SANDBOX_STATE_INVALID)
 		return err_set(err, -EINVAL, ERR_INVALID,
 		               "unknown state '%.32s' in ?state=: use pending, starting, running, "
-		               "stopping, stopped, suspended, failed or terminated",
+		               "stopping, stopped, suspending, suspended, resuming, failed or "
+		               "terminated",
 		               name);
 	f->states |= 1u << s;
 	return 0;
@@ -333,7 +342,8 @@ static bool
 state_is_active(enum sandbox_state st)
 {
 	return st == SANDBOX_PENDING || st == SANDBOX_STARTING || st == SANDBOX_RUNNING ||
-	       st == SANDBOX_STOPPING || st == SANDBOX_SUSPENDED;
+	       st == SANDBOX_STOPPING || st == SANDBOX_SUSPENDED || st == SANDBOX_SUSPENDING ||
+	       st == SANDBOX_RESUMING;
 }
 
 void
@@ -515,7 +525,7 @@ create_now(struct api_call *call, struct sandbox *sb, bool wait)
 		reply_sandbox(call->c, 201, sb);
 		return;
 	}
-	wait_for(call, sb, WAIT_CREATE);
+	api_sandbox_wait(call, sb, WAIT_CREATE);
 }
 
 /* Whether the caller is a user: neither the operator nor an admin (who cannot create). */
@@ -620,7 +630,11 @@ api_sandbox_create(struct api_call *call)
 		api_reply_err(call->c, ERR_INTERNAL, "out of memory");
 		return;
 	}
+	/* suspend where the backend can (its memory kept), else stop (its disk kept) */
+	sb->idle_action = suspend_offered(call->d) ? SANDBOX_IDLE_SUSPEND : SANDBOX_IDLE_STOP;
 	r = request_decode_create(&call->d->policy, call->body, sb, &wait, &err);
+	if (r >= 0)
+		r = api_check_idle_action(call->d, sb->idle_action, &err);
 	if (r < 0) {
 		api_reply_failure(call->c, r, &err);
 		return;
@@ -691,7 +705,10 @@ api_sandbox_patch(struct api_call *call)
 		return;
 	}
 	r = request_decode_patch(&call->d->policy, call->body, &patch, &err);
+	if (r >= 0 && patch.set_idle_action)
+		r = api_check_idle_action(call->d, patch.idle_action, &err);
 	if (r < 0) {
+		sandbox_patch_done(&patch);
 		api_reply_failure(call->c, r, &err);
 		return;
 	}
@@ -819,7 +836,7 @@ api_sandbox_delete(struct api_call *call)
 		api_reply_failure(call->c, r, &err);
 		return;
 	}
-	wait_for(call, sb, WAIT_DELETE);
+	api_sandbox_wait(call, sb, WAIT_DELETE);
 }
 
 static void
@@ -846,7 +863,7 @@ stop_or_start(struct api_call *call, bool stop)
 		api_reply_failure(call->c, r, &err);
 		return;
 	}
-	wait_for(call, sb, stop ? WAIT_STOP : WAIT_START);
+	api_sandbox_wait(call, sb, stop ? WAIT_STOP : WAIT_START);
 }
 
 int

@@ -18,6 +18,7 @@ enum route_flags {
 	ROUTE_UPGRADE = 1 << 4,      /* may upgrade the connection */
 	ROUTE_REGISTRATION = 1 << 5, /* 404 unless --registration on */
 	ROUTE_CREATE = 1 << 6,       /* answers are counted by status and latency (/metrics) */
+	ROUTE_GUEST = 1 << 7,        /* needs the guest: a suspended sandbox resumes first */
 };
 
 struct route {
@@ -57,25 +58,37 @@ static const struct route routes[] = {
 	ROUTE(GET, "/v1/sandboxes/{ref}/events", api_sandbox_events, 0),
 	ROUTE(GET, "/v1/sandboxes/{ref}/metrics", api_sandbox_metrics, 0),
 	ROUTE(GET, "/v1/events/stream", api_events_stream, 0),
-	LATER(POST, "/v1/sandboxes/{ref}/suspend", "suspend"),
-	LATER(POST, "/v1/sandboxes/{ref}/resume", "suspend"),
-	ROUTE(POST, "/v1/sandboxes/{ref}/run", api_process_run, ROUTE_JSON),
-	ROUTE(GET, "/v1/sandboxes/{ref}/processes", api_process_list, 0),
-	ROUTE(POST, "/v1/sandboxes/{ref}/processes", api_process_create, ROUTE_JSON),
-	ROUTE(GET, "/v1/sandboxes/{ref}/processes/{pid}", api_process_get, 0),
-	ROUTE(GET, "/v1/sandboxes/{ref}/processes/{pid}/output", api_process_output, 0),
-	ROUTE(POST, "/v1/sandboxes/{ref}/processes/{pid}/stdin", api_process_stdin, ROUTE_RAW),
-	ROUTE(POST, "/v1/sandboxes/{ref}/processes/{pid}/signal", api_process_signal, ROUTE_JSON),
-	ROUTE(GET, "/v1/sandboxes/{ref}/processes/{pid}/attach", api_process_attach, ROUTE_UPGRADE),
-	ROUTE(GET, "/v1/sandboxes/{ref}/files", api_file_read, 0),
-	ROUTE(PUT, "/v1/sandboxes/{ref}/files", api_file_write, ROUTE_RAW),
-	ROUTE(DELETE, "/v1/sandboxes/{ref}/files", api_file_remove, 0),
-	ROUTE(GET, "/v1/sandboxes/{ref}/dirs", api_dir_list, 0),
+	/* 501 naming the capability where the backend cannot suspend (api-suspend.c) */
+	{ .method = HTTP_POST,
+	  .pattern = "/v1/sandboxes/{ref}/suspend",
+	  .fn = api_sandbox_suspend,
+	  .flags = ROUTE_JSON_OPT,
+	  .feature = "suspend" },
+	{ .method = HTTP_POST,
+	  .pattern = "/v1/sandboxes/{ref}/resume",
+	  .fn = api_sandbox_resume,
+	  .flags = ROUTE_JSON_OPT,
+	  .feature = "suspend" },
+	ROUTE(POST, "/v1/sandboxes/{ref}/run", api_process_run, ROUTE_JSON | ROUTE_GUEST),
+	ROUTE(GET, "/v1/sandboxes/{ref}/processes", api_process_list, ROUTE_GUEST),
+	ROUTE(POST, "/v1/sandboxes/{ref}/processes", api_process_create, ROUTE_JSON | ROUTE_GUEST),
+	ROUTE(GET, "/v1/sandboxes/{ref}/processes/{pid}", api_process_get, ROUTE_GUEST),
+	ROUTE(GET, "/v1/sandboxes/{ref}/processes/{pid}/output", api_process_output, ROUTE_GUEST),
+	ROUTE(POST, "/v1/sandboxes/{ref}/processes/{pid}/stdin", api_process_stdin,
+	      ROUTE_RAW | ROUTE_GUEST),
+	ROUTE(POST, "/v1/sandboxes/{ref}/processes/{pid}/signal", api_process_signal,
+	      ROUTE_JSON | ROUTE_GUEST),
+	ROUTE(GET, "/v1/sandboxes/{ref}/processes/{pid}/attach", api_process_attach,
+	      ROUTE_UPGRADE | ROUTE_GUEST),
+	ROUTE(GET, "/v1/sandboxes/{ref}/files", api_file_read, ROUTE_GUEST),
+	ROUTE(PUT, "/v1/sandboxes/{ref}/files", api_file_write, ROUTE_RAW | ROUTE_GUEST),
+	ROUTE(DELETE, "/v1/sandboxes/{ref}/files", api_file_remove, ROUTE_GUEST),
+	ROUTE(GET, "/v1/sandboxes/{ref}/dirs", api_dir_list, ROUTE_GUEST),
 	/* 501 naming the capability where the backend runs no processes (api-tunnel.c) */
 	{ .method = HTTP_GET,
 	  .pattern = "/v1/sandboxes/{ref}/tunnel",
 	  .fn = api_tunnel,
-	  .flags = ROUTE_UPGRADE,
+	  .flags = ROUTE_UPGRADE | ROUTE_GUEST,
 	  .feature = "tunnel" },
 	ROUTE(POST, "/v1/sandboxes/{ref}/previews", api_preview_create, ROUTE_JSON),
 	LATER(POST, "/v1/sandboxes/{ref}/snapshots", "disk_snapshot"),
@@ -363,6 +376,9 @@ api_handle(struct sandboxd *d, struct conn *c, struct http_request *req)
 	call.feature = rt->feature;
 	if (parse_body(&call, rt) < 0)
 		goto out;
+	/* a suspended sandbox resumes first, and the request goes on once it runs */
+	if ((rt->flags & ROUTE_GUEST) && api_resume_first(&call, rt->fn))
+		goto out;
 	rt->fn(&call);
 out:
 	json_decref(call.body);
@@ -376,7 +392,8 @@ api_head(struct sandboxd *d, struct conn *c, struct http_request *req)
 
 	/* a JSON body (1 MiB at most) is read whole, and the request checked again then; a
 	 * raw one (64 MiB) goes on to the sandbox as it arrives, once its route said yes */
-	if (rt && (rt->flags & ROUTE_RAW))
+	if (rt && (rt->flags & ROUTE_RAW) &&
+	    !((rt->flags & ROUTE_GUEST) && api_needs_resume(&call)))
 		rt->fn(&call);
 }
 

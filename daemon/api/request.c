@@ -188,23 +188,20 @@ is_unset(const json_t *v)
 	return !v || json_is_null(v);
 }
 
-/* "idle_action": "stop" or "terminate"; "suspend" is named, for it is what a client of a
- * server with suspend may send. */
+/* "idle_action": "suspend", "stop" or "terminate" (whether this server can suspend is the
+ * API's to check: api_check_idle_action). */
 static int
 decode_idle_action(const json_t *v, enum sandbox_idle_action *ret, struct err *err)
 {
 	const char *s = json_string_value(v);
 	enum sandbox_idle_action a = sandbox_idle_action_from_string(s);
 
-	if (s && streq(s, "suspend"))
-		return err_set(err, -EINVAL, ERR_INVALID,
-		               "'idle_action' \"suspend\" is not offered yet: this server cannot "
-		               "suspend sandboxes; use \"stop\" (the default: its disk is kept) or "
-		               "\"terminate\"");
 	if (a < 0)
-		return err_set(err, -EINVAL, ERR_INVALID,
-		               "'idle_action' must be \"stop\" (the default: its disk is kept) or "
-		               "\"terminate\" (its disk is discarded)");
+		return err_set(
+		        err, -EINVAL, ERR_INVALID,
+		        "'idle_action' must be \"suspend\" (its memory and disk are kept; the "
+		        "default where the server can suspend), \"stop\" (its disk is kept) "
+		        "or \"terminate\" (its disk is discarded)");
 	*ret = a;
 	return 0;
 }

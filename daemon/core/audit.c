@@ -57,7 +57,7 @@ static const struct {
 	const char *reason;   /* the data's member that is the record's reason, or NULL */
 	bool reason_optional; /* a reason only when the data has one (beyond the contract) */
 } state_records[] = {
-	{ .to = "running", .from = "suspended", .type = "sandbox.resumed" },
+	{ .to = "running", .from = "resuming", .type = "sandbox.resumed" },
 	{ .to = "running", .type = "sandbox.started" },
 	/* reason "idle" when its idle timeout stopped it; none when a request did */
 	{ .to = "stopped", .type = "sandbox.stopped", .reason = "stop", .reason_optional = true },

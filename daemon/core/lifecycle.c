@@ -22,6 +22,7 @@
 #include "samples.h"
 #include "sandboxd.h"
 #include "store.h"
+#include "suspend.h"
 #include "util.h"
 
 /* The backend that runs sb, or NULL when this sandboxd cannot drive it. */
@@ -117,6 +118,36 @@ vm_gone(struct sandboxd *d, struct sandbox *sb)
 	sb->has_slot = false;
 }
 
+void
+lifecycle_vm_gone(struct sandboxd *d, struct sandbox *sb)
+{
+	vm_gone(d, sb);
+}
+
+void
+lifecycle_fail(struct sandboxd *d, struct sandbox *sb, const char *reason)
+{
+	fail(d, sb, "%s", reason);
+}
+
+struct backend *
+lifecycle_backend(struct sandboxd *d, const struct sandbox *sb)
+{
+	return backend_for(d, sb);
+}
+
+bool
+lifecycle_network_permitted(struct sandboxd *d, const struct sandbox *sb, char **ret_why)
+{
+	return network_permitted(d, sb, ret_why);
+}
+
+int
+lifecycle_slot_take(struct sandboxd *d, struct sandbox *sb)
+{
+	return slot_take(d, sb);
+}
+
 /* What sb's VM is launched with, but for its network. Its machine id lives until the next
  * launch_fill (a launch is borrowed for the one call it is handed to). */
 static void
@@ -162,7 +193,13 @@ boot_launch(struct sandboxd *d, struct backend *b, struct sandbox *sb, enum sand
 			                 .guest_addr = link->guest_addr,
 			                 .host_addr = link->host_addr };
 	}
-	r = op == SANDBOX_OP_START ? b->ops->start(b, sb, &l) : b->ops->restart(b, sb, &l);
+	/* a resume is launched as a restart is (slot, tap, egress), its VMM restoring */
+	if (op == SANDBOX_OP_START)
+		r = b->ops->start(b, sb, &l);
+	else if (op == SANDBOX_OP_RESUME)
+		r = b->ops->resume(b, sb, &l);
+	else
+		r = b->ops->restart(b, sb, &l);
 	if (r < 0)
 		vm_gone(d, sb);
 	return r;
@@ -189,7 +226,8 @@ boot_net_ready(void *data, int error, const char *why)
 	struct backend *b = sb ? backend_for(bw->d, sb) : NULL;
 	int r;
 
-	if (sb && b && sb->state == SANDBOX_STARTING && sb->op == bw->op) {
+	if (sb && b && (sb->state == SANDBOX_STARTING || sb->state == SANDBOX_RESUMING) &&
+	    sb->op == bw->op) {
 		if (error < 0) {
 			log_error("sandbox '%s': not started: its network rules could not be "
 			          "installed (%s)",
@@ -257,9 +295,9 @@ boot(struct sandboxd *d, struct backend *b, struct sandbox *sb, enum sandbox_op 
 }
 
 /* Moves sb to via (with reason, or none) and begins op through the backend. */
-static int
-begin(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op, enum sandbox_state via,
-      const char *reason)
+int
+lifecycle_begin(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op, enum sandbox_state via,
+                const char *reason)
 {
 	struct backend *b = backend_for(d, sb);
 	int r;
@@ -275,10 +313,14 @@ begin(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op, enum sandbox_s
 	switch (op) {
 	case SANDBOX_OP_START:
 	case SANDBOX_OP_RESTART:
+	case SANDBOX_OP_RESUME:
 		r = boot(d, b, sb, op);
 		break;
 	case SANDBOX_OP_STOP:
 		r = b->ops->stop(b, sb);
+		break;
+	case SANDBOX_OP_SUSPEND:
+		r = suspend_begin(d, b, sb);
 		break;
 	default:
 		r = -EINVAL;
@@ -304,7 +346,7 @@ image_ready(struct image_waiter *w, const struct image *img, int error, const ch
 
 	if (sb && sb->state == SANDBOX_PENDING && sb->op == SANDBOX_OP_NONE) {
 		if (img)
-			(void)begin(iw->d, sb, SANDBOX_OP_START, SANDBOX_STARTING, NULL);
+			(void)lifecycle_begin(iw->d, sb, SANDBOX_OP_START, SANDBOX_STARTING, NULL);
 		else
 			fail(iw->d, sb, "%s", why ? why : strerror(-error));
 	}
@@ -320,7 +362,7 @@ start_when_image_ready(struct sandboxd *d, struct sandbox *sb)
 	int r;
 
 	if (!d->backend->ops->boots_images || images_installed(d, sb->image)) {
-		(void)begin(d, sb, SANDBOX_OP_START, SANDBOX_STARTING, NULL);
+		(void)lifecycle_begin(d, sb, SANDBOX_OP_START, SANDBOX_STARTING, NULL);
 		return;
 	}
 	iw = calloc(1, sizeof(*iw));
@@ -337,7 +379,7 @@ start_when_image_ready(struct sandboxd *d, struct sandbox *sb)
 	if (r != 0) {
 		free(iw);
 		if (r > 0)
-			(void)begin(d, sb, SANDBOX_OP_START, SANDBOX_STARTING, NULL);
+			(void)lifecycle_begin(d, sb, SANDBOX_OP_START, SANDBOX_STARTING, NULL);
 		else
 			fail(d, sb, "%s", err.message);
 		return;
@@ -510,7 +552,7 @@ move(struct sandboxd *d, struct sandbox *sb, const struct move *m, struct err *e
 		return why ? start_refused(d, sb, why, err) : -ENOMEM;
 	if (sb->state == SANDBOX_FAILED && (r = failed_startable(d, b, sb, err)) < 0)
 		return r;
-	return begin(d, sb, m->op, m->via, m->reason);
+	return lifecycle_begin(d, sb, m->op, m->via, m->reason);
 }
 
 int
@@ -686,9 +728,9 @@ on_backend_done(void *ctx, struct sandbox *sb, int error, const char *reason)
 		shutdown_progress(d);
 		break;
 
-	case SANDBOX_OP_SUSPEND: /* suspend and resume: not yet (issue 16) */
+	case SANDBOX_OP_SUSPEND:
 	case SANDBOX_OP_RESUME:
-		log_error("sandbox '%s': the backend completed a suspend or resume", sb->id);
+		suspend_backend_done(d, sb, op, error, reason);
 		break;
 
 	case SANDBOX_OP_SNAPSHOT: /* snapshots: not yet (issue 16) */
@@ -791,6 +833,9 @@ on_agent_ready(void *ctx, struct sandbox *sb)
 			fail(d, sb, "stopping failed after a restart: %s", strerror(-r));
 		return;
 	}
+	/* after a resume, the hubs follow their processes through this agent again */
+	if (agent && sb->state == SANDBOX_RUNNING)
+		proc_attach_all(sb, agent);
 	/* processes started since this sandboxd runs are known already; the guest's own list
 	 * matters after a restart of sandboxd (kept processes run on) */
 	if (agent && list_empty(&sb->procs) && !sb->procs_listed) {
@@ -807,6 +852,16 @@ on_agent_ready(void *ctx, struct sandbox *sb)
 	 * asked for above, which the guest answers first: it never shows the agent's process) */
 	if (agent && sb->state == SANDBOX_RUNNING)
 		agents_ready(d, sb, agent);
+}
+
+static int take_back(struct sandboxd *d, struct backend *b, struct sandbox *sb,
+                     const struct backend_found *f);
+
+int
+lifecycle_take_back(struct sandboxd *d, struct backend *b, struct sandbox *sb,
+                    const struct backend_found *f)
+{
+	return take_back(d, b, sb, f);
 }
 
 /* Takes back a VM found running after a restart of sandboxd, but only on the network it was
@@ -1006,7 +1061,8 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 		sb->has_slot = true;
 		sb->slot = found.slot;
 	}
-	if (st == BACKEND_RUNNING && sb->state != SANDBOX_STOPPED && ended_by_policy(d, sb, c))
+	if (st == BACKEND_RUNNING && sb->state != SANDBOX_STOPPED &&
+	    sb->state != SANDBOX_SUSPENDED && ended_by_policy(d, sb, c))
 		return;
 	switch (sb->state) {
 	case SANDBOX_PENDING:
@@ -1026,7 +1082,6 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 		}
 		return;
 	case SANDBOX_RUNNING:
-	case SANDBOX_SUSPENDED:
 		if (st == BACKEND_RUNNING) {
 			if (!took_back(d, b, sb, &found, c))
 				return;
@@ -1036,6 +1091,16 @@ recover_one(struct sandboxd *d, struct sandbox *sb, struct recover_counts *c)
 			fail(d, sb, "its VM ended while sandboxd was not running");
 			c->failed++;
 		}
+		return;
+	case SANDBOX_SUSPENDED:
+	case SANDBOX_SUSPENDING:
+	case SANDBOX_RESUMING:
+		if (suspend_recover(d, b, sb, &found) < 0)
+			c->failed++;
+		else if (sb->state == SANDBOX_RUNNING)
+			c->taken_back++;
+		else
+			c->kept++;
 		return;
 	case SANDBOX_STOPPING:
 		if (st == BACKEND_STOPPED) {
@@ -1133,12 +1198,14 @@ idle_out(struct sandboxd *d, struct sandbox *sb)
 		(void)lifecycle_delete(d, sb, SANDBOX_END_IDLE, &err);
 		return;
 	}
+	if (sb->idle_action == SANDBOX_IDLE_SUSPEND && suspend_idle(d, sb))
+		return;
 	why = strdup_printf("idle for %llu s, its idle timeout: stopping, its disk kept",
 	                    (unsigned long long)sb->idle_timeout_secs);
 	log_info("sandbox '%s': idle for %llu s, its idle timeout; stopping it, its disk kept",
 	         sb->id, (unsigned long long)sb->idle_timeout_secs);
 	sb->stopping = SANDBOX_STOP_IDLE;
-	if (begin(d, sb, SANDBOX_OP_STOP, SANDBOX_STOPPING, why) < 0)
+	if (lifecycle_begin(d, sb, SANDBOX_OP_STOP, SANDBOX_STOPPING, why) < 0)
 		sb->stopping = SANDBOX_STOP_REQUEST;
 }
 
@@ -1157,7 +1224,7 @@ read_quiet(struct sandboxd *d, struct sandbox *sb)
 	         sb->id, grace);
 	sb->woken_for_files = false;
 	sb->stopping = SANDBOX_STOP_READ;
-	if (begin(d, sb, SANDBOX_OP_STOP, SANDBOX_STOPPING, why) < 0)
+	if (lifecycle_begin(d, sb, SANDBOX_OP_STOP, SANDBOX_STOPPING, why) < 0)
 		sb->stopping = SANDBOX_STOP_REQUEST;
 }
 

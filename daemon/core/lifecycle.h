@@ -51,3 +51,27 @@ void lifecycle_shutdown(struct sandboxd *d, const char *signame);
  * sandbox bound to its client once that client was gone for --client-grace; stops again one
  * started only to read its files (lifecycle_wake) once nothing else used it for --read-grace. */
 void lifecycle_housekeeping(struct sandboxd *d, int64_t now_ms);
+
+/* Shared with suspend.c: the pieces of a move that suspend and resume reuse. */
+struct backend;
+struct backend_found;
+/* Moves sb to via (with reason, or none) and begins op through the backend (a resume boots
+ * like a restart: slot, tap, egress). A backend that cannot begin fails sb. 0, or the state
+ * change's -errno. */
+int lifecycle_begin(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op,
+                    enum sandbox_state via, const char *reason);
+/* The backend that runs sb, or NULL when this sandboxd cannot drive it. */
+struct backend *lifecycle_backend(struct sandboxd *d, const struct sandbox *sb);
+/* sb's VM is gone: egress lets go of it, its slot is free. Idempotent. */
+void lifecycle_vm_gone(struct sandboxd *d, struct sandbox *sb);
+/* Fails sb with reason: its processes and its create's agent end with its VM. */
+void lifecycle_fail(struct sandboxd *d, struct sandbox *sb, const char *reason);
+/* Whether the policy as it is now still permits sb's network; else *ret_why says why (NULL:
+ * out of memory). */
+bool lifecycle_network_permitted(struct sandboxd *d, const struct sandbox *sb, char **ret_why);
+/* Takes a slot for sb's VM unless it holds one: -EUSERS when none is free. */
+int lifecycle_slot_take(struct sandboxd *d, struct sandbox *sb);
+/* Takes back a VM found running after a restart of sandboxd (on the network it was started
+ * with; otherwise it is ended). -errno. */
+int lifecycle_take_back(struct sandboxd *d, struct backend *b, struct sandbox *sb,
+                        const struct backend_found *f);

@@ -37,7 +37,7 @@ update_ack(struct proc *p)
 	if (target <= p->acked)
 		return;
 	/* acknowledge in steps, and always when the guest would otherwise stall */
-	if (target - p->acked >= ACK_STEP || target == ring_end(&p->ring)) {
+	if (p->agent && (target - p->acked >= ACK_STEP || target == ring_end(&p->ring))) {
 		if (agent_ack(p->agent, p->pid, target) >= 0)
 			p->acked = target;
 	}
@@ -263,7 +263,7 @@ unhook(struct proc *p)
 		loop_timer_done(&p->timer);
 		p->timer_on = false;
 	}
-	if (p->sub_attached) {
+	if (p->sub_attached && p->agent) {
 		agent_detach(p->agent, &p->sub);
 		p->sub_attached = false;
 	}
@@ -307,7 +307,7 @@ proc_discard(struct proc *p)
 	if (!p || p->freeing)
 		return;
 	p->freeing = true;
-	if (!p->running)
+	if (!p->running && p->agent)
 		(void)agent_release(p->agent, p->pid);
 	LIST_FOREACH_SAFE (n, tmp, &p->readers) {
 		struct proc_reader *r = list_entry(n, struct proc_reader, link);
@@ -325,7 +325,13 @@ timeout_fired(struct loop_timer *t _unused_, void *data)
 {
 	struct proc *p = data;
 
-	if (p->running && agent_signal(p->agent, p->pid, SIGKILL) >= 0)
+	if (!p->running)
+		return;
+	if (!p->agent) {
+		p->timeout_due = true; /* its sandbox is suspended: the kill goes once it resumes */
+		return;
+	}
+	if (agent_signal(p->agent, p->pid, SIGKILL) >= 0)
 		p->timeout_killed = true;
 }
 
@@ -498,4 +504,41 @@ proc_to_json(const struct proc *p)
 	                 p->running ? json_null() : json_boolean(p->oom), "timed_out",
 	                 p->running ? json_null() : json_boolean(p->timed_out), "started_at",
 	                 started);
+}
+
+void
+proc_detach_all(struct sandbox *sb)
+{
+	struct list_node *n;
+
+	LIST_FOREACH (n, &sb->procs) {
+		struct proc *p = list_entry(n, struct proc, link);
+		if (p->sub_attached && p->agent)
+			agent_detach(p->agent, &p->sub);
+		p->sub_attached = false;
+		p->agent = NULL;
+	}
+}
+
+void
+proc_attach_all(struct sandbox *sb, struct agent *agent)
+{
+	struct list_node *n, *tmp;
+
+	LIST_FOREACH_SAFE (n, tmp, &sb->procs) {
+		struct proc *p = list_entry(n, struct proc, link);
+		if (p->agent)
+			continue;
+		p->agent = agent;
+		/* an exited one is only released; a running one goes on from the next byte the
+		 * ring wants (the guest kept what was not acknowledged) */
+		if (p->running && agent_attach(agent, &p->sub, ring_end(&p->ring)) >= 0)
+			p->sub_attached = true;
+		if (p->running && p->timeout_due) {
+			p->timeout_due = false;
+			if (agent_signal(agent, p->pid, SIGKILL) >= 0)
+				p->timeout_killed = true;
+		}
+		update_ack(p);
+	}
 }

@@ -63,6 +63,7 @@ struct proc {
 	bool freeing;
 	struct loop_timer timer; /* its timeout, if it has one */
 	bool timer_on;
+	bool timeout_due; /* its timeout passed while its sandbox was suspended */
 };
 
 /* A process the guest started (or reported after a restart). Attaches to its output from
@@ -83,6 +84,14 @@ int proc_set_timeout(struct proc *p, uint64_t secs);
 struct proc *proc_find(struct sandbox *sb, uint32_t pid);
 /* Ends and frees every process of a sandbox (it stops or ends). */
 void proc_clear(struct sandbox *sb);
+/* A suspend: the hubs let go of the agent (which may go with the VMM) but keep their rings,
+ * readers and offsets; the guest's processes are frozen, not ended. p->agent is NULL until
+ * proc_attach_all. */
+void proc_detach_all(struct sandbox *sb);
+/* After a resume: the hubs take agent and attach again from where their rings end (output
+ * goes on from the acknowledged offsets); a timeout that passed meanwhile kills now.
+ * Idempotent. */
+void proc_attach_all(struct sandbox *sb, struct agent *agent);
 
 /* Starts reading from offset (0: from the oldest byte the ring still holds). */
 void proc_reader_add(struct proc *p, struct proc_reader *r, uint64_t from);

@@ -96,8 +96,7 @@ reconcile_sandbox(struct sandboxd *d, struct sandbox *sb, uint64_t now)
 		return;
 	}
 	switch (sb->state) {
-	case SANDBOX_RUNNING:
-	case SANDBOX_SUSPENDED:
+	case SANDBOX_RUNNING: /* a suspended one has no VMM to check */
 		if (sb->op != SANDBOX_OP_NONE || !b->ops->check || b->ops->check(b, sb) != -ESRCH)
 			return;
 		snprintf(reason, sizeof(reason),
@@ -106,6 +105,8 @@ reconcile_sandbox(struct sandboxd *d, struct sandbox *sb, uint64_t now)
 		break;
 	case SANDBOX_STARTING:
 	case SANDBOX_STOPPING:
+	case SANDBOX_SUSPENDING:
+	case SANDBOX_RESUMING:
 		if (now - sb->state_since < stuck_after_ms(d))
 			return;
 		snprintf(reason, sizeof(reason),

@@ -10,31 +10,39 @@
 #include "util.h"
 
 static const char *const state_names[_SANDBOX_STATE_MAX] = {
-	[SANDBOX_PENDING] = "pending", [SANDBOX_STARTING] = "starting",
-	[SANDBOX_RUNNING] = "running", [SANDBOX_STOPPING] = "stopping",
-	[SANDBOX_STOPPED] = "stopped", [SANDBOX_SUSPENDED] = "suspended",
-	[SANDBOX_FAILED] = "failed",   [SANDBOX_TERMINATED] = "terminated",
+	[SANDBOX_PENDING] = "pending",       [SANDBOX_STARTING] = "starting",
+	[SANDBOX_RUNNING] = "running",       [SANDBOX_STOPPING] = "stopping",
+	[SANDBOX_STOPPED] = "stopped",       [SANDBOX_SUSPENDED] = "suspended",
+	[SANDBOX_FAILED] = "failed",         [SANDBOX_TERMINATED] = "terminated",
+	[SANDBOX_SUSPENDING] = "suspending", [SANDBOX_RESUMING] = "resuming",
 };
 
 /* The lifecycle. A row lists the states a sandbox may move to from that state; every other
  * move is refused. Any live state may fail; every state but terminated may end (DELETE).
  *
  *   pending -> starting -> running -> stopping -> stopped -> starting ...
- *                          running <-> suspended
+ *   running -> suspending -> suspended -> resuming -> running
+ *   resuming -> suspended (a resume that could not restore: the saved state is kept)
+ *   suspending -> running (a suspend that failed while the guest ran on)
+ *   suspended -> stopping (its saved memory is dropped, its disk kept)
  *   failed -> starting (its layer boots again: a crash does not trap the work on it);
  *   terminated is final. */
 #define BIT(s) (1u << (s))
 static const unsigned transitions[_SANDBOX_STATE_MAX] = {
 	[SANDBOX_PENDING] = BIT(SANDBOX_STARTING) | BIT(SANDBOX_FAILED) | BIT(SANDBOX_TERMINATED),
 	[SANDBOX_STARTING] = BIT(SANDBOX_RUNNING) | BIT(SANDBOX_FAILED) | BIT(SANDBOX_TERMINATED),
-	[SANDBOX_RUNNING] = BIT(SANDBOX_STOPPING) | BIT(SANDBOX_SUSPENDED) | BIT(SANDBOX_FAILED) |
+	[SANDBOX_RUNNING] = BIT(SANDBOX_STOPPING) | BIT(SANDBOX_SUSPENDING) | BIT(SANDBOX_FAILED) |
 	                    BIT(SANDBOX_TERMINATED),
 	[SANDBOX_STOPPING] = BIT(SANDBOX_STOPPED) | BIT(SANDBOX_FAILED) | BIT(SANDBOX_TERMINATED),
 	[SANDBOX_STOPPED] = BIT(SANDBOX_STARTING) | BIT(SANDBOX_FAILED) | BIT(SANDBOX_TERMINATED),
-	[SANDBOX_SUSPENDED] = BIT(SANDBOX_RUNNING) | BIT(SANDBOX_STOPPING) | BIT(SANDBOX_FAILED) |
+	[SANDBOX_SUSPENDED] = BIT(SANDBOX_RESUMING) | BIT(SANDBOX_STOPPING) | BIT(SANDBOX_FAILED) |
 	                      BIT(SANDBOX_TERMINATED),
 	[SANDBOX_FAILED] = BIT(SANDBOX_STARTING) | BIT(SANDBOX_TERMINATED),
 	[SANDBOX_TERMINATED] = 0,
+	[SANDBOX_SUSPENDING] = BIT(SANDBOX_SUSPENDED) | BIT(SANDBOX_RUNNING) | BIT(SANDBOX_FAILED) |
+	                       BIT(SANDBOX_TERMINATED),
+	[SANDBOX_RESUMING] = BIT(SANDBOX_RUNNING) | BIT(SANDBOX_SUSPENDED) | BIT(SANDBOX_FAILED) |
+	                     BIT(SANDBOX_TERMINATED),
 };
 
 const char *
@@ -73,6 +81,7 @@ static const char *const stop_names[_SANDBOX_STOP_MAX] = {
 static const char *const idle_action_names[_SANDBOX_IDLE_ACTION_MAX] = {
 	[SANDBOX_IDLE_STOP] = "stop",
 	[SANDBOX_IDLE_TERMINATE] = "terminate",
+	[SANDBOX_IDLE_SUSPEND] = "suspend",
 };
 
 const char *

@@ -25,6 +25,8 @@ enum sandbox_state {
 	SANDBOX_SUSPENDED,
 	SANDBOX_FAILED,
 	SANDBOX_TERMINATED,
+	SANDBOX_SUSPENDING, /* its memory is being saved; the VMM ends then */
+	SANDBOX_RESUMING,   /* a VMM restores its saved memory */
 	_SANDBOX_STATE_MAX,
 	_SANDBOX_STATE_INVALID = -1,
 };
@@ -78,11 +80,13 @@ enum sandbox_stop {
 enum sandbox_idle_action {
 	SANDBOX_IDLE_STOP,      /* stop it: the disk is kept (the default) */
 	SANDBOX_IDLE_TERMINATE, /* end it, disk and all */
+	SANDBOX_IDLE_SUSPEND,   /* suspend it: memory and disk kept (the default where the
+	                         * backend can suspend) */
 	_SANDBOX_IDLE_ACTION_MAX,
 	_SANDBOX_IDLE_ACTION_INVALID = -1,
 };
 
-/* "stop", "terminate". */
+/* "stop", "terminate", "suspend". */
 const char *sandbox_idle_action_to_string(enum sandbox_idle_action a);
 enum sandbox_idle_action sandbox_idle_action_from_string(const char *s);
 
@@ -137,6 +141,7 @@ struct sandbox {
 	uint64_t net_ref_bytes;
 	int64_t cpu_ref_at;
 	enum sandbox_stop stopping; /* why sandboxd stops it, while a stop it began is under way */
+	bool idle_suspend;          /* the suspend under way is its idle timeout's */
 	/* started by a read of its files while stopped or failed (lifecycle_wake): stopped again
 	 * once nothing else used it for --read-grace; a start or a process of its own clears it */
 	bool woken_for_files;

@@ -1100,6 +1100,12 @@ agent_ping(struct agent *a, agent_done_fn done, void *data)
 }
 
 struct agent_req *
+agent_hold(struct agent *a, agent_done_fn done, void *data)
+{
+	return request(a, AP_HOLD, NULL, done, data);
+}
+
+struct agent_req *
 agent_shutdown(struct agent *a, agent_done_fn done, void *data)
 {
 	return request(a, AP_SHUTDOWN, NULL, done, data);

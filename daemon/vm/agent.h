@@ -93,6 +93,9 @@ struct agent_req *agent_tunnel(struct agent *a, uint16_t port, agent_done_fn don
 unsigned agent_tunnels_pending(const struct agent *a);
 struct agent_req *agent_ping(struct agent *a, agent_done_fn done, void *data);
 struct agent_req *agent_shutdown(struct agent *a, agent_done_fn done, void *data);
+/* AP_HOLD: the VM is about to be suspended; the guest keeps every process through the session
+ * ends that follow, until the next HELLO (an older guest answers ENOSYS). */
+struct agent_req *agent_hold(struct agent *a, agent_done_fn done, void *data);
 
 struct agent_proc_info {
 	uint32_t pid;

@@ -72,13 +72,17 @@ add_machine(struct args *a, const struct qemu_machine *m, const struct vm_launch
 
 	add(a, m->qemu_bin);
 	add(a, "-M");
-	add(a, "microvm,x-option-roms=off,pit=off,pic=off,rtc=on");
+	/* the guest's RAM is the memory backend "mem" (a template's clone maps a file there
+	 * instead), so that a migration stream of one restores onto the other */
+	add(a, "microvm,x-option-roms=off,pit=off,pic=off,rtc=on,memory-backend=mem");
 	add(a, "-accel");
 	add(a, kvm ? "kvm" : "tcg,tb-size=" QEMU_TCG_TB_MB);
 	add(a, "-cpu");
 	add(a, kvm ? "host" : "max");
 	add(a, "-m");
 	addf(a, "%u", l->memory_mb);
+	add(a, "-object");
+	addf(a, "memory-backend-ram,id=mem,size=%uM", l->memory_mb);
 	add(a, "-smp");
 	addf(a, "%u", l->cpus);
 	add(a, "-nodefaults");
@@ -86,6 +90,10 @@ add_machine(struct args *a, const struct qemu_machine *m, const struct vm_launch
 	add(a, "-display");
 	add(a, "none");
 	add(a, "-no-reboot");
+	/* a saved VM (paused for its migration) runs at once where it is restored: without the
+	 * source's run state in the stream, -incoming starts the guest once it is loaded */
+	add(a, "-global");
+	add(a, "migration.store-global-state=off");
 	add(a, "-name");
 	addf(a, "%s,process=qemu-sbx-%.6s", l->id, l->id + 4);
 	add(a, "-kernel");
@@ -175,6 +183,11 @@ qemu_argv_build(const struct qemu_machine *m, const struct vm_launch *l, char **
 		add(&a, "-device");
 		addf(&a, "virtio-net-device,netdev=net0,mac=52:54:%02x:%02x:%02x:%02x", g >> 24,
 		     (g >> 16) & 0xff, (g >> 8) & 0xff, g & 0xff);
+	}
+	if (m->incoming) {
+		/* restored from the migration stream at QEMU_FD_INCOMING rather than booted */
+		add(&a, "-incoming");
+		addf(&a, "fd:%d", QEMU_FD_INCOMING);
 	}
 	add(&a, "-sandbox");
 	add(&a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");

@@ -17,6 +17,7 @@ enum qemu_fd {
 	QEMU_FD_BLANK,      /* the blank ext4 the writable layer is backed by, read-only */
 	QEMU_FD_UPPER,      /* upper.qcow2, the writable layer (vdb) */
 	QEMU_FD_TAP,        /* the tap with a network, else /dev/null */
+	QEMU_FD_INCOMING,   /* a saved migration stream to restore (-incoming), else /dev/null */
 	QEMU_FD_LOG,        /* qemu.log, which its stderr also goes to */
 	QEMU_FD_END,        /* the first number that is not one of them */
 };
@@ -32,6 +33,7 @@ struct qemu_machine {
 	const char *qemu_bin; /* argv[0] */
 	const char *accel;    /* "kvm" or "tcg" */
 	unsigned tsc_khz;     /* under TCG, the host's TSC frequency for the guest; 0: unknown */
+	bool incoming;        /* restore the stream at QEMU_FD_INCOMING (a resume, a fork) */
 };
 
 /* The kernel command line every guest boots with (the KVM check's included). */

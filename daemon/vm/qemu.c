@@ -42,6 +42,7 @@
 #include "qemu.h"
 #include "qemu-accel.h"
 #include "qemu-argv.h"
+#include "qemu-vm.h"
 #include "util.h"
 
 #define UID_FIRST 61000u /* VMM uids: ranges of UID_SLOTS from here, one range per sandboxd */
@@ -55,59 +56,7 @@
 #define VMM_MAX_PIDS 256    /* tasks (QEMU's threads) in a VMM's cgroup */
 #define GUEST_UID 1001
 
-enum vm_phase {
-	VM_BOOTING,
-	VM_RUNNING,
-	VM_STOPPING,
-	VM_DESTROYING,
-	VM_EXITED, /* QEMU is gone */
-};
-
-struct qemu {
-	struct backend b;
-	struct vm_bundle bundle;
-	char accel[8];
-	unsigned tsc_khz;
-	char *vms_dir;
-	char *qemu_bin;
-	bool root;
-	bool cgroups;
-	unsigned boot_timeout_ms;
-	unsigned stop_timeout_ms;
-	struct list_node vms;
-	char *marker; /* "SANDBOXD_STATE_DIR=<dir>" in every VMM's environment */
-	uid_t uid_base;
-};
-
-struct vm {
-	struct list_node link;
-	struct qemu *q;
-	struct sandbox *sb;
-	char *dir;
-	enum vm_phase phase;
-	pid_t pid;
-	bool child;               /* ours to reap (started by this sandboxd) */
-	struct loop_child exited; /* QEMU's exit, ours or an adopted one's */
-	struct loop_timer timer;
-	struct agent *agent;
-	struct qmp *qmp;     /* only while asking QEMU to quit */
-	int slot;            /* the launch's, while QEMU runs (its uid) */
-	bool net;            /* it has a tap (the launch had a network) */
-	uint32_t guest_addr; /* with net: the guest's address it booted with (network order) */
-	bool reconnecting;
-	bool fresh;          /* its layer is this boot's own, and the boot has not completed */
-	uint64_t start_time; /* its QEMU's, /proc/<pid>/stat field 22 (0: unknown) */
-	char cgroup[64];
-	char jail[600]; /* the mount point of its root (an empty directory in its dir) */
-};
-
-static struct qemu *
-Q(struct backend *b)
-{
-	return (struct qemu *)b;
-}
-
-static char *
+char *
 vm_path(const struct vm *vm, const char *file)
 {
 	return strdup_printf("%s/%s", vm->dir, file);
@@ -141,7 +90,7 @@ process_start_time(pid_t pid, uint64_t *ret)
 	return 0;
 }
 
-static void
+void
 remove_tree(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -163,7 +112,7 @@ remove_tree(const char *dir)
 
 /* The last lines QEMU or the guest printed (at most three of each, joined with " | ",
  * control characters dropped): what a person needs when a boot fails. */
-static char *
+char *
 log_tail(struct vm *vm)
 {
 	_cleanup_free_ char *qlog = vm_path(vm, "qemu.log"), *con = vm_path(vm, "console.log");
@@ -205,7 +154,7 @@ log_tail(struct vm *vm)
 
 static void vm_exited(struct loop_child *c, void *data);
 
-static struct vm *
+struct vm *
 vm_get(struct qemu *q, struct sandbox *sb)
 {
 	struct vm *vm = sb->backend_data;
@@ -237,7 +186,7 @@ vm_get(struct qemu *q, struct sandbox *sb)
 
 /* Its VMM is gone (or given up): the slot and the link of its launch are no longer its (the
  * core frees them when it is told). */
-static void
+void
 vm_release_slot(struct vm *vm)
 {
 	vm->net = false;
@@ -251,7 +200,7 @@ vm_uid(const struct vm *vm)
 }
 
 /* Forgets QEMU's process (it exited, or is being given up). */
-static void
+void
 vm_forget_process(struct vm *vm)
 {
 	vm->qmp = qmp_free(vm->qmp);
@@ -267,6 +216,7 @@ vm_free(struct vm *vm)
 	if (!vm)
 		return;
 	vm->agent = agent_free(vm->agent);
+	vm_save_free(vm);
 	vm_forget_process(vm);
 	loop_timer_done(&vm->timer);
 	vm_release_slot(vm);
@@ -297,9 +247,10 @@ kill_and_wait(pid_t pid)
 }
 
 /* Kills QEMU (if any) and waits for it, briefly: destroy and failure paths. */
-static void
+void
 vm_kill(struct vm *vm)
 {
+	vm_save_free(vm);
 	if (vm->pid <= 0)
 		return;
 	if (vm->child) {
@@ -312,7 +263,7 @@ vm_kill(struct vm *vm)
 }
 
 /* Everything of a VM except its writable layer (kept by a stop). */
-static void
+void
 vm_remove_runtime(struct vm *vm)
 {
 	static const char *const files[] = { "agent.sock", "qmp.sock", "vm.json" };
@@ -338,14 +289,13 @@ vm_remove_unless_layer(struct vm *vm)
 
 /* A VM that failed: its process, sockets and cgroup go; its layer stays unless this boot made
  * it (vm_remove_unless_layer). */
-static void vm_fail(struct vm *vm, const char *fmt, ...) _printf_(2, 3);
-
-static void
+void
 vm_fail(struct vm *vm, const char *fmt, ...)
 {
 	struct backend *b = &vm->q->b;
 	struct sandbox *sb = vm->sb;
 	enum vm_phase phase = vm->phase;
+	bool snapshot = vm->save && phase == VM_RUNNING; /* the snapshot fails with it */
 	char reason[1024];
 	va_list ap;
 
@@ -355,10 +305,11 @@ vm_fail(struct vm *vm, const char *fmt, ...)
 	vm->phase = VM_EXITED;
 	(void)loop_timer_arm(&vm->timer, 0, 0);
 	vm_kill(vm);
-	/* the core lets go of the processes before the agent goes */
-	if (phase == VM_BOOTING || phase == VM_STOPPING)
+	/* the core lets go of the processes before the agent goes; a suspend or a snapshot
+	 * that fails with its VM is reported before the VM's loss */
+	if (phase == VM_BOOTING || phase == VM_STOPPING || phase == VM_SUSPENDING || snapshot)
 		backend_done(b, sb, -EIO, reason);
-	else
+	if (phase != VM_BOOTING && phase != VM_STOPPING)
 		backend_lost(b, sb, reason);
 	vm->agent = agent_free(vm->agent);
 	vm_remove_unless_layer(vm);
@@ -559,13 +510,14 @@ exec_vmm(struct vm *vm, struct launch *l, uid_t uid)
 }
 
 static int
-spawn_qemu(struct vm *vm, const struct vm_launch *vl, bool fresh_layer)
+spawn_qemu(struct vm *vm, const struct vm_launch *vl, bool fresh_layer, const struct vm_from *from)
 {
 	struct qemu *q = vm->q;
 	struct sandbox *sb = vm->sb;
 	const struct qemu_machine machine = { .qemu_bin = q->qemu_bin,
 		                              .accel = q->accel,
-		                              .tsc_khz = q->tsc_khz };
+		                              .tsc_khz = q->tsc_khz,
+		                              .incoming = from->stream != NULL };
 	struct launch l;
 	bool net = vl->has_net;
 	_cleanup_free_ char *blank = NULL, *upper = vm_path(vm, "upper.qcow2");
@@ -591,7 +543,11 @@ spawn_qemu(struct vm *vm, const struct vm_launch *vl, bool fresh_layer)
 	r = bundle_blank_disk(q->b.cfg.state_dir, vl->disk_mb, &blank);
 	if (r < 0)
 		return r;
-	if (fresh_layer || access(upper, F_OK) < 0) {
+	if (fresh_layer && from->layer) {
+		r = qemu_copy_file(from->layer, upper);
+		if (r < 0)
+			return r;
+	} else if (fresh_layer || access(upper, F_OK) < 0) {
 		r = bundle_make_layer(blank, upper);
 		if (r < 0)
 			return r;
@@ -620,6 +576,9 @@ spawn_qemu(struct vm *vm, const struct vm_launch *vl, bool fresh_layer)
 	} else if ((r = open_into(&l, QEMU_FD_TAP, "/dev/null", O_RDONLY)) < 0) {
 		goto out;
 	}
+	if ((r = open_into(&l, QEMU_FD_INCOMING, from->stream ? from->stream : "/dev/null",
+	                   O_RDONLY)) < 0)
+		goto out;
 	if ((l.fds[QEMU_FD_AGENT - QEMU_FD_KERNEL] = listen_at(agent_sock, uid)) < 0 ||
 	    (l.fds[QEMU_FD_QMP - QEMU_FD_KERNEL] = listen_at(qmp_sock, uid)) < 0) {
 		r = -EADDRNOTAVAIL;
@@ -735,6 +694,14 @@ agent_ready_cb(struct agent *a _unused_, bool mounted, const char *version, void
 		(void)loop_timer_arm(&vm->timer, 0, 0);
 		vm->phase = VM_RUNNING;
 		vm->fresh = false; /* the guest has it now: it holds the user's work */
+		if (vm->drop_state) {
+			/* resumed: the guest runs on from the state, which no longer fits the layer
+			 */
+			_cleanup_free_ char *state = vm_path(vm, VM_STATE_FILE);
+			if (state)
+				(void)unlink(state);
+			vm->drop_state = false;
+		}
 		log_debug("sandbox '%s': agent ready (%s)", vm->sb->id, version);
 		free(vm->sb->runtime_ref);
 		vm->sb->runtime_ref = strdup_printf("qemu:%d", (int)vm->pid);
@@ -891,6 +858,8 @@ vm_exited(struct loop_child *c _unused_, void *data)
 		snprintf(how, sizeof(how), "exited with status %d", WEXITSTATUS(status));
 	vm_forget_process(vm);
 	(void)loop_timer_arm(&vm->timer, 0, 0);
+	if (vm->save && vm_save_exited(vm, how))
+		return; /* suspended */
 	switch (vm->phase) {
 	case VM_STOPPING:
 		/* a clean power-off, a quit or a kill: the layer is kept either way */
@@ -908,6 +877,7 @@ vm_exited(struct loop_child *c _unused_, void *data)
 		vm_fail(vm, "QEMU %s while booting%s%s", how, tail ? ": " : "", tail ? tail : "");
 		return;
 	}
+	case VM_SUSPENDING:
 	case VM_RUNNING: {
 		_cleanup_free_ char *tail = log_tail(vm);
 		vm_fail(vm, "its VM ended unexpectedly: QEMU %s%s%s", how,
@@ -934,8 +904,9 @@ boot_timeout(struct loop_timer *t _unused_, void *data)
 		agent_close(vm->agent, "boot timeout");
 }
 
-static int
-vm_boot(struct qemu *q, struct sandbox *sb, const struct vm_launch *l, bool fresh_layer)
+int
+vm_boot(struct qemu *q, struct sandbox *sb, const struct vm_launch *l, bool fresh_layer,
+        const struct vm_from *from)
 {
 	struct vm *vm = vm_get(q, sb);
 	uint64_t deadline;
@@ -946,7 +917,8 @@ vm_boot(struct qemu *q, struct sandbox *sb, const struct vm_launch *l, bool fres
 	vm->phase = VM_BOOTING;
 	vm->reconnecting = false;
 	vm->fresh = fresh_layer;
-	r = spawn_qemu(vm, l, fresh_layer);
+	vm->drop_state = false;
+	r = spawn_qemu(vm, l, fresh_layer, from);
 	if (r < 0) {
 		log_error("sandbox '%s': starting QEMU failed: %s", sb->id, strerror(-r));
 		if (fresh_layer)
@@ -972,13 +944,24 @@ vm_boot(struct qemu *q, struct sandbox *sb, const struct vm_launch *l, bool fres
 static int
 qemu_start(struct backend *b, struct sandbox *sb, const struct vm_launch *l)
 {
-	return vm_boot(Q(b), sb, l, true);
+	static const struct vm_from blank;
+
+	if (l->snapshot_dir)
+		return qemu_start_from(Q(b), sb, l);
+	return vm_boot(Q(b), sb, l, true, &blank);
 }
 
 static int
 qemu_restart(struct backend *b, struct sandbox *sb, const struct vm_launch *l)
 {
-	return vm_boot(Q(b), sb, l, false);
+	static const struct vm_from kept;
+	struct vm *vm = vm_get(Q(b), sb);
+	_cleanup_free_ char *state = vm ? vm_path(vm, VM_STATE_FILE) : NULL;
+
+	/* a cold boot: a saved state (suspended, then restarted) no longer fits the layer */
+	if (state)
+		(void)unlink(state);
+	return vm_boot(Q(b), sb, l, false, &kept);
 }
 
 static void
@@ -997,6 +980,8 @@ qemu_stop(struct backend *b, struct sandbox *sb)
 {
 	struct vm *vm = sb->backend_data;
 
+	if ((!vm || vm->pid <= 0) && (vm = vm_get(Q(b), sb)) && vm_has_state(vm))
+		return vm_drop_state(vm); /* suspended: its memory goes, its layer stays */
 	if (!vm || vm->pid <= 0)
 		return -ESRCH;
 	vm->phase = VM_STOPPING;
@@ -1075,6 +1060,14 @@ qemu_status(struct backend *b, struct sandbox *sb, struct backend_found *ret)
 	}
 	*ret = (struct backend_found){ .status = upper && access(upper, F_OK) == 0 ? BACKEND_STOPPED
 		                                                                   : BACKEND_GONE };
+	if (ret->status == BACKEND_STOPPED) {
+		/* a save that its sandboxd did not live to finish is no state */
+		_cleanup_free_ char *tmp = vm_path(vm, VM_STATE_FILE ".tmp");
+		if (tmp)
+			(void)unlink(tmp);
+		if (vm_has_state(vm))
+			ret->status = BACKEND_SUSPENDED;
+	}
 	if (ret->status == BACKEND_GONE)
 		vm_free(vm);
 	return 0;
@@ -1084,10 +1077,15 @@ static int
 qemu_adopt(struct backend *b _unused_, struct sandbox *sb, const struct vm_launch *l)
 {
 	struct vm *vm = sb->backend_data;
+	_cleanup_free_ char *state = NULL;
 	int r;
 
 	if (!vm || vm->pid <= 0)
 		return -ESRCH;
+	/* a resume the previous sandboxd did not see through: the guest runs on without it */
+	state = vm_path(vm, VM_STATE_FILE);
+	if (state)
+		(void)unlink(state);
 	vm->phase = VM_RUNNING;
 	r = vm_watch(vm);
 	if (r >= 0)
@@ -1178,6 +1176,9 @@ static void
 qemu_caps(struct backend *b, struct backend_caps *ret)
 {
 	*ret = (struct backend_caps){ .accel = Q(b)->accel,
+		                      .suspend = true,
+		                      .memory_snapshot = true,
+		                      .disk_snapshot = true,
 		                      .processes = true,
 		                      .files = true,
 		                      .egress = b->cfg.egress ? NET_ALLOWLIST : NET_NONE,
@@ -1337,6 +1338,9 @@ static const struct backend_ops qemu_ops = {
 	.adopt = qemu_adopt,
 	.abandon = qemu_abandon,
 	.check = qemu_check,
+	.suspend = qemu_suspend,
+	.resume = qemu_resume,
+	.snapshot = qemu_snapshot,
 	.boots_images = true,
 	.agent = qemu_agent,
 	.sample = qemu_sample,

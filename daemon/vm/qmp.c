@@ -1,4 +1,5 @@
 /* qmp.c: see qmp.h. */
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include "list.h"
@@ -19,6 +20,9 @@ struct qmp {
 	int fd;
 	struct loop_source src;
 	struct buf in, out;
+	/* a descriptor to send (SCM_RIGHTS) with the byte of out at out_fd_at, or -1 */
+	int out_fd;
+	size_t out_fd_at;
 	bool greeted;
 	bool negotiated;
 	struct list_node pending; /* answers come in order */
@@ -37,6 +41,7 @@ end(struct qmp *q, const char *why)
 	log_debug("qmp: closing: %s", why);
 	loop_remove(&q->src);
 	q->fd = safe_close(q->fd);
+	q->out_fd = safe_close(q->out_fd);
 	LIST_FOREACH_SAFE (n, tmp, &q->pending) {
 		struct pending *p = list_entry(n, struct pending, link);
 		list_remove(&p->link);
@@ -115,6 +120,45 @@ on_line(struct qmp *q, const char *line, size_t len)
 	json_decref(j);
 }
 
+/* Sends what is queued, as far as the socket takes it: the bytes before a descriptor's
+ * command plainly, then that command's bytes with the descriptor attached (QEMU's monitor
+ * keeps the descriptors that came with the last read, for getfd). */
+static ssize_t
+send_some(struct qmp *q)
+{
+	size_t len = buf_avail(&q->out);
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = { .iov_base = (void *)buf_head(&q->out), .iov_len = len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *c;
+	ssize_t k;
+
+	if (q->out_fd < 0)
+		return send(q->fd, buf_head(&q->out), len, MSG_NOSIGNAL);
+	if (q->out_fd_at > 0) {
+		iov.iov_len = MIN(len, q->out_fd_at);
+		k = send(q->fd, buf_head(&q->out), iov.iov_len, MSG_NOSIGNAL);
+		if (k > 0)
+			q->out_fd_at -= (size_t)k;
+		return k;
+	}
+	memset(&control, 0, sizeof(control));
+	msg.msg_control = control.buf;
+	msg.msg_controllen = sizeof(control.buf);
+	c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &q->out_fd, sizeof(int));
+	k = sendmsg(q->fd, &msg, MSG_NOSIGNAL);
+	if (k > 0) /* the descriptor went with the first byte */
+		q->out_fd = safe_close(q->out_fd);
+	return k;
+}
+
 static void
 on_io(struct loop_source *src _unused_, uint32_t events, void *data)
 {
@@ -123,8 +167,7 @@ on_io(struct loop_source *src _unused_, uint32_t events, void *data)
 
 	if (events & EPOLLOUT) {
 		while (buf_avail(&q->out)) {
-			ssize_t k =
-			        send(q->fd, buf_head(&q->out), buf_avail(&q->out), MSG_NOSIGNAL);
+			ssize_t k = send_some(q);
 			if (k < 0 && errno == EAGAIN)
 				break;
 			if (k <= 0) {
@@ -183,6 +226,7 @@ qmp_new_fd(struct loop *loop, int fd, void (*ready)(struct qmp *q, void *data),
 	}
 	q->loop = loop;
 	q->fd = fd;
+	q->out_fd = -1;
 	q->data = data;
 	list_init(&q->pending);
 	buf_init(&q->in, LINE_MAX_BYTES);
@@ -233,6 +277,30 @@ qmp_free(struct qmp *q)
 	if (loop_defer(q->loop, free, q) < 0) /* after the current batch of events */
 		free(q);
 	return NULL;
+}
+
+int
+qmp_execute_fd(struct qmp *q, const char *command, json_t *args, int fd, qmp_done_fn done,
+               void *data)
+{
+	size_t at = buf_avail(&q->out);
+	int r;
+
+	if (q->fd < 0 || !q->negotiated || q->out_fd >= 0) {
+		json_decref(args);
+		return q->out_fd >= 0 ? -EBUSY : -ENOTCONN;
+	}
+	q->out_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (q->out_fd < 0) {
+		json_decref(args);
+		return negative_errno();
+	}
+	r = qmp_execute(q, command, args, done, data);
+	if (r < 0)
+		q->out_fd = safe_close(q->out_fd);
+	else
+		q->out_fd_at = at;
+	return r;
 }
 
 int

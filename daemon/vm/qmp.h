@@ -25,5 +25,10 @@ struct qmp *qmp_free(struct qmp *q);
 DEFINE_FREEP(struct qmp, qmp_free)
 /* Sends {"execute": command, "arguments": args (stolen, may be NULL)}. */
 int qmp_execute(struct qmp *q, const char *command, json_t *args, qmp_done_fn done, void *data);
+/* The same with a copy of fd sent along (SCM_RIGHTS) with the command's bytes: for getfd,
+ * which names the descriptor for a later command (migrate uri=fd:NAME). One at a time: -EBUSY
+ * while an earlier one is not sent yet. */
+int qmp_execute_fd(struct qmp *q, const char *command, json_t *args, int fd, qmp_done_fn done,
+                   void *data);
 /* What on_io does with bytes read from QEMU: exposed for the fuzz target. */
 void qmp_receive(struct qmp *q, const void *bytes, size_t len);

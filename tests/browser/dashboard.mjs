@@ -313,8 +313,14 @@ async function run(browser) {
   await shot(phone, '11-phone-terminal');
   await phone.context().close();
 
-  step('stop, start and delete, each with immediate feedback');
+  step('suspend and resume (the fake backend can), then stop, start and delete, each with immediate feedback');
   await page.setViewportSize(LAPTOP);
+  check(await page.locator('button[aria-label="Resume browser-test"]').isDisabled(),
+    'no resume while running');
+  await page.click('button[aria-label="Suspend browser-test"]');
+  await page.locator('h1 .state', { hasText: 'suspended' }).waitFor({ timeout: 60000 });
+  await page.click('button[aria-label="Resume browser-test"]');
+  await page.locator('h1 .state', { hasText: 'running' }).waitFor({ timeout: BOOT_MS });
   await page.click('button[aria-label="Stop browser-test"]');
   await page.locator(`[data-key="stop-${id}"]`, { hasText: 'Stopping…' }).waitFor({ timeout: 3000 });
   await page.locator('h1 .state', { hasText: 'stopped' }).waitFor({ timeout: 60000 });

@@ -2,7 +2,8 @@
  * daemon, the API and the CLI can be tested without VMs; the binary built with it is called
  * sandboxd-fake and its startup line says "backend fake". The product never links it.
  *
- * Each "VM" is a file <state-dir>/fake/<id> holding "running" or "stopped", so a fake VM
+ * Each "VM" is a file <state-dir>/fake/<id> holding "running", "stopped" or "suspended" (its
+ * memory saved: a suspend, undone by a resume; status() then says BACKEND_SUSPENDED), so a fake VM
  * outlives a kill -9 of sandboxd the way a real QEMU does, and status() reads it back.
  * Every call is appended to <state-dir>/fake/calls.log, so tests can check what the backend
  * was asked to do (for instance, that a refused create never reached it).
@@ -25,7 +26,12 @@
  * <state-dir>/fake/<id>.guestd, the next sandboxd connects to it again when it takes the
  * sandbox back (adopt), and it carries the marker SANDBOXD_STATE_DIR=<state-dir> in its
  * environment, as a QEMU does, by which the test harness ends one a test left. Without it the
- * fake has no agent, and processes and files answer 501. */
+ * fake has no agent, and processes and files answer 501.
+ *
+ * A suspend freezes the agent and its processes (SIGSTOP to each) and lets go of the
+ * connection, as a VMM's end does; a resume thaws them (SIGCONT) and connects again, so
+ * processes carry on as in a VM restored from its memory (the core told the agent to hold
+ * them through that session's end). "fake/fail-resume" fails every resume, its state kept. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -54,6 +60,7 @@ struct fake_vm {
 	bool crash_after_boot;
 	pid_t guestd; /* its agent process (test mode), or 0 */
 	struct agent *agent;
+	bool suspended; /* its agent and processes are frozen (SIGSTOP) */
 };
 
 static struct fake *
@@ -98,10 +105,10 @@ guestd_pid_path(struct backend *b, const struct sandbox *sb)
 	return strdup_printf("%s/%s.guestd", priv(b)->dir, sb->id);
 }
 
-/* Ends the processes the agent started, as a VM's end would: each leads a session of its own
- * (its process group), whose parent is the agent. */
+/* Sends sig to the processes the agent started (SIGKILL: as a VM's end would): each leads a
+ * session of its own (its process group), whose parent is the agent. */
 static void
-kill_agent_processes(pid_t agent)
+signal_agent_processes(pid_t agent, int sig)
 {
 	DIR *dir = opendir("/proc");
 	struct dirent *e;
@@ -126,8 +133,8 @@ kill_agent_processes(pid_t agent)
 		n = strcspn(p, " ");
 		if (parse_u64_n(p, n, &ppid) < 0 || ppid != (uint64_t)agent)
 			continue;
-		(void)kill(-(pid_t)pid, SIGKILL);
-		(void)kill((pid_t)pid, SIGKILL);
+		(void)kill(-(pid_t)pid, sig);
+		(void)kill((pid_t)pid, sig);
 	}
 	closedir(dir);
 }
@@ -140,10 +147,47 @@ agent_end(struct agent *agent, pid_t pid)
 {
 	agent_free(agent);
 	if (pid > 0) {
-		kill_agent_processes(pid);
+		signal_agent_processes(pid, SIGKILL);
 		kill(pid, SIGKILL);
 		(void)waitpid(pid, NULL, 0); /* SIGKILL cannot be ignored: this is quick */
 	}
+}
+
+/* The pid of vm's agent: the one it started, else the one an earlier sandboxd recorded (a
+ * suspended VM that nobody took back), or 0 (-1: one this sandboxd lets run on). */
+static pid_t
+vm_guestd(struct fake_vm *vm)
+{
+	_cleanup_free_ char *pidfile = NULL, *pidtext = NULL;
+	uint64_t pid;
+
+	if (vm->guestd || !priv(vm->b)->guestd)
+		return vm->guestd;
+	pidfile = guestd_pid_path(vm->b, vm->sb);
+	if (!pidfile || read_file_max(pidfile, 32, &pidtext, NULL) < 0)
+		return 0;
+	pidtext[strcspn(pidtext, "\n")] = '\0';
+	if (parse_u64(pidtext, &pid) < 0 || pid == 0 || pid > INT32_MAX)
+		return 0;
+	vm->guestd = (pid_t)pid;
+	return vm->guestd;
+}
+
+/* Freezes (SIGSTOP) or thaws (SIGCONT) vm's agent and its processes: a suspend's and a
+ * resume's. */
+static void
+vm_freeze(struct fake_vm *vm, bool freeze)
+{
+	pid_t pid = vm_guestd(vm);
+
+	vm->suspended = freeze;
+	if (pid <= 0)
+		return;
+	if (freeze)
+		(void)kill(pid, SIGSTOP);
+	signal_agent_processes(pid, freeze ? SIGSTOP : SIGCONT);
+	if (!freeze)
+		(void)kill(pid, SIGCONT);
 }
 
 static void
@@ -151,7 +195,7 @@ vm_agent_end(struct fake_vm *vm)
 {
 	struct agent *agent = TAKE_PTR(vm->agent);
 	_cleanup_free_ char *pidfile = guestd_pid_path(vm->b, vm->sb);
-	pid_t pid = vm->guestd;
+	pid_t pid = vm_guestd(vm);
 
 	vm->guestd = 0;
 	agent_end(agent, pid);
@@ -180,7 +224,8 @@ agent_ready_cb(struct agent *a _unused_, bool mounted _unused_, const char *vers
 	struct backend *b = vm->b;
 	struct sandbox *sb = vm->sb;
 
-	if (sb->op == SANDBOX_OP_START || sb->op == SANDBOX_OP_RESTART) {
+	if (sb->op == SANDBOX_OP_START || sb->op == SANDBOX_OP_RESTART ||
+	    sb->op == SANDBOX_OP_RESUME) {
 		backend_done(b, sb, 0, NULL);
 		if (vm->crash_after_boot)
 			(void)loop_timer_arm(&vm->timer, 300, 0);
@@ -196,7 +241,8 @@ agent_closed_cb(struct agent *a _unused_, const char *reason, void *data)
 	struct backend *b = vm->b;
 	struct sandbox *sb = vm->sb;
 
-	if (sb->op == SANDBOX_OP_START || sb->op == SANDBOX_OP_RESTART) {
+	if (sb->op == SANDBOX_OP_START || sb->op == SANDBOX_OP_RESTART ||
+	    sb->op == SANDBOX_OP_RESUME) {
 		_cleanup_free_ char *why =
 		        strdup_printf("the fake VM's agent did not come up (%s)", reason);
 		vm_agent_end(vm);
@@ -301,11 +347,13 @@ vm_agent_adopt(struct fake_vm *vm)
 	if (!sock || !home || !pidfile)
 		return -ENOMEM;
 	sandbox_machine_id(vm->sb->id, machine_id);
-	if (!f->guestd || read_file_max(pidfile, 32, &pidtext, NULL) < 0)
+	if (!f->guestd || read_file_max(pidfile, 32, &pidtext, NULL) < 0 ||
+	    (pidtext[strcspn(pidtext, "\n")] = '\0', parse_u64(pidtext, &pid) < 0) || pid == 0 ||
+	    pid > INT32_MAX) {
+		if (vm->sb->op == SANDBOX_OP_RESUME)
+			backend_done(vm->b, vm->sb, 0, NULL);
 		return 0; /* no agent: processes and files answer 501 */
-	pidtext[strcspn(pidtext, "\n")] = '\0';
-	if (parse_u64(pidtext, &pid) < 0 || pid == 0 || pid > INT32_MAX)
-		return 0;
+	}
 	vm->guestd = (pid_t)pid;
 	hello.home = home;
 	return agent_connect_to(vm, sock, &hello);
@@ -327,7 +375,34 @@ fake_agent(struct backend *b _unused_, struct sandbox *sb)
 {
 	struct fake_vm *vm = sb->backend_data;
 
-	return vm ? vm->agent : NULL;
+	return vm && !vm->suspended ? vm->agent : NULL;
+}
+
+/* The resume under way: the VM's memory is restored (its agent and processes thawed), and the
+ * resume completes once its agent answers on a new connection (agent_ready_cb). */
+static void
+resume_now(struct backend *b, struct fake_vm *vm)
+{
+	struct sandbox *sb = vm->sb;
+	int r;
+
+	if (streq(sb->image, "fake/fail-resume")) {
+		backend_done(b, sb, -EIO,
+		             "the fake VM could not be restored (image fake/fail-resume asks for "
+		             "it)");
+		return;
+	}
+	r = write_state(b, sb, "running");
+	if (r < 0) {
+		backend_done(b, sb, r, "the fake VM could not record its state");
+		return;
+	}
+	vm_freeze(vm, false);
+	free(sb->runtime_ref);
+	sb->runtime_ref = strdup_printf("fake-%s", sb->id + 4);
+	r = vm_agent_adopt(vm);
+	if (r < 0)
+		backend_done(b, sb, r, "the fake VM's agent could not be reached");
 }
 
 static void
@@ -378,9 +453,24 @@ timer_fired(struct loop_timer *t _unused_, void *data)
 			(void)loop_timer_arm(&vm->timer, 300, 0);
 		return;
 	case SANDBOX_OP_STOP:
+		/* a suspended one's saved memory goes: its agent ends, frozen or not */
 		r = write_state(b, sb, "stopped");
 		backend_done(b, sb, r, r < 0 ? "could not record the stop" : NULL);
 		vm_agent_end(vm);
+		vm->suspended = false;
+		return;
+	case SANDBOX_OP_SUSPEND:
+		r = write_state(b, sb, "suspended");
+		if (r < 0) {
+			backend_done(b, sb, r, "the fake VM could not record its state");
+			return;
+		}
+		vm_freeze(vm, true);
+		vm->agent = agent_free(vm->agent); /* the guest's session ends with its VMM */
+		backend_done(b, sb, 0, NULL);
+		return;
+	case SANDBOX_OP_RESUME:
+		resume_now(b, vm);
 		return;
 	case SANDBOX_OP_DESTROY: {
 		_cleanup_free_ char *path = vm_path(b, sb);
@@ -453,6 +543,18 @@ fake_stop(struct backend *b, struct sandbox *sb)
 }
 
 static int
+fake_suspend(struct backend *b, struct sandbox *sb)
+{
+	return schedule(b, sb, "suspend", priv(b)->boot_ms);
+}
+
+static int
+fake_resume(struct backend *b, struct sandbox *sb, const struct vm_launch *l _unused_)
+{
+	return schedule(b, sb, "resume", priv(b)->boot_ms);
+}
+
+static int
 fake_destroy(struct backend *b, struct sandbox *sb)
 {
 	/* cancels whatever was under way: the timer now means "destroy" */
@@ -488,8 +590,9 @@ fake_status(struct backend *b, struct sandbox *sb, struct backend_found *ret)
 	if (r < 0)
 		return r;
 	/* it uses no slots and no network */
-	*ret = (struct backend_found){ .status = streq(state, "running") ? BACKEND_RUNNING
-		                                                         : BACKEND_STOPPED };
+	*ret = (struct backend_found){ .status = streq(state, "running")     ? BACKEND_RUNNING
+		                                 : streq(state, "suspended") ? BACKEND_SUSPENDED
+		                                                             : BACKEND_STOPPED };
 	log_call(b, "status", sb);
 	return 0;
 }
@@ -575,6 +678,7 @@ fake_caps(struct backend *b, struct backend_caps *ret)
 	/* it runs no network at all, so every mode up to allowlist is enforced (nothing gets
 	 * out): the policy's network rules can be tested against it */
 	*ret = (struct backend_caps){ .accel = "none",
+		                      .suspend = true,
 		                      .egress = NET_ALLOWLIST,
 		                      .processes = priv(b)->guestd != NULL,
 		                      .files = priv(b)->guestd != NULL };
@@ -590,7 +694,7 @@ fake_free(struct backend *b)
 	LIST_FOREACH_SAFE (n, tmp, &priv(b)->vms) {
 		struct fake_vm *vm = list_entry(n, struct fake_vm, link);
 		vm->agent = agent_free(vm->agent);
-		vm->guestd = 0;
+		vm->guestd = -1; /* not this sandboxd's to end */
 		vm_free(vm);
 	}
 	free(priv(b)->dir);
@@ -607,6 +711,8 @@ static const struct backend_ops fake_ops = {
 	.restart = fake_restart,
 	.stop = fake_stop,
 	.destroy = fake_destroy,
+	.suspend = fake_suspend,
+	.resume = fake_resume,
 	.status = fake_status,
 	.adopt = fake_adopt,
 	.abandon = fake_abandon,

@@ -210,7 +210,8 @@ static void
 test_lifetime_and_idle_timeout(void **state)
 {
 	json_t *a = harness_json(p.sock, "POST", "/v1/sandboxes", "{\"lifetime_secs\":1}", 201);
-	json_t *b = harness_json(p.sock, "POST", "/v1/sandboxes", "{\"idle_timeout_secs\":1}", 201);
+	json_t *b = harness_json(p.sock, "POST", "/v1/sandboxes",
+	                         "{\"idle_timeout_secs\":1,\"idle_action\":\"stop\"}", 201);
 	json_t *g;
 
 	assert_non_null(harness_str(a, "expires_at"));

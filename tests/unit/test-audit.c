@@ -90,13 +90,13 @@ test_sandbox_records(void **state)
 	r = record("state", "{\"from\":\"starting\",\"to\":\"running\"}");
 	assert_shape(r, "sandbox.started", none);
 	json_decref(r);
-	r = record("state", "{\"from\":\"suspended\",\"to\":\"running\"}");
+	r = record("state", "{\"from\":\"resuming\",\"to\":\"running\"}");
 	assert_shape(r, "sandbox.resumed", none);
 	json_decref(r);
 	r = record("state", "{\"from\":\"stopping\",\"to\":\"stopped\"}");
 	assert_shape(r, "sandbox.stopped", none);
 	json_decref(r);
-	r = record("state", "{\"from\":\"running\",\"to\":\"suspended\"}");
+	r = record("state", "{\"from\":\"suspending\",\"to\":\"suspended\"}");
 	assert_shape(r, "sandbox.suspended", none);
 	json_decref(r);
 	r = record("state", "{\"from\":\"starting\",\"to\":\"failed\",\"reason\":\"no boot\"}");

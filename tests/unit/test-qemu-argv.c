@@ -88,13 +88,15 @@ test_tcg_without_network_is_the_known_line(void **state _unused_)
 	static const char *const want[] = {
 		QEMU,
 		"-M",
-		"microvm,x-option-roms=off,pit=off,pic=off,rtc=on",
+		"microvm,x-option-roms=off,pit=off,pic=off,rtc=on,memory-backend=mem",
 		"-accel",
 		"tcg,tb-size=128",
 		"-cpu",
 		"max",
 		"-m",
 		"512",
+		"-object",
+		"memory-backend-ram,id=mem,size=512M",
 		"-smp",
 		"1",
 		"-nodefaults",
@@ -102,6 +104,8 @@ test_tcg_without_network_is_the_known_line(void **state _unused_)
 		"-display",
 		"none",
 		"-no-reboot",
+		"-global",
+		"migration.store-global-state=off",
 		"-name",
 		ID ",process=qemu-sbx-012345",
 		"-kernel",
@@ -174,7 +178,8 @@ test_kvm_with_network(void **state _unused_)
 
 	with_net(&l);
 	argv = build(&kvm, &l);
-	assert_string_equal(after(argv, "-M"), "microvm,x-option-roms=off,pit=off,pic=off,rtc=on");
+	assert_string_equal(after(argv, "-M"),
+	                    "microvm,x-option-roms=off,pit=off,pic=off,rtc=on,memory-backend=mem");
 	assert_string_equal(after(argv, "-accel"), "kvm");
 	assert_string_equal(after(argv, "-cpu"), "host");
 	/* the TSC is the guest's own under KVM; the link goes on the kernel's command line */
@@ -225,6 +230,8 @@ test_limits(void **state _unused_)
 	l.disk_mb = 20480; /* the layer's size is its blank disk's: not on the line */
 	argv = build(&tcg, &l);
 	assert_string_equal(after(argv, "-m"), "8192");
+	/* the RAM is the backend "mem", of the same size */
+	assert_string_equal(after(argv, "-object"), "memory-backend-ram,id=mem,size=8192M");
 	assert_string_equal(after(argv, "-smp"), "4");
 	for (size_t i = 0; argv[i]; i++)
 		assert_null(strstr(argv[i], "20480"));
@@ -254,16 +261,20 @@ test_restart_boots_the_same_line_as_start(void **state _unused_)
 static void
 test_descriptors_are_the_enum(void **state _unused_)
 {
-	static const char *const marks[] = { "fd=", "/proc/self/fd/", "/dev/fdset/", "set=" };
+	static const char *const marks[] = { "fd=", "fd:", "/proc/self/fd/", "/dev/fdset/",
+		                             "set=" };
 	bool named[QEMU_FD_END] = { false };
 	struct vm_launch l = launch();
 	char **argv;
 
 	assert_int_equal(QEMU_FD_KERNEL, 3);
-	assert_int_equal(QEMU_FD_COUNT, 10);
+	struct qemu_machine m = kvm;
+
+	assert_int_equal(QEMU_FD_COUNT, 11);
 	assert_int_equal(QEMU_FD_LOG, QEMU_FD_END - 1);
 	with_net(&l);
-	argv = build(&kvm, &l);
+	m.incoming = true;
+	argv = build(&m, &l);
 	for (size_t i = 0; argv[i]; i++)
 		for (size_t k = 0; k < ARRAY_SIZE(marks); k++)
 			for (const char *p = strstr(argv[i], marks[k]); p;
@@ -276,6 +287,31 @@ test_descriptors_are_the_enum(void **state _unused_)
 		assert_true(named[fd]);
 	assert_false(named[QEMU_FD_LOG]);
 	qemu_argv_free(argv);
+}
+
+/* A resume or a fork: the same line as a boot, plus the stream to restore, before -sandbox. */
+static void
+test_incoming_restores_the_stream(void **state _unused_)
+{
+	struct qemu_machine m = tcg;
+	struct vm_launch l = launch();
+	char **boot, **restore;
+	size_t n;
+
+	boot = build(&tcg, &l);
+	m.incoming = true;
+	restore = build(&m, &l);
+	n = count(boot);
+	assert_int_equal(count(restore), n + 2);
+	for (size_t i = 0; i < n - 2; i++)
+		assert_string_equal(boot[i], restore[i]);
+	assert_string_equal(restore[n - 2], "-incoming");
+	assert_string_equal(restore[n - 1], "fd:12");
+	assert_int_equal(QEMU_FD_INCOMING, 12);
+	assert_string_equal(restore[n], "-sandbox");
+	assert_null(after(boot, "-incoming"));
+	qemu_argv_free(boot);
+	qemu_argv_free(restore);
 }
 
 static void
@@ -300,6 +336,7 @@ main(void)
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_restart_boots_the_same_line_as_start),
 		cmocka_unit_test(test_descriptors_are_the_enum),
+		cmocka_unit_test(test_incoming_restores_the_stream),
 		cmocka_unit_test(test_refuses_an_id_too_short),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,7 +6,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "loop.h"
 #include "qmp.h"
@@ -203,6 +205,86 @@ test_endless_line_is_bounded(void **state)
 	assert_int_equal(f->closed, 1);
 }
 
+/* What the monitor read in one recvmsg: the bytes (into got) and the descriptor that came
+ * with them, or -1. */
+static int
+monitor_heard_fd(struct fixture *f, char *got, size_t size)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control;
+	struct iovec iov = { .iov_base = got, .iov_len = size - 1 };
+	struct msghdr msg = { .msg_iov = &iov,
+		              .msg_iovlen = 1,
+		              .msg_control = control.buf,
+		              .msg_controllen = sizeof(control.buf) };
+	struct cmsghdr *c;
+	ssize_t n = recvmsg(f->peer, &msg, MSG_CMSG_CLOEXEC);
+	int fd = -1;
+
+	got[n > 0 ? n : 0] = '\0';
+	c = CMSG_FIRSTHDR(&msg);
+	if (c && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+		memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+	return fd;
+}
+
+/* getfd: the descriptor reaches the monitor with its command's bytes (not with those of the
+ * command before it, which would hand QEMU the descriptor for the wrong command), and the
+ * client keeps nothing of it afterwards. */
+static void
+test_descriptor_goes_with_its_command(void **state)
+{
+	struct fixture *f = *state;
+	char got[4096];
+	int pipefd[2], fd;
+	struct stat a, b;
+
+	assert_int_equal(pipe2(pipefd, O_CLOEXEC), 0);
+	assert_int_equal(qmp_execute_fd(f->q, "getfd", NULL, pipefd[1], on_done, f), -ENOTCONN);
+	negotiate(f);
+	assert_int_equal(qmp_execute(f->q, "stop", NULL, on_done, f), 0);
+	assert_int_equal(qmp_execute_fd(f->q, "getfd", json_pack("{s:s}", "fdname", "st"),
+	                                pipefd[1], on_done, f),
+	                 0);
+	/* one at a time */
+	assert_int_equal(qmp_execute_fd(f->q, "getfd", NULL, pipefd[1], on_done, f), -EBUSY);
+	spin(f);
+	/* the kernel may hand both commands to one read: the descriptor comes with the read
+	 * that holds getfd's bytes */
+	fd = monitor_heard_fd(f, got, sizeof(got));
+	if (fd < 0) {
+		assert_string_equal(got, "{\"execute\":\"stop\"}\n");
+		fd = monitor_heard_fd(f, got, sizeof(got));
+		assert_true(fd >= 0);
+		assert_string_equal(got, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":"
+		                         "\"st\"}}\n");
+	} else {
+		assert_string_equal(got, "{\"execute\":\"stop\"}\n{\"execute\":\"getfd\","
+		                         "\"arguments\":{\"fdname\":\"st\"}}\n");
+	}
+	/* the same pipe */
+	assert_int_equal(fstat(fd, &a), 0);
+	assert_int_equal(fstat(pipefd[1], &b), 0);
+	assert_true(a.st_ino == b.st_ino && a.st_dev == b.st_dev);
+	close(fd);
+	/* the caller's descriptor is still its own; the client's copy is gone: with the write
+	 * ends closed, the read end sees EOF */
+	close(pipefd[1]);
+	assert_int_equal(read(pipefd[0], got, 1), 0);
+	close(pipefd[0]);
+	/* and the next one may go */
+	assert_int_equal(pipe2(pipefd, O_CLOEXEC), 0);
+	assert_int_equal(qmp_execute_fd(f->q, "getfd", NULL, pipefd[0], on_done, f), 0);
+	spin(f);
+	fd = monitor_heard_fd(f, got, sizeof(got));
+	assert_true(fd >= 0);
+	close(fd);
+	close(pipefd[0]);
+	close(pipefd[1]);
+}
+
 int
 main(void)
 {
@@ -213,6 +295,8 @@ main(void)
 		                                teardown),
 		cmocka_unit_test(test_protocol_violations_close),
 		cmocka_unit_test_setup_teardown(test_endless_line_is_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_descriptor_goes_with_its_command, setup,
+		                                teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -16,12 +16,14 @@
 /* Written out independently of daemon/core/sandbox.c on purpose: a change to the table there must
  * be made here too, deliberately. Rows: from; columns: to. */
 static const char *const expected[_SANDBOX_STATE_MAX] = {
-	/*                     P S R s T u F X   (pending starting running stopping stopped
-	 *                                         suspended failed terminated) */
-	[SANDBOX_PENDING] = "01000011", [SANDBOX_STARTING] = "00100011",
-	[SANDBOX_RUNNING] = "00010111", [SANDBOX_STOPPING] = "00001011",
-	[SANDBOX_STOPPED] = "01000011", [SANDBOX_SUSPENDED] = "00110011",
-	[SANDBOX_FAILED] = "01000001",  [SANDBOX_TERMINATED] = "00000000",
+	/*                       P S R s T u F X g r  (pending starting running stopping stopped
+	 *                                             suspended failed terminated suspending
+	 *                                             resuming) */
+	[SANDBOX_PENDING] = "0100001100",    [SANDBOX_STARTING] = "0010001100",
+	[SANDBOX_RUNNING] = "0001001110",    [SANDBOX_STOPPING] = "0000101100",
+	[SANDBOX_STOPPED] = "0100001100",    [SANDBOX_SUSPENDED] = "0001001101",
+	[SANDBOX_FAILED] = "0100000100",     [SANDBOX_TERMINATED] = "0000000000",
+	[SANDBOX_SUSPENDING] = "0010011100", [SANDBOX_RESUMING] = "0010011100",
 };
 
 static void

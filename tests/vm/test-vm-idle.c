@@ -127,7 +127,7 @@ test_busy_guest_is_not_idle_and_its_files_survive(void **state)
 	char id[64], path[160], *text;
 	json_t *j;
 
-	create("{\"idle_timeout_secs\":5}", id);
+	create("{\"idle_timeout_secs\":5,\"idle_action\":\"stop\"}", id);
 	write_file(id, "/sandbox/home/work.txt", "the work of an afternoon");
 	/* the daemon kills the loop after 30 s: nothing but its CPU speaks for the sandbox */
 	start_process(id, "{\"argv\":[\"sh\",\"-c\",\"while :; do :; done\"],\"timeout_secs\":30}");
@@ -175,7 +175,7 @@ test_open_stream_keeps_it_running(void **state)
 	long pid;
 	int fd;
 
-	create("{\"idle_timeout_secs\":3}", id);
+	create("{\"idle_timeout_secs\":3,\"idle_action\":\"stop\"}", id);
 	pid = start_process(id, "{\"argv\":[\"sleep\",\"15\"]}");
 	snprintf(path, sizeof(path), "/v1/sandboxes/%s/processes/%ld/output", id, pid);
 	fd = harness_stream_open(p.sock, "GET", path, NULL);

@@ -19,7 +19,8 @@ function loadTerminal() {
 }
 
 // states that count against a user's caps (docs/api.md)
-const ACTIVE = ['pending', 'starting', 'running', 'stopping', 'suspended'];
+const ACTIVE = ['pending', 'starting', 'running', 'stopping', 'suspending', 'suspended',
+  'resuming'];
 // the event stream's event names that concern sandboxes
 const EVENT_TYPES = ['created', 'state', 'updated', 'destroy_failed', 'process.started',
   'process.exited', 'file.read', 'file.written', 'file.removed', 'egress.allowed',
@@ -337,8 +338,14 @@ const ACTIONS = {
     why: 'only a running sandbox can be stopped' },
   start: { busy: 'Starting…', text: 'Start', ok: ['stopped', 'failed'],
     why: 'only a stopped or failed sandbox can be started' },
+  // shown where the server can suspend (capabilities.suspend)
+  suspend: { busy: 'Suspending…', text: 'Suspend', ok: ['running'], offered: 'suspend',
+    why: 'only a running sandbox can be suspended' },
+  resume: { busy: 'Resuming…', text: 'Resume', ok: ['suspended'], offered: 'suspend',
+    why: 'only a suspended sandbox can be resumed' },
   delete: { busy: 'Deleting…', text: 'Delete', ok: ['pending', 'starting', 'running',
-    'stopping', 'stopped', 'suspended', 'failed'], why: 'it is already gone' },
+    'stopping', 'stopped', 'suspending', 'suspended', 'resuming', 'failed'],
+    why: 'it is already gone' },
 };
 
 // Why a user's stopped or failed sandbox cannot start again now (their cap), or null.
@@ -352,7 +359,9 @@ function capReached() {
 
 function actionButtons(sb) {
   const busy = app.busy.get(sb.id); // the action under way, if any
-  return h('div', { class: 'actions' }, Object.entries(ACTIONS).map(([name, a]) => {
+  const offered = Object.entries(ACTIONS)
+    .filter(([, a]) => !a.offered || app.caps?.capabilities?.[a.offered] === true);
+  return h('div', { class: 'actions' }, offered.map(([name, a]) => {
     let why = a.ok.includes(sb.state) ? null : a.why;
     if (name === 'start' && !why) why = capReached();
     if (busy) why = ACTIONS[busy].busy;

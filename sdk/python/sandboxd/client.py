@@ -301,6 +301,16 @@ class Sandbox:
         """Boots a stopped (or failed) sandbox's disk again; returns once it runs."""
         return self._set(self.client._t.json("POST", self._path + "/start"))
 
+    def suspend(self) -> "Sandbox":
+        """Suspends it: memory and disk are kept, no VM runs; returns once it is suspended.
+        Needs the server's capability "suspend" (else Unsupported)."""
+        return self._set(self.client._t.json("POST", self._path + "/suspend"))
+
+    def resume(self) -> "Sandbox":
+        """Resumes a suspended sandbox; returns once it runs, its processes carrying on. A
+        request that needs the guest (run, exec, files) resumes it too."""
+        return self._set(self.client._t.json("POST", self._path + "/resume"))
+
     def update(self, **fields: Any) -> "Sandbox":
         """PATCH: name, labels, network, idle_timeout_secs, idle_action, bound_to_client."""
         return self._set(self.client._t.json("PATCH", self._path, fields))

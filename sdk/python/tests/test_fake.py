@@ -127,6 +127,12 @@ class Common:
             self.assertEqual(cm.exception.status, 409)
             self.assertIn("must be running", cm.exception.message)
             self.assertEqual(sb.start().state, "running")
+            # suspend keeps memory and disk; a run resumes it first
+            self.assertEqual(sb.suspend().state, "suspended")
+            self.assertEqual(sb.resume().state, "running")
+            self.assertEqual(sb.suspend().state, "suspended")
+            self.assertEqual(sb.run(["true"]).exit_code, 0)
+            self.assertEqual(sb.refresh().state, "running")
             self.assertEqual(sb.update(labels={"suite": "sdk", "case": name, "x": "y"}).labels["x"],
                              "y")
         # the with block deleted it: terminated, found by id, its name free again

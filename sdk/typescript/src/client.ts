@@ -133,6 +133,14 @@ export class Client {
     return this.sandbox(ref).start();
   }
 
+  suspendSandbox(ref: string): Promise<Sandbox> {
+    return this.sandbox(ref).suspend();
+  }
+
+  resumeSandbox(ref: string): Promise<Sandbox> {
+    return this.sandbox(ref).resume();
+  }
+
   /** The live event stream (ext): iterate it with for await; close() ends it. It starts
    * connecting at once: `await stream.ready` before causing the events to watch. */
   events(options: EventStreamOptions = {}): EventStream {
@@ -228,6 +236,18 @@ export class Sandbox {
   /** Boots it again; resolves once it runs (or failed: check state). */
   async start(): Promise<this> {
     return this.keep(await this.t.json<SandboxInfo>("POST", `${this.path}/start`));
+  }
+
+  /** Suspends it (memory and disk are kept, no VM runs); resolves once suspended. Needs the
+   * capability suspend (else an unsupported error). */
+  async suspend(): Promise<this> {
+    return this.keep(await this.t.json<SandboxInfo>("POST", `${this.path}/suspend`));
+  }
+
+  /** Resumes it; resolves once it runs again, its processes carrying on. A request that needs
+   * the guest (run, exec, files) of a suspended sandbox resumes it too. */
+  async resume(): Promise<this> {
+    return this.keep(await this.t.json<SandboxInfo>("POST", `${this.path}/resume`));
   }
 
   /** Ends it and discards its disk; resolves once it is terminated. */

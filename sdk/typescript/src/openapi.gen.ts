@@ -107,9 +107,9 @@ export type PutSecretRequest = {
   value: string;
 };
 
-export type IdleAction = "stop" | "terminate";
+export type IdleAction = "suspend" | "stop" | "terminate";
 
-export type State = "pending" | "starting" | "running" | "stopping" | "stopped" | "suspended" | "failed" | "terminated";
+export type State = "pending" | "starting" | "running" | "stopping" | "stopped" | "suspending" | "suspended" | "resuming" | "failed" | "terminated";
 
 export type SandboxList = {
   sandboxes: Sandbox[];
@@ -423,6 +423,8 @@ export const operations = {
   deleteSandbox: { method: "DELETE", path: "/v1/sandboxes/{ref}" },
   patchSandbox: { method: "PATCH", path: "/v1/sandboxes/{ref}" },
   stopSandbox: { method: "POST", path: "/v1/sandboxes/{ref}/stop" },
+  suspendSandbox: { method: "POST", path: "/v1/sandboxes/{ref}/suspend" },
+  resumeSandbox: { method: "POST", path: "/v1/sandboxes/{ref}/resume" },
   startSandbox: { method: "POST", path: "/v1/sandboxes/{ref}/start" },
   listSandboxEvents: { method: "GET", path: "/v1/sandboxes/{ref}/events" },
   getSandboxMetrics: { method: "GET", path: "/v1/sandboxes/{ref}/metrics" },
@@ -442,8 +444,6 @@ export const operations = {
   getNode: { method: "GET", path: "/v1/node" },
   openTunnel: { method: "GET", path: "/v1/sandboxes/{ref}/tunnel" },
   createPreview: { method: "POST", path: "/v1/sandboxes/{ref}/previews" },
-  suspendSandbox: { method: "POST", path: "/v1/sandboxes/{ref}/suspend" },
-  resumeSandbox: { method: "POST", path: "/v1/sandboxes/{ref}/resume" },
   createSnapshot: { method: "POST", path: "/v1/sandboxes/{ref}/snapshots" },
   listSnapshots: { method: "GET", path: "/v1/snapshots" },
   deleteSnapshot: { method: "DELETE", path: "/v1/snapshots/{id}" },

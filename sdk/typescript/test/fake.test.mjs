@@ -100,6 +100,13 @@ for (const transport of ["unix", "tcp"]) {
       assert.equal((await client.startSandbox(s.id)).state, "running");
       assert.equal((await s.refresh()).state, "running");
 
+      // suspend keeps memory and disk; a run resumes it first
+      assert.equal((await s.suspend()).state, "suspended");
+      assert.equal((await client.resumeSandbox(s.id)).state, "running");
+      assert.equal((await client.suspendSandbox(s.id)).state, "suspended");
+      assert.equal((await s.run(["true"])).exit_code, 0);
+      assert.equal((await s.refresh()).state, "running");
+
       await s.delete();
       const gone = await client.getSandbox(s.id);
       assert.equal(gone.state, "terminated");
