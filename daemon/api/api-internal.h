@@ -109,6 +109,10 @@ struct sandbox_usage {
 	unsigned memory_mb;
 	unsigned running; /* of those, how many are running */
 	uint64_t disk_mb;
+	/* pooled sandboxes (pools.h), counted only without an owner: in cpus, memory_mb and
+	 * disk_mb, not in sandboxes and running */
+	unsigned pooled, pooled_cpus, pooled_memory_mb;
+	uint64_t pooled_disk_mb;
 };
 void api_usage(struct sandboxd *d, const char *owner, struct sandbox_usage *u);
 

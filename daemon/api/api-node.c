@@ -5,6 +5,7 @@
 #include "events.h"
 #include "images.h"
 #include "log.h"
+#include "pools.h"
 #include "request.h"
 #include "sandboxd.h"
 #include "util.h"
@@ -15,23 +16,6 @@ left(uint64_t capacity, uint64_t used)
 	/* sandboxes taken back after a restart with a smaller capacity may hold more than it:
 	 * free never goes below zero */
 	return (json_int_t)(used < capacity ? capacity - used : 0);
-}
-
-/* The images pools keep sandboxes of, each with how many wait there: every image the policy
- * pools, at 0 while sandboxd fills no pools. */
-static json_t *
-pools_json(struct sandboxd *d)
-{
-	json_t *pools = json_object();
-
-	for (size_t i = 0; pools && i < d->policy.n_pools; i++) {
-		const char *image = d->policy.pools[i].image ?: d->policy.default_image;
-		if (json_object_set_new(pools, image, json_integer(0)) < 0) {
-			json_decref(pools);
-			return NULL;
-		}
-	}
-	return pools;
 }
 
 /* The node object: the same for every caller, since it says nothing of whose sandboxes
@@ -55,17 +39,17 @@ node_json(struct sandboxd *d)
 		if (streq(json_string_value(json_object_get(v, "state")) ?: "", "installed"))
 			json_array_append(names, json_object_get(v, "image"));
 	json_decref(images);
-	return json_pack("{s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I}, s:I, "
-	                 "s:I, s:o, s:o, s:O, s:b}",
-	                 "capacity", "cpus", (json_int_t)n->cpus, "memory_mb",
-	                 (json_int_t)n->memory_mb, "disk_mb", (json_int_t)n->disk_mb, "free",
-	                 "cpus", left(n->cpus, all.cpus), "memory_mb",
-	                 left(n->memory_mb, all.memory_mb), "disk_mb",
-	                 left(n->disk_mb, all.disk_mb), "allocated", "sandboxes",
-	                 (json_int_t)all.sandboxes, "cpus", (json_int_t)all.cpus, "memory_mb",
-	                 (json_int_t)all.memory_mb, "disk_mb", (json_int_t)all.disk_mb, "running",
-	                 (json_int_t)all.running, "pooled", (json_int_t)0, "pools", pools, "images",
-	                 names, "labels", n->labels, "cordoned", n->cordoned);
+	return json_pack(
+	        "{s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:I, s:I, s:I}, s:I, "
+	        "s:I, s:o, s:o, s:O, s:b}",
+	        "capacity", "cpus", (json_int_t)n->cpus, "memory_mb", (json_int_t)n->memory_mb,
+	        "disk_mb", (json_int_t)n->disk_mb, "free", "cpus", left(n->cpus, all.cpus),
+	        "memory_mb", left(n->memory_mb, all.memory_mb), "disk_mb",
+	        left(n->disk_mb, all.disk_mb), "allocated", "sandboxes", (json_int_t)all.sandboxes,
+	        "cpus", (json_int_t)all.cpus, "memory_mb", (json_int_t)all.memory_mb, "disk_mb",
+	        (json_int_t)all.disk_mb, "running", (json_int_t)all.running, "pooled",
+	        (json_int_t)pools_waiting(d, NULL), "pools", pools, "images", names, "labels",
+	        n->labels, "cordoned", n->cordoned);
 }
 
 void

@@ -9,6 +9,7 @@
 #include "images.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "pools.h"
 #include "request.h"
 #include "samples.h"
 #include "sandboxd.h"
@@ -199,7 +200,7 @@ struct list_filter {
 static bool
 list_wants(const struct list_filter *f, const struct sandbox *sb)
 {
-	return (!f->owner || streq(f->owner, sb->owner)) &&
+	return !sb->pooled && (!f->owner || streq(f->owner, sb->owner)) &&
 	       (!f->states || (f->states & (1u << sb->state))) &&
 	       (!json_object_size(f->labels) || sandbox_matches_labels(sb, f->labels));
 }
@@ -357,8 +358,19 @@ api_usage(struct sandboxd *d, const char *owner, struct sandbox_usage *u)
 		if (owner && !streq(owner, sb->owner))
 			continue;
 		u->disk_mb += sb->disk_mb; /* the registry holds no terminated sandbox */
+		if (sb->pooled)
+			u->pooled_disk_mb += sb->disk_mb;
 		if (!state_is_active(sb->state))
 			continue;
+		if (sb->pooled) {
+			/* the node's capacity holds them; no one's list counts them */
+			u->pooled++;
+			u->pooled_cpus += sb->cpus;
+			u->pooled_memory_mb += sb->memory_mb;
+			u->cpus += sb->cpus;
+			u->memory_mb += sb->memory_mb;
+			continue;
+		}
 		u->sandboxes++;
 		u->cpus += sb->cpus;
 		u->memory_mb += sb->memory_mb;
@@ -447,8 +459,8 @@ check_launch(struct api_call *call, const struct sandbox *adding, bool create)
 
 /* Whether the node has room for adding: a new sandbox (create), or a stopped or failed one
  * starting again, whose disk is counted already. Everyone's active sandboxes count, the
- * operator's too. Returns 0, or answers 503 naming the resource, what is asked and what is
- * free, and returns -ENOSPC. */
+ * operator's too; pooled ones give way (pools_make_room ends as many as it takes). Returns 0,
+ * or answers 503 naming the resource, what is asked and what is free, and returns -ENOSPC. */
 static int
 check_capacity(struct api_call *call, const struct sandbox *adding, bool create)
 {
@@ -457,6 +469,9 @@ check_capacity(struct api_call *call, const struct sandbox *adding, bool create)
 	uint64_t free_disk;
 
 	api_usage(call->d, NULL, &all);
+	all.cpus -= all.pooled_cpus;
+	all.memory_mb -= all.pooled_memory_mb;
+	all.disk_mb -= all.pooled_disk_mb;
 	if ((uint64_t)all.cpus + adding->cpus > n->cpus) {
 		api_reply_err(
 		        call->c, ERR_UNAVAILABLE,
@@ -488,6 +503,8 @@ check_capacity(struct api_call *call, const struct sandbox *adding, bool create)
 		        (unsigned long long)n->disk_mb);
 		return -ENOSPC;
 	}
+	(void)pools_make_room(call->d, adding->cpus, adding->memory_mb,
+	                      create ? adding->disk_mb : 0);
 	return 0;
 }
 
@@ -641,7 +658,25 @@ api_sandbox_create(struct api_call *call)
 	}
 	/* nothing is made before these: a refused create leaves no sandbox behind */
 	if ((sb->agent_run && api_agent_prepare(call, sb) < 0) || check_cordon(call) < 0 ||
-	    check_launch(call, sb, true) < 0 || check_capacity(call, sb, true) < 0)
+	    check_launch(call, sb, true) < 0)
+		return;
+	/* a create that asks for nothing a boot fixes beyond the image takes a pooled sandbox
+	 * that waits already: it runs, so the answer is at once */
+	if (pools_claimable(call->d, call->body, sb) &&
+	    images_check(call->d, sb->image, &err) >= 0) {
+		struct sandbox *claimed = NULL;
+		r = pools_claim(call->d, sb, &claimed, &err);
+		if (r < 0) {
+			api_reply_failure(call->c, r, &err);
+			return;
+		}
+		if (r > 0) {
+			reply_sandbox(call->c, 201, claimed);
+			return;
+		}
+	}
+	err = (struct err){};
+	if (check_capacity(call, sb, true) < 0)
 		return;
 	r = images_check(call->d, sb->image, &err);
 	/* a user pulls only where the operator lets them */

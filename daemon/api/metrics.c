@@ -4,6 +4,7 @@
 #include "api-internal.h"
 #include "egress.h"
 #include "metrics.h"
+#include "pools.h"
 #include "proc.h"
 #include "sandboxd.h"
 #include "server.h"
@@ -88,16 +89,16 @@ render_node(struct sandboxd *d, struct buf *out)
 	for (size_t i = 0; r >= 0 && i < ARRAY_SIZE(gauges); i++)
 		r = gauge(out, gauges[i].name, gauges[i].help, gauges[i].value);
 
-	/* every image the policy pools: no pool is filled yet, so none waits */
+	/* every image the policy pools, with the sandboxes waiting in its pool */
 	if (r >= 0)
 		r = family(out, "sandboxd_pool_sandboxes", "gauge",
 		           "Sandboxes waiting in a pool, by image.");
 	for (size_t i = 0; r >= 0 && i < d->policy.n_pools; i++) {
 		r = buf_puts(out, "sandboxd_pool_sandboxes{image=\"");
 		if (r >= 0)
-			r = label_value(out, d->policy.pools[i].image ?: d->policy.default_image);
+			r = label_value(out, pools_image(d, i));
 		if (r >= 0)
-			r = buf_puts(out, "\"} 0\n");
+			r = buf_printf(out, "\"} %u\n", pools_waiting(d, pools_image(d, i)));
 	}
 
 	if (r >= 0)
@@ -142,7 +143,8 @@ metrics_render(struct sandboxd *d, struct buf *out)
 
 	LIST_FOREACH (n, &d->reg.all) {
 		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
-		if (sb->state >= 0 && sb->state < _SANDBOX_STATE_MAX)
+		/* pooled ones are counted by sandboxd_pool_sandboxes */
+		if (!sb->pooled && sb->state >= 0 && sb->state < _SANDBOX_STATE_MAX)
 			by_state[sb->state]++;
 	}
 	r = buf_puts(out, "# HELP sandboxd_sandboxes Sandboxes held by this sandboxd, by state.\n"

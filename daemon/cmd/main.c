@@ -19,6 +19,7 @@
 #include "log.h"
 #include "paths.h"
 #include "policyfile.h"
+#include "pools.h"
 #include "preview.h"
 #include "proc.h"
 #include "reconcile.h"
@@ -58,6 +59,7 @@ housekeeping(struct loop_timer *t _unused_, void *data)
 	if (d->preview_server)
 		server_sweep(d->preview_server, now_mono_ms());
 	lifecycle_housekeeping(d, now_unix_ms());
+	pools_tend(d);
 	ended_forget(d, now_unix_ms());
 	if (++ticks % HEARTBEAT_EVERY == 0)
 		api_events_heartbeat(d);
@@ -453,6 +455,12 @@ run(struct sandboxd *d)
 		log_error("the reconciler cannot start: %s", strerror(-r));
 		return r;
 	}
+	/* the pools fill once what an earlier sandboxd left was looked at: what it pooled has
+	 * no row, so the sweep ended it */
+	r = pools_init(d);
+	if (r < 0)
+		return r;
+	pools_tend(d);
 	r = ended_load(d, now_unix_ms());
 	if (r < 0)
 		return r;
@@ -614,6 +622,7 @@ out:
 	egress_stop(&d);
 	d.backend = backend_free(d.backend);
 	images_free(&d);
+	pools_done(&d);
 	registry_done(&d.reg);
 	registry_done(&d.ended);
 	buf_free(&d.list_cache);

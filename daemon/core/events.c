@@ -78,7 +78,9 @@ sandbox_commit(struct sandboxd *d, struct sandbox *sb, bool insert, const char *
 		return -ENOMEM;
 	sb->updated_at = now_unix_ms();
 	r = sandbox_refresh_json(sb);
-	if (r < 0)
+	/* a pooled sandbox is no one's yet: no row, no event, no audit record until its claim
+	 * inserts its row with the "created" event (pools.h) */
+	if (r < 0 || sb->pooled)
 		goto out;
 	audit = record_of(sb, sb->updated_at, type, data);
 	r = store_begin(d->store);

@@ -38,7 +38,8 @@ void events_unsubscribe(struct event_sub *s);
  * with data (stolen; NULL means {}) in one transaction, then broadcasts it and appends its
  * audit record, if it has one, to the audit log. An event the store cannot write is logged
  * and left out, the row written all the same: the audit trail never fails a change. On
- * failure (the row) nothing was written and nothing was broadcast. */
+ * failure (the row) nothing was written and nothing was broadcast. For a pooled sandbox
+ * (pools.h) only its API object is rebuilt: nothing is written, broadcast or audited. */
 int sandbox_commit(struct sandboxd *d, struct sandbox *sb, bool insert, const char *type,
                    json_t *data);
 

@@ -387,6 +387,24 @@ start_when_image_ready(struct sandboxd *d, struct sandbox *sb)
 	log_info("sandbox '%s': waits for image '%s'", sb->id, sb->image);
 }
 
+json_t *
+lifecycle_created_data(const struct sandbox *sb)
+{
+	json_t *data, *names;
+
+	data = json_pack("{s:s?, s:s, s:i, s:i, s:I, s:O, s:O}", "name", sb->name, "image",
+	                 sb->image, "cpus", (int)sb->cpus, "memory_mb", (int)sb->memory_mb,
+	                 "disk_mb", (json_int_t)sb->disk_mb, "network", sb->network, "labels",
+	                 sb->labels);
+	if (!data)
+		return NULL;
+	names = json_array();
+	for (size_t i = 0; names && i < sb->nenv; i++)
+		json_array_append_new(names, json_string(sb->env[i].name));
+	json_object_set_new(data, "env_names", names ? names : json_array());
+	return data;
+}
+
 int
 lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err)
 {
@@ -409,19 +427,11 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err)
 		return -ENOMEM;
 	sb->state = SANDBOX_PENDING;
 	sb->created_at = sb->last_active = sb->last_attended = now_unix_ms();
-	data = json_pack("{s:s?, s:s, s:i, s:i, s:I, s:O, s:O}", "name", sb->name, "image",
-	                 sb->image, "cpus", (int)sb->cpus, "memory_mb", (int)sb->memory_mb,
-	                 "disk_mb", (json_int_t)sb->disk_mb, "network", sb->network, "labels",
-	                 sb->labels);
-	if (data) {
-		json_t *names = json_array();
-		for (size_t i = 0; names && i < sb->nenv; i++)
-			json_array_append_new(names, json_string(sb->env[i].name));
-		json_object_set_new(data, "env_names", names ? names : json_array());
-	}
+	data = lifecycle_created_data(sb);
 	/* with --keep-sandboxes, its record is on disk before anyone is told it exists: a
-	 * restart never finds it without its environment values */
-	r = records_save(d, sb);
+	 * restart never finds it without its environment values (a pooled one has none, and a
+	 * restart discards it: its claim writes the record) */
+	r = sb->pooled ? 0 : records_save(d, sb);
 	if (r < 0) {
 		json_decref(data);
 		log_error("sandbox '%s': cannot write its record for --keep-sandboxes: %s", sb->id,
@@ -444,8 +454,12 @@ lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err)
 		(void)sandbox_set_state(d, sb, SANDBOX_FAILED, "sandboxd ran out of memory");
 		return err_set(err, r, ERR_INTERNAL, "out of memory");
 	}
-	log_info("sandbox '%s': created for '%s' (image '%s', %u cpus, %u MiB)", sb->id, sb->owner,
-	         sb->image, sb->cpus, sb->memory_mb);
+	if (sb->pooled)
+		log_info("sandbox '%s': created for the pool of '%s' (%u cpus, %u MiB)", sb->id,
+		         sb->image, sb->cpus, sb->memory_mb);
+	else
+		log_info("sandbox '%s': created for '%s' (image '%s', %u cpus, %u MiB)", sb->id,
+		         sb->owner, sb->image, sb->cpus, sb->memory_mb);
 	start_when_image_ready(d, sb);
 	return 0;
 }
@@ -625,7 +639,8 @@ terminated(struct sandboxd *d, struct sandbox *sb)
 	records_remove(d, sb->id);
 	if (sandbox_set_state(d, sb, SANDBOX_TERMINATED,
 	                      sb->end_why ? sb->end_why : end_reasons[sb->end]) == 0) {
-		ended_add(d, sb->id); /* listed until --forget-after */
+		if (!sb->pooled)              /* a pooled one was never anyone's to list */
+			ended_add(d, sb->id); /* listed until --forget-after */
 		registry_drop(d, sb);
 	}
 	shutdown_progress(d);

@@ -13,6 +13,9 @@ struct sandboxd;
  * starts it. On success the registry owns sb; on failure the caller still does and nothing
  * was written. */
 int lifecycle_create(struct sandboxd *d, struct sandbox *sb, struct err *err);
+/* The data of sb's "created" event (its sandbox.created audit record): name, image, sizes,
+ * network, labels and env names. NULL when out of memory. */
+json_t *lifecycle_created_data(const struct sandbox *sb);
 /* running/suspended -> stopping -> stopped (the writable layer is kept). */
 int lifecycle_stop(struct sandboxd *d, struct sandbox *sb, struct err *err);
 /* stopped (or failed) -> starting -> running, booting the same writable layer (restart

@@ -680,7 +680,7 @@ registry_find_name(struct registry *r, const char *name, const char *owner)
 	LIST_FOREACH (n, &r->all) {
 		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
 		if (sb->name && streq(sb->name, name) && (!owner || streq(sb->owner, owner)) &&
-		    sb->state != SANDBOX_TERMINATED)
+		    sb->state != SANDBOX_TERMINATED && !sb->pooled)
 			return sb;
 	}
 	return NULL;
@@ -693,7 +693,8 @@ registry_find(struct registry *r, const char *ref, const char *owner)
 
 	if (str_has_prefix(ref, "sbx_")) {
 		sb = registry_get(r, ref);
-		if (sb && owner && !streq(sb->owner, owner))
+		/* a pooled sandbox is no one's, not even an admin's, until it is claimed */
+		if (sb && ((owner && !streq(sb->owner, owner)) || sb->pooled))
 			return NULL;
 		return sb;
 	}

@@ -130,6 +130,9 @@ struct sandbox {
 	struct sandbox_kept *kept; /* from its record at a restart, until the guest lists them */
 	size_t nkept;
 	struct agent_run *agent_run; /* agents.h: the agent its create started; NULL: none */
+	/* pools.h: booted ahead and waiting in a pool, no one's yet (owner ""): no store row,
+	 * no event, hidden from every list and lookup, until a create claims it */
+	bool pooled;
 
 	int64_t created_at; /* unix ms */
 	int64_t updated_at;
@@ -252,7 +255,8 @@ int registry_add_by_created(struct registry *r, struct sandbox *sb);
 void registry_remove(struct registry *r, struct sandbox *sb);
 struct sandbox *registry_get(struct registry *r, const char *id);
 /* Resolves an id, or a name among owner's live sandboxes (owner NULL: any owner, for an
- * admin; a name then must be unique across owners). */
+ * admin; a name then must be unique across owners). A pooled sandbox (pools.h) is found
+ * by neither: it is no one's until claimed. */
 struct sandbox *registry_find(struct registry *r, const char *ref, const char *owner);
 struct sandbox *registry_find_name(struct registry *r, const char *name, const char *owner);
 

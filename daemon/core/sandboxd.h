@@ -19,6 +19,7 @@ struct accounts;
 struct audit_log;
 struct egress;
 struct images;
+struct pools;
 struct server;
 struct store;
 
@@ -33,6 +34,7 @@ struct sandboxd {
 	struct images *images;     /* images.c */
 	struct egress *egress;     /* egress.c; NULL while egress is off */
 	struct node node;          /* node.h: capacity, labels, the cordon, create counts */
+	struct pools *pools;       /* pools.h: the policy's pools' state */
 	struct registry reg;
 	struct registry ended; /* terminated, until --forget-after (ended.h) */
 	struct server *server;

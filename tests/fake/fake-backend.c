@@ -623,7 +623,24 @@ fake_check(struct backend *b, struct sandbox *sb)
 	return 0;
 }
 
-/* The files named like a sandbox's (no suffix) that no sandbox owns. */
+/* Ends the agent an earlier sandboxd started for a VM that no sandbox owns (a pooled one, which
+ * a restart discards), as the sweep of a real VMM ends its guest. */
+static void
+sweep_agent(struct backend *b, const char *id)
+{
+	_cleanup_free_ char *pidfile = strdup_printf("%s/%s.guestd", priv(b)->dir, id);
+	_cleanup_free_ char *pidtext = NULL;
+	uint64_t pid;
+
+	if (!pidfile || read_file_max(pidfile, 32, &pidtext, NULL) < 0)
+		return;
+	pidtext[strcspn(pidtext, "\n")] = '\0';
+	if (parse_u64(pidtext, &pid) == 0 && pid > 0 && pid <= INT32_MAX)
+		agent_end(NULL, (pid_t)pid);
+	(void)unlink(pidfile);
+}
+
+/* The files named like a sandbox's (no suffix) that no sandbox owns, and their agents. */
 static void
 fake_sweep(struct backend *b)
 {
@@ -644,6 +661,7 @@ fake_sweep(struct backend *b)
 				mine = true;
 		if (mine || backend_owns(b, de->d_name))
 			continue;
+		sweep_agent(b, de->d_name);
 		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
 			backend_swept(b, "layer", de->d_name);
 	}

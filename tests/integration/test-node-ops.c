@@ -102,14 +102,15 @@ setup(void **state)
 	have_agent = guestd && access(guestd, X_OK) == 0;
 	metrics_port = harness_free_port();
 	snprintf(addr, sizeof(addr), "127.0.0.1:%d", metrics_port);
-	/* a pool in the policy: the node lists its image (sandboxd fills no pools yet) */
+	/* a policy file without pools (test-pools has them): every sandbox here is one a
+	 * create made */
 	if (harness_tmpdir(policy_dir, sizeof(policy_dir)) < 0)
 		return -1;
 	snprintf(policy, sizeof(policy), "%s/policy.yaml", policy_dir);
 	f = fopen(policy, "w");
 	if (!f)
 		return -1;
-	fputs("pools:\n  - {size: 1}\n", f);
+	fputs("defaults:\n  cpus: 1\n", f);
 	fclose(f);
 	snprintf(env_agent, sizeof(env_agent), "SANDBOXD_FAKE_AGENT=%s", guestd ?: "");
 	{
@@ -230,9 +231,9 @@ test_node_describes_itself(void **state)
 	assert_string_equal(harness_str(json_object_get(n, "labels"), "region"), "west");
 	assert_string_equal(harness_str(json_object_get(n, "labels"), "disk"), "nvme");
 	assert_int_equal(json_object_size(json_object_get(n, "labels")), 2);
-	/* the pooled image, with none waiting: sandboxd fills no pools yet */
-	assert_int_equal(json_object_size(json_object_get(n, "pools")), 1);
-	assert_int_equal(num(json_object_get(n, "pools"), NULL, "sandbox-base"), 0);
+	/* no pools: an empty object */
+	assert_true(json_is_object(json_object_get(n, "pools")));
+	assert_int_equal(json_object_size(json_object_get(n, "pools")), 0);
 	assert_true(json_is_array(json_object_get(n, "images")));
 	assert_true(json_is_false(json_object_get(n, "cordoned")));
 
@@ -470,7 +471,7 @@ test_metrics_show_the_node(void **state)
 	assert_int_equal(sample(m, "sandboxd_capacity_memory_mb"), 2048);
 	assert_int_equal(sample(m, "sandboxd_capacity_disk_mb"), 10000);
 	assert_int_equal(sample(m, "sandboxd_free_cpus"), 3);
-	assert_int_equal(sample(m, "sandboxd_pool_sandboxes{image=\"sandbox-base\"}"), 0);
+	assert_int_equal(sample(m, "sandboxd_pool_sandboxes{image=\"sandbox-base\"}"), -1);
 	assert_int_equal(sample(m, "sandboxd_cordoned"), 0);
 	assert_true(created >= 0 && count >= created);
 	assert_int_equal(sample(m, "sandboxd_create_duration_seconds_bucket{le=\"+Inf\"}"), count);
