@@ -297,11 +297,17 @@ class Bare:
                                      pass_fds=(self.incoming_fd,) if incoming else (),
                                      env=dict(os.environ, SANDBOXD_RESTOREBENCH_DIR=args.work))
         self.qmp = None
-        if incoming and ignore_shared:
-            self.qmp = Qmp(vm_dir + "/qmp.sock", time.monotonic() + 60)
-            self.qmp.cmd("migrate-set-capabilities", {"capabilities": [
-                {"capability": "x-ignore-shared", "state": True}]})
-            self.qmp.cmd("migrate-incoming", {"uri": "fd:%d" % self.incoming_fd})
+        self.deferred = bool(incoming and ignore_shared)
+
+    def incoming_start(self):
+        """With -incoming defer: x-ignore-shared, then the restore from the file (QEMU reads
+        it while this returns; started for each clone in turn, once all were spawned)."""
+        if not self.deferred:
+            return
+        self.qmp = Qmp(self.dir + "/qmp.sock", time.monotonic() + 60)
+        self.qmp.cmd("migrate-set-capabilities", {"capabilities": [
+            {"capability": "x-ignore-shared", "state": True}]})
+        self.qmp.cmd("migrate-incoming", {"uri": "fd:%d" % self.incoming_fd})
 
     def first_exec(self):
         """Connects to the agent (retrying), HELLO, runs true: the times from the spawn."""
@@ -424,7 +430,7 @@ def cmd_bare_saverestore(args):
     if args.touch_mb:
         c = b.chan
         # the guest's RAM in use, as a sandbox's would be (a tmpfs file of touch_mb)
-        run_sh(c, "head -c %dM /dev/urandom > /dev/shm/fill" % args.touch_mb)
+        run_sh(c, "dd if=/dev/urandom of=/dev/shm/fill bs=1M count=%d 2>/dev/null" % args.touch_mb)
     time.sleep(args.hold)
     save_s, size = b.save(state)
     r = Bare(args, d, "ram", incoming=state)
@@ -473,10 +479,12 @@ def cmd_bare_template(args):
     for n in args.clones:
         clones = []
         t0 = time.monotonic()
-        for i in range(n):
+        for i in range(n):  # all spawned first: their QEMUs start side by side
             clones.append(Bare(args, "%s/clone-%d" % (args.work, i), "file:%s:off" % ram,
                                incoming=state, ignore_shared=True,
                                upper_from=tdir + "/upper.qcow2"))
+        for c in clones:
+            c.incoming_start()
         times = []
         for c in clones:  # each connects while the others restore
             times.append(c.first_exec()[1])
@@ -551,7 +559,7 @@ def cmd_sbx_suspend(args):
     sid = sb["id"]
     if args.touch_mb:
         r = api(args.sock, "POST", "/v1/sandboxes/%s/run" % sid, {"argv": [
-            "sh", "-c", "head -c %dM /dev/urandom > /dev/shm/fill" % args.touch_mb]}, 200)
+            "sh", "-c", "dd if=/dev/urandom of=/dev/shm/fill bs=1M count=%d 2>/dev/null" % args.touch_mb]}, 200)
         if r.get("exit_code") != 0:
             die("filling the guest's memory failed: %s" % r)
     time.sleep(args.hold)

@@ -84,7 +84,8 @@ stop_sandboxd
 printf 'pools:\n  - size: %d\n' "$POOL_SIZE" >"$TMP/policy.yaml"
 pooled() { api GET /v1/node | sed -n 's/.*"pooled":\([0-9]*\).*/\1/p'; }
 has_pools=0
-if start_sandboxd --policy "$TMP/policy.yaml"; then
+# room for the pool and the claims beside it (the default is one CPU a sandbox, every CPU)
+if start_sandboxd --policy "$TMP/policy.yaml" --capacity-cpus $((POOL_SIZE + CLAIMS + 2)); then
 	# a sandboxd without pools accepts the key and boots nothing: none within POOL_WAIT s
 	for _ in $(seq "${POOL_WAIT:-120}"); do
 		[ "$(pooled)" -ge 1 ] 2>/dev/null && { has_pools=1; break; }
@@ -93,8 +94,10 @@ if start_sandboxd --policy "$TMP/policy.yaml"; then
 fi
 if [ "$has_pools" = 1 ]; then
 	log "pool of $POOL_SIZE: waiting until it is full"
-	for _ in $(seq 900); do
-		[ "$(pooled)" -ge "$POOL_SIZE" ] && break
+	last=0 since=$SECONDS
+	while [ "$(pooled)" -lt "$POOL_SIZE" ] && [ $((SECONDS - since)) -lt 180 ]; do
+		n=$(pooled)
+		[ "$n" != "$last" ] && last=$n since=$SECONDS
 		sleep 1
 	done
 	rec "# pool: $(api GET /v1/node | sed -n 's/.*\("pooled":[0-9]*,"pools":{[^}]*}\).*/\1/p')"

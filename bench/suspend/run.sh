@@ -8,13 +8,13 @@
 # Skips sandboxd's side, saying so, where the server does not offer suspend. One command, as
 # root; see docs/performance.md ("Restore instead of boot"). Takes /tmp/sbx-vm.lock.
 #
-# Knobs (environment): ROUNDS=5 MEM_MB=512 TOUCH_MB=256 ACCEL=auto HOLD=1 QUIET_WAIT=120
+# Knobs (environment): ROUNDS=5 MEM_MB=512 TOUCH_MB=200 ACCEL=auto HOLD=1 QUIET_WAIT=120
 # QUIET_MAX=25 NOTE='...' KEEP_TMP=0
 set -euo pipefail
 
 ROUNDS=${ROUNDS:-5}
 MEM_MB=${MEM_MB:-512}
-TOUCH_MB=${TOUCH_MB:-256}
+TOUCH_MB=${TOUCH_MB:-200}
 ACCEL=${ACCEL:-auto}
 HOLD=${HOLD:-1}
 QUIET_WAIT=${QUIET_WAIT:-120}
