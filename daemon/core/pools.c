@@ -2,7 +2,15 @@
  *
  * Nothing here waits: a pool is brought to its size by creating sandboxes through
  * lifecycle_create (they boot as any other, with sb->pooled set), and housekeeping notices
- * the ones that failed each second, ends them and backs the pool off. */
+ * the ones that failed each second, ends them and backs the pool off.
+ *
+ * A claim answers at once; its refill does not run in the claim. Starting a VM costs the loop
+ * a few tens of milliseconds (its layer is made, its VMM forked), which would hold up every
+ * claim behind it in a burst. So a claim (re)arms the refill timer, which fires once claims
+ * have been quiet for REFILL_QUIET_MS, and each firing starts at most one sandbox and comes
+ * back REFILL_PACE_MS later while a pool is short: the loop is never taken for more than one
+ * start at a time, and claims in between are answered between them. */
+#include <limits.h>
 #include "pools.h"
 #include "egress.h"
 #include "events.h"
@@ -15,6 +23,8 @@
 
 #define POOL_BACKOFF_MIN_MS 1000u
 #define POOL_BACKOFF_MAX_MS (5u * 60u * 1000u)
+#define REFILL_QUIET_MS 100u /* after the last claim, before the refill starts */
+#define REFILL_PACE_MS 20u   /* between two starts of a refill */
 
 /* What sandboxd knows of one pool of the policy beyond its image and size. */
 struct pool_state {
@@ -25,7 +35,18 @@ struct pool_state {
 
 struct pools {
 	struct pool_state *st; /* one per d->policy.pools */
+	struct loop_timer refill;
+	bool timer; /* refill is initialised */
 };
+
+static void
+refill_fired(struct loop_timer *t _unused_, void *data)
+{
+	struct sandboxd *d = data;
+
+	if (pools_tend_some(d, 1))
+		(void)loop_timer_arm(&d->pools->refill, REFILL_PACE_MS, 0);
+}
 
 int
 pools_init(struct sandboxd *d)
@@ -40,6 +61,7 @@ pools_init(struct sandboxd *d)
 			d->pools = NULL;
 			return -ENOMEM;
 		}
+		d->pools->timer = loop_timer_init(d->loop, &d->pools->refill, refill_fired, d) >= 0;
 	}
 	return 0;
 }
@@ -49,6 +71,8 @@ pools_done(struct sandboxd *d)
 {
 	if (!d->pools)
 		return;
+	if (d->pools->timer)
+		loop_timer_done(&d->pools->refill);
 	free(d->pools->st);
 	free(d->pools);
 	d->pools = NULL;
@@ -198,11 +222,18 @@ spawn(struct sandboxd *d, size_t i)
 void
 pools_tend(struct sandboxd *d)
 {
+	(void)pools_tend_some(d, UINT_MAX);
+}
+
+bool
+pools_tend_some(struct sandboxd *d, unsigned most)
+{
 	uint64_t now = now_mono_ms();
 	struct list_node *n, *tmp;
+	bool short_of = false;
 
 	if (!d->pools || d->policy.n_pools == 0 || !d->backend)
-		return;
+		return false;
 	/* failed ones go, and their pool backs off; one that runs resets its pool's count */
 	LIST_FOREACH_SAFE (n, tmp, &d->reg.all) {
 		struct sandbox *sb = list_entry(n, struct sandbox, by_created);
@@ -222,7 +253,7 @@ pools_tend(struct sandboxd *d)
 		}
 	}
 	if (d->shutting_down || d->node.cordoned)
-		return;
+		return false;
 	for (size_t i = 0; i < d->policy.n_pools; i++) {
 		struct pool_state *st = &d->pools->st[i];
 		const char *image = pools_image(d, i);
@@ -236,6 +267,10 @@ pools_tend(struct sandboxd *d)
 				have++;
 		}
 		for (; have < d->policy.pools[i].size; have++) {
+			if (most == 0) {
+				short_of = true; /* the next call goes on */
+				break;
+			}
 			if (!node_has_room(d)) {
 				if (!st->short_said)
 					log_info("pool '%s': %u of %u sandboxes; the node has no "
@@ -252,8 +287,10 @@ pools_tend(struct sandboxd *d)
 				        now + POOL_BACKOFF_MIN_MS * MIN(st->failures, 300u);
 				break;
 			}
+			most--;
 		}
 	}
+	return short_of;
 }
 
 bool
@@ -369,7 +406,11 @@ pools_claim(struct sandboxd *d, struct sandbox *req, struct sandbox **ret, struc
 	log_info("sandbox '%s': claimed from the pool of '%s' by '%s'", sb->id, sb->image,
 	         sb->owner);
 	*ret = sb;
-	pools_tend(d); /* the pool fills again behind it */
+	/* the pool fills again behind it, once a burst of claims is answered */
+	if (d->pools->timer)
+		(void)loop_timer_arm(&d->pools->refill, REFILL_QUIET_MS, 0);
+	else
+		pools_tend(d);
 	return 1;
 undo:
 	swap_binding(sb, req);

@@ -29,8 +29,12 @@ void pools_done(struct sandboxd *d);
 
 /* Brings every pool to its size: ends the pooled sandboxes that failed (the pool backs off),
  * and creates new ones while the node has room, it is not cordoned and sandboxd is not
- * shutting down. Called after the startup, after each claim and by housekeeping. */
+ * shutting down. Called after the startup and by housekeeping; a claim arms a paced refill
+ * (pools.c) instead. */
 void pools_tend(struct sandboxd *d);
+/* The same, starting at most `most` sandboxes: true when a pool is still short because of that
+ * limit (the refill timer calls it with 1 and comes back). */
+bool pools_tend_some(struct sandboxd *d, unsigned most);
 
 /* Whether a create (its body, decoded into req) may be a claim: it asks for nothing a boot
  * fixes beyond the image: the default cpus, memory and disk, no volumes, no snapshot (to fork
