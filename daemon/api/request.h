@@ -19,10 +19,10 @@
 #define REQUEST_BOUND_LIFETIME_SECS (24 * 3600)
 
 /* Fills sb (name, image, resources, env, network, labels, timeouts, idle_action,
- * bound_to_client, snapshot_id, the snapshot schedule) from a create body. *ret_wait is false when the body says "wait": false.
- * Under a policy limit on a timeout, a request that leaves it out gets the limit and one that
- * says 0 ("none") is 400. A bound sandbox whose request and policy set no lifetime gets
- * REQUEST_BOUND_LIFETIME_SECS (at most the limit). */
+ * bound_to_client, snapshot_id, the snapshot schedule) from a create body. *ret_wait is false when
+ * the body says "wait": false. Under a policy limit on a timeout, a request that leaves it out gets
+ * the limit and one that says 0 ("none") is 400. A bound sandbox whose request and policy set no
+ * lifetime gets REQUEST_BOUND_LIFETIME_SECS (at most the limit). */
 int request_decode_create(const struct policy *p, const json_t *body, struct sandbox *sb,
                           bool *ret_wait, struct err *err);
 

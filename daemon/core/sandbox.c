@@ -290,11 +290,12 @@ sandbox_spec_from_json(struct sandbox *sb, const json_t *spec)
 	int r;
 
 	if (json_unpack_ex((json_t *)spec, &err, JSON_STRICT,
-	                   "{s:I, s:I, s:I, s:I, s?s, s:I, s?b, s:o, s:o, s:o, s?o, s?o, s?o}", "cpus",
-	                   &cpus, "memory_mb", &mem, "disk_mb", &disk, "idle_timeout_secs", &idle,
-	                   "idle_action", &idle_action, "lifetime_secs", &life, "bound_to_client",
-	                   &bound, "labels", &labels, "network", &network, "env_names", &names,
-	                   "agent", &agent, "snapshots", &snaps, "volumes", &volumes) < 0)
+	                   "{s:I, s:I, s:I, s:I, s?s, s:I, s?b, s:o, s:o, s:o, s?o, s?o, s?o}",
+	                   "cpus", &cpus, "memory_mb", &mem, "disk_mb", &disk, "idle_timeout_secs",
+	                   &idle, "idle_action", &idle_action, "lifetime_secs", &life,
+	                   "bound_to_client", &bound, "labels", &labels, "network", &network,
+	                   "env_names", &names, "agent", &agent, "snapshots", &snaps, "volumes",
+	                   &volumes) < 0)
 		return -EINVAL;
 	if (snaps && (r = snapshots_spec_from_json(sb, snaps)) < 0)
 		return r;

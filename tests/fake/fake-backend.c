@@ -64,7 +64,7 @@ struct fake_vm {
 	bool crash_after_boot;
 	pid_t guestd; /* its agent process (test mode), or 0 */
 	struct agent *agent;
-	bool suspended; /* its agent and processes are frozen (SIGSTOP) */
+	bool suspended;     /* its agent and processes are frozen (SIGSTOP) */
 	char *snapshot_dir; /* a snapshot under way: where it goes, and whether with memory */
 	bool snapshot_memory;
 };

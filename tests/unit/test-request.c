@@ -31,17 +31,18 @@ env_json(const struct sandbox *sb)
 static json_t *
 create_view(const struct sandbox *sb, bool wait)
 {
-	return json_pack("{s:s?, s:s?, s:i, s:i, s:I, s:I, s:s, s:I, s:b, s:O, s:O, s:o, s:b, s:s?, "
-	                 "s:I, s:i, s:O}",
-	                 "name", sb->name, "image", sb->image, "cpus", (int)sb->cpus, "memory_mb",
-	                 (int)sb->memory_mb, "disk_mb", (json_int_t)sb->disk_mb,
-	                 "idle_timeout_secs", (json_int_t)sb->idle_timeout_secs, "idle_action",
-	                 sandbox_idle_action_to_string(sb->idle_action), "lifetime_secs",
-	                 (json_int_t)sb->lifetime_secs, "bound_to_client", sb->bound_to_client,
-	                 "labels", sb->labels, "network", sb->network, "env", env_json(sb), "wait",
-	                 wait, "snapshot_id", sb->snapshot_id, "snapshot_every_secs",
-	                 (json_int_t)sb->snapshot_every_secs, "snapshot_keep",
-	                 (int)sb->snapshot_keep, "volumes", sb->volumes);
+	return json_pack(
+	        "{s:s?, s:s?, s:i, s:i, s:I, s:I, s:s, s:I, s:b, s:O, s:O, s:o, s:b, s:s?, "
+	        "s:I, s:i, s:O}",
+	        "name", sb->name, "image", sb->image, "cpus", (int)sb->cpus, "memory_mb",
+	        (int)sb->memory_mb, "disk_mb", (json_int_t)sb->disk_mb, "idle_timeout_secs",
+	        (json_int_t)sb->idle_timeout_secs, "idle_action",
+	        sandbox_idle_action_to_string(sb->idle_action), "lifetime_secs",
+	        (json_int_t)sb->lifetime_secs, "bound_to_client", sb->bound_to_client, "labels",
+	        sb->labels, "network", sb->network, "env", env_json(sb), "wait", wait,
+	        "snapshot_id", sb->snapshot_id, "snapshot_every_secs",
+	        (json_int_t)sb->snapshot_every_secs, "snapshot_keep", (int)sb->snapshot_keep,
+	        "volumes", sb->volumes);
 }
 
 static json_t *
