@@ -562,9 +562,13 @@ build_start(struct qemu *q)
 }
 
 void
-qemu_template_booted(struct qemu *q)
+qemu_template_booted(struct vm *vm)
 {
+	struct qemu *q = vm->q;
 	struct qemu_templates *t = q->templates;
+
+	qemu_template_launch_free(vm->restore); /* booted: no fallback any more */
+	vm->restore = NULL;
 
 	if (t && t->due && !t->building)
 		build_start(q);
@@ -589,6 +593,98 @@ qemu_templates_free(struct qemu *q)
 }
 
 /* ---- clones ---- */
+
+/* A copy of a launch that outlives the start() it was handed to: a restore that fails later
+ * (QEMU refusing the stream) boots cold from it. */
+struct tlaunch {
+	struct vm_launch l;
+	char *id, *hostname, *root_disk, *machine_id;
+	char **env;
+	char *dir; /* the template's */
+};
+
+void
+qemu_template_launch_free(struct tlaunch *t)
+{
+	if (!t)
+		return;
+	free(t->id);
+	free(t->hostname);
+	free(t->root_disk);
+	free(t->machine_id);
+	free(t->dir);
+	for (char **e = t->env; e && *e; e++)
+		free(*e);
+	free(t->env);
+	if (t->l.has_net)
+		safe_close(t->l.net.tap_fd);
+	free(t);
+}
+
+static struct tlaunch *
+launch_copy(const struct vm_launch *l)
+{
+	struct tlaunch *t = calloc(1, sizeof(*t));
+	size_t n = 0;
+	bool oom = false;
+
+	if (!t)
+		return NULL;
+	t->l = *l;
+	t->l.net.tap_fd = -1;
+	if (l->has_net && (t->l.net.tap_fd = fcntl(l->net.tap_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+		oom = true;
+#define DUP(f)                                                                                     \
+	do {                                                                                       \
+		if (l->f && !(t->f = strdup(l->f)))                                                \
+			oom = true;                                                                \
+		t->l.f = t->f;                                                                     \
+	} while (0)
+	DUP(id);
+	DUP(hostname);
+	DUP(root_disk);
+	DUP(machine_id);
+#undef DUP
+	while (l->env && l->env[n])
+		n++;
+	if (l->env && (t->env = calloc(n + 1, sizeof(char *))))
+		for (size_t i = 0; i < n; i++)
+			oom = oom || !(t->env[i] = strdup(l->env[i]));
+	else if (l->env)
+		oom = true;
+	t->l.env = t->env;
+	if (oom) {
+		qemu_template_launch_free(t);
+		return NULL;
+	}
+	return t;
+}
+
+bool
+qemu_template_fallback(struct vm *vm, const char *reason)
+{
+	static const struct vm_from blank;
+	struct tlaunch *t = vm->restore;
+	struct qemu *q = vm->q;
+	struct sandbox *sb = vm->sb;
+	int r;
+
+	if (!t)
+		return false;
+	vm->restore = NULL;
+	log_warning("sandbox '%s': template restore failed (%s); booting", sb->id, reason);
+	if (t->dir)
+		remove_tree(t->dir); /* rebuilt after a boot */
+	vm->agent = agent_free(vm->agent);
+	remove_tree(vm->dir);
+	vm_free(vm);
+	log_info("sandbox '%s': cold boot", sb->id);
+	r = vm_boot(q, sb, &t->l, true, &blank);
+	qemu_template_launch_free(t);
+	if (r < 0)
+		backend_done(&q->b, sb, r, "booting failed after a failed template restore");
+	return true;
+}
 
 /* Copies the data extents of from (its holes stay holes) into to, of the same size. */
 static int
@@ -618,12 +714,9 @@ sparse_copy(int from, int to, off_t size)
 }
 
 static void
-incoming_answered(void *data, const json_t *ret _unused_, const char *err)
+capability_set(void *data _unused_, const json_t *ret _unused_, const char *err _unused_)
 {
-	struct vm *vm = data;
-
-	if (err)
-		vm_fail(vm, "the template restore failed: %.200s", err);
+	/* without it, QEMU refuses the stream: migrate-incoming's failure says so */
 }
 
 static void
@@ -631,8 +724,10 @@ incoming_done(void *data, const json_t *ret _unused_, const char *err)
 {
 	struct vm *vm = data;
 
-	incoming_answered(vm, NULL, err);
-	if (!err)
+	/* an error while the VM is being given up (its monitor freed) is no news */
+	if (err && vm->phase == VM_BOOTING)
+		vm_fail(vm, "migrate-incoming: %.200s", err);
+	else if (!err)
 		vm->qmp = qmp_free(vm->qmp); /* the stream loads; the agent's handshake follows */
 }
 
@@ -646,10 +741,10 @@ incoming_ready(struct qmp *m, void *data)
 	if (qmp_execute(m, "migrate-set-capabilities",
 	                json_pack("{s:[{s:s, s:b}]}", "capabilities", "capability",
 	                          "x-ignore-shared", "state", 1),
-	                incoming_answered, vm) < 0 ||
+	                capability_set, vm) < 0 ||
 	    qmp_execute(m, "migrate-incoming", json_pack("{s:s}", "uri", uri), incoming_done, vm) <
 	            0)
-		vm_fail(vm, "the template restore failed: QMP");
+		vm_fail(vm, "QMP commands not sent");
 }
 
 int
@@ -695,7 +790,12 @@ restore(struct qemu *q, struct sandbox *sb, const struct vm_launch *l, const cha
 	         (unsigned long long)(now_mono_ms() - t0));
 	from.stream = state;
 	from.ram_fd = out;
-	return vm_boot(q, sb, l, true, &from);
+	r = vm_boot(q, sb, l, true, &from);
+	if (r == 0 && (vm = vm_get(q, sb)))
+		vm->restore = launch_copy(l); /* NULL: a later failure fails the create */
+	if (r == 0 && vm && vm->restore)
+		vm->restore->dir = strdup(dir);
+	return r;
 }
 
 int

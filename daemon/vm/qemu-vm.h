@@ -56,12 +56,13 @@ struct vm {
 	bool net;            /* it has a tap (the launch had a network) */
 	uint32_t guest_addr; /* with net: the guest's address it booted with (network order) */
 	bool reconnecting;
-	bool fresh;             /* its layer is this boot's own, and the boot has not completed */
-	bool drop_state;        /* a resume: state.mig goes once the agent answered */
-	bool writes_volumes;    /* its launch attached a volume to write (DESTROY_FLUSH_MS) */
-	uint64_t start_time;    /* its QEMU's, /proc/<pid>/stat field 22 (0: unknown) */
-	struct vm_save *save;   /* a suspend or a snapshot under way, or NULL */
-	struct qemu_tmpl *tmpl; /* this VM is a template being built (qemu-template.c) */
+	bool fresh;              /* its layer is this boot's own, and the boot has not completed */
+	bool drop_state;         /* a resume: state.mig goes once the agent answered */
+	bool writes_volumes;     /* its launch attached a volume to write (DESTROY_FLUSH_MS) */
+	uint64_t start_time;     /* its QEMU's, /proc/<pid>/stat field 22 (0: unknown) */
+	struct vm_save *save;    /* a suspend or a snapshot under way, or NULL */
+	struct qemu_tmpl *tmpl;  /* this VM is a template being built (qemu-template.c) */
+	struct tlaunch *restore; /* restoring from a template: its launch, for a cold boot */
 	char cgroup[64];
 	char jail[600]; /* the mount point of its root (an empty directory in its dir) */
 };
@@ -109,7 +110,11 @@ int qemu_template_start(struct qemu *q, struct sandbox *sb, const struct vm_laun
 /* A clone's QEMU runs: sets x-ignore-shared and starts the incoming migration over QMP. */
 int qemu_template_incoming(struct vm *vm);
 /* A sandbox's boot completed: a template that is due is built now. */
-void qemu_template_booted(struct qemu *q);
+void qemu_template_booted(struct vm *vm);
+/* A VM restoring from a template failed: boots it cold instead (true), or false when it was
+ * no restore. */
+bool qemu_template_fallback(struct vm *vm, const char *reason);
+void qemu_template_launch_free(struct tlaunch *t);
 /* The template VM's agent answered, it failed, its QEMU exited. */
 void qemu_template_ready(struct vm *vm);
 void qemu_template_failed(struct vm *vm, const char *reason);

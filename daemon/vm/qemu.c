@@ -223,6 +223,7 @@ vm_free(struct vm *vm)
 	vm_forget_process(vm);
 	loop_timer_done(&vm->timer);
 	vm_release_slot(vm);
+	qemu_template_launch_free(vm->restore);
 	list_remove(&vm->link);
 	if (vm->sb)
 		vm->sb->backend_data = NULL;
@@ -312,6 +313,8 @@ vm_fail(struct vm *vm, const char *fmt, ...)
 		qemu_template_failed(vm, reason);
 		return;
 	}
+	if (phase == VM_BOOTING && qemu_template_fallback(vm, reason))
+		return;
 	/* the core lets go of the processes before the agent goes; a suspend or a snapshot
 	 * that fails with its VM is reported before the VM's loss */
 	if (phase == VM_BOOTING || phase == VM_STOPPING || phase == VM_SUSPENDING || snapshot)
@@ -756,7 +759,7 @@ agent_ready_cb(struct agent *a _unused_, bool mounted, const char *version, void
 		free(vm->sb->runtime_ref);
 		vm->sb->runtime_ref = strdup_printf("qemu:%d", (int)vm->pid);
 		backend_done(b, vm->sb, 0, NULL);
-		qemu_template_booted(vm->q);
+		qemu_template_booted(vm);
 	}
 	if (vm->phase == VM_RUNNING)
 		backend_agent_ready(b, vm->sb);

@@ -143,7 +143,8 @@ test_creates_restore_from_the_template(void **state _unused_)
 {
 	char a[48], b[48], c[48], d[48], tdir[400], path[500], out[128];
 	char host_b[80], host_c[80], mid_b[80], mid_c[80];
-	double cold, warm1, warm2, fallback;
+	double cold, warm1, warm2, fallback, refused;
+	char e[48];
 
 	cold = create(a, sizeof(a));
 	assert_true(logged(a, "cold boot"));
@@ -179,6 +180,23 @@ test_creates_restore_from_the_template(void **state _unused_)
 	assert_int_equal(run(c, "[\"cat\",\"/etc/machine-id\"]", out, sizeof(out)), 0);
 	assert_string_equal(out, mid_c);
 
+	/* a template whose stream QEMU refuses: that create boots cold and says so, and the
+	 * template is built again */
+	snprintf(path, sizeof(path), "%s/state.mig", tdir);
+	{
+		FILE *f = fopen(path, "r+");
+		static const char junk[4096] = { 'x' };
+		assert_non_null(f);
+		assert_int_equal(fseek(f, 2048, SEEK_SET), 0);
+		assert_int_equal(fwrite(junk, 1, sizeof(junk), f), sizeof(junk));
+		assert_int_equal(fclose(f), 0);
+	}
+	refused = create(e, sizeof(e));
+	assert_true(logged(e, "template restore failed"));
+	assert_true(logged(e, "cold boot"));
+	sleep(1);
+	wait_template(tdir, sizeof(tdir));
+
 	/* a template cut short is not used: the create boots cold and says so */
 	snprintf(path, sizeof(path), "%s/state.mig", tdir);
 	assert_int_equal(truncate(path, 100), 0);
@@ -188,12 +206,14 @@ test_creates_restore_from_the_template(void **state _unused_)
 
 	fprintf(stderr,
 	        "test-vm-template: create to first exec: cold %.2f s, from the template %.2f s "
-	        "and %.2f s, falling back %.2f s; VMM PSS: cold %ld MiB, clones %ld and %ld MiB\n",
-	        cold, warm1, warm2, fallback, pss_mib(a), pss_mib(b), pss_mib(c));
+	        "and %.2f s, falling back %.2f s and %.2f s; VMM PSS: cold %ld MiB, clones %ld and "
+	        "%ld MiB\n",
+	        cold, warm1, warm2, refused, fallback, pss_mib(a), pss_mib(b), pss_mib(c));
 	remove_sandbox(a);
 	remove_sandbox(b);
 	remove_sandbox(c);
 	remove_sandbox(d);
+	remove_sandbox(e);
 }
 
 static int
