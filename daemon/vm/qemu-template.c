@@ -660,6 +660,8 @@ launch_copy(const struct vm_launch *l)
 	return t;
 }
 
+static void want_template(struct qemu *q, const struct vm_launch *l);
+
 bool
 qemu_template_fallback(struct vm *vm, const char *reason)
 {
@@ -673,8 +675,10 @@ qemu_template_fallback(struct vm *vm, const char *reason)
 		return false;
 	vm->restore = NULL;
 	log_warning("sandbox '%s': template restore failed (%s); booting", sb->id, reason);
-	if (t->dir)
-		remove_tree(t->dir); /* rebuilt after a boot */
+	if (t->dir) {
+		remove_tree(t->dir);
+		want_template(q, &t->l); /* rebuilt after this boot */
+	}
 	vm->agent = agent_free(vm->agent);
 	remove_tree(vm->dir);
 	vm_free(vm);
@@ -798,6 +802,19 @@ restore(struct qemu *q, struct sandbox *sb, const struct vm_launch *l, const cha
 	return r;
 }
 
+/* Notes the template of l as due after the next boot, unless one is due or being built. */
+static void
+want_template(struct qemu *q, const struct vm_launch *l)
+{
+	struct qemu_templates *t = q->templates;
+
+	if (!t || t->due || t->building || !l->root_disk)
+		return;
+	params_of(l, &t->pending);
+	t->pending.root_disk = strdup(l->root_disk);
+	t->due = t->pending.root_disk != NULL;
+}
+
 int
 qemu_template_start(struct qemu *q, struct sandbox *sb, const struct vm_launch *l)
 {
@@ -825,12 +842,8 @@ qemu_template_start(struct qemu *q, struct sandbox *sb, const struct vm_launch *
 			return 0;
 		}
 	}
-	if (dir && access(dir, F_OK) < 0 && !streq(t->failed, key) &&
-	    (!t->building || !streq(t->building->key, key)) && !t->due) {
-		t->pending = p;
-		t->pending.root_disk = strdup(l->root_disk);
-		t->due = t->pending.root_disk != NULL;
-	}
+	if (dir && access(dir, F_OK) < 0 && !streq(t->failed, key))
+		want_template(q, l);
 cold:
 	log_info("sandbox '%s': cold boot", sb->id);
 	return vm_boot(q, sb, l, true, &blank);
