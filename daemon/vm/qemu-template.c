@@ -417,6 +417,7 @@ build_finish(struct qemu_tmpl *b)
 	_cleanup_free_ char *meta = strdup_printf("%s/template.json", b->dir);
 	static const char *const drop[] = { "upper.qcow2", "agent.sock", "qmp.sock", "vm.json" };
 	struct stat sst, rst;
+	json_t *meta_j;
 	char *json;
 	int r;
 
@@ -432,13 +433,13 @@ build_finish(struct qemu_tmpl *b)
 		if (p)
 			(void)unlink(p);
 	}
-	json = json_dumps(json_pack("{s:s, s:s, s:I, s:I, s:I, s:b, s:I, s:I}", "key", b->key,
-	                            "root_disk", b->p.root_disk, "memory_mb",
-	                            (json_int_t)b->p.memory_mb, "cpus", (json_int_t)b->p.cpus,
-	                            "disk_mb", (json_int_t)b->p.disk_mb, "has_net", b->p.has_net,
-	                            "state_bytes", (json_int_t)sst.st_size, "ram_bytes",
-	                            (json_int_t)rst.st_size),
-	                  JSON_COMPACT);
+	meta_j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:b, s:I, s:I}", "key", b->key, "root_disk",
+	                   b->p.root_disk, "memory_mb", (json_int_t)b->p.memory_mb, "cpus",
+	                   (json_int_t)b->p.cpus, "disk_mb", (json_int_t)b->p.disk_mb, "has_net",
+	                   b->p.has_net, "state_bytes", (json_int_t)sst.st_size, "ram_bytes",
+	                   (json_int_t)rst.st_size);
+	json = meta_j ? json_dumps(meta_j, JSON_COMPACT) : NULL;
+	json_decref(meta_j);
 	if (!json)
 		return -ENOMEM;
 	r = write_file_atomic(meta, json, strlen(json), 0600);

@@ -1,6 +1,6 @@
 /* qemu-vm.h: what the files of the microVM backend share (qemu.c: boots, stops, supervision;
- * qemu-state.c: suspend, resume, snapshots and forks), internal to daemon/vm: the backend, a
- * VM and the few functions of one that the other calls. */
+ * qemu-state.c: suspend, resume, snapshots and forks; qemu-template.c: templates), internal to
+ * daemon/vm: the backend, a VM and the few functions of one that the other calls. */
 #pragma once
 
 #include <stdbool.h>
