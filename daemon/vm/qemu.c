@@ -48,6 +48,7 @@
 #define UID_FIRST 61000u /* VMM uids: ranges of UID_SLOTS from here, one range per sandboxd */
 #define UID_RANGES 64u
 #define UID_SLOTS 1024u
+#define AGENT_LOST_WAIT_MS 2000 /* for QEMU's exit, after its agent stopped answering */
 #define UID_CLAIMS "/run/sandboxd-vmm-uids"
 #define QUIT_WAIT_MS 5000 /* after QMP quit, before SIGKILL */
 #define KILL_WAIT_MS 5000
@@ -765,6 +766,16 @@ agent_ready_cb(struct agent *a _unused_, bool mounted, const char *version, void
 		backend_agent_ready(b, vm->sb);
 }
 
+/* The agent stopped answering and QEMU did not exit meanwhile. */
+static void
+agent_lost(struct loop_timer *t _unused_, void *data)
+{
+	struct vm *vm = data;
+
+	if (vm->phase == VM_RUNNING)
+		vm_fail(vm, "its agent stopped answering");
+}
+
 static void
 agent_closed_cb(struct agent *a, const char *reason, void *data)
 {
@@ -787,7 +798,11 @@ agent_closed_cb(struct agent *a, const char *reason, void *data)
 		return;
 	/* the VM runs on: a new session keeps the kept processes */
 	if (vm->reconnecting) {
-		vm_fail(vm, "its agent stopped answering (%s)", reason);
+		/* QEMU's exit, when that is why, may be told a moment after its sockets closed
+		 * (its teardown): it says why better */
+		log_info("sandbox '%s': its agent stopped answering (%s)", vm->sb->id, reason);
+		vm->timer.fn = agent_lost;
+		(void)loop_timer_arm(&vm->timer, AGENT_LOST_WAIT_MS, 0);
 		return;
 	}
 	log_info("sandbox '%s': agent connection lost (%s); reconnecting", vm->sb->id, reason);
