@@ -82,7 +82,11 @@ add_machine(struct args *a, const struct qemu_machine *m, const struct vm_launch
 	add(a, "-m");
 	addf(a, "%u", l->memory_mb);
 	add(a, "-object");
-	addf(a, "memory-backend-ram,id=mem,size=%uM", l->memory_mb);
+	if (m->ram_file)
+		addf(a, "memory-backend-file,id=mem,size=%uM,mem-path=/proc/self/fd/%d,share=%s",
+		     l->memory_mb, QEMU_FD_RAM, m->ram_shared ? "on" : "off");
+	else
+		addf(a, "memory-backend-ram,id=mem,size=%uM", l->memory_mb);
 	add(a, "-smp");
 	addf(a, "%u", l->cpus);
 	add(a, "-nodefaults");
@@ -103,7 +107,7 @@ add_machine(struct args *a, const struct qemu_machine *m, const struct vm_launch
 	add(a, "-append");
 	if (streq(m->accel, "tcg") && m->tsc_khz)
 		snprintf(tsc, sizeof(tsc), " tsc_early_khz=%u", m->tsc_khz);
-	if (l->has_net) {
+	if (l->has_net && !m->net_hub) {
 		char g[INET_ADDRSTRLEN], h[INET_ADDRSTRLEN];
 		inet_ntop(AF_INET, &l->net.guest_addr, g, sizeof(g));
 		inet_ntop(AF_INET, &l->net.host_addr, h, sizeof(h));
@@ -202,12 +206,18 @@ qemu_argv_build(const struct qemu_machine *m, const struct vm_launch *l, char **
 		/* the MAC is the guest's address after 52:54 */
 		uint32_t g = ntohl(l->net.guest_addr);
 		add(&a, "-netdev");
-		addf(&a, "tap,id=net0,fd=%d", QEMU_FD_TAP);
+		if (m->net_hub)
+			add(&a, "hubport,id=net0,hubid=0");
+		else
+			addf(&a, "tap,id=net0,fd=%d", QEMU_FD_TAP);
 		add(&a, "-device");
 		addf(&a, "virtio-net-device,netdev=net0,mac=52:54:%02x:%02x:%02x:%02x", g >> 24,
 		     (g >> 16) & 0xff, (g >> 8) & 0xff, g & 0xff);
 	}
-	if (m->incoming) {
+	if (m->incoming_defer) {
+		add(&a, "-incoming");
+		add(&a, "defer");
+	} else if (m->incoming) {
 		/* restored from the migration stream at QEMU_FD_INCOMING rather than booted */
 		add(&a, "-incoming");
 		addf(&a, "fd:%d", QEMU_FD_INCOMING);

@@ -18,6 +18,7 @@ enum qemu_fd {
 	QEMU_FD_UPPER,      /* upper.qcow2, the writable layer (vdb) */
 	QEMU_FD_TAP,        /* the tap with a network, else /dev/null */
 	QEMU_FD_INCOMING,   /* a saved migration stream to restore (-incoming), else /dev/null */
+	QEMU_FD_RAM,        /* a template's or a template clone's guest RAM file, else /dev/null */
 	QEMU_FD_LOG,        /* qemu.log, which its stderr also goes to */
 	QEMU_FD_END,        /* the first number that is not one of them */
 };
@@ -37,6 +38,14 @@ struct qemu_machine {
 	const char *accel;    /* "kvm" or "tcg" */
 	unsigned tsc_khz;     /* under TCG, the host's TSC frequency for the guest; 0: unknown */
 	bool incoming;        /* restore the stream at QEMU_FD_INCOMING (a resume, a fork) */
+	/* templates (qemu-template.c): the guest's RAM is the file at QEMU_FD_RAM, mapped shared
+	 * (a template: its pages stay in the file, the stream leaves them out) or privately (a
+	 * clone); a clone waits for QMP migrate-incoming (-incoming defer), which comes after
+	 * x-ignore-shared is set; net_hub: has_net without a tap (a template's virtio-net) */
+	bool ram_file;
+	bool ram_shared;
+	bool incoming_defer;
+	bool net_hub;
 };
 
 /* The kernel command line every guest boots with (the KVM check's included). */

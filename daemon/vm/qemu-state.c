@@ -405,6 +405,12 @@ save_qmp_ready(struct qmp *m, void *data)
 {
 	struct vm_save *s = data;
 
+	/* a template's clone restored with x-ignore-shared, which the stream would carry: its
+	 * RAM is its own (private), all of it is saved, and the restore expects it off */
+	(void)qmp_execute(m, "migrate-set-capabilities",
+	                  json_pack("{s:[{s:s, s:b}]}", "capabilities", "capability",
+	                            "x-ignore-shared", "state", 0),
+	                  ignore_answer, s);
 	if (qmp_execute(m, "stop", NULL, stop_answered, s) < 0)
 		save_end(s, -EIO, "its monitor went away");
 }

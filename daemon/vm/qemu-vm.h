@@ -1,6 +1,6 @@
 /* qemu-vm.h: what the files of the microVM backend share (qemu.c: boots, stops, supervision;
- * qemu-state.c: suspend, resume, snapshots and forks), internal to daemon/vm: the backend, a
- * VM and the few functions of one that the other calls. */
+ * qemu-state.c: suspend, resume, snapshots and forks; qemu-template.c: templates), internal to
+ * daemon/vm: the backend, a VM and the few functions of one that the other calls. */
 #pragma once
 
 #include <stdbool.h>
@@ -35,6 +35,7 @@ struct qemu {
 	struct list_node vms;
 	char *marker; /* "SANDBOXD_STATE_DIR=<dir>" in every VMM's environment */
 	uid_t uid_base;
+	struct qemu_templates *templates; /* qemu-template.c */
 };
 
 struct vm_save; /* a save under way (qemu-state.c) */
@@ -55,11 +56,13 @@ struct vm {
 	bool net;            /* it has a tap (the launch had a network) */
 	uint32_t guest_addr; /* with net: the guest's address it booted with (network order) */
 	bool reconnecting;
-	bool fresh;           /* its layer is this boot's own, and the boot has not completed */
-	bool drop_state;      /* a resume: state.mig goes once the agent answered */
-	bool writes_volumes;  /* its launch attached a volume to write (DESTROY_FLUSH_MS) */
-	uint64_t start_time;  /* its QEMU's, /proc/<pid>/stat field 22 (0: unknown) */
-	struct vm_save *save; /* a suspend or a snapshot under way, or NULL */
+	bool fresh;              /* its layer is this boot's own, and the boot has not completed */
+	bool drop_state;         /* a resume: state.mig goes once the agent answered */
+	bool writes_volumes;     /* its launch attached a volume to write (DESTROY_FLUSH_MS) */
+	uint64_t start_time;     /* its QEMU's, /proc/<pid>/stat field 22 (0: unknown) */
+	struct vm_save *save;    /* a suspend or a snapshot under way, or NULL */
+	struct qemu_tmpl *tmpl;  /* this VM is a template being built (qemu-template.c) */
+	struct tlaunch *restore; /* restoring from a template: its launch, for a cold boot */
 	char cgroup[64];
 	char jail[600]; /* the mount point of its root (an empty directory in its dir) */
 };
@@ -68,6 +71,12 @@ struct vm {
 struct vm_from {
 	const char *layer;  /* a new sandbox's layer is a copy of this one (a fork) */
 	const char *stream; /* QEMU restores this migration stream instead of booting */
+	/* templates (qemu-template.c): the guest's RAM is the file ram_fd, shared (a template
+	 * being built) or private (a clone: its stream comes through QMP migrate-incoming) */
+	bool ram;
+	bool ram_shared;
+	int ram_fd;
+	bool net_hub; /* has_net without a tap (a template) */
 };
 
 static inline struct qemu *
@@ -81,6 +90,7 @@ char *vm_path(const struct vm *vm, const char *file);
 void remove_tree(const char *dir);
 struct vm *vm_get(struct qemu *q, struct sandbox *sb);
 void vm_release_slot(struct vm *vm);
+void vm_free(struct vm *vm);
 void vm_forget_process(struct vm *vm);
 void vm_kill(struct vm *vm);
 void vm_remove_runtime(struct vm *vm);
@@ -90,6 +100,25 @@ char *log_tail(struct vm *vm);
  * VM of sb; completes through done once its agent answered. */
 int vm_boot(struct qemu *q, struct sandbox *sb, const struct vm_launch *l, bool fresh_layer,
             const struct vm_from *from);
+
+/* qemu-template.c */
+int qemu_templates_init(struct qemu *q);
+void qemu_templates_free(struct qemu *q);
+/* start() of a new sandbox without a snapshot: restores from its key's template where there
+ * is one (logging "restored from template"), else boots cold ("cold boot"). */
+int qemu_template_start(struct qemu *q, struct sandbox *sb, const struct vm_launch *l);
+/* A clone's QEMU runs: sets x-ignore-shared and starts the incoming migration over QMP. */
+int qemu_template_incoming(struct vm *vm);
+/* A sandbox's boot completed: a template that is due is built now. */
+void qemu_template_booted(struct vm *vm);
+/* A VM restoring from a template failed: boots it cold instead (true), or false when it was
+ * no restore. */
+bool qemu_template_fallback(struct vm *vm, const char *reason);
+void qemu_template_launch_free(struct tlaunch *t);
+/* The template VM's agent answered, it failed, its QEMU exited. */
+void qemu_template_ready(struct vm *vm);
+void qemu_template_failed(struct vm *vm, const char *reason);
+void qemu_template_exited(struct vm *vm, const char *how);
 
 /* qemu-state.c */
 #define VM_STATE_FILE "state.mig"

@@ -48,6 +48,7 @@
 #define UID_FIRST 61000u /* VMM uids: ranges of UID_SLOTS from here, one range per sandboxd */
 #define UID_RANGES 64u
 #define UID_SLOTS 1024u
+#define AGENT_LOST_WAIT_MS 2000 /* for QEMU's exit, after its agent stopped answering */
 #define UID_CLAIMS "/run/sandboxd-vmm-uids"
 #define QUIT_WAIT_MS 5000 /* after QMP quit, before SIGKILL */
 #define KILL_WAIT_MS 5000
@@ -213,7 +214,7 @@ vm_forget_process(struct vm *vm)
 		cgroup_remove(vm->cgroup);
 }
 
-static void
+void
 vm_free(struct vm *vm)
 {
 	if (!vm)
@@ -223,6 +224,7 @@ vm_free(struct vm *vm)
 	vm_forget_process(vm);
 	loop_timer_done(&vm->timer);
 	vm_release_slot(vm);
+	qemu_template_launch_free(vm->restore);
 	list_remove(&vm->link);
 	if (vm->sb)
 		vm->sb->backend_data = NULL;
@@ -308,6 +310,12 @@ vm_fail(struct vm *vm, const char *fmt, ...)
 	vm->phase = VM_EXITED;
 	(void)loop_timer_arm(&vm->timer, 0, 0);
 	vm_kill(vm);
+	if (vm->tmpl) {
+		qemu_template_failed(vm, reason);
+		return;
+	}
+	if (phase == VM_BOOTING && qemu_template_fallback(vm, reason))
+		return;
 	/* the core lets go of the processes before the agent goes; a suspend or a snapshot
 	 * that fails with its VM is reported before the VM's loss */
 	if (phase == VM_BOOTING || phase == VM_STOPPING || phase == VM_SUSPENDING || snapshot)
@@ -541,9 +549,13 @@ spawn_qemu(struct vm *vm, const struct vm_launch *vl, bool fresh_layer, const st
 	const struct qemu_machine machine = { .qemu_bin = q->qemu_bin,
 		                              .accel = q->accel,
 		                              .tsc_khz = q->tsc_khz,
-		                              .incoming = from->stream != NULL };
+		                              .incoming = from->stream != NULL,
+		                              .ram_file = from->ram,
+		                              .ram_shared = from->ram_shared,
+		                              .incoming_defer = from->ram && !from->ram_shared,
+		                              .net_hub = from->net_hub };
 	struct launch l;
-	bool net = vl->has_net;
+	bool net = vl->has_net && !from->net_hub;
 	_cleanup_free_ char *blank = NULL, *upper = vm_path(vm, "upper.qcow2");
 	_cleanup_free_ char *agent_sock = vm_path(vm, "agent.sock"),
 	                    *qmp_sock = vm_path(vm, "qmp.sock");
@@ -601,6 +613,16 @@ spawn_qemu(struct vm *vm, const struct vm_launch *vl, bool fresh_layer, const st
 			goto out;
 		}
 	} else if ((r = open_into(&l, QEMU_FD_TAP, "/dev/null", O_RDONLY)) < 0) {
+		goto out;
+	}
+	if (from->ram) {
+		int *fd = &l.fds[QEMU_FD_RAM - QEMU_FD_KERNEL];
+		*fd = fcntl(from->ram_fd, F_DUPFD_CLOEXEC, 0);
+		if (*fd < 0 || (q->root && (fchown(*fd, uid, uid) < 0 || fchmod(*fd, 0600) < 0))) {
+			r = negative_errno();
+			goto out;
+		}
+	} else if ((r = open_into(&l, QEMU_FD_RAM, "/dev/null", O_RDONLY)) < 0) {
 		goto out;
 	}
 	if ((r = open_into(&l, QEMU_FD_INCOMING, from->stream ? from->stream : "/dev/null",
@@ -714,6 +736,10 @@ agent_ready_cb(struct agent *a _unused_, bool mounted, const char *version, void
 	struct backend *b = &vm->q->b;
 
 	vm->reconnecting = false;
+	if (vm->tmpl) {
+		qemu_template_ready(vm);
+		return;
+	}
 	if (vm->phase == VM_BOOTING) {
 		if (!mounted) {
 			vm_fail(vm, "the guest could not set up its root disk");
@@ -734,9 +760,20 @@ agent_ready_cb(struct agent *a _unused_, bool mounted, const char *version, void
 		free(vm->sb->runtime_ref);
 		vm->sb->runtime_ref = strdup_printf("qemu:%d", (int)vm->pid);
 		backend_done(b, vm->sb, 0, NULL);
+		qemu_template_booted(vm);
 	}
 	if (vm->phase == VM_RUNNING)
 		backend_agent_ready(b, vm->sb);
+}
+
+/* The agent stopped answering and QEMU did not exit meanwhile. */
+static void
+agent_lost(struct loop_timer *t _unused_, void *data)
+{
+	struct vm *vm = data;
+
+	if (vm->phase == VM_RUNNING)
+		vm_fail(vm, "its agent stopped answering");
 }
 
 static void
@@ -761,7 +798,11 @@ agent_closed_cb(struct agent *a, const char *reason, void *data)
 		return;
 	/* the VM runs on: a new session keeps the kept processes */
 	if (vm->reconnecting) {
-		vm_fail(vm, "its agent stopped answering (%s)", reason);
+		/* QEMU's exit, when that is why, may be told a moment after its sockets closed
+		 * (its teardown): it says why better */
+		log_info("sandbox '%s': its agent stopped answering (%s)", vm->sb->id, reason);
+		vm->timer.fn = agent_lost;
+		(void)loop_timer_arm(&vm->timer, AGENT_LOST_WAIT_MS, 0);
 		return;
 	}
 	log_info("sandbox '%s': agent connection lost (%s); reconnecting", vm->sb->id, reason);
@@ -796,6 +837,8 @@ vm_connect_agent(struct vm *vm, const struct vm_launch *l, uint64_t deadline)
 	vm->writes_volumes = false;
 	for (size_t i = 0; i < l->nvolumes; i++)
 		vm->writes_volumes = vm->writes_volumes || !l->volumes[i].read_only;
+	if (vm->tmpl)
+		hello.root_dev = hello.upper_dev = NULL; /* a template mounts nothing */
 	r = guest_identity_fill(&id, l, &hello);
 	if (r < 0)
 		return r;
@@ -891,6 +934,10 @@ vm_exited(struct loop_child *c _unused_, void *data)
 		snprintf(how, sizeof(how), "exited with status %d", WEXITSTATUS(status));
 	vm_forget_process(vm);
 	(void)loop_timer_arm(&vm->timer, 0, 0);
+	if (vm->tmpl) {
+		qemu_template_exited(vm, how);
+		return;
+	}
 	if (vm_saving(vm) && vm_save_exited(vm, how))
 		return; /* suspended */
 	switch (vm->phase) {
@@ -964,6 +1011,7 @@ vm_boot(struct qemu *q, struct sandbox *sb, const struct vm_launch *l, bool fres
 	}
 	deadline = now_mono_ms() + q->boot_timeout_ms;
 	if ((r = vm_watch(vm)) < 0 || (r = write_record(vm)) < 0 ||
+	    (from->ram && !from->ram_shared && (r = qemu_template_incoming(vm)) < 0) ||
 	    (r = vm_connect_agent(vm, l, deadline)) < 0) {
 		vm_kill(vm);
 		vm_remove_unless_layer(vm);
@@ -984,6 +1032,9 @@ qemu_start(struct backend *b, struct sandbox *sb, const struct vm_launch *l)
 
 	if (l->snapshot_dir)
 		return qemu_start_from(Q(b), sb, l);
+	if (!l->nvolumes)
+		return qemu_template_start(Q(b), sb, l);
+	log_info("sandbox '%s': cold boot", sb->id);
 	return vm_boot(Q(b), sb, l, true, &blank);
 }
 
@@ -1239,6 +1290,7 @@ qemu_free(struct backend *b)
 	struct qemu *q = Q(b);
 	struct list_node *n, *tmp;
 
+	qemu_templates_free(q); /* a template being built is not kept */
 	/* VMs keep running (with their table entries, which the core keeps), and the next
 	 * sandboxd takes them back */
 	LIST_FOREACH_SAFE (n, tmp, &q->vms) {
@@ -1456,7 +1508,7 @@ qemu_backend_create(const struct backend_config *cfg, struct backend **ret)
 	q->b.cfg = *cfg;
 	q->b.priv = q;
 	/* the last uid of the range is the spare one, which no VMM gets */
-	q->b.slots = UID_SLOTS - 1;
+	q->b.slots = UID_SLOTS - 2; /* the next is the template builder's */
 	q->root = geteuid() == 0;
 	q->boot_timeout_ms = (cfg->boot_timeout_secs ? cfg->boot_timeout_secs : 60) * 1000;
 	q->stop_timeout_ms = cfg->stop_timeout_secs * 1000;
@@ -1522,6 +1574,8 @@ qemu_backend_create(const struct backend_config *cfg, struct backend **ret)
 		if (n > 0)
 			log_info("backend qemu: removed %d cgroup(s) of VMMs that are gone", n);
 	}
+	if (qemu_templates_init(q) < 0)
+		log_warning("backend qemu: no templates: creates boot cold");
 	*ret = &q->b;
 	return 0;
 fail:

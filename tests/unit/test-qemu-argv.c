@@ -270,10 +270,11 @@ test_descriptors_are_the_enum(void **state _unused_)
 	assert_int_equal(QEMU_FD_KERNEL, 3);
 	struct qemu_machine m = kvm;
 
-	assert_int_equal(QEMU_FD_COUNT, 11);
+	assert_int_equal(QEMU_FD_COUNT, 12);
 	assert_int_equal(QEMU_FD_LOG, QEMU_FD_END - 1);
 	with_net(&l);
 	m.incoming = true;
+	m.ram_file = true; /* a template's clone: the RAM file too */
 	argv = build(&m, &l);
 	for (size_t i = 0; argv[i]; i++)
 		for (size_t k = 0; k < ARRAY_SIZE(marks); k++)
@@ -314,6 +315,42 @@ test_incoming_restores_the_stream(void **state _unused_)
 	qemu_argv_free(restore);
 }
 
+/* A template's clone maps its copy of the template's RAM privately and waits for QMP's
+ * migrate-incoming; a template maps its RAM file shared, and its network is a tap-less hub
+ * port whose address the clones' handshakes replace (none on the kernel's command line). */
+static void
+test_template_ram_and_network(void **state _unused_)
+{
+	struct qemu_machine m = tcg;
+	struct vm_launch l = launch();
+	char **argv;
+
+	m.incoming = true;
+	m.ram_file = true;
+	m.incoming_defer = true;
+	argv = build(&m, &l);
+	assert_string_equal(after(argv, "-object"),
+	                    "memory-backend-file,id=mem,size=512M,mem-path=/proc/self/fd/13,"
+	                    "share=off");
+	assert_int_equal(QEMU_FD_RAM, 13);
+	assert_string_equal(after(argv, "-incoming"), "defer");
+	qemu_argv_free(argv);
+
+	m = tcg;
+	m.ram_file = true;
+	m.ram_shared = true;
+	m.net_hub = true;
+	with_net(&l);
+	argv = build(&m, &l);
+	assert_string_equal(after(argv, "-object"),
+	                    "memory-backend-file,id=mem,size=512M,mem-path=/proc/self/fd/13,"
+	                    "share=on");
+	assert_string_equal(after(argv, "-netdev"), "hubport,id=net0,hubid=0");
+	assert_null(strstr(after(argv, "-append"), "sandbox.net="));
+	assert_null(after(argv, "-incoming"));
+	qemu_argv_free(argv);
+}
+
 /* Volumes are drives after the writable layer, in the launch's order (the guest sees vdc,
  * vdd, ...), each over its descriptor from QEMU_FD_END on; a read-only one is read-only at both
  * of its nodes, so no write reaches its file whatever the guest does. */
@@ -323,17 +360,17 @@ test_volumes_are_drives_after_the_layer(void **state _unused_)
 	static const char *const want[] = {
 		"virtio-blk-device,drive=upper",
 		"-add-fd",
-		"fd=14,set=14,opaque=vol0",
+		"fd=15,set=15,opaque=vol0",
 		"-blockdev",
-		"driver=file,node-name=vol0f,filename=/dev/fdset/14",
+		"driver=file,node-name=vol0f,filename=/dev/fdset/15",
 		"-blockdev",
 		"driver=raw,node-name=vol0,file=vol0f",
 		"-device",
 		"virtio-blk-device,drive=vol0",
 		"-add-fd",
-		"fd=15,set=15,opaque=vol1",
+		"fd=16,set=16,opaque=vol1",
 		"-blockdev",
-		"driver=file,node-name=vol1f,filename=/dev/fdset/15,read-only=on",
+		"driver=file,node-name=vol1f,filename=/dev/fdset/16,read-only=on",
 		"-blockdev",
 		"driver=raw,node-name=vol1,file=vol1f,read-only=on",
 		"-device",
@@ -353,7 +390,7 @@ test_volumes_are_drives_after_the_layer(void **state _unused_)
 	char **argv = NULL, **plain;
 	size_t at = 0;
 
-	assert_int_equal(QEMU_FD_END, 14);
+	assert_int_equal(QEMU_FD_END, 15);
 	l.volumes = vols;
 	l.nvolumes = ARRAY_SIZE(vols);
 	argv = build(&tcg, &l);
@@ -405,6 +442,7 @@ main(void)
 		cmocka_unit_test(test_descriptors_are_the_enum),
 		cmocka_unit_test(test_incoming_restores_the_stream),
 		cmocka_unit_test(test_volumes_are_drives_after_the_layer),
+		cmocka_unit_test(test_template_ram_and_network),
 		cmocka_unit_test(test_refuses_an_id_too_short),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
