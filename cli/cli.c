@@ -606,6 +606,36 @@ cli_sandbox_path(const char *ref, const char *suffix)
 }
 
 int
+cli_delete_each(struct cli *cli, int argc, char **argv, const char *prefix, const char *none)
+{
+	int c, first_error = 0;
+
+	while ((c = cli_getopt(cli, argc, argv, NULL)) != -1)
+		return cli_option_end(cli, c);
+	if (optind == argc)
+		return cli_usage_error(cli, "%s", none);
+	for (int i = optind; i < argc; i++) {
+		_cleanup_free_ char *esc = client_escape(argv[i]), *path = NULL, *safe = NULL;
+		int r;
+
+		path = esc ? strdup_printf("%s%s", prefix, esc) : NULL;
+		safe = termsafe_dup(argv[i]);
+		if (!path || !safe)
+			return cli_oom();
+		r = cli_call(cli, "DELETE", path, NULL, NULL);
+		if (r == 0 && !cli->json) {
+			printf("removed %s\n", safe);
+			fflush(stdout);
+		}
+		if (r != 0 && first_error == 0)
+			first_error = r;
+		if (r == CLI_EXIT_UNREACHABLE)
+			break;
+	}
+	return first_error;
+}
+
+int
 cli_oom(void)
 {
 	output_error("out of memory");

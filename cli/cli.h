@@ -76,6 +76,10 @@ int cli_client_another(struct cli *cli, struct client **ret);
  * what went wrong and what to do about it. */
 int cli_call(struct cli *cli, const char *method, const char *path, const json_t *body,
              json_t **ret);
+/* "... rm NAME...": DELETE <prefix><NAME escaped> for every NAME left after the options (none:
+ * the usage error `none`), saying "removed NAME" for each one gone; every one is tried, and
+ * the exit code is the first failure's. */
+int cli_delete_each(struct cli *cli, int argc, char **argv, const char *prefix, const char *none);
 
 /* GETs a list (path already escaped) whose answer holds the array key. With --json prints the
  * answer as it came. Returns an exit code when that, or a failure, is all there is to do;

@@ -136,31 +136,8 @@ volume_ls(struct cli *cli, int argc, char **argv)
 static int
 volume_rm(struct cli *cli, int argc, char **argv)
 {
-	int c, first_error = 0;
-
-	while ((c = cli_getopt(cli, argc, argv, NULL)) != -1)
-		return cli_option_end(cli, c);
-	if (optind == argc)
-		return cli_usage_error(cli, "needs a NAME (see 'sandbox-cli volume ls')");
-	for (int i = optind; i < argc; i++) {
-		_cleanup_free_ char *esc = client_escape(argv[i]), *path = NULL, *safe = NULL;
-		int r;
-
-		path = esc ? strdup_printf("/v1/volumes/%s", esc) : NULL;
-		safe = termsafe_dup(argv[i]);
-		if (!path || !safe)
-			return cli_oom();
-		r = cli_call(cli, "DELETE", path, NULL, NULL);
-		if (r == 0 && !cli->json) {
-			printf("removed %s\n", safe);
-			fflush(stdout);
-		}
-		if (r != 0 && first_error == 0)
-			first_error = r;
-		if (r == CLI_EXIT_UNREACHABLE)
-			break;
-	}
-	return first_error;
+	return cli_delete_each(cli, argc, argv, "/v1/volumes/",
+	                       "needs a NAME (see 'sandbox-cli volume ls')");
 }
 
 static const struct verb volume_verbs[] = {
