@@ -368,7 +368,9 @@ build_qmp_ready(struct qmp *m, void *data)
 	struct qemu_tmpl *b = data;
 	_cleanup_free_ char *state = strdup_printf("%s/%s", b->dir, VM_STATE_FILE);
 
-	b->state_fd = state ? open(state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600) : -1;
+	b->state_fd =
+	        state ? open(state, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600)
+	              : -1;
 	if (b->state_fd < 0) {
 		build_fail(b, "state.mig: %s", strerror(errno));
 		return;
@@ -469,11 +471,7 @@ qemu_template_exited(struct vm *vm, const char *how)
 	}
 	b->qmp = qmp_free(b->qmp);
 	vm->agent = agent_free(vm->agent);
-	{
-		_cleanup_free_ char *jail = strdup(vm->jail);
-		if (jail)
-			(void)rmdir(jail);
-	}
+	(void)rmdir(vm->jail);
 	r = build_finish(b);
 	if (r < 0) {
 		build_fail(b, "saving it: %s", strerror(-r));
