@@ -491,12 +491,13 @@ vm_save_exited(struct vm *vm, const char *how)
 	if (!s->suspend || !s->migrated)
 		return false;
 	/* suspended: the stream becomes its state; the VMM's slot and link are let go */
-	if (rename(s->tmp, s->stream) < 0)
-		r = negative_errno();
-	else
+	if (rename(s->tmp, s->stream) < 0) {
+		r = negative_errno(); /* s->tmp is left set: vm_save_free removes the stream */
+	} else {
 		sync_parent(s->stream);
-	free(s->tmp);
-	s->tmp = NULL;
+		free(s->tmp);
+		s->tmp = NULL;
+	}
 	log_info("sandbox '%s': suspended (its VMM %s)", sb->id, how);
 	vm->phase = VM_EXITED;
 	vm->agent = agent_free(vm->agent);
