@@ -151,6 +151,24 @@ lifecycle_slot_take(struct sandboxd *d, struct sandbox *sb)
 	return slot_take(d, sb);
 }
 
+/* op could not begin (or its launch failed) with error: a resume is decided as one that could
+ * not restore is (suspend.c: suspended again while the backend still holds its saved state,
+ * which a launch never touched), anything else fails sb. */
+static void
+begin_failed(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op, int error,
+             const char *what)
+{
+	char why[256];
+
+	if (op == SANDBOX_OP_RESUME) {
+		snprintf(why, sizeof(why), "%s: %s", what, strerror(-error));
+		sb->op = SANDBOX_OP_NONE;
+		suspend_backend_done(d, sb, op, error, why);
+		return;
+	}
+	fail(d, sb, "%s: %s", what, strerror(-error));
+}
+
 /* What sb's VM is launched with, but for its network. Its machine id lives until the next
  * launch_fill (a launch is borrowed for the one call it is handed to). */
 static void
@@ -257,7 +275,7 @@ boot_net_ready(void *data, int error, const char *why)
 		} else {
 			r = boot_launch(bw->d, b, sb, bw->op, TAKE_FD(bw->tap), &bw->link);
 			if (r < 0)
-				fail(bw->d, sb, "the backend could not begin: %s", strerror(-r));
+				begin_failed(bw->d, sb, bw->op, r, "the backend could not begin");
 		}
 	}
 	safe_close(bw->tap);
@@ -343,7 +361,7 @@ lifecycle_begin(struct sandboxd *d, struct sandbox *sb, enum sandbox_op op, enum
 		r = -EINVAL;
 	}
 	if (r < 0)
-		fail(d, sb, "the backend could not begin: %s", strerror(-r));
+		begin_failed(d, sb, op, r, "the backend could not begin");
 	return 0;
 }
 
