@@ -614,6 +614,10 @@ cli_delete_each(struct cli *cli, int argc, char **argv, const char *prefix, cons
 		return cli_option_end(cli, c);
 	if (optind == argc)
 		return cli_usage_error(cli, "%s", none);
+	/* an empty name would DELETE the collection's own path: refused before any call */
+	for (int i = optind; i < argc; i++)
+		if (!*argv[i])
+			return cli_usage_error(cli, "an empty name names nothing to remove");
 	for (int i = optind; i < argc; i++) {
 		_cleanup_free_ char *esc = client_escape(argv[i]), *path = NULL, *safe = NULL;
 		int r;
