@@ -525,36 +525,9 @@ image_ls(struct cli *cli, int argc, char **argv)
 static int
 image_rm(struct cli *cli, int argc, char **argv)
 {
-	int c, first_error = 0;
-
-	while ((c = cli_getopt(cli, argc, argv, NULL)) != -1)
-		return cli_option_end(cli, c);
-	if (optind == argc)
-		return cli_usage_error(cli, "needs an IMAGE (see 'sandbox-cli image ls')");
-	for (int i = optind; i < argc; i++)
-		if (!*argv[i])
-			return cli_usage_error(cli, "an empty IMAGE names no image");
-	/* every IMAGE is tried; the exit code is the first failure's */
-	for (int i = optind; i < argc; i++) {
-		/* one path segment: the name's ':', '/' and '@' are escaped */
-		_cleanup_free_ char *esc = client_escape(argv[i]), *path = NULL, *safe = NULL;
-		int r;
-
-		path = esc ? strdup_printf("/v1/images/%s", esc) : NULL;
-		safe = termsafe_dup(argv[i]);
-		if (!path || !safe)
-			return cli_oom();
-		r = cli_call(cli, "DELETE", path, NULL, NULL);
-		if (r == 0 && !cli->json) {
-			printf("removed %s\n", safe);
-			fflush(stdout);
-		}
-		if (r != 0 && first_error == 0)
-			first_error = r;
-		if (r == CLI_EXIT_UNREACHABLE)
-			break; /* the next one would fail the same way */
-	}
-	return first_error;
+	/* one path segment each: the name's ':', '/' and '@' are escaped */
+	return cli_delete_each(cli, argc, argv, "/v1/images/",
+	                       "needs an IMAGE (see 'sandbox-cli image ls')");
 }
 
 static const struct verb image_verbs[] = {

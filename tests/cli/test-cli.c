@@ -708,6 +708,10 @@ test_volumes(void **state)
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "volume", "rm", "cli-data"), 6);
 	harness_expect_in(out, "delete the sandbox first");
 	free(out);
+	/* an empty name is refused before any call (it would DELETE /v1/volumes/ itself) */
+	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "volume", "rm", "cli-data", ""), 2);
+	harness_expect_in(out, "an empty name");
+	free(out);
 	assert_int_equal(CLI(&out, "--endpoint", unix_ep, "create", "--volume", "cli-data"), 2);
 	harness_expect_in(out, "NAME:PATH[:ro]");
 	free(out);
