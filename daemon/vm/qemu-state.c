@@ -497,8 +497,8 @@ vm_save_exited(struct vm *vm, const char *how)
 		sync_parent(s->stream);
 		free(s->tmp);
 		s->tmp = NULL;
+		log_info("sandbox '%s': suspended (its VMM %s)", sb->id, how);
 	}
-	log_info("sandbox '%s': suspended (its VMM %s)", sb->id, how);
 	vm->phase = VM_EXITED;
 	vm->agent = agent_free(vm->agent);
 	vm_remove_runtime(vm);
@@ -508,6 +508,7 @@ vm_save_exited(struct vm *vm, const char *how)
 		/* the VMM is gone, its layer kept: a stopped sandbox that lost its memory */
 		char reason[128];
 		snprintf(reason, sizeof(reason), "keeping its state: %s", strerror(-r));
+		log_error("sandbox '%s': not suspended: its VMM %s, and %s", sb->id, how, reason);
 		backend_done(&vm->q->b, sb, r, reason);
 		backend_lost(&vm->q->b, sb, reason);
 		return true;
