@@ -442,19 +442,11 @@ volumes_usage(struct sandboxd *d, uint64_t *ret_count, uint64_t *ret_bytes)
 	*ret_bytes = s.bytes;
 }
 
-struct is_known {
-	const char *id;
-	bool found;
-};
-
+/* Adds a volume's id to the set (a JSON object) of known ids. */
 static int
 mark_known(const struct store_volume *v, void *data)
 {
-	struct is_known *k = data;
-
-	if (streq(v->id, k->id))
-		k->found = true;
-	return 0;
+	return json_object_set_new(data, v->id, json_true()) < 0 ? -ENOMEM : 0;
 }
 
 void
@@ -462,22 +454,25 @@ volumes_sweep(struct sandboxd *d)
 {
 	_cleanup_free_ char *dir = volumes_dir(d);
 	DIR *dh = dir ? opendir(dir) : NULL;
+	json_t *known = json_object();
 	struct dirent *e;
+	/* the ids are listed once, not once a file */
+	bool listed = known && store_volume_list(d->store, NULL, mark_known, known) >= 0;
 
-	if (!dh)
+	if (!dh) {
+		json_decref(known);
 		return;
+	}
 	while ((e = readdir(dh))) {
 		char id[64];
 		const char *dot = strchr(e->d_name, '.');
-		struct is_known k = { .id = id };
 		size_t n = dot ? (size_t)(dot - e->d_name) : 0;
 
 		if (e->d_name[0] == '.' || !dot || n >= sizeof(id))
 			continue;
 		memcpy(id, e->d_name, n);
 		id[n] = '\0';
-		if (streq(dot, ".ext4") &&
-		    (store_volume_list(d->store, NULL, mark_known, &k) < 0 || k.found))
+		if (streq(dot, ".ext4") && (!listed || json_object_get(known, id)))
 			continue; /* a volume's, or the store cannot say: kept */
 		if (!str_has_prefix(e->d_name, "vol_"))
 			continue;
@@ -485,4 +480,5 @@ volumes_sweep(struct sandboxd *d)
 			log_info("volumes: removed '%s', no volume's file", e->d_name);
 	}
 	closedir(dh);
+	json_decref(known);
 }
