@@ -211,10 +211,26 @@ volumes_create(struct sandboxd *d, const char *owner, const char *name, uint64_t
 	return 0;
 }
 
+/* Deletes volume id's row, then its file: the row first, so that a crash in between leaves a
+ * file the next start sweeps, never a row without its file. Shared by one volume's delete and
+ * an owner's. */
+static int
+drop_volume(struct sandboxd *d, const char *id)
+{
+	_cleanup_free_ char *path = volume_file(d, id);
+	int r;
+
+	r = store_volume_delete(d->store, id);
+	if (r < 0)
+		return r;
+	if (path && unlink(path) < 0 && errno != ENOENT)
+		log_warning("volume '%s': removing '%s' failed: %m", id, path);
+	return 0;
+}
+
 int
 volumes_delete(struct sandboxd *d, const char *owner, const char *name, struct err *err)
 {
-	_cleanup_free_ char *path = NULL;
 	struct copied found = { 0 };
 	struct list_node *n;
 	int r;
@@ -232,15 +248,10 @@ volumes_delete(struct sandboxd *d, const char *owner, const char *name, struct e
 			               "sandbox first",
 			               name, sb->id, sandbox_state_to_string(sb->state));
 	}
-	/* the row first: a crash in between leaves a file the next start sweeps, never a row
-	 * without its file */
-	r = store_volume_delete(d->store, found.id);
+	r = drop_volume(d, found.id);
 	if (r < 0)
 		return err_set(err, r, r == -ENOENT ? ERR_NOT_FOUND : ERR_INTERNAL,
 		               "the store failed: %s", strerror(-r));
-	path = volume_file(d, found.id);
-	if (path && unlink(path) < 0 && errno != ENOENT)
-		log_warning("volume '%s': removing '%s' failed: %m", found.id, path);
 	log_info("volume '%s': '%s' of '%s' deleted", found.id, name, owner);
 	return 0;
 }
@@ -265,16 +276,12 @@ volumes_delete_owner(struct sandboxd *d, const char *owner)
 		log_error("volumes of '%s': cannot list them to delete them: %s", owner,
 		          strerror(-r));
 	json_array_foreach (ids, i, id) {
-		_cleanup_free_ char *path = volume_file(d, json_string_value(id));
-		r = store_volume_delete(d->store, json_string_value(id));
+		r = drop_volume(d, json_string_value(id));
 		if (r < 0) {
 			log_error("volume '%s' of '%s': cannot delete it: %s",
 			          json_string_value(id), owner, strerror(-r));
 			continue;
 		}
-		if (path && unlink(path) < 0 && errno != ENOENT)
-			log_warning("volume '%s': removing '%s' failed: %m", json_string_value(id),
-			            path);
 		log_info("volume '%s' of '%s' deleted with its owner", json_string_value(id),
 		         owner);
 	}
@@ -435,19 +442,11 @@ volumes_usage(struct sandboxd *d, uint64_t *ret_count, uint64_t *ret_bytes)
 	*ret_bytes = s.bytes;
 }
 
-struct is_known {
-	const char *id;
-	bool found;
-};
-
+/* Adds a volume's id to the set (a JSON object) of known ids. */
 static int
 mark_known(const struct store_volume *v, void *data)
 {
-	struct is_known *k = data;
-
-	if (streq(v->id, k->id))
-		k->found = true;
-	return 0;
+	return json_object_set_new(data, v->id, json_true()) < 0 ? -ENOMEM : 0;
 }
 
 void
@@ -455,22 +454,25 @@ volumes_sweep(struct sandboxd *d)
 {
 	_cleanup_free_ char *dir = volumes_dir(d);
 	DIR *dh = dir ? opendir(dir) : NULL;
+	json_t *known = json_object();
 	struct dirent *e;
+	/* the ids are listed once, not once a file */
+	bool listed = known && store_volume_list(d->store, NULL, mark_known, known) >= 0;
 
-	if (!dh)
+	if (!dh) {
+		json_decref(known);
 		return;
+	}
 	while ((e = readdir(dh))) {
 		char id[64];
 		const char *dot = strchr(e->d_name, '.');
-		struct is_known k = { .id = id };
 		size_t n = dot ? (size_t)(dot - e->d_name) : 0;
 
 		if (e->d_name[0] == '.' || !dot || n >= sizeof(id))
 			continue;
 		memcpy(id, e->d_name, n);
 		id[n] = '\0';
-		if (streq(dot, ".ext4") &&
-		    (store_volume_list(d->store, NULL, mark_known, &k) < 0 || k.found))
+		if (streq(dot, ".ext4") && (!listed || json_object_get(known, id)))
 			continue; /* a volume's, or the store cannot say: kept */
 		if (!str_has_prefix(e->d_name, "vol_"))
 			continue;
@@ -478,4 +480,5 @@ volumes_sweep(struct sandboxd *d)
 			log_info("volumes: removed '%s', no volume's file", e->d_name);
 	}
 	closedir(dh);
+	json_decref(known);
 }
