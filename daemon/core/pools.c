@@ -400,6 +400,8 @@ pools_claim(struct sandboxd *d, struct sandbox *req, struct sandbox **ret, struc
 			        strerror(-r));
 		goto undo;
 	}
+	/* created now: it lists before every sandbox made while it waited */
+	registry_make_newest(&d->reg, sb);
 	/* its tap and the worker's rules had the pool's network (none): they follow now, as
 	 * after a PATCH of the network */
 	egress_update(d, sb);

@@ -672,6 +672,14 @@ registry_add(struct registry *r, struct sandbox *sb)
 	return 0;
 }
 
+void
+registry_make_newest(struct registry *r, struct sandbox *sb)
+{
+	list_remove(&sb->by_created);
+	list_push_front(&r->all, &sb->by_created);
+	generation++;
+}
+
 int
 registry_add_by_created(struct registry *r, struct sandbox *sb)
 {

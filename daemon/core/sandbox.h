@@ -253,6 +253,8 @@ void registry_init(struct registry *r);
 void registry_done(struct registry *r);
 /* Adds sb as the newest (callers add in creation order). */
 int registry_add(struct registry *r, struct sandbox *sb);
+/* Makes sb the newest: a pooled sandbox that a claim made (created_at now) goes first. */
+void registry_make_newest(struct registry *r, struct sandbox *sb);
 /* Unlinks the sandbox, tells its waiters it is gone, and frees it after the current batch of
  * events (so callers up the stack may still read it). */
 void registry_drop(struct sandboxd *d, struct sandbox *sb);

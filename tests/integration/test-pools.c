@@ -390,6 +390,18 @@ test_fixed_create_boots(void **state)
 	/* the pool was left alone */
 	n = wait_pooled(2, 5000);
 	json_decref(n);
+	/* a claim now is the newest: it lists before the cold one (newest first), though its
+	 * VM booted before */
+	sb = harness_json_headers(d.sock, alice.hkey, "POST", "/v1/sandboxes",
+	                          "{\"name\":\"claimed-after-cold\"}", 201, NULL);
+	rec = created_record(alice.hkey, "claimed-after-cold");
+	assert_string_equal(harness_str(rec, "reason"), "pool");
+	json_decref(rec);
+	json_decref(sb);
+	n = harness_json_headers(d.sock, alice.hkey, "GET", "/v1/sandboxes", NULL, 200, NULL);
+	assert_string_equal(harness_str(json_array_get(json_object_get(n, "sandboxes"), 0), "name"),
+	                    "claimed-after-cold");
+	json_decref(n);
 }
 
 static void
